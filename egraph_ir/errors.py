@@ -1,0 +1,71 @@
+"""The error hierarchy every layer raises, and source spans.
+
+Messages read `<where>: <what>[; <hint>]`: lower case, no trailing period, user names quoted.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """A place in a text source (1-based line and column)."""
+
+    file: str
+    line: int
+    col: int = 0
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col}" if self.col else f"{self.file}:{self.line}"
+
+
+class CompilerError(Exception):
+    """Base class of every error this compiler raises on bad input."""
+
+
+class ParseError(CompilerError):
+    """Malformed IR text (the message starts with `line:col`)."""
+
+
+class TypeInferenceError(CompilerError):
+    """A program is ill-typed: wrong shapes, dtypes or arity, or an unbound variable."""
+
+
+class UnboundVariableError(TypeInferenceError):
+    """A variable is used where no function parameter or let binds it."""
+
+
+class UnknownOpError(CompilerError, KeyError):
+    """An op name that the registry does not know."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
+
+
+class AttrError(CompilerError, TypeError):
+    """An unknown, missing or ill-typed op attribute."""
+
+
+class RuleError(CompilerError):
+    """A malformed or invalid rewrite rule (names `file:line:col`)."""
+
+
+class PassError(CompilerError):
+    """A pass failed; names the pass and the passes that ran before it."""
+
+
+class ConfigError(CompilerError):
+    """An unknown pass, config key or option value."""
+
+
+class CodegenError(CompilerError):
+    """Code generation cannot handle a program (unsupported op, target or parameter)."""
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """Return ' (did you mean 'x'?)' for the closest known name, or ''."""
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return f" (did you mean '{close[0]}'?)" if close else ""

@@ -1,0 +1,147 @@
+"""Elementwise ops: unary math, binary arithmetic/comparison with numpy broadcasting, where."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..attrs import Attrs
+from ..registry import AttrSpec, Op, OpPattern, register_op
+from ..types import FLOAT_DTYPES, TensorType, Type
+from ._common import (
+    INTEGER,
+    NUMERIC,
+    TRANSCENDENTAL,
+    binary,
+    broadcast_shapes,
+    per_output_element,
+    require_dtype,
+    same_dtype,
+    unary,
+)
+
+SIGNED = ("int8", "int16", "int32", "int64", "float16", "float32", "float64")
+_erf_f64 = np.frompyfunc(math.erf, 1, 1)
+
+
+def erf_ref(x: np.ndarray) -> np.ndarray:
+    """Exact erf (math.erf per element, in float64), cast back to the input dtype."""
+    return np.asarray(_erf_f64(x.astype(np.float64)), dtype=np.float64).astype(x.dtype)
+
+
+def sigmoid_ref(x: np.ndarray) -> np.ndarray:
+    one = x.dtype.type(1)
+    return (one / (one + np.exp(-x))).astype(x.dtype)
+
+
+def gelu_ref(x: np.ndarray, approximate: str) -> np.ndarray:
+    t = x.dtype.type
+    if approximate == "tanh":
+        inner = t(math.sqrt(2.0 / math.pi)) * (x + t(0.044715) * x * x * x)
+        return (t(0.5) * x * (t(1) + np.tanh(inner))).astype(x.dtype)
+    return (t(0.5) * x * (t(1) + erf_ref(x / t(math.sqrt(2.0))))).astype(x.dtype)
+
+
+def divide_ref(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Float division; integer division truncates toward zero (C, ONNX, LLVM sdiv); x/0 -> 0."""
+    if a.dtype.kind == "f":
+        return np.divide(a, b)
+    safe = np.where(b == 0, 1, b)
+    q = np.abs(a) // np.abs(safe)
+    q = np.where((a < 0) != (safe < 0), -q, q)
+    return np.where(b == 0, 0, q).astype(np.result_type(a, b))
+
+
+def _cast_like(fn):
+    """Wrap a numpy function so the result keeps the first input's dtype."""
+
+    def ref(x: np.ndarray, *rest: np.ndarray, **attrs: object) -> np.ndarray:
+        return np.asarray(fn(x, *rest, **attrs)).astype(x.dtype, copy=False)
+
+    return ref
+
+
+def _unary(name, ref, allowed=NUMERIC, flops=1.0, attrs=(), doc="", out_dtype=None):
+    register_op(Op(name=name, inputs=("data",), infer=unary(allowed, out_dtype), reference=ref,
+                   pattern=OpPattern.ELEMWISE, flops=per_output_element(flops), attrs=attrs,
+                   doc=doc))
+
+
+_unary("negative", _cast_like(np.negative), SIGNED, doc="-x")
+_unary("abs", _cast_like(np.abs), doc="|x|")
+_unary("exp", np.exp, FLOAT_DTYPES, TRANSCENDENTAL)
+_unary("log", np.log, FLOAT_DTYPES, TRANSCENDENTAL, doc="natural logarithm")
+_unary("sqrt", np.sqrt, FLOAT_DTYPES, TRANSCENDENTAL)
+_unary("rsqrt", lambda x: (x.dtype.type(1) / np.sqrt(x)).astype(x.dtype), FLOAT_DTYPES,
+       TRANSCENDENTAL, doc="1 / sqrt(x)")
+_unary("tanh", np.tanh, FLOAT_DTYPES, TRANSCENDENTAL)
+_unary("sigmoid", sigmoid_ref, FLOAT_DTYPES, TRANSCENDENTAL, doc="1 / (1 + exp(-x))")
+_unary("relu", _cast_like(lambda x: np.maximum(x, x.dtype.type(0))), SIGNED, doc="max(x, 0)")
+_unary("leaky_relu",
+       lambda x, alpha: np.where(x > 0, x, x * x.dtype.type(alpha)).astype(x.dtype),
+       FLOAT_DTYPES, 2.0, (AttrSpec("alpha", "float", 0.01),), doc="x if x > 0 else alpha * x")
+_unary("gelu", gelu_ref, FLOAT_DTYPES, TRANSCENDENTAL + 4,
+       (AttrSpec("approximate", "str", "none", ("none", "tanh")),),
+       doc="x * Phi(x); approximate='tanh' uses the tanh formula")
+_unary("erf", erf_ref, FLOAT_DTYPES, TRANSCENDENTAL, doc="the error function")
+_unary("sin", np.sin, FLOAT_DTYPES, TRANSCENDENTAL)
+_unary("cos", np.cos, FLOAT_DTYPES, TRANSCENDENTAL)
+_unary("floor", np.floor, FLOAT_DTYPES)
+_unary("ceil", np.ceil, FLOAT_DTYPES)
+_unary("round", np.round, FLOAT_DTYPES, doc="round half to even (as numpy and ONNX)")
+_unary("sign", _cast_like(np.sign), SIGNED)
+_unary("clip", lambda x, a_min, a_max: np.clip(x, a_min, a_max).astype(x.dtype), NUMERIC, 2.0,
+       (AttrSpec("a_min", "float"), AttrSpec("a_max", "float")),
+       doc="min(max(x, a_min), a_max)")
+_unary("logical_not", np.logical_not, ("bool",))
+
+
+def _cast_infer(args: list[TensorType], attrs: Attrs) -> Type:
+    return TensorType(args[0].shape, attrs["dtype"])
+
+
+register_op(Op(name="cast", inputs=("data",), infer=_cast_infer,
+               reference=lambda x, dtype: x.astype(dtype), pattern=OpPattern.ELEMWISE,
+               flops=per_output_element(0.0), attrs=(AttrSpec("dtype", "dtype"),),
+               doc="convert to another dtype (float to int truncates toward zero)"))
+
+
+def _binary(name, ref, allowed=NUMERIC, out_dtype=None, flops=1.0, doc=""):
+    register_op(Op(name=name, inputs=("lhs", "rhs"), infer=binary(allowed, out_dtype),
+                   reference=ref, pattern=OpPattern.BROADCAST, flops=per_output_element(flops),
+                   doc=doc))
+
+
+def _keep(fn):
+    """A binary numpy function whose result keeps the operands' common dtype."""
+    return lambda a, b: np.asarray(fn(a, b)).astype(np.result_type(a, b), copy=False)
+
+
+_binary("add", _keep(np.add))
+_binary("subtract", _keep(np.subtract))
+_binary("multiply", _keep(np.multiply))
+_binary("divide", divide_ref, doc="true division for floats; integers truncate, x / 0 = 0")
+_binary("power", _keep(np.power), FLOAT_DTYPES, flops=TRANSCENDENTAL)
+_binary("maximum", _keep(np.maximum), doc="elementwise max (NaN propagates)")
+_binary("minimum", _keep(np.minimum), doc="elementwise min (NaN propagates)")
+for _name, _fn in [("equal", np.equal), ("not_equal", np.not_equal), ("less", np.less),
+                   ("less_equal", np.less_equal), ("greater", np.greater),
+                   ("greater_equal", np.greater_equal)]:
+    _binary(_name, _fn, NUMERIC + ("bool",), out_dtype="bool")
+_binary("logical_and", np.logical_and, ("bool",))
+_binary("logical_or", np.logical_or, ("bool",))
+
+
+def _where_infer(args: list[TensorType], attrs: Attrs) -> Type:
+    cond, x, y = args
+    require_dtype(cond, ("bool",), "condition")
+    dtype = same_dtype([x, y])
+    return TensorType(broadcast_shapes(cond.shape, x.shape, y.shape), dtype)
+
+
+register_op(Op(name="where", inputs=("condition", "x", "y"), infer=_where_infer,
+               reference=lambda c, x, y: np.where(c, x, y), pattern=OpPattern.BROADCAST,
+               flops=per_output_element(1.0), doc="x where condition else y"))
+
+__all__ = ["INTEGER", "divide_ref", "erf_ref", "gelu_ref", "sigmoid_ref"]

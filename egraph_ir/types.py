@@ -1,0 +1,100 @@
+"""Types of IR values: tensors with static shapes, tuples and functions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import TypeInferenceError
+
+DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "float16", "float32", "float64")
+FLOAT_DTYPES = ("float16", "float32", "float64")
+INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8")
+
+
+def check_dtype(dtype: str) -> str:
+    """Return dtype if it is one the compiler supports, else raise naming the known ones."""
+    if dtype not in DTYPES:
+        raise TypeInferenceError(f"unknown dtype '{dtype}'; known: {', '.join(DTYPES)}")
+    return dtype
+
+
+class Type:
+    """Base class of IR types (value objects, compared by value)."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TensorType(Type):
+    """A tensor of a static shape and a dtype; shape () is a scalar."""
+
+    shape: tuple[int, ...]
+    dtype: str = "float32"
+
+    def __post_init__(self) -> None:
+        shape = tuple(int(d) for d in self.shape)
+        if any(d < 0 for d in shape):
+            raise TypeInferenceError(f"negative dimension in shape {shape}")
+        object.__setattr__(self, "shape", shape)
+        check_dtype(self.dtype)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * np.dtype(self.dtype).itemsize
+
+    def __str__(self) -> str:
+        dims = ", ".join(str(d) for d in self.shape)
+        if len(self.shape) == 1:
+            dims += ","
+        return f"Tensor[({dims}), {self.dtype}]"
+
+
+@dataclass(frozen=True, slots=True)
+class TupleType(Type):
+    """The type of a tuple value; fields are types."""
+
+    fields: tuple[Type, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "fields", tuple(self.fields))
+
+    def __str__(self) -> str:
+        inner = ", ".join(str(f) for f in self.fields)
+        return f"({inner},)" if len(self.fields) == 1 else f"({inner})"
+
+
+@dataclass(frozen=True, slots=True)
+class FuncType(Type):
+    """The type of a function value."""
+
+    params: tuple[Type, ...]
+    ret: Type
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "params", tuple(self.params))
+
+    def __str__(self) -> str:
+        return f"fn ({', '.join(str(p) for p in self.params)}) -> {self.ret}"
+
+
+def tensor_types(t: Type) -> list[TensorType]:
+    """Flatten a (nested) tuple type into its tensor leaves."""
+    out: list[TensorType] = []
+    stack = [t]
+    while stack:
+        cur = stack.pop()
+        if isinstance(cur, TensorType):
+            out.append(cur)
+        elif isinstance(cur, TupleType):
+            stack.extend(reversed(cur.fields))
+    return out
