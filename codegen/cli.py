@@ -41,16 +41,23 @@ def demo(model: str, show_ir: int) -> int:
     for name, ty in input_types(mod).items():
         print(f"  input  %{name}: {ty}")
     print(f"  output {mod['main'].body.checked_type}")
-    print(f"  {s.num_calls} op calls, {s.constants} constants "
-          f"({_fmt_count(s.constant_elements).strip()} parameters, {s.constant_bytes / 2**20:.2f} MiB)")
+    print(
+        f"  {s.num_calls} op calls, {s.constants} constants "
+        f"({_fmt_count(s.constant_elements).strip()} parameters, "
+        f"{s.constant_bytes / 2**20:.2f} MiB)"
+    )
     print(f"  work: {_fmt_count(s.flops)}FLOP, {_fmt_count(s.bytes_moved)}B moved op by op")
     print("  ops:      " + ", ".join(f"{k} x{v}" for k, v in s.ops.most_common()))
     print("  patterns: " + ", ".join(f"{k} x{v}" for k, v in s.patterns.most_common()))
-    print(f"time: build {1e3 * (t1 - t0):.1f} ms, infer_type {1e3 * (t2 - t1):.1f} ms, "
-          f"interpret {1e3 * (t4 - t3):.1f} ms")
+    print(
+        f"time: build {1e3 * (t1 - t0):.1f} ms, infer_type {1e3 * (t2 - t1):.1f} ms, "
+        f"interpret {1e3 * (t4 - t3):.1f} ms"
+    )
     arr = np.asarray(out)
-    print(f"result: shape {arr.shape}, mean {arr.mean():.6f}, std {arr.std():.6f}, "
-          f"finite {bool(np.isfinite(arr).all())}")
+    print(
+        f"result: shape {arr.shape}, mean {arr.mean():.6f}, std {arr.std():.6f}, "
+        f"finite {bool(np.isfinite(arr).all())}"
+    )
     if show_ir:
         lines = mod.astext(show_meta=False).splitlines()
         print(f"\nIR ({len(lines)} lines, first {min(show_ir, len(lines))}):")
@@ -63,8 +70,13 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     p_demo = sub.add_parser("demo", help="run the main job on a built-in model")
     p_demo.add_argument("--model", default="transformer", choices=models.NAMES)
-    p_demo.add_argument("--show-ir", type=int, default=40, metavar="N",
-                        help="print the first N lines of the IR (0: none)")
+    p_demo.add_argument(
+        "--show-ir",
+        type=int,
+        default=40,
+        metavar="N",
+        help="print the first N lines of the IR (0: none)",
+    )
     args = parser.parse_args(argv)
     try:
         if args.command == "demo":

@@ -40,7 +40,7 @@ def infer_type(target: IRModule | Expr) -> IRModule | Expr:
     if isinstance(target, IRModule):
         _infer_module(target)
     else:
-        _Inferrer(None, "<expr>", {}).run(target)
+        _Inferrer(None, "<expr>", {}, allow_free_vars=True).run(target)
     return target
 
 
@@ -96,8 +96,15 @@ def _infer_module(mod: IRModule) -> None:
 
 
 class _Inferrer:
-    def __init__(self, mod: IRModule | None, fn_name: str, sigs: dict[str, FuncType]) -> None:
+    def __init__(
+        self,
+        mod: IRModule | None,
+        fn_name: str,
+        sigs: dict[str, FuncType],
+        allow_free_vars: bool = False,
+    ) -> None:
         self.mod, self.where, self.sigs = mod, f"in @{fn_name}", sigs
+        self.allow_free_vars = allow_free_vars  # a bare expression's annotated inputs
         self.let_values: dict[Var, Expr] = {}
         self.bound: set[Var] = set()
 
@@ -167,7 +174,7 @@ class _Inferrer:
             if v in self.bound:
                 raise self.fail(f"parameter %{v.name_hint} has no type annotation")
             raise UnboundVariableError(f"{self.where}: unbound variable %{v.name_hint}")
-        if v not in self.bound:
+        if v not in self.bound and not self.allow_free_vars:
             raise UnboundVariableError(f"{self.where}: unbound variable %{v.name_hint}")
         return ann
 
@@ -176,8 +183,9 @@ class _Inferrer:
             arg_types = [a.checked_type for a in call.args]
             for a, t in zip(call.args, arg_types, strict=True):
                 if not isinstance(t, TensorType):
-                    raise self.fail(f"{short_repr(call)}: argument {short_repr(a)} is {t}, "
-                                    "not a tensor")
+                    raise self.fail(
+                        f"{short_repr(call)}: argument {short_repr(a)} is {t}, not a tensor"
+                    )
             try:
                 return call.op.infer(arg_types, call.attrs)  # type: ignore[arg-type]
             except TypeInferenceError as exc:
@@ -186,10 +194,13 @@ class _Inferrer:
         if not isinstance(callee, FuncType):
             raise self.fail(f"{short_repr(call)}: callee is {callee}, not a function")
         if len(callee.params) != len(call.args):
-            raise self.fail(f"{short_repr(call)}: expects {len(callee.params)} argument(s), "
-                            f"got {len(call.args)}")
+            raise self.fail(
+                f"{short_repr(call)}: expects {len(callee.params)} argument(s), "
+                f"got {len(call.args)}"
+            )
         for i, (p, a) in enumerate(zip(callee.params, call.args, strict=True)):
             if p != a.checked_type:
-                raise self.fail(f"{short_repr(call)}: argument {i} is {a.checked_type}, "
-                                f"expected {p}")
+                raise self.fail(
+                    f"{short_repr(call)}: argument {i} is {a.checked_type}, expected {p}"
+                )
         return callee.ret

@@ -70,7 +70,9 @@ def interpret(target: IRModule | Function | Expr, *args: Any, **kwargs: Any) -> 
     return _Machine(mod).eval(fn.body, _Frame(env, None))
 
 
-def _bind_inputs(fn: Function, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[Var, Value]:
+def _bind_inputs(
+    fn: Function, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+) -> dict[Var, Value]:
     names = [p.name_hint for p in fn.params]
     if len(args) > len(names):
         raise TypeError(f"expected {len(names)} input(s) ({', '.join(names)}), got {len(args)}")
@@ -162,7 +164,9 @@ class _Machine:
                 args = [memo[a] for a in node.args]
                 for a, v in zip(node.args, args, strict=True):
                     if not isinstance(v, np.ndarray):
-                        raise CompilerError(f"{node.op.name}: argument {short_repr(a)} is not a tensor")
+                        raise CompilerError(
+                            f"{node.op.name}: argument {short_repr(a)} is not a tensor"
+                        )
                 return node.op.evaluate(args, node.attrs)
             case Call():
                 callee = memo[node.op]

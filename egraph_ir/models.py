@@ -20,8 +20,9 @@ NAMES = ("mlp", "cnn", "transformer", "elementwise")
 GELU_C = math.sqrt(2.0 / math.pi)
 
 
-def _normal(rng: np.random.Generator, shape: tuple[int, ...], scale: float | None = None
-            ) -> np.ndarray:
+def _normal(
+    rng: np.random.Generator, shape: tuple[int, ...], scale: float | None = None
+) -> np.ndarray:
     """N(0, 1) * scale in float32; the default scale is 1/sqrt(fan_in)."""
     if scale is None:
         fan_in = shape[0] if len(shape) == 2 else int(np.prod(shape[1:]))
@@ -47,8 +48,10 @@ def gelu_tanh(u: Expr) -> Expr:
 
 def _build_mlp() -> tuple[IRModule, dict[str, np.ndarray]]:
     rng = np.random.default_rng(0)
-    weights = [(_normal(rng, (i, o)), _normal(rng, (o,), 0.1))
-               for i, o in ((784, 512), (512, 512), (512, 10))]
+    weights = [
+        (_normal(rng, (i, o)), _normal(rng, (o,), 0.1))
+        for i, o in ((784, 512), (512, 512), (512, 10))
+    ]
     x_value = rng.standard_normal((64, 784)).astype(np.float32)
     x = var("x", shape=(64, 784))
     h: Expr = x
@@ -62,8 +65,10 @@ def _build_mlp() -> tuple[IRModule, dict[str, np.ndarray]]:
 def _build_cnn() -> tuple[IRModule, dict[str, np.ndarray]]:
     rng = np.random.default_rng(1)
     x_value = rng.standard_normal((1, 3, 64, 64)).astype(np.float32)
-    convs = [(_normal(rng, (16, 3, 3, 3)), _normal(rng, (16,), 0.1)),
-             (_normal(rng, (32, 16, 3, 3)), _normal(rng, (32,), 0.1))]
+    convs = [
+        (_normal(rng, (16, 3, 3, 3)), _normal(rng, (16,), 0.1)),
+        (_normal(rng, (32, 16, 3, 3)), _normal(rng, (32,), 0.1)),
+    ]
     norms = []
     for c in (16, 32):
         gamma = (1.0 + 0.1 * rng.standard_normal(c)).astype(np.float32)
@@ -91,8 +96,13 @@ def _build_transformer() -> tuple[IRModule, dict[str, np.ndarray]]:
     b, s, d, heads, f = 1, 128, 256, 4, 1024
     dh = d // heads
     x_value = rng.standard_normal((b, s, d)).astype(np.float32)
-    ln = [((1 + 0.1 * rng.standard_normal(d)).astype(np.float32),
-           (0.1 * rng.standard_normal(d)).astype(np.float32)) for _ in range(2)]
+    ln = [
+        (
+            (1 + 0.1 * rng.standard_normal(d)).astype(np.float32),
+            (0.1 * rng.standard_normal(d)).astype(np.float32),
+        )
+        for _ in range(2)
+    ]
     wq, wk, wv, wo = [(_normal(rng, (d, d)), _normal(rng, (d,), 0.02)) for _ in range(4)]
     w1 = (_normal(rng, (d, f)), _normal(rng, (f,), 0.02))
     w2 = (_normal(rng, (f, d)), _normal(rng, (d,), 0.02))
@@ -131,7 +141,9 @@ def _module(x: Var, body: Expr) -> IRModule:
 
 
 _BUILDERS: dict[str, Callable[[], tuple[IRModule, dict[str, np.ndarray]]]] = {
-    "mlp": _build_mlp, "cnn": _build_cnn, "transformer": _build_transformer,
+    "mlp": _build_mlp,
+    "cnn": _build_cnn,
+    "transformer": _build_transformer,
     "elementwise": _build_elementwise,
 }
 

@@ -23,8 +23,9 @@ class IRModule:
         self._funcs = funcs
 
     @staticmethod
-    def from_expr(expr: Expr, functions: Mapping[str | GlobalVar, Function] | None = None
-                  ) -> IRModule:
+    def from_expr(
+        expr: Expr, functions: Mapping[str | GlobalVar, Function] | None = None
+    ) -> IRModule:
         """A module whose main is expr (a function, or an expression whose free variables
         become the parameters)."""
         if not isinstance(expr, Function):

@@ -49,7 +49,17 @@ REQUIRED = object()  # marks an attribute without a default
 
 # Attribute kinds and the Python values they accept (after freezing lists into tuples).
 ATTR_KINDS = (
-    "int", "float", "bool", "str", "dtype", "ints", "axes", "int?", "int|ints", "pairs", "ints?"
+    "int",
+    "float",
+    "bool",
+    "str",
+    "dtype",
+    "ints",
+    "axes",
+    "int?",
+    "int|ints",
+    "pairs",
+    "ints?",
 )
 
 

@@ -101,8 +101,7 @@ class _Equal:
                 return [(x.tuple_value, y.tuple_value)] if x.index == y.index else None
             case Function():
                 assert isinstance(y, Function)
-                if (len(x.params) != len(y.params) or x.ret_type != y.ret_type
-                        or x.attrs != y.attrs):
+                if len(x.params) != len(y.params) or x.ret_type != y.ret_type or x.attrs != y.attrs:
                     return None
                 if not all(self.bind(p, q) for p, q in zip(x.params, y.params, strict=True)):
                     return None
@@ -114,8 +113,11 @@ class _Equal:
                 return [(x.value, y.value), (x.body, y.body)]
             case If():
                 assert isinstance(y, If)
-                return [(x.cond, y.cond), (x.true_branch, y.true_branch),
-                        (x.false_branch, y.false_branch)]
+                return [
+                    (x.cond, y.cond),
+                    (x.true_branch, y.true_branch),
+                    (x.false_branch, y.false_branch),
+                ]
         return None
 
 
@@ -147,4 +149,3 @@ def _node_hash(node: Expr, h: dict[Expr, int]) -> int:
         case Function():
             return hash(("fn", node.ret_type, node.attrs, kids))
     return hash((type(node).__name__, kids))
-

@@ -50,5 +50,8 @@ def summarize(mod: IRModule) -> ModuleSummary:
 
 def input_types(mod: IRModule) -> dict[str, TensorType]:
     """Parameter name -> tensor type of main."""
-    return {p.name_hint: p.type_annotation for p in mod["main"].params  # type: ignore[misc]
-            if isinstance(p.type_annotation, TensorType)}
+    return {
+        p.name_hint: p.type_annotation
+        for p in mod["main"].params  # type: ignore[misc]
+        if isinstance(p.type_annotation, TensorType)
+    }

@@ -59,8 +59,13 @@ def shapes(min_rank: int = 0, max_rank: int = 4, max_dim: int = 5) -> st.SearchS
     return st.lists(st.integers(1, max_dim), min_size=min_rank, max_size=max_rank).map(tuple)
 
 
-def tensors(shape: Sequence[int], dtype: str = "float32", low: float = -4.0, high: float = 4.0,
-            elements: st.SearchStrategy | None = None) -> st.SearchStrategy:
+def tensors(
+    shape: Sequence[int],
+    dtype: str = "float32",
+    low: float = -4.0,
+    high: float = 4.0,
+    elements: st.SearchStrategy | None = None,
+) -> st.SearchStrategy:
     """Arrays of a shape and dtype with values in [low, high] (or from `elements`)."""
     if elements is None:
         if dtype.startswith("float"):
@@ -78,16 +83,35 @@ Gen = Callable[[Callable[..., Any], Values, np.random.Generator], Expr | None]
 
 
 def _pick(draw, values: Values, pred=lambda t: True) -> tuple[Expr, TensorType] | None:
-    ok = [v for v in values if pred(v[1])]
-    return draw(st.sampled_from(ok)) if ok else None
+    """A value that fits pred: half the time the most recent one, so programs grow deep."""
+    ok = [v for v in reversed(values) if pred(v[1])]
+    if not ok:
+        return None
+    return ok[draw(st.one_of(st.just(0), st.integers(0, len(ok) - 1)))]
 
 
 def _const(rng: np.random.Generator, shape, dtype) -> Constant:
     return Constant((rng.standard_normal(shape)).astype(dtype))
 
 
-UNARY = ("negative", "abs", "exp", "tanh", "sigmoid", "relu", "sqrt", "log", "rsqrt", "erf",
-         "floor", "sin", "cos", "sign", "round", "ceil")
+UNARY = (
+    "negative",
+    "abs",
+    "exp",
+    "tanh",
+    "sigmoid",
+    "relu",
+    "sqrt",
+    "log",
+    "rsqrt",
+    "erf",
+    "floor",
+    "sin",
+    "cos",
+    "sign",
+    "round",
+    "ceil",
+)
 BINARY = ("add", "subtract", "multiply", "divide", "maximum", "minimum", "power")
 REDUCE = ("sum", "mean", "max", "min", "prod")
 
@@ -107,11 +131,13 @@ def _binary(draw, values, rng):
     name = draw(st.sampled_from(BINARY))
     choice = draw(st.integers(0, 2))
     if choice == 0:  # another value whose shape broadcasts
-        other = _pick(draw, values, lambda u: _broadcastable(t.shape, u.shape) and u.dtype == t.dtype)
+        other = _pick(
+            draw, values, lambda u: _broadcastable(t.shape, u.shape) and u.dtype == t.dtype
+        )
         y = other[0] if other else x
     elif choice == 1:  # a constant with some axes squashed to 1 and maybe fewer leading axes
         keep = draw(st.integers(0, t.ndim))
-        shape = tuple(d if draw(st.booleans()) else 1 for d in t.shape[t.ndim - keep:])
+        shape = tuple(d if draw(st.booleans()) else 1 for d in t.shape[t.ndim - keep :])
         y = _const(rng, shape, t.dtype)
     else:
         y = Constant(np.asarray(draw(st.sampled_from((0.0, 1.0, 0.5, 2.0, -1.0))), t.dtype))
@@ -123,8 +149,13 @@ def _broadcastable(a, b) -> bool:
 
 
 def _reduce(draw, values, rng):
-    x, t = _pick(draw, values, lambda u: u.ndim >= 1)
-    axes = draw(st.lists(st.integers(-t.ndim, t.ndim - 1), max_size=t.ndim, unique_by=lambda a: a % t.ndim))
+    picked = _pick(draw, values, lambda u: u.ndim >= 1)
+    if picked is None:
+        return None
+    x, t = picked
+    axes = draw(
+        st.lists(st.integers(-t.ndim, t.ndim - 1), max_size=t.ndim, unique_by=lambda a: a % t.ndim)
+    )
     axis = tuple(axes) if axes else None
     name = draw(st.sampled_from((*REDUCE, "argmax", "softmax", "log_softmax")))
     keepdims = draw(st.booleans())
@@ -137,8 +168,20 @@ def _reduce(draw, values, rng):
 
 def _layout(draw, values, rng):
     x, t = _pick(draw, values)
-    kind = draw(st.sampled_from(("reshape", "transpose", "expand_dims", "squeeze", "flatten",
-                                 "slice", "pad", "broadcast_to")))
+    kind = draw(
+        st.sampled_from(
+            (
+                "reshape",
+                "transpose",
+                "expand_dims",
+                "squeeze",
+                "flatten",
+                "slice",
+                "pad",
+                "broadcast_to",
+            )
+        )
+    )
     if kind == "reshape":
         dims = list(t.shape)
         draw(st.randoms()).shuffle(dims)
@@ -168,15 +211,17 @@ def _layout(draw, values, rng):
         return op.pad(x, pad_width=width, pad_value=draw(st.sampled_from((0.0, 1.5))))
     if kind == "broadcast_to":
         extra = draw(shapes(0, 1, 3))
-        return op.broadcast_to(x, shape=extra + tuple(draw(st.integers(1, 3)) if d == 1 else d
-                                                      for d in t.shape))
+        return op.broadcast_to(
+            x, shape=extra + tuple(draw(st.integers(1, 3)) if d == 1 else d for d in t.shape)
+        )
     return None
 
 
 def _linear(draw, values, rng):
-    x, t = _pick(draw, values, lambda u: u.ndim >= 1) or (None, None)
-    if x is None:
+    picked = _pick(draw, values, lambda u: u.ndim >= 1)
+    if picked is None:
         return None
+    x, t = picked
     n = draw(st.integers(1, 5))
     if draw(st.booleans()):
         return op.dense(x, _const(rng, (n, t.shape[-1]), t.dtype))
@@ -194,20 +239,27 @@ def _conv_pool(draw, values, rng):
         groups = draw(st.sampled_from([g for g in (1, 2, 3) if t.shape[1] % g == 0]))
         out = groups * draw(st.integers(1, 2))
         w = _const(rng, (out, t.shape[1] // groups, 2, 2), t.dtype)
-        return op.conv2d(x, w, padding=pad, strides=draw(st.sampled_from(((1, 1), (2, 1)))),
-                         groups=groups)
+        return op.conv2d(
+            x, w, padding=pad, strides=draw(st.sampled_from(((1, 1), (2, 1)))), groups=groups
+        )
     if kind == "global_avg_pool2d":
         return op.global_avg_pool2d(x)
     pad = tuple(min(p, 1) for p in pad)
     fn = op.max_pool2d if kind == "max_pool2d" else op.avg_pool2d
-    return fn(x, pool_size=(2, 2), strides=(draw(st.integers(1, 2)),) * 2, padding=pad,
-              ceil_mode=draw(st.booleans()))
+    return fn(
+        x,
+        pool_size=(2, 2),
+        strides=(draw(st.integers(1, 2)),) * 2,
+        padding=pad,
+        ceil_mode=draw(st.booleans()),
+    )
 
 
 def _concat_split(draw, values, rng):
-    x, t = _pick(draw, values, lambda u: u.ndim >= 1) or (None, None)
-    if x is None:
+    picked = _pick(draw, values, lambda u: u.ndim >= 1)
+    if picked is None:
         return None
+    x, t = picked
     axis = draw(st.integers(0, t.ndim - 1))
     if draw(st.booleans()):
         same = _pick(draw, values, lambda u: u == t)
@@ -222,17 +274,33 @@ def _concat_split(draw, values, rng):
 def _where(draw, values, rng):
     x, t = _pick(draw, values)
     y = _pick(draw, values, lambda u: u == t)[0]
-    cond = op.call(draw(st.sampled_from(("less", "greater_equal"))), x, Constant(np.asarray(0.5, t.dtype)))
+    cond = op.call(
+        draw(st.sampled_from(("less", "greater_equal"))), x, Constant(np.asarray(0.5, t.dtype))
+    )
     return op.where(cond, x, y)
 
 
-GENERATORS: tuple[Gen, ...] = (_unary, _binary, _binary, _reduce, _layout, _linear, _conv_pool,
-                               _concat_split, _where)
+GENERATORS: tuple[Gen, ...] = (
+    _unary,
+    _binary,
+    _binary,
+    _reduce,
+    _layout,
+    _linear,
+    _conv_pool,
+    _concat_split,
+    _where,
+)
 
 
 @st.composite
-def programs(draw, max_nodes: int = 12, max_inputs: int = 3, dtype: str = "float32",
-             input_values: st.SearchStrategy | None = None) -> ProgramCase:
+def programs(
+    draw,
+    max_nodes: int = 12,
+    max_inputs: int = 3,
+    dtype: str = "float32",
+    input_values: st.SearchStrategy | None = None,
+) -> ProgramCase:
     """A random well-typed function of 1..max_inputs tensors and up to max_nodes ops."""
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     n_inputs = draw(st.integers(1, max_inputs))
@@ -256,8 +324,10 @@ def programs(draw, max_nodes: int = 12, max_inputs: int = 3, dtype: str = "float
             values.append((e, t))
     result = values[-1][0]
     mod = IRModule({"main": Function(tuple(params), result)})
-    inputs = {p.name_hint: draw(tensors(values[i][1].shape, dtype, elements=input_values))
-              for i, p in enumerate(params)}
+    inputs = {
+        p.name_hint: draw(tensors(values[i][1].shape, dtype, elements=input_values))
+        for i, p in enumerate(params)
+    }
     return ProgramCase(infer_type(mod), inputs)
 
 
@@ -266,13 +336,17 @@ def assert_structural_equal(actual: Expr | IRModule, expected: Expr | IRModule) 
     """Fail with a unified diff of the printed programs when they differ structurally."""
     if structural_equal(actual, expected):
         return
-    diff = "\n".join(difflib.unified_diff(str(expected).splitlines(), str(actual).splitlines(),
-                                          "expected", "actual", lineterm=""))
+    diff = "\n".join(
+        difflib.unified_diff(
+            str(expected).splitlines(), str(actual).splitlines(), "expected", "actual", lineterm=""
+        )
+    )
     raise AssertionError(f"programs differ structurally:\n{diff}")
 
 
-def assert_allclose(actual: Any, expected: Any, dtype: str | None = None, what: str = "output"
-                    ) -> None:
+def assert_allclose(
+    actual: Any, expected: Any, dtype: str | None = None, what: str = "output"
+) -> None:
     """Compare arrays (or tuples of arrays) with the dtype's tolerance; NaNs must match."""
     if isinstance(expected, tuple):
         assert isinstance(actual, tuple) and len(actual) == len(expected), f"{what}: tuple arity"
@@ -283,11 +357,11 @@ def assert_allclose(actual: Any, expected: Any, dtype: str | None = None, what: 
     assert actual.shape == expected.shape, f"{what}: shape {actual.shape} != {expected.shape}"
     assert actual.dtype == expected.dtype, f"{what}: dtype {actual.dtype} != {expected.dtype}"
     rtol, atol = tolerance(dtype or str(expected.dtype))
-    np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol, equal_nan=True,
-                               err_msg=what)
+    np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol, equal_nan=True, err_msg=what)
 
 
-def assert_same_outputs(actual: IRModule, expected: IRModule, inputs: Mapping[str, np.ndarray]
-                        ) -> None:
+def assert_same_outputs(
+    actual: IRModule, expected: IRModule, inputs: Mapping[str, np.ndarray]
+) -> None:
     """Interpret both modules on the inputs and compare with dtype-aware tolerances."""
     assert_allclose(interpret(actual, **inputs), interpret(expected, **inputs))

@@ -53,6 +53,8 @@ class TensorType(Type):
         return self.size * np.dtype(self.dtype).itemsize
 
     def __str__(self) -> str:
+        if not self.shape:
+            return self.dtype  # scalars print as their dtype, as in Relay
         dims = ", ".join(str(d) for d in self.shape)
         if len(self.shape) == 1:
             dims += ","

@@ -67,8 +67,15 @@ def free_vars(expr: Expr) -> list[Var]:
 
 
 _KIND = {
-    Var: "var", Constant: "constant", GlobalVar: "global_var", Call: "call", Tuple: "tuple",
-    TupleGetItem: "tuple_getitem", Function: "function", Let: "let", If: "if",
+    Var: "var",
+    Constant: "constant",
+    GlobalVar: "global_var",
+    Call: "call",
+    Tuple: "tuple",
+    TupleGetItem: "tuple_getitem",
+    Function: "function",
+    Let: "let",
+    If: "if",
 }
 
 
@@ -164,7 +171,11 @@ def rebuild(node: Expr, memo: dict[Expr, Expr]) -> Expr:
                 return node
             return Function(params, body, node.ret_type, node.attrs, node.span)
         case Let():
-            v, value, body = _as_var(memo[node.var], "a let variable"), memo[node.value], memo[node.body]
+            v, value, body = (
+                _as_var(memo[node.var], "a let variable"),
+                memo[node.value],
+                memo[node.body],
+            )
             if v is node.var and value is node.value and body is node.body:
                 return node
             return Let(v, value, body, node.span)

@@ -80,8 +80,9 @@ def _constructor(o: Op) -> Callable[..., Call]:
         params = [inspect.Parameter(o.inputs[0], inspect.Parameter.VAR_POSITIONAL)]
     kind = inspect.Parameter.KEYWORD_ONLY if o.variadic else inspect.Parameter.POSITIONAL_OR_KEYWORD
     params += [
-        inspect.Parameter(a.name, kind, default=inspect.Parameter.empty if a.default is REQUIRED
-                          else a.default)
+        inspect.Parameter(
+            a.name, kind, default=inspect.Parameter.empty if a.default is REQUIRED else a.default
+        )
         for a in o.attrs
     ]
     construct.__name__ = construct.__qualname__ = o.name

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from ..attrs import Attrs
 from ..registry import ShapeError
-from ..types import FLOAT_DTYPES, TensorType, Type, tensor_types
+from ..types import TensorType, Type, tensor_types
 
 NUMERIC = ("int8", "int16", "int32", "int64", "uint8", "float16", "float32", "float64")
 INTEGER = ("int8", "int16", "int32", "int64", "uint8")
@@ -14,7 +14,9 @@ INTEGER = ("int8", "int16", "int32", "int64", "uint8")
 
 def require_dtype(t: TensorType, allowed: Sequence[str], what: str = "input") -> None:
     if t.dtype not in allowed:
-        raise ShapeError(f"{what} dtype {t.dtype} not supported; expects one of {', '.join(allowed)}")
+        raise ShapeError(
+            f"{what} dtype {t.dtype} not supported; expects one of {', '.join(allowed)}"
+        )
 
 
 def same_dtype(types: Sequence[TensorType]) -> str:

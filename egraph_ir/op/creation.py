@@ -22,18 +22,51 @@ def _like(args: list[TensorType], attrs: Attrs) -> Type:
 
 
 for _name, _fill in [("zeros", 0), ("ones", 1)]:
-    register_op(Op(name=_name, inputs=(), infer=_from_attrs, pattern=OpPattern.ELEMWISE,
-                   reference=lambda shape, dtype, v=_fill: np.full(shape, v, dtype=dtype),
-                   flops=ZERO_FLOPS, attrs=SHAPE_ATTRS, doc=f"a tensor of {_fill}s"))
-    register_op(Op(name=f"{_name}_like", inputs=("data",), infer=_like, pattern=OpPattern.ELEMWISE,
-                   reference=lambda x, v=_fill: np.full(x.shape, v, dtype=x.dtype),
-                   flops=ZERO_FLOPS, doc=f"{_fill}s of the shape and dtype of data"))
+    register_op(
+        Op(
+            name=_name,
+            inputs=(),
+            infer=_from_attrs,
+            pattern=OpPattern.ELEMWISE,
+            reference=lambda shape, dtype, v=_fill: np.full(shape, v, dtype=dtype),
+            flops=ZERO_FLOPS,
+            attrs=SHAPE_ATTRS,
+            doc=f"a tensor of {_fill}s",
+        )
+    )
+    register_op(
+        Op(
+            name=f"{_name}_like",
+            inputs=("data",),
+            infer=_like,
+            pattern=OpPattern.ELEMWISE,
+            reference=lambda x, v=_fill: np.full(x.shape, v, dtype=x.dtype),
+            flops=ZERO_FLOPS,
+            doc=f"{_fill}s of the shape and dtype of data",
+        )
+    )
 
-register_op(Op(name="full", inputs=(), infer=_from_attrs, pattern=OpPattern.ELEMWISE,
-               reference=lambda fill_value, shape, dtype: np.full(shape, fill_value, dtype=dtype),
-               flops=ZERO_FLOPS, attrs=(AttrSpec("fill_value", "float"), *SHAPE_ATTRS),
-               doc="a tensor filled with fill_value"))
-register_op(Op(name="full_like", inputs=("data",), infer=_like, pattern=OpPattern.ELEMWISE,
-               reference=lambda x, fill_value: np.full(x.shape, fill_value, dtype=x.dtype),
-               flops=ZERO_FLOPS, attrs=(AttrSpec("fill_value", "float"),),
-               doc="fill_value in the shape and dtype of data"))
+register_op(
+    Op(
+        name="full",
+        inputs=(),
+        infer=_from_attrs,
+        pattern=OpPattern.ELEMWISE,
+        reference=lambda fill_value, shape, dtype: np.full(shape, fill_value, dtype=dtype),
+        flops=ZERO_FLOPS,
+        attrs=(AttrSpec("fill_value", "float"), *SHAPE_ATTRS),
+        doc="a tensor filled with fill_value",
+    )
+)
+register_op(
+    Op(
+        name="full_like",
+        inputs=("data",),
+        infer=_like,
+        pattern=OpPattern.ELEMWISE,
+        reference=lambda x, fill_value: np.full(x.shape, fill_value, dtype=x.dtype),
+        flops=ZERO_FLOPS,
+        attrs=(AttrSpec("fill_value", "float"),),
+        doc="fill_value in the shape and dtype of data",
+    )
+)

@@ -63,9 +63,18 @@ def _cast_like(fn):
 
 
 def _unary(name, ref, allowed=NUMERIC, flops=1.0, attrs=(), doc="", out_dtype=None):
-    register_op(Op(name=name, inputs=("data",), infer=unary(allowed, out_dtype), reference=ref,
-                   pattern=OpPattern.ELEMWISE, flops=per_output_element(flops), attrs=attrs,
-                   doc=doc))
+    register_op(
+        Op(
+            name=name,
+            inputs=("data",),
+            infer=unary(allowed, out_dtype),
+            reference=ref,
+            pattern=OpPattern.ELEMWISE,
+            flops=per_output_element(flops),
+            attrs=attrs,
+            doc=doc,
+        )
+    )
 
 
 _unary("negative", _cast_like(np.negative), SIGNED, doc="-x")
@@ -73,17 +82,32 @@ _unary("abs", _cast_like(np.abs), doc="|x|")
 _unary("exp", np.exp, FLOAT_DTYPES, TRANSCENDENTAL)
 _unary("log", np.log, FLOAT_DTYPES, TRANSCENDENTAL, doc="natural logarithm")
 _unary("sqrt", np.sqrt, FLOAT_DTYPES, TRANSCENDENTAL)
-_unary("rsqrt", lambda x: (x.dtype.type(1) / np.sqrt(x)).astype(x.dtype), FLOAT_DTYPES,
-       TRANSCENDENTAL, doc="1 / sqrt(x)")
+_unary(
+    "rsqrt",
+    lambda x: (x.dtype.type(1) / np.sqrt(x)).astype(x.dtype),
+    FLOAT_DTYPES,
+    TRANSCENDENTAL,
+    doc="1 / sqrt(x)",
+)
 _unary("tanh", np.tanh, FLOAT_DTYPES, TRANSCENDENTAL)
 _unary("sigmoid", sigmoid_ref, FLOAT_DTYPES, TRANSCENDENTAL, doc="1 / (1 + exp(-x))")
 _unary("relu", _cast_like(lambda x: np.maximum(x, x.dtype.type(0))), SIGNED, doc="max(x, 0)")
-_unary("leaky_relu",
-       lambda x, alpha: np.where(x > 0, x, x * x.dtype.type(alpha)).astype(x.dtype),
-       FLOAT_DTYPES, 2.0, (AttrSpec("alpha", "float", 0.01),), doc="x if x > 0 else alpha * x")
-_unary("gelu", gelu_ref, FLOAT_DTYPES, TRANSCENDENTAL + 4,
-       (AttrSpec("approximate", "str", "none", ("none", "tanh")),),
-       doc="x * Phi(x); approximate='tanh' uses the tanh formula")
+_unary(
+    "leaky_relu",
+    lambda x, alpha: np.where(x > 0, x, x * x.dtype.type(alpha)).astype(x.dtype),
+    FLOAT_DTYPES,
+    2.0,
+    (AttrSpec("alpha", "float", 0.01),),
+    doc="x if x > 0 else alpha * x",
+)
+_unary(
+    "gelu",
+    gelu_ref,
+    FLOAT_DTYPES,
+    TRANSCENDENTAL + 4,
+    (AttrSpec("approximate", "str", "none", ("none", "tanh")),),
+    doc="x * Phi(x); approximate='tanh' uses the tanh formula",
+)
 _unary("erf", erf_ref, FLOAT_DTYPES, TRANSCENDENTAL, doc="the error function")
 _unary("sin", np.sin, FLOAT_DTYPES, TRANSCENDENTAL)
 _unary("cos", np.cos, FLOAT_DTYPES, TRANSCENDENTAL)
@@ -91,9 +115,14 @@ _unary("floor", np.floor, FLOAT_DTYPES)
 _unary("ceil", np.ceil, FLOAT_DTYPES)
 _unary("round", np.round, FLOAT_DTYPES, doc="round half to even (as numpy and ONNX)")
 _unary("sign", _cast_like(np.sign), SIGNED)
-_unary("clip", lambda x, a_min, a_max: np.clip(x, a_min, a_max).astype(x.dtype), NUMERIC, 2.0,
-       (AttrSpec("a_min", "float"), AttrSpec("a_max", "float")),
-       doc="min(max(x, a_min), a_max)")
+_unary(
+    "clip",
+    lambda x, a_min, a_max: np.clip(x, a_min, a_max).astype(x.dtype),
+    NUMERIC,
+    2.0,
+    (AttrSpec("a_min", "float"), AttrSpec("a_max", "float")),
+    doc="min(max(x, a_min), a_max)",
+)
 _unary("logical_not", np.logical_not, ("bool",))
 
 
@@ -101,16 +130,32 @@ def _cast_infer(args: list[TensorType], attrs: Attrs) -> Type:
     return TensorType(args[0].shape, attrs["dtype"])
 
 
-register_op(Op(name="cast", inputs=("data",), infer=_cast_infer,
-               reference=lambda x, dtype: x.astype(dtype), pattern=OpPattern.ELEMWISE,
-               flops=per_output_element(0.0), attrs=(AttrSpec("dtype", "dtype"),),
-               doc="convert to another dtype (float to int truncates toward zero)"))
+register_op(
+    Op(
+        name="cast",
+        inputs=("data",),
+        infer=_cast_infer,
+        reference=lambda x, dtype: x.astype(dtype),
+        pattern=OpPattern.ELEMWISE,
+        flops=per_output_element(0.0),
+        attrs=(AttrSpec("dtype", "dtype"),),
+        doc="convert to another dtype (float to int truncates toward zero)",
+    )
+)
 
 
 def _binary(name, ref, allowed=NUMERIC, out_dtype=None, flops=1.0, doc=""):
-    register_op(Op(name=name, inputs=("lhs", "rhs"), infer=binary(allowed, out_dtype),
-                   reference=ref, pattern=OpPattern.BROADCAST, flops=per_output_element(flops),
-                   doc=doc))
+    register_op(
+        Op(
+            name=name,
+            inputs=("lhs", "rhs"),
+            infer=binary(allowed, out_dtype),
+            reference=ref,
+            pattern=OpPattern.BROADCAST,
+            flops=per_output_element(flops),
+            doc=doc,
+        )
+    )
 
 
 def _keep(fn):
@@ -125,9 +170,14 @@ _binary("divide", divide_ref, doc="true division for floats; integers truncate, 
 _binary("power", _keep(np.power), FLOAT_DTYPES, flops=TRANSCENDENTAL)
 _binary("maximum", _keep(np.maximum), doc="elementwise max (NaN propagates)")
 _binary("minimum", _keep(np.minimum), doc="elementwise min (NaN propagates)")
-for _name, _fn in [("equal", np.equal), ("not_equal", np.not_equal), ("less", np.less),
-                   ("less_equal", np.less_equal), ("greater", np.greater),
-                   ("greater_equal", np.greater_equal)]:
+for _name, _fn in [
+    ("equal", np.equal),
+    ("not_equal", np.not_equal),
+    ("less", np.less),
+    ("less_equal", np.less_equal),
+    ("greater", np.greater),
+    ("greater_equal", np.greater_equal),
+]:
     _binary(_name, _fn, NUMERIC + ("bool",), out_dtype="bool")
 _binary("logical_and", np.logical_and, ("bool",))
 _binary("logical_or", np.logical_or, ("bool",))
@@ -140,8 +190,16 @@ def _where_infer(args: list[TensorType], attrs: Attrs) -> Type:
     return TensorType(broadcast_shapes(cond.shape, x.shape, y.shape), dtype)
 
 
-register_op(Op(name="where", inputs=("condition", "x", "y"), infer=_where_infer,
-               reference=lambda c, x, y: np.where(c, x, y), pattern=OpPattern.BROADCAST,
-               flops=per_output_element(1.0), doc="x where condition else y"))
+register_op(
+    Op(
+        name="where",
+        inputs=("condition", "x", "y"),
+        infer=_where_infer,
+        reference=lambda c, x, y: np.where(c, x, y),
+        pattern=OpPattern.BROADCAST,
+        flops=per_output_element(1.0),
+        doc="x where condition else y",
+    )
+)
 
 __all__ = ["INTEGER", "divide_ref", "erf_ref", "gelu_ref", "sigmoid_ref"]

@@ -27,8 +27,18 @@ FLOATS = FLOAT_DTYPES
 
 
 def _reg(name, inputs, infer, ref, flops, attrs=(), pattern=OpPattern.OUT_ELEMWISE_FUSABLE, doc=""):
-    register_op(Op(name=name, inputs=inputs, infer=infer, reference=ref, pattern=pattern,
-                   flops=flops, attrs=attrs, doc=doc))
+    register_op(
+        Op(
+            name=name,
+            inputs=inputs,
+            infer=infer,
+            reference=ref,
+            pattern=pattern,
+            flops=flops,
+            attrs=attrs,
+            doc=doc,
+        )
+    )
 
 
 # ---------------------------------------------------------------- dense / matmul / batch_matmul
@@ -37,16 +47,23 @@ def _dense_infer(args: list[TensorType], attrs: Attrs) -> Type:
     dtype = same_dtype(args)
     require_dtype(x, NUMERIC)
     if x.ndim < 1 or w.ndim != 2 or x.shape[-1] != w.shape[1]:
-        raise ShapeError(f"dense needs data (..., K) and weight (N, K); got {x.shape} and {w.shape}")
+        raise ShapeError(
+            f"dense needs data (..., K) and weight (N, K); got {x.shape} and {w.shape}"
+        )
     if attrs["units"] is not None and attrs["units"] != w.shape[0]:
         raise ShapeError(f"units={attrs['units']} but weight has {w.shape[0]} rows")
     return TensorType(x.shape[:-1] + (w.shape[0],), dtype)
 
 
-_reg("dense", ("data", "weight"), _dense_infer,
-     lambda x, w, units: np.matmul(x, w.T),
-     lambda a, out, at: 2.0 * size_of(out.shape) * a[0].shape[-1],  # type: ignore[union-attr]
-     (AttrSpec("units", "int?", None),), doc="x · Wᵀ with weight (units, K)")
+_reg(
+    "dense",
+    ("data", "weight"),
+    _dense_infer,
+    lambda x, w, units: np.matmul(x, w.T),
+    lambda a, out, at: 2.0 * size_of(out.shape) * a[0].shape[-1],  # type: ignore[union-attr]
+    (AttrSpec("units", "int?", None),),
+    doc="x · Wᵀ with weight (units, K)",
+)
 
 
 def matmul_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
@@ -72,9 +89,14 @@ def _matmul_infer(args: list[TensorType], attrs: Attrs) -> Type:
     return TensorType(matmul_shape(args[0].shape, args[1].shape), dtype)
 
 
-_reg("matmul", ("a", "b"), _matmul_infer, np.matmul,
-     lambda a, out, at: 2.0 * max(size_of(out.shape), 1) * a[0].shape[-1],  # type: ignore[union-attr]
-     doc="numpy matmul semantics, including batch broadcasting and 1-D operands")
+_reg(
+    "matmul",
+    ("a", "b"),
+    _matmul_infer,
+    np.matmul,
+    lambda a, out, at: 2.0 * max(size_of(out.shape), 1) * a[0].shape[-1],  # type: ignore[union-attr]
+    doc="numpy matmul semantics, including batch broadcasting and 1-D operands",
+)
 
 
 def _bmm_shapes(x, y, ta, tb):
@@ -83,7 +105,9 @@ def _bmm_shapes(x, y, ta, tb):
     m, k = (x[2], x[1]) if ta else (x[1], x[2])
     k2, n = (y[2], y[1]) if tb else (y[1], y[2])
     if k != k2:
-        raise ShapeError(f"inner dimensions differ: {x} and {y} (transpose_a={ta}, transpose_b={tb})")
+        raise ShapeError(
+            f"inner dimensions differ: {x} and {y} (transpose_a={ta}, transpose_b={tb})"
+        )
     batch = broadcast_shapes((x[0],), (y[0],))
     return batch + (m, n), k
 
@@ -100,11 +124,19 @@ def _bmm_ref(x, y, transpose_a, transpose_b):
     return np.matmul(x, y)
 
 
-_reg("batch_matmul", ("x", "y"), _bmm_infer, _bmm_ref,
-     lambda a, out, at: 2.0 * size_of(out.shape)  # type: ignore[union-attr]
-     * _bmm_shapes(a[0].shape, a[1].shape, at["transpose_a"], at["transpose_b"])[1],
-     (AttrSpec("transpose_a", "bool", False), AttrSpec("transpose_b", "bool", True)),
-     doc="batched x · y on rank-3 tensors; y is (B, N, K) by default (Relay)")
+_reg(
+    "batch_matmul",
+    ("x", "y"),
+    _bmm_infer,
+    _bmm_ref,
+    lambda a, out, at: (
+        2.0
+        * size_of(out.shape)  # type: ignore[union-attr]
+        * _bmm_shapes(a[0].shape, a[1].shape, at["transpose_a"], at["transpose_b"])[1]
+    ),
+    (AttrSpec("transpose_a", "bool", False), AttrSpec("transpose_b", "bool", True)),
+    doc="batched x · y on rank-3 tensors; y is (B, N, K) by default (Relay)",
+)
 
 
 # ---------------------------------------------------------------- conv2d and pooling helpers
@@ -127,13 +159,16 @@ def _pair(v: tuple[int, ...], what: str) -> tuple[int, int]:
     return (v[0], v[1])
 
 
-def window_out(size: int, pad_begin: int, pad_end: int, k: int, stride: int, dilation: int,
-               ceil: bool = False) -> int:
+def window_out(
+    size: int, pad_begin: int, pad_end: int, k: int, stride: int, dilation: int, ceil: bool = False
+) -> int:
     """Number of windows along one axis (ONNX/PyTorch rules, including ceil_mode)."""
     span = dilation * (k - 1) + 1
     avail = size + pad_begin + pad_end - span
     if avail < 0:
-        raise ShapeError(f"window of {span} does not fit in {size} (+{pad_begin + pad_end} padding)")
+        raise ShapeError(
+            f"window of {span} does not fit in {size} (+{pad_begin + pad_end} padding)"
+        )
     out = (-(-avail // stride) if ceil else avail // stride) + 1
     if ceil and (out - 1) * stride >= size + pad_begin:
         out -= 1  # the last window would start in the far padding only
@@ -169,7 +204,8 @@ def _windows(xp, kh, kw, sh, sw, dh, dw, oh, ow):
 
 def conv2d_ref(x, w, strides, padding, dilation, groups):
     (n, o, oh, ow), (pt, pl, pb, pr), (sh, sw), (dh, dw) = _conv_geometry(
-        x.shape, w.shape, dict(strides=strides, padding=padding, dilation=dilation, groups=groups))
+        x.shape, w.shape, dict(strides=strides, padding=padding, dilation=dilation, groups=groups)
+    )
     xp = np.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)))
     cg, og = x.shape[1] // groups, o // groups
     outs = []
@@ -181,12 +217,21 @@ def conv2d_ref(x, w, strides, padding, dilation, groups):
     return np.concatenate(outs, axis=1).astype(x.dtype)
 
 
-CONV_ATTRS = (AttrSpec("strides", "ints", (1, 1)), AttrSpec("padding", "ints", (0, 0, 0, 0)),
-              AttrSpec("dilation", "ints", (1, 1)), AttrSpec("groups", "int", 1))
-_reg("conv2d", ("data", "weight"), _conv_infer, conv2d_ref,
-     lambda a, out, at: 2.0 * size_of(out.shape) * size_of(a[1].shape[1:]),  # type: ignore[union-attr]
-     CONV_ATTRS,
-     doc="2-D convolution, NCHW data and OIHW weight; padding is (top, left, bottom, right)")
+CONV_ATTRS = (
+    AttrSpec("strides", "ints", (1, 1)),
+    AttrSpec("padding", "ints", (0, 0, 0, 0)),
+    AttrSpec("dilation", "ints", (1, 1)),
+    AttrSpec("groups", "int", 1),
+)
+_reg(
+    "conv2d",
+    ("data", "weight"),
+    _conv_infer,
+    conv2d_ref,
+    lambda a, out, at: 2.0 * size_of(out.shape) * size_of(a[1].shape[1:]),  # type: ignore[union-attr]
+    CONV_ATTRS,
+    doc="2-D convolution, NCHW data and OIHW weight; padding is (top, left, bottom, right)",
+)
 
 
 def _pool_geometry(x, attrs):
@@ -211,7 +256,8 @@ def _pool_infer(args: list[TensorType], attrs: Attrs) -> Type:
 
 def _pool_windows(x, fill, attrs):
     """Windows over x padded with fill; extra far-side cells for ceil_mode are filled too."""
-    (n, c, oh, ow), (kh, kw), (sh, sw), (dh, dw), (pt, pl, pb, pr) = _pool_geometry(x.shape, attrs)
+    geometry = _pool_geometry(x.shape, attrs)
+    (_, _, oh, ow), (kh, kw), (sh, sw), (dh, dw), (pt, pl, pb, pr) = geometry
     need_h = (oh - 1) * sh + dh * (kh - 1) + 1
     need_w = (ow - 1) * sw + dw * (kw - 1) + 1
     extra_h = max(0, need_h - (x.shape[2] + pt + pb))
@@ -220,9 +266,13 @@ def _pool_windows(x, fill, attrs):
     return _windows(xp, kh, kw, sh, sw, dh, dw, oh, ow), (pt, pl, pb, pr), (extra_h, extra_w)
 
 
-POOL_ATTRS = (AttrSpec("pool_size", "ints"), AttrSpec("strides", "ints", (1, 1)),
-              AttrSpec("padding", "ints", (0, 0, 0, 0)), AttrSpec("dilation", "ints", (1, 1)),
-              AttrSpec("ceil_mode", "bool", False))
+POOL_ATTRS = (
+    AttrSpec("pool_size", "ints"),
+    AttrSpec("strides", "ints", (1, 1)),
+    AttrSpec("padding", "ints", (0, 0, 0, 0)),
+    AttrSpec("dilation", "ints", (1, 1)),
+    AttrSpec("ceil_mode", "bool", False),
+)
 
 
 def max_pool2d_ref(x, **attrs):
@@ -252,11 +302,24 @@ def _pool_flops(a, out, at):
     return float(size_of(out.shape) * size_of(_pair(at["pool_size"], "pool_size")))
 
 
-_reg("max_pool2d", ("data",), _pool_infer, max_pool2d_ref, _pool_flops, POOL_ATTRS,
-     doc="max over windows (NCHW); padding never wins")
-_reg("avg_pool2d", ("data",), _pool_infer, avg_pool2d_ref, _pool_flops,
-     (*POOL_ATTRS, AttrSpec("count_include_pad", "bool", False)),
-     doc="mean over windows (NCHW); count_include_pad counts explicit padding cells")
+_reg(
+    "max_pool2d",
+    ("data",),
+    _pool_infer,
+    max_pool2d_ref,
+    _pool_flops,
+    POOL_ATTRS,
+    doc="max over windows (NCHW); padding never wins",
+)
+_reg(
+    "avg_pool2d",
+    ("data",),
+    _pool_infer,
+    avg_pool2d_ref,
+    _pool_flops,
+    (*POOL_ATTRS, AttrSpec("count_include_pad", "bool", False)),
+    doc="mean over windows (NCHW); count_include_pad counts explicit padding cells",
+)
 
 
 def _gap_infer(args: list[TensorType], attrs: Attrs) -> Type:
@@ -267,17 +330,24 @@ def _gap_infer(args: list[TensorType], attrs: Attrs) -> Type:
     return TensorType(x.shape[:2] + (1, 1), x.dtype)
 
 
-_reg("global_avg_pool2d", ("data",), _gap_infer,
-     lambda x: np.mean(x, axis=(2, 3), keepdims=True).astype(x.dtype),
-     lambda a, out, at: float(a[0].size), doc="mean over H and W, keeping them as size 1")
+_reg(
+    "global_avg_pool2d",
+    ("data",),
+    _gap_infer,
+    lambda x: np.mean(x, axis=(2, 3), keepdims=True).astype(x.dtype),
+    lambda a, out, at: float(a[0].size),
+    doc="mean over H and W, keeping them as size 1",
+)
 
 
 # ---------------------------------------------------------------- bias_add
 def _channel_vector(data: TensorType, vec: TensorType, axis: int, what: str) -> int:
     ax = norm_axis(axis, data.ndim)
     if vec.shape != (data.shape[ax],):
-        raise ShapeError(f"{what} must have shape ({data.shape[ax]},) for axis {axis} of "
-                         f"{data.shape}, got {vec.shape}")
+        raise ShapeError(
+            f"{what} must have shape ({data.shape[ax]},) for axis {axis} of "
+            f"{data.shape}, got {vec.shape}"
+        )
     return ax
 
 
@@ -294,14 +364,24 @@ def along(vec: np.ndarray, axis: int, ndim: int) -> np.ndarray:
     return vec.reshape(shape)
 
 
-_reg("bias_add", ("data", "bias"), _bias_add_infer,
-     lambda x, b, axis: (x + along(b, axis, x.ndim)).astype(x.dtype), per_output_element(1.0),
-     (AttrSpec("axis", "int", 1),), OpPattern.BROADCAST, doc="add a 1-D bias along axis")
+_reg(
+    "bias_add",
+    ("data", "bias"),
+    _bias_add_infer,
+    lambda x, b, axis: (x + along(b, axis, x.ndim)).astype(x.dtype),
+    per_output_element(1.0),
+    (AttrSpec("axis", "int", 1),),
+    OpPattern.BROADCAST,
+    doc="add a 1-D bias along axis",
+)
 
 
 # ---------------------------------------------------------------- normalisations
-NORM_FLAGS = (AttrSpec("epsilon", "float", 1e-5), AttrSpec("center", "bool", True),
-              AttrSpec("scale", "bool", True))
+NORM_FLAGS = (
+    AttrSpec("epsilon", "float", 1e-5),
+    AttrSpec("center", "bool", True),
+    AttrSpec("scale", "bool", True),
+)
 
 
 def _affine(y, gamma, beta, axis, center, scale):
@@ -327,10 +407,16 @@ def batch_norm_ref(x, gamma, beta, mean, var, axis, epsilon, center, scale):
     return (_affine(y, gamma, beta, axis, center, scale).astype(x.dtype), mean, var)
 
 
-_reg("batch_norm", ("data", "gamma", "beta", "moving_mean", "moving_var"), _batch_norm_infer,
-     batch_norm_ref, per_output_element(4.0), (AttrSpec("axis", "int", 1), *NORM_FLAGS),
-     OpPattern.OPAQUE,
-     doc="inference batch norm; a tuple (out, moving_mean, moving_var) as in Relay")
+_reg(
+    "batch_norm",
+    ("data", "gamma", "beta", "moving_mean", "moving_var"),
+    _batch_norm_infer,
+    batch_norm_ref,
+    per_output_element(4.0),
+    (AttrSpec("axis", "int", 1), *NORM_FLAGS),
+    OpPattern.OPAQUE,
+    doc="inference batch norm; a tuple (out, moving_mean, moving_var) as in Relay",
+)
 
 
 def _moments_norm(x, axes, epsilon):
@@ -353,9 +439,16 @@ def layer_norm_ref(x, gamma, beta, axis, epsilon, center, scale):
     return _affine(y, gamma, beta, axis, center, scale).astype(x.dtype)
 
 
-_reg("layer_norm", ("data", "gamma", "beta"), _layer_norm_infer, layer_norm_ref,
-     per_output_element(8.0), (AttrSpec("axis", "int", -1), *NORM_FLAGS), OpPattern.OPAQUE,
-     doc="normalise over one axis, then scale by gamma and shift by beta along it")
+_reg(
+    "layer_norm",
+    ("data", "gamma", "beta"),
+    _layer_norm_infer,
+    layer_norm_ref,
+    per_output_element(8.0),
+    (AttrSpec("axis", "int", -1), *NORM_FLAGS),
+    OpPattern.OPAQUE,
+    doc="normalise over one axis, then scale by gamma and shift by beta along it",
+)
 
 
 def _group_norm_infer(args: list[TensorType], attrs: Attrs) -> Type:
@@ -378,10 +471,16 @@ def group_norm_ref(x, gamma, beta, num_groups, axis, epsilon, center, scale):
     return _affine(y, gamma, beta, axis, center, scale).astype(x.dtype)
 
 
-_reg("group_norm", ("data", "gamma", "beta"), _group_norm_infer, group_norm_ref,
-     per_output_element(8.0),
-     (AttrSpec("num_groups", "int"), AttrSpec("axis", "int", 1), *NORM_FLAGS), OpPattern.OPAQUE,
-     doc="normalise each group of channels over the group and all non-batch axes")
+_reg(
+    "group_norm",
+    ("data", "gamma", "beta"),
+    _group_norm_infer,
+    group_norm_ref,
+    per_output_element(8.0),
+    (AttrSpec("num_groups", "int"), AttrSpec("axis", "int", 1), *NORM_FLAGS),
+    OpPattern.OPAQUE,
+    doc="normalise each group of channels over the group and all non-batch axes",
+)
 
 
 def instance_norm_ref(x, gamma, beta, axis, epsilon, center, scale):
@@ -399,9 +498,16 @@ def _instance_norm_infer(args: list[TensorType], attrs: Attrs) -> Type:
     return x
 
 
-_reg("instance_norm", ("data", "gamma", "beta"), _instance_norm_infer, instance_norm_ref,
-     per_output_element(8.0), (AttrSpec("axis", "int", 1), *NORM_FLAGS), OpPattern.OPAQUE,
-     doc="normalise each (batch, channel) over the spatial axes")
+_reg(
+    "instance_norm",
+    ("data", "gamma", "beta"),
+    _instance_norm_infer,
+    instance_norm_ref,
+    per_output_element(8.0),
+    (AttrSpec("axis", "int", 1), *NORM_FLAGS),
+    OpPattern.OPAQUE,
+    doc="normalise each (batch, channel) over the spatial axes",
+)
 
 
 def _l2_infer(args: list[TensorType], attrs: Attrs) -> Type:
@@ -416,10 +522,16 @@ def l2_normalize_ref(x, eps, axis):
     return (x / np.sqrt(np.maximum(sq, x.dtype.type(eps)))).astype(x.dtype)
 
 
-_reg("l2_normalize", ("data",), _l2_infer, l2_normalize_ref,
-     per_output_element(3.0 + TRANSCENDENTAL / 8),
-     (AttrSpec("eps", "float", 1e-12), AttrSpec("axis", "axes", None)), OpPattern.OPAQUE,
-     doc="x / sqrt(max(sum(x², axis), eps))")
+_reg(
+    "l2_normalize",
+    ("data",),
+    _l2_infer,
+    l2_normalize_ref,
+    per_output_element(3.0 + TRANSCENDENTAL / 8),
+    (AttrSpec("eps", "float", 1e-12), AttrSpec("axis", "axes", None)),
+    OpPattern.OPAQUE,
+    doc="x / sqrt(max(sum(x², axis), eps))",
+)
 
 
 def _dropout_infer(args: list[TensorType], attrs: Attrs) -> Type:
@@ -429,6 +541,13 @@ def _dropout_infer(args: list[TensorType], attrs: Attrs) -> Type:
     return TupleType((args[0], args[0]))
 
 
-_reg("dropout", ("data",), _dropout_infer, lambda x, rate: (x, np.ones_like(x)),
-     per_output_element(0.0), (AttrSpec("rate", "float", 0.5),), OpPattern.OPAQUE,
-     doc="inference dropout: a tuple (data, mask of ones) as in Relay")
+_reg(
+    "dropout",
+    ("data",),
+    _dropout_infer,
+    lambda x, rate: (x, np.ones_like(x)),
+    per_output_element(0.0),
+    (AttrSpec("rate", "float", 0.5),),
+    OpPattern.OPAQUE,
+    doc="inference dropout: a tuple (data, mask of ones) as in Relay",
+)

@@ -46,10 +46,18 @@ for _name, _fn, _allowed, _nonempty in [
     ("min", np.min, NUMERIC, True),
     ("prod", np.prod, NUMERIC, False),
 ]:
-    register_op(Op(name=_name, inputs=("data",), infer=_reduce_infer(_allowed, _nonempty),
-                   reference=_reducer(_fn), pattern=OpPattern.COMM_REDUCE,
-                   flops=per_input_element(1.0), attrs=REDUCE_ATTRS,
-                   doc=f"{_name} over axis (all axes when None)"))
+    register_op(
+        Op(
+            name=_name,
+            inputs=("data",),
+            infer=_reduce_infer(_allowed, _nonempty),
+            reference=_reducer(_fn),
+            pattern=OpPattern.COMM_REDUCE,
+            flops=per_input_element(1.0),
+            attrs=REDUCE_ATTRS,
+            doc=f"{_name} over axis (all axes when None)",
+        )
+    )
 
 
 def _argmax_infer(args: list[TensorType], attrs: Attrs) -> Type:
@@ -70,10 +78,18 @@ def _argmax_ref(x: np.ndarray, axis: int | None, keepdims: bool) -> np.ndarray:
     return np.argmax(x, axis=norm_axis(axis, x.ndim), keepdims=keepdims).astype(np.int64)
 
 
-register_op(Op(name="argmax", inputs=("data",), infer=_argmax_infer, reference=_argmax_ref,
-               pattern=OpPattern.COMM_REDUCE, flops=per_input_element(1.0),
-               attrs=(AttrSpec("axis", "int?", None), AttrSpec("keepdims", "bool", False)),
-               doc="index (int64) of the first maximum; over the flattened tensor when axis is None"))
+register_op(
+    Op(
+        name="argmax",
+        inputs=("data",),
+        infer=_argmax_infer,
+        reference=_argmax_ref,
+        pattern=OpPattern.COMM_REDUCE,
+        flops=per_input_element(1.0),
+        attrs=(AttrSpec("axis", "int?", None), AttrSpec("keepdims", "bool", False)),
+        doc="index (int64) of the first maximum; over the flattened tensor when axis is None",
+    )
+)
 
 
 def _softmax_infer(args: list[TensorType], attrs: Attrs) -> Type:
@@ -94,7 +110,15 @@ def log_softmax_ref(x: np.ndarray, axis: int) -> np.ndarray:
 
 
 for _name, _ref in [("softmax", softmax_ref), ("log_softmax", log_softmax_ref)]:
-    register_op(Op(name=_name, inputs=("data",), infer=_softmax_infer, reference=_ref,
-                   pattern=OpPattern.OPAQUE, flops=per_input_element(TRANSCENDENTAL + 3),
-                   attrs=(AttrSpec("axis", "int", -1),),
-                   doc=f"{_name} along axis (max-subtracted for stability)"))
+    register_op(
+        Op(
+            name=_name,
+            inputs=("data",),
+            infer=_softmax_infer,
+            reference=_ref,
+            pattern=OpPattern.OPAQUE,
+            flops=per_input_element(TRANSCENDENTAL + 3),
+            attrs=(AttrSpec("axis", "int", -1),),
+            doc=f"{_name} along axis (max-subtracted for stability)",
+        )
+    )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from ..attrs import Attrs
@@ -13,8 +15,19 @@ MOVE = per_output_element(0.0)
 
 
 def _reg(name, inputs, infer, ref, attrs=(), pattern=OpPattern.INJECTIVE, doc="", variadic=False):
-    register_op(Op(name=name, inputs=inputs, infer=infer, reference=ref, pattern=pattern,
-                   flops=MOVE, attrs=attrs, doc=doc, variadic=variadic))
+    register_op(
+        Op(
+            name=name,
+            inputs=inputs,
+            infer=infer,
+            reference=ref,
+            pattern=pattern,
+            flops=MOVE,
+            attrs=attrs,
+            doc=doc,
+            variadic=variadic,
+        )
+    )
 
 
 # ---------------------------------------------------------------- reshape
@@ -39,9 +52,14 @@ def _reshape_infer(args: list[TensorType], attrs: Attrs) -> Type:
     return TensorType(reshape_target(args[0].shape, attrs["newshape"]), args[0].dtype)
 
 
-_reg("reshape", ("data",), _reshape_infer,
-     lambda x, newshape: np.reshape(x, reshape_target(x.shape, newshape)),
-     (AttrSpec("newshape", "ints"),), doc="same elements in row-major order; one -1 is inferred")
+_reg(
+    "reshape",
+    ("data",),
+    _reshape_infer,
+    lambda x, newshape: np.reshape(x, reshape_target(x.shape, newshape)),
+    (AttrSpec("newshape", "ints"),),
+    doc="same elements in row-major order; one -1 is inferred",
+)
 
 
 # ---------------------------------------------------------------- transpose
@@ -62,9 +80,14 @@ def _transpose_infer(args: list[TensorType], attrs: Attrs) -> Type:
     return TensorType(tuple(t.shape[a] for a in perm), t.dtype)
 
 
-_reg("transpose", ("data",), _transpose_infer,
-     lambda x, axes: np.transpose(x, transpose_axes(x.ndim, axes)),
-     (AttrSpec("axes", "ints?", None),), doc="permute axes; None reverses them")
+_reg(
+    "transpose",
+    ("data",),
+    _transpose_infer,
+    lambda x, axes: np.transpose(x, transpose_axes(x.ndim, axes)),
+    (AttrSpec("axes", "ints?", None),),
+    doc="permute axes; None reverses them",
+)
 
 
 # ---------------------------------------------------------------- expand_dims / squeeze
@@ -75,11 +98,15 @@ def _expand_shape(shape: tuple[int, ...], axis: int, num: int) -> tuple[int, ...
     return shape[:axis] + (1,) * num + shape[axis:]
 
 
-_reg("expand_dims", ("data",),
-     lambda a, at: TensorType(_expand_shape(a[0].shape, at["axis"], at["num_newaxis"]), a[0].dtype),
-     lambda x, axis, num_newaxis: np.reshape(x, _expand_shape(x.shape, axis, num_newaxis)),
-     (AttrSpec("axis", "int"), AttrSpec("num_newaxis", "int", 1)), OpPattern.BROADCAST,
-     doc="insert num_newaxis size-1 axes at axis")
+_reg(
+    "expand_dims",
+    ("data",),
+    lambda a, at: TensorType(_expand_shape(a[0].shape, at["axis"], at["num_newaxis"]), a[0].dtype),
+    lambda x, axis, num_newaxis: np.reshape(x, _expand_shape(x.shape, axis, num_newaxis)),
+    (AttrSpec("axis", "int"), AttrSpec("num_newaxis", "int", 1)),
+    OpPattern.BROADCAST,
+    doc="insert num_newaxis size-1 axes at axis",
+)
 
 
 def squeeze_shape(shape: tuple[int, ...], axis: tuple[int, ...] | None) -> tuple[int, ...]:
@@ -92,10 +119,14 @@ def squeeze_shape(shape: tuple[int, ...], axis: tuple[int, ...] | None) -> tuple
     return tuple(d for i, d in enumerate(shape) if i not in norm)
 
 
-_reg("squeeze", ("data",),
-     lambda a, at: TensorType(squeeze_shape(a[0].shape, at["axis"]), a[0].dtype),
-     lambda x, axis: np.reshape(x, squeeze_shape(x.shape, axis)),
-     (AttrSpec("axis", "axes", None),), doc="drop size-1 axes (all when axis is None)")
+_reg(
+    "squeeze",
+    ("data",),
+    lambda a, at: TensorType(squeeze_shape(a[0].shape, at["axis"]), a[0].dtype),
+    lambda x, axis: np.reshape(x, squeeze_shape(x.shape, axis)),
+    (AttrSpec("axis", "axes", None),),
+    doc="drop size-1 axes (all when axis is None)",
+)
 
 
 # ---------------------------------------------------------------- broadcast_to
@@ -110,9 +141,14 @@ def _broadcast_to_infer(args: list[TensorType], attrs: Attrs) -> Type:
     return TensorType(shape, args[0].dtype)
 
 
-_reg("broadcast_to", ("data",), _broadcast_to_infer,
-     lambda x, shape: np.broadcast_to(x, shape).copy(), (AttrSpec("shape", "ints"),),
-     OpPattern.BROADCAST)
+_reg(
+    "broadcast_to",
+    ("data",),
+    _broadcast_to_infer,
+    lambda x, shape: np.broadcast_to(x, shape).copy(),
+    (AttrSpec("shape", "ints"),),
+    OpPattern.BROADCAST,
+)
 
 
 # ---------------------------------------------------------------- concatenate / split
@@ -132,9 +168,15 @@ def _concat_infer(args: list[TensorType], attrs: Attrs) -> Type:
     return TensorType(first.shape[:axis] + (total,) + first.shape[axis + 1 :], dtype)
 
 
-_reg("concatenate", ("data",), _concat_infer,
-     lambda *xs, axis: np.concatenate(xs, axis=axis), (AttrSpec("axis", "int", 0),),
-     doc="join one or more tensors along axis", variadic=True)
+_reg(
+    "concatenate",
+    ("data",),
+    _concat_infer,
+    lambda *xs, axis: np.concatenate(xs, axis=axis),
+    (AttrSpec("axis", "int", 0),),
+    doc="join one or more tensors along axis",
+    variadic=True,
+)
 
 
 def split_bounds(dim: int, sections: int | tuple[int, ...]) -> list[tuple[int, int]]:
@@ -145,18 +187,20 @@ def split_bounds(dim: int, sections: int | tuple[int, ...]) -> list[tuple[int, i
         step = dim // sections
         return [(i * step, (i + 1) * step) for i in range(sections)]
     cuts = [0, *sections, dim]
-    if any(b < a for a, b in zip(cuts, cuts[1:], strict=False)) or cuts[-2] > dim:
+    if any(b < a for a, b in itertools.pairwise(cuts)) or cuts[-2] > dim:
         raise ShapeError(f"split indices {sections} are not increasing within {dim}")
-    return list(zip(cuts, cuts[1:], strict=False))
+    return list(itertools.pairwise(cuts))
 
 
 def _split_infer(args: list[TensorType], attrs: Attrs) -> Type:
     t = args[0]
     axis = norm_axis(attrs["axis"], t.ndim)
     parts = split_bounds(t.shape[axis], attrs["indices_or_sections"])
-    return TupleType(tuple(
-        TensorType(t.shape[:axis] + (b - a,) + t.shape[axis + 1 :], t.dtype) for a, b in parts
-    ))
+    return TupleType(
+        tuple(
+            TensorType(t.shape[:axis] + (b - a,) + t.shape[axis + 1 :], t.dtype) for a, b in parts
+        )
+    )
 
 
 def _split_ref(x: np.ndarray, indices_or_sections, axis: int) -> tuple[np.ndarray, ...]:
@@ -165,9 +209,14 @@ def _split_ref(x: np.ndarray, indices_or_sections, axis: int) -> tuple[np.ndarra
     return tuple(np.take(x, np.arange(a, b), axis=axis) for a, b in bounds)
 
 
-_reg("split", ("data",), _split_infer, _split_ref,
-     (AttrSpec("indices_or_sections", "int|ints"), AttrSpec("axis", "int", 0)),
-     doc="a tuple of pieces: an int is a number of equal parts, a tuple split indices")
+_reg(
+    "split",
+    ("data",),
+    _split_infer,
+    _split_ref,
+    (AttrSpec("indices_or_sections", "int|ints"), AttrSpec("axis", "int", 0)),
+    doc="a tuple of pieces: an int is a number of equal parts, a tuple split indices",
+)
 
 
 # ---------------------------------------------------------------- strided_slice
@@ -177,7 +226,9 @@ def slice_spec(shape, begin, end, strides, axes) -> list[slice]:
     axes = tuple(range(len(begin))) if axes is None else axes
     strides = (1,) * len(begin) if strides is None else strides
     if not len(begin) == len(end) == len(axes) or len(strides) != len(begin):
-        raise ShapeError(f"begin {begin}, end {end}, strides {strides}, axes {axes} differ in length")
+        raise ShapeError(
+            f"begin {begin}, end {end}, strides {strides}, axes {axes} differ in length"
+        )
     out = [slice(None)] * ndim
     for b, e, s, a in zip(begin, end, strides, axes, strict=True):
         if s == 0:
@@ -193,11 +244,19 @@ def _slice_infer(args: list[TensorType], attrs: Attrs) -> Type:
     return TensorType(shape, t.dtype)
 
 
-_reg("strided_slice", ("data",), _slice_infer,
-     lambda x, begin, end, strides, axes: x[tuple(slice_spec(x.shape, begin, end, strides, axes))],
-     (AttrSpec("begin", "ints"), AttrSpec("end", "ints"), AttrSpec("strides", "ints?", None),
-      AttrSpec("axes", "ints?", None)),
-     doc="x[begin:end:strides] on the given axes (all leading axes when None)")
+_reg(
+    "strided_slice",
+    ("data",),
+    _slice_infer,
+    lambda x, begin, end, strides, axes: x[tuple(slice_spec(x.shape, begin, end, strides, axes))],
+    (
+        AttrSpec("begin", "ints"),
+        AttrSpec("end", "ints"),
+        AttrSpec("strides", "ints?", None),
+        AttrSpec("axes", "ints?", None),
+    ),
+    doc="x[begin:end:strides] on the given axes (all leading axes when None)",
+)
 
 
 # ---------------------------------------------------------------- take
@@ -227,10 +286,15 @@ def _take_ref(data: np.ndarray, indices: np.ndarray, axis: int | None, mode: str
     return np.take(data, idx, axis=axis)
 
 
-_reg("take", ("data", "indices"), _take_infer, _take_ref,
-     (AttrSpec("axis", "int?", None), AttrSpec("mode", "str", "clip", ("clip", "wrap", "fast"))),
-     doc="gather along axis (flattened when None); mode clip clamps, wrap wraps, fast follows "
-         "numpy (negative counts from the end, out of range is an error)")
+_reg(
+    "take",
+    ("data", "indices"),
+    _take_infer,
+    _take_ref,
+    (AttrSpec("axis", "int?", None), AttrSpec("mode", "str", "clip", ("clip", "wrap", "fast"))),
+    doc="gather along axis (flattened when None); mode clip clamps, wrap wraps, fast follows "
+    "numpy (negative counts from the end, out of range is an error)",
+)
 
 
 # ---------------------------------------------------------------- pad
@@ -238,7 +302,9 @@ def _pad_infer(args: list[TensorType], attrs: Attrs) -> Type:
     t = args[0]
     width = attrs["pad_width"]
     if len(width) != t.ndim or any(b < 0 or a < 0 for b, a in width):
-        raise ShapeError(f"pad_width {width} must give (before, after) >= 0 for each of {t.ndim} axes")
+        raise ShapeError(
+            f"pad_width {width} must give (before, after) >= 0 for each of {t.ndim} axes"
+        )
     if attrs["pad_mode"] == "reflect" and any(
         max(b, a) >= d for (b, a), d in zip(width, t.shape, strict=True)
     ):
@@ -252,10 +318,18 @@ def _pad_ref(x: np.ndarray, pad_width, pad_value: float, pad_mode: str) -> np.nd
     return np.pad(x, pad_width, mode=pad_mode)
 
 
-_reg("pad", ("data",), _pad_infer, _pad_ref,
-     (AttrSpec("pad_width", "pairs"), AttrSpec("pad_value", "float", 0.0),
-      AttrSpec("pad_mode", "str", "constant", ("constant", "edge", "reflect"))),
-     doc="pad each axis by (before, after)")
+_reg(
+    "pad",
+    ("data",),
+    _pad_infer,
+    _pad_ref,
+    (
+        AttrSpec("pad_width", "pairs"),
+        AttrSpec("pad_value", "float", 0.0),
+        AttrSpec("pad_mode", "str", "constant", ("constant", "edge", "reflect")),
+    ),
+    doc="pad each axis by (before, after)",
+)
 
 
 # ---------------------------------------------------------------- flatten
@@ -264,7 +338,11 @@ def flatten_shape(shape: tuple[int, ...], axis: int) -> tuple[int, int]:
     return size_of(shape[:axis]), size_of(shape[axis:])
 
 
-_reg("flatten", ("data",),
-     lambda a, at: TensorType(flatten_shape(a[0].shape, at["axis"]), a[0].dtype),
-     lambda x, axis: np.reshape(x, flatten_shape(x.shape, axis)), (AttrSpec("axis", "int", 1),),
-     doc="2-D: axes before axis become rows, the rest columns (ONNX Flatten)")
+_reg(
+    "flatten",
+    ("data",),
+    lambda a, at: TensorType(flatten_shape(a[0].shape, at["axis"]), a[0].dtype),
+    lambda x, axis: np.reshape(x, flatten_shape(x.shape, axis)),
+    (AttrSpec("axis", "int", 1),),
+    doc="2-D: axes before axis become rows, the rest columns (ONNX Flatten)",
+)

@@ -33,8 +33,17 @@ from ..types import DTYPES, FuncType, TensorType, TupleType, Type
 from .printer import METADATA_MARKER
 
 MAX_NESTING = 150  # keeps recursive descent far from Python's recursion limit
-SUFFIX_DTYPE = {"f": "float32", "f32": "float32", "f64": "float64", "f16": "float16",
-                "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64", "u8": "uint8"}
+SUFFIX_DTYPE = {
+    "f": "float32",
+    "f32": "float32",
+    "f64": "float64",
+    "f16": "float16",
+    "i8": "int8",
+    "i16": "int16",
+    "i32": "int32",
+    "i64": "int64",
+    "u8": "uint8",
+}
 
 _TOKEN = re.compile(
     r"""
@@ -89,8 +98,7 @@ def parse_expr(text: str, free_vars: dict[str, Var] | None = None) -> Expr:
     """Read one expression; `free_vars` names variables it may use."""
     p = Parser(text, "<expr>")
     p.scopes.append(dict(free_vars or {}))
-    e = p.block_until("eof")
-    return e
+    return p.block_until("eof")
 
 
 def _read_metadata(text: str, first_line: int) -> list[np.ndarray]:
@@ -118,7 +126,7 @@ class Parser:
         body, meta = text, ""
         marker = text.find(METADATA_MARKER)
         if marker >= 0:
-            body, meta = text[:marker], text[marker + len(METADATA_MARKER):]
+            body, meta = text[:marker], text[marker + len(METADATA_MARKER) :]
         self.meta = _read_metadata(meta, body.count("\n") + 1)
         self.meta_consts: dict[int, Constant] = {}
         self.toks = tokenize(body)
@@ -252,8 +260,10 @@ class Parser:
     def expr(self) -> Expr:
         self.depth += 1
         if self.depth > MAX_NESTING:
-            raise self.error(f"expression nested deeper than {MAX_NESTING} levels; "
-                             "bind intermediates with '%n = ...;'")
+            raise self.error(
+                f"expression nested deeper than {MAX_NESTING} levels; "
+                "bind intermediates with '%n = ...;'"
+            )
         try:
             e = self.primary()
             while True:
@@ -458,8 +468,9 @@ class Parser:
             return tuple(items)
         if tok.kind == "ident":
             self.i += 1
-            return {"True": True, "False": False, "None": None, "true": True,
-                    "false": False}.get(tok.text, tok.text)
+            return {"True": True, "False": False, "None": None, "true": True, "false": False}.get(
+                tok.text, tok.text
+            )
         raise self.error(f"expected an attribute value, found '{tok.text or 'end of input'}'")
 
     # ---------------------------------------------------------------- types
@@ -509,4 +520,3 @@ class Parser:
         if tok.text not in DTYPES:
             raise self.error(f"unknown dtype '{tok.text}'{did_you_mean(tok.text, DTYPES)}", tok)
         return tok.text
-

@@ -32,8 +32,16 @@ from ..registry import Op
 
 INLINE_MAX_ELEMENTS = 8
 METADATA_MARKER = "#[metadata]"
-SUFFIX = {"float32": "f", "float64": "f64", "float16": "f16", "int8": "i8", "int16": "i16",
-          "int32": "i32", "int64": "i64", "uint8": "u8"}
+SUFFIX = {
+    "float32": "f",
+    "float64": "f64",
+    "float16": "f16",
+    "int8": "i8",
+    "int16": "i16",
+    "int32": "i32",
+    "int64": "i64",
+    "uint8": "u8",
+}
 
 Scope = ChainMap  # node -> printed name
 
@@ -89,9 +97,12 @@ class _Printer:
             return text + f"\n// metadata omitted: {len(self.meta)} constant(s)"
         rows = [METADATA_MARKER]
         for i, arr in enumerate(self.meta):
-            data = base64.b64encode(np.ascontiguousarray(arr).astype(arr.dtype.newbyteorder("<"))
-                                    .tobytes()).decode()
-            shape = "(" + ", ".join(str(d) for d in arr.shape) + ("," if arr.ndim == 1 else "") + ")"
+            data = base64.b64encode(
+                np.ascontiguousarray(arr).astype(arr.dtype.newbyteorder("<")).tobytes()
+            ).decode()
+            shape = (
+                "(" + ", ".join(str(d) for d in arr.shape) + ("," if arr.ndim == 1 else "") + ")"
+            )
             rows.append(f"meta[Constant][{i}] = {arr.dtype} {shape} {data}")
         return text + "\n" + "\n".join(rows)
 
@@ -123,8 +134,10 @@ class _Printer:
 
     # ---------------------------------------------------------------- blocks
     def function(self, fn: Function, head: str) -> str:
-        params = [f"{self.var_name(p)}" + (f": {p.type_annotation}" if p.type_annotation else "")
-                  for p in fn.params]
+        params = [
+            f"{self.var_name(p)}" + (f": {p.type_annotation}" if p.type_annotation else "")
+            for p in fn.params
+        ]
         params += [f"{k}={attr_text(v)}" for k, v in fn.attrs.items()]
         ret = f" -> {fn.ret_type}" if fn.ret_type is not None else ""
         body = "\n".join(self.block(fn.body, ChainMap()))
@@ -180,12 +193,14 @@ class _Printer:
             case Call():
                 if isinstance(e.op, Op):
                     callee = e.op.name
-                    defaults = {a.name: a.default for a in e.op.attrs}
-                    attrs = [f"{k}={attr_text(v)}" for k, v in e.attrs.items()
-                             if defaults.get(k, object()) != v or type(v) is not type(defaults[k])]
+                    attrs = [
+                        f"{a.name}={attr_text(e.attrs[a.name])}"
+                        for a in e.op.attrs
+                        if not _is_default(e.attrs[a.name], a.default)
+                    ]
                 else:
                     callee = self.ref(e.op, scope)
-                    if isinstance(e.op, Function):
+                    if callee.startswith("fn"):
                         callee = f"({callee})"
                     attrs = [f"{k}={attr_text(v)}" for k, v in e.attrs.items()]
                 args = [self.ref(a, scope) for a in e.args]
@@ -206,6 +221,10 @@ class _Printer:
                 inner = "\n".join(self.block(e, scope.new_child()))
                 return f"{{\n{_indent(inner)}\n}}"
         raise TypeError(f"cannot print {type(e).__name__}")
+
+
+def _is_default(value: Any, default: Any) -> bool:
+    return type(value) is type(default) and value == default
 
 
 def _is_leaf(e: Expr) -> bool:

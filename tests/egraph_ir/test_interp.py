@@ -1,0 +1,56 @@
+"""The reference interpreter: inputs, Let, If (lazy), closures, tuples, errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import egraph_ir as ir
+from egraph_ir import op
+
+
+def test_inputs_by_position_or_name_and_their_checks() -> None:
+    mod = ir.parse(
+        "def @main(%a: Tensor[(2,), float32], %b: Tensor[(2,), float32]) { subtract(%a, %b) }"
+    )
+    a, b = np.ones(2, "float32"), np.full(2, 3, "float32")
+    np.testing.assert_allclose(ir.interpret(mod, a, b), [-2, -2])
+    np.testing.assert_allclose(ir.interpret(mod, b=a, a=b), [2, 2])
+    with pytest.raises(
+        ir.TypeInferenceError,
+        match=r"input %a expects Tensor\[\(2,\), float32\], got shape \(3,\) float64",
+    ):
+        ir.interpret(mod, np.ones(3), b)
+    with pytest.raises(TypeError, match="missing input"):
+        ir.interpret(mod, a)
+    with pytest.raises(TypeError, match="unknown input 'c'"):
+        ir.interpret(mod, a, b, c=a)
+
+
+def test_if_evaluates_only_the_taken_branch() -> None:
+    # the untaken branch would index out of range; it must not run
+    mod = ir.parse("""def @main(%c: bool, %x: Tensor[(3,), float32], %i: Tensor[(1,), int64]) {
+      if (%c) { %x } else { take(%x, %i, axis=0, mode="fast") }
+    }""")
+    x = np.arange(3, dtype="float32")
+    np.testing.assert_allclose(ir.interpret(mod, np.bool_(True), x, np.array([7])), x)
+    with pytest.raises(IndexError):
+        ir.interpret(mod, np.bool_(False), x, np.array([7]))
+
+
+def test_closures_capture_their_environment() -> None:
+    mod = ir.parse("""def @main(%x: Tensor[(2,), float32]) {
+      let %k = multiply(%x, 2f);
+      let %f = fn (%y: Tensor[(2,), float32]) { add(%y, %k) };
+      (%f(%x), %f(%k))
+    }""")
+    x = np.array([1, 2], "float32")
+    out = ir.interpret(mod, x)
+    assert isinstance(out, tuple)
+    np.testing.assert_allclose(out[0], x + 2 * x)
+    np.testing.assert_allclose(out[1], 4 * x)
+
+
+def test_expressions_without_parameters() -> None:
+    e = op.add(ir.const(np.ones(2, "float32")), ir.const(1.0))
+    np.testing.assert_allclose(ir.interpret(e), [2, 2])

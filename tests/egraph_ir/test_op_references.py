@@ -1,0 +1,567 @@
+"""Every op's numpy reference against an independent computation.
+
+ONNX Runtime is the reference for ops ONNX has; explicit loops or formulas for the rest. Each
+case also checks that infer_type predicts the shape and dtype the reference produces.
+Float32 results agree to rtol 1e-5 (ORT and numpy may use different but correctly rounded
+kernels; accumulations over up to ~100 terms stay within that), reductions and contractions
+to 1e-4.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+
+import egraph_ir as ir
+from egraph_ir import op
+from egraph_ir.types import TensorType, TupleType, tensor_types
+
+from .onnx_single_op import run_onnx
+
+pytestmark = pytest.mark.onnx
+rng = np.random.default_rng(1234)
+
+
+def rnd(*shape: int, dtype: str = "float32", low: float = -3, high: float = 3) -> np.ndarray:
+    if dtype == "bool":
+        return rng.random(shape) > 0.5
+    if dtype.startswith(("int", "uint")):
+        return rng.integers(int(low), int(high) + 1, shape).astype(dtype)
+    return rng.uniform(low, high, shape).astype(dtype)
+
+
+def ir_eval(name: str, inputs: list[np.ndarray], **attrs: Any) -> Any:
+    """Evaluate one op through the IR (build, infer_type, interpret) and check the type."""
+    params = [ir.var(f"a{i}", shape=a.shape, dtype=str(a.dtype)) for i, a in enumerate(inputs)]
+    call = (
+        op.call(name, *params, **attrs)
+        if not op.get(name).variadic
+        else op.call(name, params, **attrs)
+    )
+    fn = ir.Function(params, call)
+    mod = ir.infer_type(ir.IRModule.from_expr(fn))
+    out = ir.interpret(mod, *inputs)
+    ty = mod["main"].body.checked_type
+    leaves = out if isinstance(out, tuple) else (out,)
+    for arr, t in zip(leaves, tensor_types(ty), strict=True):
+        assert isinstance(t, TensorType)
+        assert arr.shape == t.shape and str(arr.dtype) == t.dtype, (arr.shape, arr.dtype, t)
+    assert isinstance(ty, TupleType) == isinstance(out, tuple)
+    return out
+
+
+def close(actual: Any, expected: Any, rtol: float = 1e-5, atol: float = 1e-6) -> None:
+    expected = np.asarray(expected)
+    assert actual.shape == expected.shape, (actual.shape, expected.shape)
+    assert actual.dtype == expected.dtype, (actual.dtype, expected.dtype)
+    np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol, equal_nan=True)
+
+
+# ---------------------------------------------------------------- elementwise, against ORT
+UNARY_ONNX = {
+    "negative": "Neg",
+    "abs": "Abs",
+    "exp": "Exp",
+    "tanh": "Tanh",
+    "sigmoid": "Sigmoid",
+    "relu": "Relu",
+    "erf": "Erf",
+    "sin": "Sin",
+    "cos": "Cos",
+    "floor": "Floor",
+    "ceil": "Ceil",
+    "round": "Round",
+    "sign": "Sign",
+}
+POSITIVE_ONNX = {"log": "Log", "sqrt": "Sqrt"}
+SHAPES = [(), (7,), (3, 5), (2, 3, 4, 5)]
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("name", sorted(UNARY_ONNX | POSITIVE_ONNX))
+def test_unary_against_onnxruntime(name: str, dtype: str, shape: tuple[int, ...]) -> None:
+    if dtype == "float64" and name in ("erf", "round", "sign", "sin", "cos"):
+        pytest.skip("onnxruntime has no float64 CPU kernel for this op")
+    x = rnd(*shape, dtype=dtype, low=0.01 if name in POSITIVE_ONNX else -3)
+    if name == "round":
+        x = np.concatenate([x.reshape(-1), np.asarray([0.5, 1.5, -2.5], dtype)])
+    onnx_type = (UNARY_ONNX | POSITIVE_ONNX)[name]
+    close(ir_eval(name, [x]), run_onnx(onnx_type, [x])[0])
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int64"])
+@pytest.mark.parametrize("name", ["negative", "abs", "relu", "sign"])
+def test_integer_unary_against_onnxruntime(name: str, dtype: str) -> None:
+    x = rnd(4, 5, dtype=dtype, low=-9, high=9)
+    if name == "relu":  # onnxruntime has no integer Relu kernel
+        close(ir_eval(name, [x]), np.where(x > 0, x, 0).astype(dtype))
+        return
+    close(ir_eval(name, [x]), run_onnx(UNARY_ONNX[name], [x])[0])
+
+
+def test_activation_attributes_against_onnxruntime() -> None:
+    x = rnd(4, 6)
+    close(ir_eval("leaky_relu", [x], alpha=0.2), run_onnx("LeakyRelu", [x], {"alpha": 0.2})[0])
+    for approx in ("none", "tanh"):
+        close(
+            ir_eval("gelu", [x], approximate=approx),
+            run_onnx("Gelu", [x], {"approximate": approx})[0],
+        )
+    close(
+        ir_eval("clip", [x], a_min=-1.0, a_max=0.5),
+        run_onnx("Clip", [x], initializers={1: np.float32(-1), 2: np.float32(0.5)})[0],
+    )
+    close(
+        ir_eval("rsqrt", [np.abs(x) + 0.1]),
+        1 / np.sqrt(np.abs(x).astype(np.float64) + 0.1).astype(np.float32),
+    )
+    close(ir_eval("logical_not", [x > 0]), run_onnx("Not", [x > 0])[0])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64", "bool"])
+def test_cast_against_onnxruntime(dtype: str) -> None:
+    x = rnd(3, 4, low=-5, high=5)
+    to = int(__import__("onnx").helper.np_dtype_to_tensor_dtype(np.dtype(dtype)))
+    close(ir_eval("cast", [x], dtype=dtype), run_onnx("Cast", [x], {"to": to}, out_dtype=dtype)[0])
+
+
+BINARY_ONNX = {
+    "add": "Add",
+    "subtract": "Sub",
+    "multiply": "Mul",
+    "divide": "Div",
+    "maximum": "Max",
+    "minimum": "Min",
+    "power": "Pow",
+}
+COMPARE_ONNX = {
+    "equal": "Equal",
+    "less": "Less",
+    "less_equal": "LessOrEqual",
+    "greater": "Greater",
+    "greater_equal": "GreaterOrEqual",
+}
+BROADCAST_PAIRS = [
+    ((3, 4), (3, 4)),
+    ((2, 3, 4), (4,)),
+    ((1, 4), (3, 1)),
+    ((), (2, 2)),
+    ((5, 1, 3), (1, 2, 1)),
+]
+
+
+@pytest.mark.parametrize("shapes", BROADCAST_PAIRS, ids=str)
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64"])
+@pytest.mark.parametrize("name", sorted(BINARY_ONNX))
+def test_binary_against_onnxruntime(name: str, dtype: str, shapes) -> None:
+    if name == "power" and not dtype.startswith("float"):
+        pytest.skip("power is defined on floats")
+    low = 0.1 if name == "power" else -9
+    a, b = (
+        rnd(*shapes[0], dtype=dtype, low=low, high=9),
+        rnd(*shapes[1], dtype=dtype, low=low, high=9),
+    )
+    if name == "divide":
+        b = np.where(b == 0, 3, b).astype(dtype)
+    close(ir_eval(name, [a, b]), run_onnx(BINARY_ONNX[name], [a, b])[0], rtol=2e-5)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int64"])
+@pytest.mark.parametrize("name", sorted(COMPARE_ONNX))
+def test_comparisons_against_onnxruntime(name: str, dtype: str) -> None:
+    a, b = rnd(3, 4, dtype=dtype, low=-2, high=2), rnd(4, dtype=dtype, low=-2, high=2)
+    close(ir_eval(name, [a, b]), run_onnx(COMPARE_ONNX[name], [a, b], out_dtype="bool")[0])
+    close(ir_eval("not_equal", [a, b]), ~run_onnx("Equal", [a, b], out_dtype="bool")[0])
+
+
+def test_logical_and_where_against_onnxruntime() -> None:
+    p, q = rnd(3, 4, dtype="bool"), rnd(4, dtype="bool")
+    close(ir_eval("logical_and", [p, q]), run_onnx("And", [p, q])[0])
+    close(ir_eval("logical_or", [p, q]), run_onnx("Or", [p, q])[0])
+    x, y = rnd(2, 1, 4), rnd(3, 1)
+    close(ir_eval("where", [q, x, y]), run_onnx("Where", [q, x, y], out_dtype="float32")[0])
+
+
+def test_integer_division_truncates_toward_zero() -> None:
+    a = np.array([7, -7, 7, -7, 5], dtype="int32")
+    b = np.array([2, 2, -2, -2, 0], dtype="int32")
+    close(ir_eval("divide", [a, b]), np.array([3, -3, -3, 3, 0], dtype="int32"))
+
+
+# ---------------------------------------------------------------- shape ops, against ORT
+def i64(*v: int) -> np.ndarray:
+    return np.asarray(v, dtype=np.int64)
+
+
+def test_reshape_transpose_expand_squeeze_against_onnxruntime() -> None:
+    x = rnd(2, 3, 4)
+    close(
+        ir_eval("reshape", [x], newshape=(4, -1)),
+        run_onnx("Reshape", [x], initializers={1: i64(4, -1)})[0],
+    )
+    close(
+        ir_eval("transpose", [x], axes=(2, 0, 1)),
+        run_onnx("Transpose", [x], {"perm": [2, 0, 1]})[0],
+    )
+    close(ir_eval("transpose", [x]), run_onnx("Transpose", [x])[0])
+    close(
+        ir_eval("expand_dims", [x], axis=1, num_newaxis=2),
+        run_onnx("Unsqueeze", [x], initializers={1: i64(1, 2)})[0],
+    )
+    close(
+        ir_eval("expand_dims", [x], axis=-1),
+        run_onnx("Unsqueeze", [x], initializers={1: i64(-1)})[0],
+    )
+    y = rnd(1, 3, 1, 2)
+    close(ir_eval("squeeze", [y]), run_onnx("Squeeze", [y])[0])
+    close(
+        ir_eval("squeeze", [y], axis=(-2,)), run_onnx("Squeeze", [y], initializers={1: i64(-2)})[0]
+    )
+    close(ir_eval("flatten", [x], axis=2), run_onnx("Flatten", [x], {"axis": 2})[0])
+    close(ir_eval("flatten", [x], axis=0), run_onnx("Flatten", [x], {"axis": 0})[0])
+
+
+def test_broadcast_to_against_onnxruntime() -> None:
+    x = rnd(3, 1)
+    close(
+        ir_eval("broadcast_to", [x], shape=(2, 3, 4)),
+        run_onnx("Expand", [x], initializers={1: i64(2, 3, 4)})[0],
+    )
+
+
+def test_concatenate_and_split_against_onnxruntime() -> None:
+    a, b, c = rnd(2, 3), rnd(2, 5), rnd(2, 1)
+    close(ir_eval("concatenate", [a, b, c], axis=1), run_onnx("Concat", [a, b, c], {"axis": 1})[0])
+    x = rnd(6, 4)
+    ours = ir_eval("split", [x], indices_or_sections=3, axis=0)
+    theirs = run_onnx("Split", [x], {"axis": 0, "num_outputs": 3}, n_outputs=3)
+    for o, t in zip(ours, theirs, strict=True):
+        close(o, t)
+    ours = ir_eval("split", [x], indices_or_sections=(1, 3), axis=1)
+    theirs = run_onnx("Split", [x], {"axis": 1}, n_outputs=3, initializers={1: i64(1, 2, 1)})
+    for o, t in zip(ours, theirs, strict=True):
+        close(o, t)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        ((1,), (4,), (1,), (0,)),
+        ((-3,), (100,), (2,), (1,)),
+        ((4,), (-100,), (-1,), (0,)),
+        ((0, 1), (2, -1), (1, 2), (0, 2)),
+        ((-1,), (-5,), (-2,), (2,)),
+    ],
+    ids=str,
+)
+def test_strided_slice_against_onnxruntime(spec) -> None:
+    begin, end, strides, axes = spec
+    x = rnd(5, 4, 6)
+    close(
+        ir_eval("strided_slice", [x], begin=begin, end=end, strides=strides, axes=axes),
+        run_onnx(
+            "Slice",
+            [x],
+            initializers={1: i64(*begin), 2: i64(*end), 3: i64(*axes), 4: i64(*strides)},
+        )[0],
+    )
+
+
+def test_take_against_onnxruntime_and_modes() -> None:
+    x = rnd(4, 5)
+    idx = np.array([[0, 3], [-1, 2]], dtype=np.int64)
+    close(
+        ir_eval("take", [x, idx], axis=1, mode="fast"), run_onnx("Gather", [x, idx], {"axis": 1})[0]
+    )
+    wild = np.array([-7, 9, 2], dtype=np.int32)
+    close(ir_eval("take", [x, wild], axis=0), x[[0, 3, 2]])
+    close(ir_eval("take", [x, wild], axis=0, mode="wrap"), x[[-7 % 4, 9 % 4, 2]])
+    close(ir_eval("take", [x, wild]), x.reshape(-1)[[0, 9, 2]])
+
+
+@pytest.mark.parametrize("mode", ["constant", "edge", "reflect"])
+def test_pad_against_onnxruntime(mode: str) -> None:
+    x = rnd(3, 4)
+    ours = ir_eval("pad", [x], pad_width=((1, 2), (0, 3)), pad_value=1.5, pad_mode=mode)
+    theirs = run_onnx(
+        "Pad",
+        [x, None, None],
+        {"mode": mode},
+        initializers={1: i64(1, 0, 2, 3), 2: np.float32(1.5)},
+    )[0]
+    close(ours, theirs)
+
+
+# ---------------------------------------------------------------- reductions
+REDUCE_ONNX = {
+    "sum": "ReduceSum",
+    "mean": "ReduceMean",
+    "max": "ReduceMax",
+    "min": "ReduceMin",
+    "prod": "ReduceProd",
+}
+
+
+@pytest.mark.parametrize("keepdims", [False, True])
+@pytest.mark.parametrize("axis", [None, (1,), (0, 2), (-1,)], ids=str)
+@pytest.mark.parametrize("name", sorted(REDUCE_ONNX))
+def test_reductions_against_onnxruntime(name: str, axis, keepdims: bool) -> None:
+    x = rnd(3, 4, 5, low=0.5, high=1.5)
+    inits = {} if axis is None else {1: i64(*axis)}
+    close(
+        ir_eval(name, [x], axis=axis, keepdims=keepdims),
+        run_onnx(REDUCE_ONNX[name], [x], {"keepdims": int(keepdims)}, initializers=inits)[0],
+        rtol=1e-4,
+    )
+
+
+def test_integer_sum_and_argmax() -> None:
+    x = rnd(3, 4, dtype="int64", low=-5, high=5)
+    close(
+        ir_eval("sum", [x], axis=(0,)),
+        run_onnx("ReduceSum", [x], {"keepdims": 0}, initializers={1: i64(0)})[0],
+    )
+    y = rnd(3, 4, 5)
+    for axis, keep in [(1, False), (-1, True), (0, True)]:
+        close(
+            ir_eval("argmax", [y], axis=axis, keepdims=keep),
+            run_onnx("ArgMax", [y], {"axis": axis, "keepdims": int(keep)}, out_dtype="int64")[0],
+        )
+    close(ir_eval("argmax", [y]), np.asarray(np.argmax(y), dtype=np.int64))
+
+
+@pytest.mark.parametrize("axis", [-1, 0, 1])
+def test_softmax_against_onnxruntime(axis: int) -> None:
+    x = rnd(3, 4, 5, low=-20, high=20)
+    close(ir_eval("softmax", [x], axis=axis), run_onnx("Softmax", [x], {"axis": axis})[0])
+    close(
+        ir_eval("log_softmax", [x], axis=axis),
+        run_onnx("LogSoftmax", [x], {"axis": axis})[0],
+        atol=1e-5,
+    )
+
+
+# ---------------------------------------------------------------- nn
+def test_dense_matmul_batch_matmul() -> None:
+    x, w = rnd(4, 6), rnd(5, 6)
+    close(ir_eval("dense", [x, w]), run_onnx("Gemm", [x, w], {"transB": 1})[0], rtol=1e-4)
+    for sa, sb in [
+        ((3, 4), (4, 5)),
+        ((2, 3, 4), (4, 5)),
+        ((2, 1, 3, 4), (5, 4, 2)),
+        ((4,), (4, 3)),
+        ((2, 3, 4), (4,)),
+    ]:
+        a, b = rnd(*sa), rnd(*sb)
+        close(ir_eval("matmul", [a, b]), run_onnx("MatMul", [a, b])[0], rtol=1e-4, atol=1e-5)
+    a, b = rnd(2, 3, 4), rnd(2, 5, 4)
+    expected = np.stack(
+        [
+            [
+                [sum(float(a[n, i, k]) * float(b[n, j, k]) for k in range(4)) for j in range(5)]
+                for i in range(3)
+            ]
+            for n in range(2)
+        ]
+    ).astype(np.float32)
+    close(ir_eval("batch_matmul", [a, b]), expected, rtol=1e-4, atol=1e-5)
+    c = rnd(1, 4, 5)
+    close(ir_eval("batch_matmul", [a, c], transpose_b=False), np.matmul(a, c), rtol=1e-4, atol=1e-5)
+    close(
+        ir_eval("batch_matmul", [np.swapaxes(a, 1, 2), c], transpose_a=True, transpose_b=False),
+        np.matmul(a, c),
+        rtol=1e-4,
+        atol=1e-5,
+    )
+
+
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        dict(strides=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1),
+        dict(strides=(2, 1), padding=(1, 1, 1, 1), dilation=(1, 1), groups=1),
+        dict(strides=(1, 2), padding=(0, 1, 2, 1), dilation=(2, 1), groups=2),
+        dict(strides=(1, 1), padding=(1, 1, 1, 1), dilation=(1, 1), groups=4),
+    ],
+    ids=str,
+)
+def test_conv2d_against_onnxruntime(cfg) -> None:
+    x = rnd(2, 4, 7, 6)
+    w = rnd(8, 4 // cfg["groups"], 3, 2)
+    ours = ir_eval("conv2d", [x, w], **cfg)
+    theirs = run_onnx(
+        "Conv",
+        [x, w],
+        {
+            "strides": list(cfg["strides"]),
+            "pads": list(cfg["padding"]),
+            "dilations": list(cfg["dilation"]),
+            "group": cfg["groups"],
+        },
+    )[0]
+    close(ours, theirs, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        dict(pool_size=(2, 2), strides=(2, 2), padding=(0, 0, 0, 0), ceil_mode=False),
+        dict(pool_size=(3, 3), strides=(2, 2), padding=(1, 1, 1, 1), ceil_mode=False),
+        dict(pool_size=(3, 2), strides=(2, 2), padding=(1, 0, 1, 1), ceil_mode=True),
+        dict(pool_size=(2, 2), strides=(3, 3), padding=(0, 0, 0, 0), ceil_mode=True),
+    ],
+    ids=str,
+)
+def test_pooling_against_onnxruntime(cfg) -> None:
+    x = rnd(1, 3, 7, 8)
+    onnx_attrs = {
+        "kernel_shape": list(cfg["pool_size"]),
+        "strides": list(cfg["strides"]),
+        "pads": list(cfg["padding"]),
+        "ceil_mode": int(cfg["ceil_mode"]),
+    }
+    close(ir_eval("max_pool2d", [x], **cfg), run_onnx("MaxPool", [x], onnx_attrs)[0])
+    for include in (False, True):
+        close(
+            ir_eval("avg_pool2d", [x], count_include_pad=include, **cfg),
+            run_onnx("AveragePool", [x], {**onnx_attrs, "count_include_pad": int(include)})[0],
+        )
+    close(ir_eval("global_avg_pool2d", [x]), run_onnx("GlobalAveragePool", [x])[0])
+
+
+def test_normalisations_against_onnxruntime() -> None:
+    x = rnd(2, 4, 3, 5)
+    g, b, m, v = rnd(4), rnd(4), rnd(4), rnd(4, low=0.5, high=2)
+    out, mean, var = ir_eval("batch_norm", [x, g, b, m, v], epsilon=1e-3)
+    close(out, run_onnx("BatchNormalization", [x, g, b, m, v], {"epsilon": 1e-3})[0], atol=1e-5)
+    close(mean, m)
+    close(var, v)
+    gl, bl = rnd(5), rnd(5)
+    close(
+        ir_eval("layer_norm", [x, gl, bl]),
+        run_onnx("LayerNormalization", [x, gl, bl], {"axis": -1})[0],
+        rtol=1e-4,
+        atol=1e-5,
+    )
+    close(
+        ir_eval("instance_norm", [x, g, b], epsilon=1e-5),
+        run_onnx("InstanceNormalization", [x, g, b])[0],
+        rtol=1e-4,
+        atol=1e-5,
+    )
+    close(
+        ir_eval("group_norm", [x, g, b], num_groups=2),
+        run_onnx("GroupNormalization", [x, g, b], {"num_groups": 2})[0],
+        rtol=1e-4,
+        atol=1e-5,
+    )
+
+
+def test_layer_norm_on_a_middle_axis_matches_a_formula() -> None:
+    x, g, b = rnd(2, 3, 4), rnd(3), rnd(3)
+    mu = x.astype(np.float64).mean(axis=1, keepdims=True)
+    var = ((x - mu) ** 2).mean(axis=1, keepdims=True)
+    expected = (x - mu) / np.sqrt(var + 1e-5) * g[None, :, None] + b[None, :, None]
+    close(
+        ir_eval("layer_norm", [x, g, b], axis=1), expected.astype(np.float32), rtol=1e-4, atol=1e-5
+    )
+
+
+def test_l2_normalize_bias_add_dropout_match_loops() -> None:
+    x = rnd(2, 3, 4)
+    out = ir_eval("l2_normalize", [x], eps=1e-6, axis=(1,))
+    expected = np.empty_like(x)
+    for i in range(2):
+        for k in range(4):
+            norm = math.sqrt(max(sum(float(x[i, j, k]) ** 2 for j in range(3)), 1e-6))
+            for j in range(3):
+                expected[i, j, k] = x[i, j, k] / norm
+    close(out, expected)
+    bias = rnd(3)
+    expected = x.copy()
+    for j in range(3):
+        expected[:, j, :] += bias[j]
+    close(ir_eval("bias_add", [x, bias]), expected)
+    data, mask = ir_eval("dropout", [x], rate=0.3)
+    close(data, x)
+    close(mask, np.ones_like(x))
+
+
+def test_creation_ops() -> None:
+    x = rnd(2, 3, dtype="int32")
+    close(ir_eval("zeros_like", [x]), np.zeros((2, 3), "int32"))
+    close(ir_eval("ones_like", [x]), np.ones((2, 3), "int32"))
+    close(ir_eval("full_like", [x], fill_value=7.0), np.full((2, 3), 7, "int32"))
+    for name, expected in [
+        ("zeros", np.zeros((2, 2), "float64")),
+        ("ones", np.ones((2, 2), "float64")),
+    ]:
+        mod = ir.IRModule.from_expr(ir.Function([], op.call(name, shape=(2, 2), dtype="float64")))
+        close(ir.interpret(ir.infer_type(mod)), expected)
+    mod = ir.IRModule.from_expr(
+        ir.Function([], op.full(fill_value=2.5, shape=(3,), dtype="float32"))
+    )
+    close(ir.interpret(ir.infer_type(mod)), np.full((3,), 2.5, "float32"))
+
+
+COVERED = (
+    set(UNARY_ONNX)
+    | set(POSITIVE_ONNX)
+    | set(BINARY_ONNX)
+    | set(COMPARE_ONNX)
+    | set(REDUCE_ONNX)
+    | {
+        "leaky_relu",
+        "gelu",
+        "clip",
+        "rsqrt",
+        "logical_not",
+        "cast",
+        "not_equal",
+        "logical_and",
+        "logical_or",
+        "where",
+        "reshape",
+        "transpose",
+        "expand_dims",
+        "squeeze",
+        "broadcast_to",
+        "flatten",
+        "concatenate",
+        "split",
+        "strided_slice",
+        "take",
+        "pad",
+        "argmax",
+        "softmax",
+        "log_softmax",
+        "dense",
+        "matmul",
+        "batch_matmul",
+        "conv2d",
+        "max_pool2d",
+        "avg_pool2d",
+        "global_avg_pool2d",
+        "batch_norm",
+        "layer_norm",
+        "instance_norm",
+        "group_norm",
+        "l2_normalize",
+        "bias_add",
+        "dropout",
+        "zeros",
+        "ones",
+        "full",
+        "zeros_like",
+        "ones_like",
+        "full_like",
+    }
+)
+
+
+def test_every_registered_op_has_a_reference_test() -> None:
+    assert set(op.list_ops()) - COVERED == set()
