@@ -1,1 +1,77 @@
-"""passmgr: the PassContext-driven pass manager and the standard passes (layer 2)."""
+"""passmgr: the PassContext-driven pass manager and the standard passes (layer 2).
+
+The model is TVM's pass infrastructure (PassInfo, PassContext, module/function/sequential
+passes, a registry, decorators, instruments), plus change tracking with FixedPoint/Repeat,
+textual pipelines, bisection (`pass.bisect_limit`) and per-pass statistics.
+"""
+
+from __future__ import annotations
+
+from . import passes
+from .bisect import BisectResult, bisect_pipeline
+from .config import ConfigOption, list_configs, register_config
+from .context import PassContext
+from .decorators import function_pass, module_pass
+from .instrument import (
+    PassInstrument,
+    PassTimingInstrument,
+    PrintIRAfter,
+    PrintIRAfterChange,
+    PrintIRBefore,
+    VerifyEach,
+    pass_instrument,
+    verify_module,
+)
+from .pass_base import (
+    FixedPoint,
+    FunctionPass,
+    ModulePass,
+    Pass,
+    PassInfo,
+    PassResult,
+    Repeat,
+    Sequential,
+    module_changed,
+)
+from .pipeline import parse_pipeline
+from .registry import get_pass, list_passes, register_pass
+
+
+def override_instruments(instruments: list[PassInstrument]) -> None:
+    """Replace the instruments of the current context (old ones exit, new ones enter)."""
+    PassContext.current().override_instruments(instruments)
+
+
+__all__ = [
+    "BisectResult",
+    "ConfigOption",
+    "FixedPoint",
+    "bisect_pipeline",
+    "FunctionPass",
+    "ModulePass",
+    "Pass",
+    "PassContext",
+    "PassInfo",
+    "PassInstrument",
+    "PassResult",
+    "PassTimingInstrument",
+    "PrintIRAfter",
+    "PrintIRAfterChange",
+    "PrintIRBefore",
+    "Repeat",
+    "Sequential",
+    "VerifyEach",
+    "function_pass",
+    "get_pass",
+    "list_configs",
+    "list_passes",
+    "module_changed",
+    "module_pass",
+    "override_instruments",
+    "parse_pipeline",
+    "pass_instrument",
+    "passes",
+    "register_config",
+    "register_pass",
+    "verify_module",
+]

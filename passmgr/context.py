@@ -1,0 +1,167 @@
+"""PassContext: the configuration a `with` block gives every pass run inside it.
+
+Opt level, required and disabled passes, typed config, instruments, statistics. The current
+context is the top of a thread-local stack; each thread starts with its own default context.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from egraph_ir.errors import ConfigError
+from egraph_ir.module import IRModule
+
+from .config import config_option
+
+if TYPE_CHECKING:
+    from .instrument import PassInstrument
+    from .pass_base import PassInfo
+
+log = logging.getLogger(__name__)
+_local = threading.local()
+
+
+def _stack() -> list[PassContext]:
+    if not hasattr(_local, "stack"):
+        _local.stack = [PassContext()]
+    return _local.stack  # type: ignore[no-any-return]
+
+
+class PassContext:
+    """Configuration of the passes run in a `with PassContext(...):` block."""
+
+    def __init__(
+        self,
+        opt_level: int = 2,
+        required_pass: Sequence[str] = (),
+        disabled_pass: Sequence[str] = (),
+        config: Mapping[str, Any] | None = None,
+        instruments: Sequence[PassInstrument] = (),
+    ) -> None:
+        if not isinstance(opt_level, int) or not 0 <= opt_level <= 4:
+            raise ConfigError(f"opt_level must be an int from 0 to 4, got {opt_level!r}")
+        for what, names in (("required_pass", required_pass), ("disabled_pass", disabled_pass)):
+            if isinstance(names, str) or not all(isinstance(n, str) for n in names):
+                raise ConfigError(f"{what} must be a list of pass names, got {names!r}")
+        self.opt_level = opt_level
+        self.required_pass = tuple(required_pass)
+        self.disabled_pass = tuple(disabled_pass)
+        self.config = {k: config_option(k).check(v) for k, v in (config or {}).items()}
+        self.instruments: list[PassInstrument] = list(instruments)
+        self.statistics: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+        self.history: list[str] = []  # passes run in this context, in order
+        self.running: list[str] = []  # the stack of passes being run (nested Sequentials)
+        self.optional_passes: list[str] = []  # optional passes reached, for bisection
+
+    # ---------------------------------------------------------------- with-block
+    @staticmethod
+    def current() -> PassContext:
+        """The innermost active context of this thread (a default one if none is active)."""
+        return _stack()[-1]
+
+    def __enter__(self) -> PassContext:
+        self._enter_instruments(self.instruments)
+        _stack().append(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self._exit_instruments()
+        finally:
+            stack = _stack()
+            if stack and stack[-1] is self:
+                stack.pop()
+            if self.statistics:
+                log.info("pass statistics:\n%s", self.render_statistics())
+
+    def _enter_instruments(self, instruments: Iterable[PassInstrument]) -> None:
+        """Call enter_pass_ctx in order; on an error, exit the ones entered and clear all."""
+        entered: list[PassInstrument] = []
+        for inst in instruments:
+            try:
+                inst.enter_pass_ctx()
+            except BaseException:
+                self.instruments = []
+                for done in entered:
+                    done.exit_pass_ctx()
+                raise
+            entered.append(inst)
+
+    def _exit_instruments(self) -> None:
+        """Call exit_pass_ctx in order; on an error, clear the instruments and propagate."""
+        try:
+            for inst in self.instruments:
+                inst.exit_pass_ctx()
+        except BaseException:
+            self.instruments = []
+            raise
+
+    def override_instruments(self, instruments: Sequence[PassInstrument]) -> None:
+        """Replace the instruments: the old ones exit, then the new ones enter."""
+        self._exit_instruments()
+        self.instruments = list(instruments)
+        self._enter_instruments(self.instruments)
+
+    # ---------------------------------------------------------------- queries
+    def get_config(self, key: str) -> Any:
+        """The configured value of a registered key, or its default."""
+        option = config_option(key)
+        return self.config.get(key, option.default)
+
+    def pass_enabled(self, info: PassInfo) -> bool:
+        """disabled_pass beats required_pass, which beats the opt level."""
+        if info.name in self.disabled_pass:
+            return False
+        if info.name in self.required_pass:
+            return True
+        return self.opt_level >= info.opt_level
+
+    def bisect_allows(self, info: PassInfo) -> bool:
+        """Count an optional pass against pass.bisect_limit; False once the limit is spent."""
+        if info.always_run:
+            return True
+        self.optional_passes.append(info.name)
+        limit = self.get_config("pass.bisect_limit")
+        if 0 <= limit < len(self.optional_passes):
+            log.warning(
+                "bisect: skipping pass #%d '%s' (pass.bisect_limit=%d)",
+                len(self.optional_passes),
+                info.name,
+                limit,
+            )
+            return False
+        return True
+
+    # ---------------------------------------------------------------- instrument points
+    def instrument_before(self, mod: IRModule, info: PassInfo) -> bool:
+        """should_run of every instrument (unless the pass is required), then run_before."""
+        should_run = True
+        if info.name not in self.required_pass:
+            for inst in self.instruments:
+                should_run = bool(inst.should_run(mod, info)) and should_run
+        if should_run:
+            for inst in self.instruments:
+                inst.run_before_pass(mod, info)
+        return should_run
+
+    def instrument_after(self, mod: IRModule, info: PassInfo) -> None:
+        for inst in self.instruments:
+            inst.run_after_pass(mod, info)
+
+    # ---------------------------------------------------------------- statistics
+    def bump(self, counter: str, amount: float = 1) -> None:
+        """Add to a named counter of the pass now running (e.g. 'rules fired')."""
+        owner = self.running[-1] if self.running else "<no pass>"
+        self.statistics[owner][counter] += amount
+
+    def render_statistics(self) -> str:
+        lines = []
+        for name, counters in self.statistics.items():
+            for counter, value in counters.items():
+                shown = int(value) if float(value).is_integer() else round(value, 6)
+                lines.append(f"{name:>24}  {shown:>12}  {counter}")
+        return "\n".join(lines)

@@ -1,0 +1,259 @@
+"""Passes: PassInfo, Pass, ModulePass, FunctionPass, Sequential, FixedPoint, Repeat.
+
+A pass maps an IRModule to an IRModule under `PassContext.current()`. IR is immutable, so a
+pass cannot change its input in place, and a pass that raises leaves the caller's module as
+it was; the error is a PassError naming the pass and the passes that ran before it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from egraph_ir.errors import PassError
+from egraph_ir.expr import Function
+from egraph_ir.module import IRModule
+from egraph_ir.structural import structural_equal
+
+from .context import PassContext
+
+SKIP_ATTRS = ("SkipOptimization", "Primitive", "Compiler")
+
+
+@dataclass(frozen=True, slots=True)
+class PassInfo:
+    """What the manager needs to know about a pass.
+
+    `always_run` passes (analyses such as InferType) are not counted or skipped by bisection.
+    """
+
+    name: str
+    opt_level: int = 0
+    required: tuple[str, ...] = ()
+    always_run: bool = False
+
+    def __post_init__(self) -> None:
+        if isinstance(self.required, str) or not isinstance(self.required, tuple | list):
+            raise TypeError(
+                f"required must be a list or tuple of pass names, got {self.required!r}"
+            )
+        object.__setattr__(self, "required", tuple(self.required))
+
+
+@dataclass(frozen=True, slots=True)
+class PassResult:
+    module: IRModule
+    changed: bool
+
+
+def module_changed(before: IRModule, after: IRModule) -> bool:
+    """True unless after has the same functions as before (by identity, else by structure)."""
+    if after is before:
+        return False
+    if set(before) != set(after):
+        return True
+    return any(
+        before[name] is not after[name] and not structural_equal(before[name], after[name])
+        for name in before
+    )
+
+
+class Pass:
+    """Base class. Subclasses set the class attributes or pass a PassInfo, and implement
+    `transform(mod, ctx)`. Calling a pass runs it under the current context."""
+
+    opt_level: ClassVar[int] = 0
+    required: ClassVar[tuple[str, ...]] = ()
+    always_run: ClassVar[bool] = False
+    pass_name: ClassVar[str | None] = None
+
+    @property
+    def info(self) -> PassInfo:
+        return PassInfo(
+            self.pass_name or type(self).__name__,
+            self.opt_level,
+            tuple(self.required),
+            self.always_run,
+        )
+
+    def transform(self, mod: IRModule, ctx: PassContext) -> IRModule:
+        raise NotImplementedError(f"{type(self).__name__} does not implement transform")
+
+    def __call__(self, mod: IRModule) -> IRModule:
+        return self.apply(mod).module
+
+    def apply(self, mod: IRModule) -> PassResult:
+        """Run the pass and say whether the module changed."""
+        return run_pass(self, mod, PassContext.current())
+
+    # ---------------------------------------------------------------- pipeline text
+    def options(self) -> dict[str, Any]:
+        """Options that differ from their defaults (dataclass fields), for printing."""
+        if not dataclasses.is_dataclass(self):
+            return {}
+        out = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            default = (
+                f.default
+                if f.default is not dataclasses.MISSING
+                else (f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
+            )
+            if f.init and value != default:
+                out[f.name] = value
+        return out
+
+    def __str__(self) -> str:
+        opts = self.options()
+        if not opts:
+            return self.info.name
+        return f"{self.info.name}({','.join(f'{k}={_option_text(v)}' for k, v in opts.items())})"
+
+
+def _option_text(v: Any) -> str:
+    if isinstance(v, tuple | list):
+        return "[" + ",".join(_option_text(x) for x in v) + "]"
+    return str(v)
+
+
+def run_pass(p: Pass, mod: IRModule, ctx: PassContext) -> PassResult:
+    """Run one pass: disabled and bisection checks, instruments, error wrapping."""
+    if not isinstance(mod, IRModule):
+        raise TypeError(f"pass '{p.info.name}' expects an IRModule, got {type(mod).__name__}")
+    info = p.info
+    if info.name in ctx.disabled_pass:
+        return PassResult(mod, False)
+    if not isinstance(p, Sequential) and not ctx.bisect_allows(info):
+        return PassResult(mod, False)
+    if not ctx.instrument_before(mod, info):
+        return PassResult(mod, False)
+    before = list(ctx.history)
+    ctx.running.append(info.name)
+    try:
+        out = p.transform(mod, ctx)
+    except PassError:
+        raise
+    except Exception as exc:
+        ran = ", ".join(before) or "no passes"
+        raise PassError(f"pass '{info.name}' failed after [{ran}]: {exc}") from exc
+    finally:
+        ctx.running.pop()
+    if not isinstance(out, IRModule):
+        raise PassError(f"pass '{info.name}' returned {type(out).__name__}, expected an IRModule")
+    if not isinstance(p, Sequential):
+        ctx.history.append(info.name)
+    ctx.instrument_after(out, info)
+    return PassResult(out, module_changed(mod, out))
+
+
+class ModulePass(Pass):
+    """A pass over the whole module; subclasses implement `transform_module(mod, ctx)`."""
+
+    def transform(self, mod: IRModule, ctx: PassContext) -> IRModule:
+        return self.transform_module(mod, ctx)
+
+    def transform_module(self, mod: IRModule, ctx: PassContext) -> IRModule:
+        raise NotImplementedError(f"{type(self).__name__} does not implement transform_module")
+
+
+class FunctionPass(Pass):
+    """A pass applied to each function on its own; it cannot add or remove functions.
+
+    Functions marked SkipOptimization, Primitive (fused kernels) or Compiler (external
+    targets) are left alone.
+    """
+
+    def transform(self, mod: IRModule, ctx: PassContext) -> IRModule:
+        new = {}
+        changed = False
+        for name, fn in mod.items():
+            if any(fn.attrs.get(a) for a in SKIP_ATTRS):
+                new[name] = fn
+                continue
+            out = self.transform_function(fn, mod, ctx)
+            if not isinstance(out, Function):
+                raise PassError(
+                    f"pass '{self.info.name}' returned {type(out).__name__} for "
+                    f"@{name}, expected a Function"
+                )
+            changed |= out is not fn
+            new[name] = out
+        return IRModule(new) if changed else mod
+
+    def transform_function(self, fn: Function, mod: IRModule, ctx: PassContext) -> Function:
+        raise NotImplementedError(f"{type(self).__name__} does not implement transform_function")
+
+
+class Sequential(Pass):
+    """Run passes in order. Each runs if the context enables it (disabled > required >
+    opt_level); its `required` passes, looked up by name, run just before it."""
+
+    def __init__(
+        self,
+        passes: Sequence[Pass],
+        opt_level: int = 0,
+        name: str = "Sequential",
+        required: Sequence[str] = (),
+    ) -> None:
+        for p in passes:
+            if not isinstance(p, Pass):
+                raise TypeError(f"Sequential takes passes, got {type(p).__name__}")
+        self.passes = list(passes)
+        self._info = PassInfo(name, opt_level, tuple(required))
+
+    @property
+    def info(self) -> PassInfo:
+        return self._info
+
+    def transform(self, mod: IRModule, ctx: PassContext) -> IRModule:
+        from .registry import get_pass
+
+        for p in self.passes:
+            if not ctx.pass_enabled(p.info):
+                continue
+            for name in p.info.required:
+                mod = run_pass(get_pass(name), mod, ctx).module
+            mod = run_pass(p, mod, ctx).module
+        return mod
+
+    def __str__(self) -> str:
+        return ",".join(str(p) for p in self.passes)
+
+
+class Repeat(Sequential):
+    """Run a pipeline n times."""
+
+    def __init__(self, pipeline: Pass | Sequence[Pass], n: int) -> None:
+        passes = [pipeline] if isinstance(pipeline, Pass) else list(pipeline)
+        super().__init__(passes, name="Repeat")
+        if n < 0:
+            raise ValueError(f"Repeat needs n >= 0, got {n}")
+        self.n = n
+
+    def transform(self, mod: IRModule, ctx: PassContext) -> IRModule:
+        for _ in range(self.n):
+            mod = super().transform(mod, ctx)
+        return mod
+
+
+class FixedPoint(Sequential):
+    """Run a pipeline until the module stops changing, at most max_iters times."""
+
+    def __init__(self, pipeline: Pass | Sequence[Pass], max_iters: int = 10) -> None:
+        passes = [pipeline] if isinstance(pipeline, Pass) else list(pipeline)
+        super().__init__(passes, name="FixedPoint")
+        if max_iters < 1:
+            raise ValueError(f"FixedPoint needs max_iters >= 1, got {max_iters}")
+        self.max_iters = max_iters
+
+    def transform(self, mod: IRModule, ctx: PassContext) -> IRModule:
+        for _ in range(self.max_iters):
+            out = super().transform(mod, ctx)
+            ctx.bump("FixedPoint iterations")
+            if not module_changed(mod, out):
+                return out
+            mod = out
+        ctx.bump("FixedPoint hit max_iters")
+        return mod

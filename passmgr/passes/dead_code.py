@@ -1,0 +1,90 @@
+"""DeadCodeElimination: drop let bindings nobody reads and functions main cannot reach.
+
+Every op is pure, so an unused binding can go. Removal repeats until nothing changes (one
+dropped binding can make its value's variables unused in turn).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from egraph_ir.expr import Expr, Function, GlobalVar, Let, Var
+from egraph_ir.module import IRModule
+from egraph_ir.visitor import ExprMutator, post_order
+
+from ..context import PassContext
+from ..pass_base import ModulePass
+from ..registry import register_pass
+
+
+def _uses(e: Expr) -> Counter[Var]:
+    """How often each variable is read (binding sites are not reads)."""
+    counts: Counter[Var] = Counter()
+    for node in post_order(e):
+        if isinstance(node, Let):
+            counts[node.var] -= 1
+        elif isinstance(node, Function):
+            for p in node.params:
+                counts[p] -= 1
+        elif isinstance(node, Var):
+            counts[node] += 1
+    return counts
+
+
+class _DropUnusedLets(ExprMutator):
+    def __init__(self, uses: Counter[Var]) -> None:
+        super().__init__()
+        self.uses = uses
+        self.dropped = 0
+
+    def rewrite_let(self, pre: Let, post: Let) -> Expr:  # type: ignore[override]
+        if self.uses[pre.var] <= 0:
+            self.dropped += 1
+            return post.body
+        return post
+
+
+def eliminate_dead_lets(fn: Function, max_rounds: int = 100) -> tuple[Function, int]:
+    total = 0
+    for _ in range(max_rounds):
+        mutator = _DropUnusedLets(_uses(fn))
+        out = mutator.visit(fn)
+        assert isinstance(out, Function)
+        if mutator.dropped == 0:
+            break
+        total += mutator.dropped
+        fn = out
+    return fn, total
+
+
+def reachable_functions(mod: IRModule, entry: str = "main") -> set[str]:
+    seen = {entry}
+    stack = [entry]
+    while stack:
+        for node in post_order(mod[stack.pop()]):
+            if isinstance(node, GlobalVar) and node.name_hint not in seen and node.name_hint in mod:
+                seen.add(node.name_hint)
+                stack.append(node.name_hint)
+    return seen
+
+
+@register_pass
+class DeadCodeElimination(ModulePass):
+    """Remove unused let bindings and global functions unreachable from @main."""
+
+    opt_level = 1
+
+    def transform_module(self, mod: IRModule, ctx: PassContext) -> IRModule:
+        keep = reachable_functions(mod) if "main" in mod else set(mod)
+        funcs = {}
+        for name, fn in mod.items():
+            if name not in keep:
+                ctx.bump("functions removed")
+                continue
+            new_fn, dropped = eliminate_dead_lets(fn)
+            if dropped:
+                ctx.bump("let bindings removed", dropped)
+            funcs[name] = new_fn
+        if len(funcs) == len(mod) and all(funcs[n] is mod[n] for n in funcs):
+            return mod
+        return IRModule(funcs)
