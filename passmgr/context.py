@@ -53,7 +53,7 @@ class PassContext:
         self.config = {k: config_option(k).check(v) for k, v in (config or {}).items()}
         self.instruments: list[PassInstrument] = list(instruments)
         self.statistics: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-        self.history: list[str] = []  # passes run in this context, in order
+        self.history: list[str] = []  # passes run by the latest top-level pass call, in order
         self.running: list[str] = []  # the stack of passes being run (nested Sequentials)
         self.optional_passes: list[str] = []  # optional passes reached, for bisection
 

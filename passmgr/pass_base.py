@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from egraph_ir.errors import PassError
+from egraph_ir.errors import ConfigError, PassError
 from egraph_ir.expr import Function
 from egraph_ir.module import IRModule
 from egraph_ir.structural import structural_equal
@@ -113,6 +113,8 @@ class Pass:
 
 
 def _option_text(v: Any) -> str:
+    if isinstance(v, bool):
+        return str(v).lower()
     if isinstance(v, tuple | list):
         return "[" + ",".join(_option_text(x) for x in v) + "]"
     return str(v)
@@ -129,12 +131,14 @@ def run_pass(p: Pass, mod: IRModule, ctx: PassContext) -> PassResult:
         return PassResult(mod, False)
     if not ctx.instrument_before(mod, info):
         return PassResult(mod, False)
+    if not ctx.running:
+        ctx.history = []  # a new top-level run
     before = list(ctx.history)
     ctx.running.append(info.name)
     try:
         out = p.transform(mod, ctx)
-    except PassError:
-        raise
+    except (PassError, ConfigError):
+        raise  # already names the pass, or a configuration mistake rather than a pass failure
     except Exception as exc:
         ran = ", ".join(before) or "no passes"
         raise PassError(f"pass '{info.name}' failed after [{ran}]: {exc}") from exc

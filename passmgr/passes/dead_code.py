@@ -6,9 +6,7 @@ dropped binding can make its value's variables unused in turn).
 
 from __future__ import annotations
 
-from collections import Counter
-
-from egraph_ir.expr import Expr, Function, GlobalVar, Let, Var
+from egraph_ir.expr import Expr, Function, GlobalVar, Let, Var, children
 from egraph_ir.module import IRModule
 from egraph_ir.visitor import ExprMutator, post_order
 
@@ -17,28 +15,28 @@ from ..pass_base import ModulePass
 from ..registry import register_pass
 
 
-def _uses(e: Expr) -> Counter[Var]:
-    """How often each variable is read (binding sites are not reads)."""
-    counts: Counter[Var] = Counter()
+def _used_vars(e: Expr) -> set[Var]:
+    """Variables read somewhere in e (a binding site is not a read)."""
+    used: set[Var] = set()
     for node in post_order(e):
         if isinstance(node, Let):
-            counts[node.var] -= 1
+            reads: tuple[Expr, ...] = (node.value, node.body)
         elif isinstance(node, Function):
-            for p in node.params:
-                counts[p] -= 1
-        elif isinstance(node, Var):
-            counts[node] += 1
-    return counts
+            reads = (node.body,)
+        else:
+            reads = children(node)
+        used.update(c for c in reads if isinstance(c, Var))
+    return used
 
 
 class _DropUnusedLets(ExprMutator):
-    def __init__(self, uses: Counter[Var]) -> None:
+    def __init__(self, used: set[Var]) -> None:
         super().__init__()
-        self.uses = uses
+        self.used = used
         self.dropped = 0
 
     def rewrite_let(self, pre: Let, post: Let) -> Expr:  # type: ignore[override]
-        if self.uses[pre.var] <= 0:
+        if pre.var not in self.used:
             self.dropped += 1
             return post.body
         return post
@@ -47,7 +45,7 @@ class _DropUnusedLets(ExprMutator):
 def eliminate_dead_lets(fn: Function, max_rounds: int = 100) -> tuple[Function, int]:
     total = 0
     for _ in range(max_rounds):
-        mutator = _DropUnusedLets(_uses(fn))
+        mutator = _DropUnusedLets(_used_vars(fn))
         out = mutator.visit(fn)
         assert isinstance(out, Function)
         if mutator.dropped == 0:

@@ -1,0 +1,101 @@
+"""PassContext: with-blocks, nesting, threads, config options and enabling rules."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+import egraph_ir as ir
+import passmgr as pm
+
+from .helpers import Rename, ran, small_module
+
+
+def test_current_context_follows_nested_with_blocks() -> None:
+    default = pm.PassContext.current()
+    with pm.PassContext(opt_level=3) as outer:
+        assert pm.PassContext.current() is outer
+        with pm.PassContext(opt_level=1) as inner:
+            assert pm.PassContext.current() is inner
+        assert pm.PassContext.current() is outer
+    assert pm.PassContext.current() is default
+
+
+def test_a_context_entered_in_one_thread_is_not_current_in_another() -> None:
+    seen = {}
+
+    def other() -> None:
+        seen["ctx"] = pm.PassContext.current()
+
+    with pm.PassContext(opt_level=4) as ctx:
+        t = threading.Thread(target=other)
+        t.start()
+        t.join()
+    assert seen["ctx"] is not ctx
+    assert seen["ctx"].opt_level == 2
+
+
+def test_config_options_are_typed_and_known() -> None:
+    pm.register_config("test.ctx.limit", int, 10, "a test option")
+    with pm.PassContext(config={"test.ctx.limit": 3}) as ctx:
+        assert ctx.get_config("test.ctx.limit") == 3
+    assert pm.PassContext().get_config("test.ctx.limit") == 10
+    with pytest.raises(
+        ir.ConfigError,
+        match=r"unknown config key 'test.ctx.limt' \(did you mean 'test.ctx.limit'\?\); known: .*pass.bisect_limit",
+    ):
+        pm.PassContext(config={"test.ctx.limt": 1})
+    with pytest.raises(ir.ConfigError, match=r"'test.ctx.limit' expects int, got 'x'"):
+        pm.PassContext(config={"test.ctx.limit": "x"})
+    with pytest.raises(ir.ConfigError, match="expects int, got True"):
+        pm.PassContext(config={"test.ctx.limit": True})
+    with pytest.raises(ir.ConfigError, match="already registered"):
+        pm.register_config("test.ctx.limit", int, 1)
+    assert "test.ctx.limit" in pm.list_configs()
+
+
+def test_bad_context_arguments() -> None:
+    with pytest.raises(ir.ConfigError, match="opt_level"):
+        pm.PassContext(opt_level=7)
+    with pytest.raises(ir.ConfigError, match="list of pass names"):
+        pm.PassContext(disabled_pass="FuseOps")
+
+
+def test_disabled_beats_required_beats_opt_level() -> None:
+    seq = pm.Sequential([Rename("low", 1), Rename("high", 3), Rename("both", 3)])
+    with pm.PassContext(opt_level=2, required_pass=["high", "both"], disabled_pass=["both"]):
+        assert ran(seq(small_module())) == ["low", "high"]
+    with pm.PassContext(opt_level=0):
+        assert ran(seq(small_module())) == []
+    with pm.PassContext(opt_level=3):
+        assert ran(seq(small_module())) == ["low", "high", "both"]
+
+
+def test_a_disabled_pass_never_runs_even_when_called_directly() -> None:
+    with pm.PassContext(disabled_pass=["solo"]):
+        assert ran(Rename("solo")(small_module())) == []
+    assert ran(Rename("solo", opt_level=4)(small_module())) == ["solo"]  # direct call: TVM rule
+
+
+def test_required_passes_are_resolved_by_name_and_run_first() -> None:
+    if "ReqHelper" not in pm.list_passes():
+        pm.register_pass(Rename("ReqHelper"))
+    seq = pm.Sequential([Rename("main-pass", required=("ReqHelper",))])
+    assert ran(seq(small_module())) == ["ReqHelper", "main-pass"]
+    broken = pm.Sequential([Rename("x", required=("NoSuchPass",))])
+    with pytest.raises(ir.ConfigError, match=r"unknown pass 'NoSuchPass'; known: .*InferType"):
+        broken(small_module())
+
+
+def test_statistics_are_kept_per_pass() -> None:
+    @pm.module_pass(opt_level=0, name="Counter")
+    def counter(mod, ctx):
+        ctx.bump("things seen", 3)
+        ctx.bump("things seen")
+        return mod
+
+    with pm.PassContext() as ctx:
+        counter(small_module())
+    assert ctx.statistics["Counter"]["things seen"] == 4
+    assert "things seen" in ctx.render_statistics()
