@@ -28,6 +28,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy egraph_ir rules passmgr codegen
 	$(PY) -m pytest -q
 
 test-thorough: $(STAMP)

@@ -29,7 +29,7 @@ class Expr:
     def checked_type(self) -> Type:
         """The type inferred by `infer_type`; an error before inference."""
         try:
-            return self._checked_type  # type: ignore[no-any-return]
+            return self._checked_type  # type: ignore[attr-defined]
         except AttributeError:
             raise TypeInferenceError(
                 f"type of {short_repr(self)} not inferred; run infer_type first"
@@ -216,7 +216,7 @@ def short_repr(e: Expr) -> str:
         case Constant():
             return f"constant {e.type}"
         case Call():
-            callee = getattr(e.op, "name", None) or short_repr(e.op)
+            callee = getattr(e.op, "name", None) or short_repr(e.op)  # type: ignore[arg-type]
             args = ", ".join(_arg_desc(a) for a in e.args)
             return f"{callee}({args})"
         case Tuple():

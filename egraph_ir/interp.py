@@ -169,7 +169,7 @@ class _Machine:
                         )
                 return node.op.evaluate(args, node.attrs)
             case Call():
-                callee = memo[node.op]
+                callee = memo[node.op]  # type: ignore[index]
                 if not isinstance(callee, Closure):
                     raise CompilerError(f"{short_repr(node)}: callee is not a function")
                 fn = callee.fn

@@ -25,7 +25,7 @@ def _normal(
 ) -> np.ndarray:
     """N(0, 1) * scale in float32; the default scale is 1/sqrt(fan_in)."""
     if scale is None:
-        fan_in = shape[0] if len(shape) == 2 else int(np.prod(shape[1:]))
+        fan_in = shape[0] if len(shape) == 2 else int(np.prod(shape[1:], dtype=np.int64))
         scale = 1.0 / math.sqrt(fan_in)
     return (rng.standard_normal(shape) * scale).astype(np.float32)
 
@@ -70,11 +70,11 @@ def _build_cnn() -> tuple[IRModule, dict[str, np.ndarray]]:
         (_normal(rng, (32, 16, 3, 3)), _normal(rng, (32,), 0.1)),
     ]
     norms = []
-    for c in (16, 32):
-        gamma = (1.0 + 0.1 * rng.standard_normal(c)).astype(np.float32)
-        beta = (0.1 * rng.standard_normal(c)).astype(np.float32)
-        mean = (0.1 * rng.standard_normal(c)).astype(np.float32)
-        variance = (0.5 + rng.random(c)).astype(np.float32)
+    for channels in (16, 32):
+        gamma = (1.0 + 0.1 * rng.standard_normal(channels)).astype(np.float32)
+        beta = (0.1 * rng.standard_normal(channels)).astype(np.float32)
+        mean = (0.1 * rng.standard_normal(channels)).astype(np.float32)
+        variance = (0.5 + rng.random(channels)).astype(np.float32)
         norms.append((gamma, beta, mean, variance))
     wd, bd = _normal(rng, (32, 10)), _normal(rng, (10,), 0.1)
     x = var("x", shape=(1, 3, 64, 64))
@@ -117,7 +117,7 @@ def _build_transformer() -> tuple[IRModule, dict[str, np.ndarray]]:
     q = heads_of(wq, (0, 2, 1, 3))
     k = heads_of(wk, (0, 2, 3, 1))
     v = heads_of(wv, (0, 2, 1, 3))
-    probs = op.softmax(op.multiply(op.matmul(q, k), _c(scale)), axis=-1)
+    probs = op.softmax(op.multiply(op.matmul(q, k), _c(float(scale))), axis=-1)
     ctx = op.reshape(op.transpose(op.matmul(probs, v), axes=(0, 2, 1, 3)), newshape=(b, s, d))
     h1 = op.add(x, _linear(ctx, *wo))
     m = gelu_tanh(_linear(_layer_norm(h1, *ln[1]), *w1))

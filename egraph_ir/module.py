@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from typing import Any
 
 from .errors import CompilerError, did_you_mean
 from .expr import Expr, Function, GlobalVar
@@ -13,7 +14,8 @@ class IRModule:
 
     __slots__ = ("_funcs",)
 
-    def __init__(self, functions: Mapping[str | GlobalVar, Function] | None = None) -> None:
+    def __init__(self, functions: Mapping[Any, Function] | None = None) -> None:
+        """functions: by name (str) or GlobalVar."""
         funcs: dict[str, Function] = {}
         for key, fn in (functions or {}).items():
             name = key.name_hint if isinstance(key, GlobalVar) else key
@@ -23,9 +25,7 @@ class IRModule:
         self._funcs = funcs
 
     @staticmethod
-    def from_expr(
-        expr: Expr, functions: Mapping[str | GlobalVar, Function] | None = None
-    ) -> IRModule:
+    def from_expr(expr: Expr, functions: Mapping[Any, Function] | None = None) -> IRModule:
         """A module whose main is expr (a function, or an expression whose free variables
         become the parameters)."""
         if not isinstance(expr, Function):

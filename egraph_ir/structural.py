@@ -142,7 +142,7 @@ def _node_hash(node: Expr, h: dict[Expr, int]) -> int:
         case GlobalVar():
             return hash(("global", node.name_hint))
         case Call():
-            op = node.op.name if not isinstance(node.op, Expr) else "fn"  # type: ignore[union-attr]
+            op = node.op.name if not isinstance(node.op, Expr) else "fn"
             return hash(("call", op, node.attrs, kids))
         case TupleGetItem():
             return hash(("getitem", node.index, kids))

@@ -52,6 +52,6 @@ def input_types(mod: IRModule) -> dict[str, TensorType]:
     """Parameter name -> tensor type of main."""
     return {
         p.name_hint: p.type_annotation
-        for p in mod["main"].params  # type: ignore[misc]
+        for p in mod["main"].params
         if isinstance(p.type_annotation, TensorType)
     }

@@ -69,7 +69,7 @@ def tensors(
     """Arrays of a shape and dtype with values in [low, high] (or from `elements`)."""
     if elements is None:
         if dtype.startswith("float"):
-            width = np.dtype(dtype).itemsize * 8
+            width: Any = np.dtype(dtype).itemsize * 8
             elements = st.floats(low, high, width=width, allow_nan=False)
         elif dtype == "bool":
             elements = st.booleans()
@@ -88,6 +88,12 @@ def _pick(draw, values: Values, pred=lambda t: True) -> tuple[Expr, TensorType] 
     if not ok:
         return None
     return ok[draw(st.one_of(st.just(0), st.integers(0, len(ok) - 1)))]
+
+
+def _must_pick(draw, values: Values, pred=lambda t: True) -> tuple[Expr, TensorType]:
+    picked = _pick(draw, values, pred)
+    assert picked is not None
+    return picked
 
 
 def _const(rng: np.random.Generator, shape, dtype) -> Constant:
@@ -117,7 +123,7 @@ REDUCE = ("sum", "mean", "max", "min", "prod")
 
 
 def _unary(draw, values, rng):
-    x, _ = _pick(draw, values)
+    x, _ = _must_pick(draw, values)
     name = draw(st.sampled_from((*UNARY, "leaky_relu", "gelu", "clip")))
     if name == "clip":
         return op.clip(x, -1.0, 1.5)
@@ -127,7 +133,7 @@ def _unary(draw, values, rng):
 
 
 def _binary(draw, values, rng):
-    x, t = _pick(draw, values)
+    x, t = _must_pick(draw, values)
     name = draw(st.sampled_from(BINARY))
     choice = draw(st.integers(0, 2))
     if choice == 0:  # another value whose shape broadcasts
@@ -167,7 +173,7 @@ def _reduce(draw, values, rng):
 
 
 def _layout(draw, values, rng):
-    x, t = _pick(draw, values)
+    x, t = _must_pick(draw, values)
     kind = draw(
         st.sampled_from(
             (
@@ -272,8 +278,8 @@ def _concat_split(draw, values, rng):
 
 
 def _where(draw, values, rng):
-    x, t = _pick(draw, values)
-    y = _pick(draw, values, lambda u: u == t)[0]
+    x, t = _must_pick(draw, values)
+    y = _must_pick(draw, values, lambda u: u == t)[0]
     cond = op.call(
         draw(st.sampled_from(("less", "greater_equal"))), x, Constant(np.asarray(0.5, t.dtype))
     )

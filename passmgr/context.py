@@ -28,7 +28,7 @@ _local = threading.local()
 def _stack() -> list[PassContext]:
     if not hasattr(_local, "stack"):
         _local.stack = [PassContext()]
-    return _local.stack  # type: ignore[no-any-return]
+    return _local.stack
 
 
 class PassContext:

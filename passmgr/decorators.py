@@ -54,7 +54,7 @@ def _make(
     base = ModulePass if kind == "module_pass" else FunctionPass
     method = "transform_module" if kind == "module_pass" else "transform_function"
     params = ("mod", "ctx") if kind == "module_pass" else ("func", "mod", "ctx")
-    attrs = {
+    attrs: dict[str, Any] = {
         "opt_level": opt_level,
         "required": tuple(required),
         "always_run": always_run,

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ..attrs import Attrs
 from ..expr import Call, Constant, Expr, Var, const
 from ..registry import REQUIRED, Op, OpPattern, get_op, list_ops, register_op
 from . import creation, elementwise, nn, reduce, shape  # noqa: F401  (registers the ops)
@@ -65,7 +66,7 @@ def call(name: str, *args: Any, **attrs: Any) -> Call:
         if spec.name in attrs:
             raise TypeError(f"{name}: attribute '{spec.name}' given twice")
         attrs[spec.name] = value
-    return Call(o, tuple(_as_exprs(tensors)), attrs)
+    return Call(o, tuple(_as_exprs(tensors)), Attrs(attrs))
 
 
 _CONSTRUCTORS: dict[str, Callable[..., Call]] = {}

@@ -60,7 +60,7 @@ _reg(
     ("data", "weight"),
     _dense_infer,
     lambda x, w, units: np.matmul(x, w.T),
-    lambda a, out, at: 2.0 * size_of(out.shape) * a[0].shape[-1],  # type: ignore[union-attr]
+    lambda a, out, at: 2.0 * size_of(out.shape) * a[0].shape[-1],
     (AttrSpec("units", "int?", None),),
     doc="x · Wᵀ with weight (units, K)",
 )
@@ -94,7 +94,7 @@ _reg(
     ("a", "b"),
     _matmul_infer,
     np.matmul,
-    lambda a, out, at: 2.0 * max(size_of(out.shape), 1) * a[0].shape[-1],  # type: ignore[union-attr]
+    lambda a, out, at: 2.0 * max(size_of(out.shape), 1) * a[0].shape[-1],
     doc="numpy matmul semantics, including batch broadcasting and 1-D operands",
 )
 
@@ -131,7 +131,7 @@ _reg(
     _bmm_ref,
     lambda a, out, at: (
         2.0
-        * size_of(out.shape)  # type: ignore[union-attr]
+        * size_of(out.shape)
         * _bmm_shapes(a[0].shape, a[1].shape, at["transpose_a"], at["transpose_b"])[1]
     ),
     (AttrSpec("transpose_a", "bool", False), AttrSpec("transpose_b", "bool", True)),
@@ -143,7 +143,7 @@ _reg(
 def norm_padding(padding: tuple[int, ...]) -> tuple[int, int, int, int]:
     """1, 2 or 4 ints to (top, left, bottom, right)."""
     if len(padding) == 1:
-        return (padding[0],) * 4  # type: ignore[return-value]
+        return (padding[0],) * 4
     if len(padding) == 2:
         return (padding[0], padding[1], padding[0], padding[1])
     if len(padding) == 4:
@@ -228,7 +228,7 @@ _reg(
     ("data", "weight"),
     _conv_infer,
     conv2d_ref,
-    lambda a, out, at: 2.0 * size_of(out.shape) * size_of(a[1].shape[1:]),  # type: ignore[union-attr]
+    lambda a, out, at: 2.0 * size_of(out.shape) * size_of(a[1].shape[1:]),
     CONV_ATTRS,
     doc="2-D convolution, NCHW data and OIHW weight; padding is (top, left, bottom, right)",
 )

@@ -75,7 +75,7 @@ def _argmax_ref(x: np.ndarray, axis: int | None, keepdims: bool) -> np.ndarray:
         flat = np.argmax(x.reshape(-1))
         shape = (1,) * x.ndim if keepdims else ()
         return np.asarray(flat, dtype=np.int64).reshape(shape)
-    return np.argmax(x, axis=norm_axis(axis, x.ndim), keepdims=keepdims).astype(np.int64)
+    return np.argmax(x, axis=norm_axis(axis, x.ndim), keepdims=keepdims).astype(np.int64)  # type: ignore[call-overload]
 
 
 register_op(

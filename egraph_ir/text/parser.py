@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ..attrs import Attrs
 from ..errors import CompilerError, ParseError, Span, did_you_mean
 from ..expr import (
     Call,
@@ -222,7 +223,7 @@ class Parser:
         body = self.block_until("}")
         self.expect("}")
         self.scopes.pop()
-        return Function(tuple(params), body, ret, attrs, self.span(start))
+        return Function(tuple(params), body, ret, Attrs(attrs), self.span(start))
 
     def block_until(self, end: str) -> Expr:
         """Statements `%n = e;` and `let %x = e;`, then the result expression."""
@@ -277,7 +278,7 @@ class Parser:
                 elif self.at("("):
                     start = self.tok
                     args, attrs = self.call_args()
-                    e = Call(e, tuple(args), attrs, self.span(start))  # type: ignore[arg-type]
+                    e = Call(e, tuple(args), Attrs(attrs), self.span(start))  # type: ignore[arg-type]
                 else:
                     return e
         finally:
@@ -344,7 +345,7 @@ class Parser:
             raise self.error(f"expected '(' after op '{tok.text}'")
         args, attrs = self.call_args()
         try:
-            return Call(_REGISTRY[tok.text], tuple(args), attrs, self.span(tok))
+            return Call(_REGISTRY[tok.text], tuple(args), Attrs(attrs), self.span(tok))
         except CompilerError as exc:
             raise self.error(str(exc), tok) from None
 
