@@ -1,0 +1,81 @@
+"""Put the dataflow of a function body into a TensorEGraph, node by node.
+
+Calls of ops, tuples, tuple fields, variables and constants are encoded; anything else
+(Let, If, functions, calls of functions) is an opaque leaf: its inside is optimised on its
+own by the pass, never across the boundary. Equal constants share one key, so the e-graph
+starts with common constants merged. Requires inferred types.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from ..expr import Call, Constant, Expr, Tuple, TupleGetItem, Var
+from ..registry import Op
+from ..types import TensorType
+from .graph import TensorEGraph, encode_attr
+
+
+def constant_key(c: Constant) -> str:
+    data = c.data
+    digest = hashlib.blake2b(data.tobytes(), digest_size=12).hexdigest()
+    return f"{data.dtype}{list(data.shape)}:{digest}".replace(" ", "")
+
+
+def canonical_attrs(call: Call) -> dict[str, object]:
+    """Attributes in a form where equal meaning is equal text (transpose axes made explicit)."""
+    attrs = dict(call.attrs)
+    if isinstance(call.op, Op) and call.op.name == "transpose" and attrs["axes"] is None:
+        ty = call.args[0].checked_type
+        assert isinstance(ty, TensorType)
+        attrs["axes"] = tuple(reversed(range(ty.ndim)))
+    return attrs
+
+
+def _operands(e: Expr) -> tuple[Expr, ...]:
+    if isinstance(e, Call) and isinstance(e.op, Op):
+        return e.args
+    if isinstance(e, Tuple):
+        return e.fields
+    if isinstance(e, TupleGetItem):
+        return (e.tuple_value,)
+    return ()
+
+
+def encode(g: TensorEGraph, root: Expr) -> int:
+    """Insert the dataflow under root (iteratively, shared nodes once); return root's handle."""
+    handle: dict[Expr, int] = {}
+    stack: list[tuple[Expr, bool]] = [(root, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if node in handle:
+            continue
+        kids = _operands(node)
+        if not expanded:
+            stack.append((node, True))
+            stack.extend((k, False) for k in reversed(kids) if k not in handle)
+            continue
+        ty = node.checked_type
+        refs = " ".join(f"(H {handle[k]})" for k in kids)
+        if isinstance(node, Var):
+            key = f"{node.name_hint}#{id(node)}"
+            g.leaves[key] = node
+            handle[node] = g.add(f'(Var "{key}")', ty)
+        elif isinstance(node, Constant):
+            key = constant_key(node)
+            g.constants.setdefault(key, node)
+            handle[node] = g.add(f'(Const "{key}")', ty)
+        elif isinstance(node, Call) and isinstance(node.op, Op):
+            ctor = g.op_ctor(node.op, len(kids))
+            attrs = canonical_attrs(node)
+            lits = " ".join(f'"{encode_attr(attrs[a.name])}"' for a in node.op.attrs)
+            handle[node] = g.add(f"({ctor} {refs} {lits})".replace("  ", " "), ty)
+        elif isinstance(node, Tuple):
+            handle[node] = g.add(f"({g.tuple_ctor(len(kids))} {refs})", ty)
+        elif isinstance(node, TupleGetItem):
+            handle[node] = g.add(f"(Get {refs} {node.index})", ty)
+        else:
+            key = f"opaque#{id(node)}"
+            g.leaves[key] = node
+            handle[node] = g.add(f'(Opaque "{key}")', ty)
+    return handle[root]

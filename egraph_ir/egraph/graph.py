@@ -1,0 +1,181 @@
+"""TensorEGraph: an egglog e-graph of one dataflow region, seen from Python.
+
+All terms live in one egglog sort `T`. Ops become constructors `op_<name>` (variadic ops get
+their arity appended) taking tensor children, then one String per attribute (the Python
+repr of its value, in the op's declared order). Leaves are `(Var key)`, `(Const key)` and
+`(Opaque key)`, whose payloads stay in Python; tuples are `Tup<n>` and `(Get t i)`.
+
+Python refers to e-classes through integer handles `(H n)`. Insertions and unions are
+queued and applied in one batch (an empty-query rule): a top-level `union` per term would
+rebuild the whole e-graph each time. Types (shape and dtype) are kept per handle in Python.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from egglog import bindings
+
+from ..expr import Constant, Expr
+from ..registry import Op, get_op
+from ..types import Type
+
+LEAVES = ("Var", "Const", "Opaque")
+Value = Any  # bindings.Value: an e-class id, hashable
+
+
+def encode_attr(value: Any) -> str:
+    """An attribute value as egglog String contents (decode_attr reads it back)."""
+    if isinstance(value, float) and math.isnan(value):
+        raise ValueError("NaN attribute values are not supported in the e-graph")
+    text = repr(value)
+    if '"' in text or "\\" in text:
+        raise ValueError(f"attribute value {value!r} cannot be encoded")
+    return text
+
+
+def decode_attr(text: str) -> Any:
+    """Inverse of encode_attr (repr of ints, floats incl. inf, bools, None, str, tuples)."""
+    return ast.literal_eval(re.sub(r"\binf\b", "1e999", text))
+
+
+def op_constructor(op: Op, nargs: int) -> str:
+    return f"op_{op.name}_{nargs}" if op.variadic else f"op_{op.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class ENode:
+    """One row of a constructor table: kind, children classes, literal payload, class."""
+
+    ctor: str
+    children: tuple[Value, ...]
+    literals: tuple[Any, ...]  # attr strings, leaf keys, or the Get index
+    eclass: Value
+
+
+@dataclass
+class Snapshot:
+    """The e-graph frozen after a run: nodes by class, handles, and types."""
+
+    nodes: list[ENode]
+    handle_class: dict[int, Value]
+    class_handles: dict[Value, list[int]] = field(default_factory=dict)
+    by_class: dict[Value, list[ENode]] = field(default_factory=dict)
+    relations: dict[str, list[tuple[Value, ...]]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        ch: dict[Value, list[int]] = defaultdict(list)
+        for h, c in self.handle_class.items():
+            ch[c].append(h)
+        self.class_handles = dict(ch)
+        bc: dict[Value, list[ENode]] = defaultdict(list)
+        for n in self.nodes:
+            bc[n.eclass].append(n)
+        self.by_class = dict(bc)
+
+    @property
+    def num_enodes(self) -> int:
+        return len(self.nodes)
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.by_class)
+
+
+class TensorEGraph:
+    """The e-graph plus the Python-side payloads (leaves, constants, types per handle)."""
+
+    def __init__(self) -> None:
+        self.low = bindings.EGraph()
+        self.declared: set[str] = set()
+        self.handle_types: list[Type] = []
+        self.leaves: dict[str, Expr] = {}  # Var / Opaque keys -> IR nodes
+        self.constants: dict[str, Constant] = {}  # Const keys -> constants
+        self._pending: list[str] = []
+        self._batches = 0
+        self.run_text("(datatype T (H i64) (Var String) (Const String) (Opaque String) (Get T i64))")
+
+    # ---------------------------------------------------------------- low level
+    def run_text(self, text: str) -> list[Any]:
+        return list(self.low.parse_and_run_program(text))
+
+    def declare(self, ctor: str, signature: str) -> None:
+        """Declare a constructor once, e.g. ('op_add', '(T T) T')."""
+        if ctor not in self.declared:
+            self.run_text(f"(constructor {ctor} {signature})")
+            self.declared.add(ctor)
+
+    def op_ctor(self, op: Op, nargs: int) -> str:
+        name = op_constructor(op, nargs)
+        self.declare(name, "(" + " ".join(["T"] * nargs + ["String"] * len(op.attrs)) + ") T")
+        return name
+
+    def tuple_ctor(self, n: int) -> str:
+        self.declare(f"Tup{n}", "(" + " ".join(["T"] * n) + ") T")
+        return f"Tup{n}"
+
+    # ---------------------------------------------------------------- building
+    def new_handle(self, ty: Type) -> int:
+        self.handle_types.append(ty)
+        return len(self.handle_types) - 1
+
+    def add(self, term: str, ty: Type) -> int:
+        """Queue a term (children written as `(H n)`); returns the new handle of its class."""
+        h = self.new_handle(ty)
+        self._pending.append(f"(union (H {h}) {term})")
+        return h
+
+    def union(self, a: int, b: int) -> None:
+        self._pending.append(f"(union (H {a}) (H {b}))")
+
+    def flush(self) -> int:
+        """Apply the queued insertions and unions in one batch; returns how many."""
+        if not self._pending:
+            return 0
+        n = len(self._pending)
+        name = f"batch{self._batches}"
+        self._batches += 1
+        self.run_text(f"(ruleset {name})\n(rule () ({' '.join(self._pending)}) :ruleset {name})\n"
+                      f"(run-schedule (run {name}))")
+        self._pending = []
+        return n
+
+    # ---------------------------------------------------------------- reading
+    def snapshot(self, relations: tuple[str, ...] = ()) -> Snapshot:
+        """Freeze the e-graph: IR nodes, handles and the named relations' rows."""
+        frozen = self.low.freeze().functions
+        nodes: list[ENode] = []
+        handles: dict[int, Value] = {}
+        rels: dict[str, list[tuple[Value, ...]]] = {}
+        low = self.low
+        for name, fn in frozen.items():
+            sorts = fn.input_sorts
+            if name == "H":
+                for row in fn.rows:
+                    handles[low.value_to_i64(row.inputs[0])] = row.output
+            elif name in relations:
+                rels[name] = [tuple(row.inputs) for row in fn.rows]
+            elif name.startswith(("op_", "Tup")) or name in ("Var", "Const", "Opaque", "Get"):
+                for row in fn.rows:
+                    kids = tuple(v for v, s in zip(row.inputs, sorts, strict=True) if s == "T")
+                    lits = tuple(low.value_to_string(v) if s == "String" else low.value_to_i64(v)
+                                 for v, s in zip(row.inputs, sorts, strict=True) if s != "T")
+                    nodes.append(ENode(name, kids, lits, row.output))
+        return Snapshot(nodes, handles, relations=rels)
+
+    def string(self, value: Value) -> str:
+        return str(self.low.value_to_string(value))
+
+
+def ctor_op(ctor: str) -> Op:
+    """The registry op of an `op_<name>[_<arity>]` constructor."""
+    name = ctor[3:]
+    try:
+        return get_op(name)
+    except KeyError:
+        return get_op(name.rsplit("_", 1)[0])

@@ -1,0 +1,86 @@
+"""Patterns and rewrites as data: what the rules layer hands to the e-graph bridge.
+
+A pattern is a tree of PCall (an op with tensor arguments and attributes), PVar (`?x`, a
+tensor) and PLit (a number: on the left it matches a constant whose elements all equal it,
+on the right it makes a scalar constant of the result's dtype). Attribute values are Python
+values or AttrVar (`?p`, bound to the attribute's value).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class PVar:
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class AttrVar:
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class PLit:
+    value: float
+
+
+@dataclass(frozen=True, slots=True)
+class PCall:
+    op: str
+    args: tuple[Pattern, ...]
+    attrs: tuple[tuple[str, Any], ...] = ()  # (name, value or AttrVar), in any order
+
+    def attr_map(self) -> dict[str, Any]:
+        return dict(self.attrs)
+
+
+Pattern = PVar | PLit | PCall
+
+
+def walk(p: Pattern) -> Iterator[Pattern]:
+    """Every sub-pattern, parents first (patterns are small: recursion depth is bounded)."""
+    stack = [p]
+    while stack:
+        cur = stack.pop()
+        yield cur
+        if isinstance(cur, PCall):
+            stack.extend(reversed(cur.args))
+
+
+def tensor_vars(p: Pattern) -> list[str]:
+    return list(dict.fromkeys(q.name for q in walk(p) if isinstance(q, PVar)))
+
+
+def attr_vars(p: Pattern) -> list[str]:
+    out: list[str] = []
+    for q in walk(p):
+        if isinstance(q, PCall):
+            out.extend(v.name for _, v in q.attrs if isinstance(v, AttrVar))
+    return list(dict.fromkeys(out))
+
+
+class Match:
+    """What a guard sees: the types, attribute values and constant values of the bindings."""
+
+    def __init__(self, types: dict[str, Any], attrs: dict[str, Any],
+                 constants: dict[str, Any]) -> None:
+        self.types, self.attrs, self.constants = types, attrs, constants
+
+
+Guard = Callable[[Match], bool]
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    """One directed rewrite. `guard` sees a Match; `location` is `file:line` for reports."""
+
+    name: str
+    lhs: PCall
+    rhs: Pattern
+    guard: Guard | None = None
+    location: str = ""
+    tags: tuple[str, ...] = field(default=())
