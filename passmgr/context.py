@@ -158,6 +158,11 @@ class PassContext:
         owner = self.running[-1] if self.running else "<no pass>"
         self.statistics[owner][counter] += amount
 
+    def record(self, counter: str, value: float) -> None:
+        """Set a named value of the pass now running (e.g. 'e-nodes')."""
+        owner = self.running[-1] if self.running else "<no pass>"
+        self.statistics[owner][counter] = value
+
     def render_statistics(self) -> str:
         lines = []
         for name, counters in self.statistics.items():

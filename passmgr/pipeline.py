@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 import re
+import types
 import typing
 from typing import Any
 
@@ -100,6 +101,9 @@ def _convert_options(name: str, options: dict[str, Any]) -> dict[str, Any]:
 
 
 def _coerce(raw: Any, hint: Any, name: str, key: str) -> Any:
+    options = [a for a in typing.get_args(hint) if a is not type(None)]
+    if options and typing.get_origin(hint) in (typing.Union, types.UnionType):
+        hint = options[0]  # X | None, X | Y: convert to the first alternative
     if isinstance(raw, list):
         inner = typing.get_args(hint)[0] if typing.get_args(hint) else str
         return tuple(_coerce(r, inner, name, key) for r in raw)

@@ -1,1 +1,51 @@
-"""rules: optimisation rules declared as data in `*.rules` files (layer 1; imports egraph_ir)."""
+"""rules: optimisation rules declared as data in `*.rules` files (layer 1; imports egraph_ir).
+
+`load(path)` reads a user's file exactly like `builtin(name)` reads the shipped ones;
+both validate every rule against the op registry and report `file:line:col`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from egraph_ir.errors import RuleError, did_you_mean
+
+from .reader import parse_rules
+from .rule import FAST_MATH, Rule, RuleSet
+
+BUILTIN_DIR = Path(__file__).resolve().parent / "builtin"
+
+
+def load(path: str | Path) -> RuleSet:
+    """Read and validate a rule file."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise RuleError(f"{p}: cannot read rule file ({exc.strerror})") from None
+    return RuleSet(parse_rules(text, str(p)), p.stem)
+
+
+def builtin_names() -> list[str]:
+    return sorted(f.stem for f in BUILTIN_DIR.glob("*.rules"))
+
+
+def builtin(name: str) -> RuleSet:
+    """A shipped rule set by name (the file rules/builtin/<name>.rules)."""
+    path = BUILTIN_DIR / f"{name}.rules"
+    if not path.exists():
+        raise RuleError(
+            f"no built-in rule set '{name}'{did_you_mean(name, builtin_names())}; "
+            f"known: {', '.join(builtin_names())}"
+        )
+    rs = load(path)
+    rs.name = name
+    return rs
+
+
+def parse(text: str, source: str = "<rules>") -> RuleSet:
+    """Rules from a string (as a file would hold them)."""
+    return RuleSet(parse_rules(text, source), source)
+
+
+__all__ = ["FAST_MATH", "Rule", "RuleSet", "builtin", "builtin_names", "load", "parse"]

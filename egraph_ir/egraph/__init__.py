@@ -13,7 +13,7 @@ from ..infer import infer_type
 from .encode import encode
 from .extract import Extraction, NodeCost, default_node_cost
 from .graph import TensorEGraph
-from .pattern import AttrVar, Match, PCall, PLit, PVar, Rewrite
+from .pattern import AttrVar, Match, PCall, PGet, PLit, PVar, Rewrite
 from .saturate import Limits, SaturationReport, StopReason, saturate
 
 
@@ -25,9 +25,13 @@ class OptimizeResult:
     cost_after: float
 
 
-def optimize(fn: Function, rewrites: list[Rewrite], limits: Limits | None = None,
-             node_cost: NodeCost = default_node_cost, fold_constants: bool = True
-             ) -> OptimizeResult:
+def optimize(
+    fn: Function,
+    rewrites: list[Rewrite],
+    limits: Limits | None = None,
+    node_cost: NodeCost = default_node_cost,
+    fold_constants: bool = True,
+) -> OptimizeResult:
     """Saturate fn's body with rewrites and return the cheapest equivalent function."""
     infer_type(fn)
     g = TensorEGraph()
@@ -46,5 +50,17 @@ def optimize(fn: Function, rewrites: list[Rewrite], limits: Limits | None = None
     return OptimizeResult(out, report, cost_before, ext.cost[root_class])
 
 
-__all__ = ["AttrVar", "Limits", "Match", "OptimizeResult", "PCall", "PLit", "PVar", "Rewrite",
-           "SaturationReport", "StopReason", "optimize"]
+__all__ = [
+    "AttrVar",
+    "Limits",
+    "Match",
+    "OptimizeResult",
+    "PCall",
+    "PGet",
+    "PLit",
+    "PVar",
+    "Rewrite",
+    "SaturationReport",
+    "StopReason",
+    "optimize",
+]

@@ -35,8 +35,9 @@ def default_node_cost(node: ENode, child_types: list[Type], out_type: Type) -> f
 class Extraction:
     """Best node and tree cost per class."""
 
-    def __init__(self, g: TensorEGraph, snap: Snapshot, node_cost: NodeCost = default_node_cost
-                 ) -> None:
+    def __init__(
+        self, g: TensorEGraph, snap: Snapshot, node_cost: NodeCost = default_node_cost
+    ) -> None:
         self.g, self.snap = g, snap
         self.best: dict[Value, ENode] = {}
         self.cost: dict[Value, float] = {}
@@ -53,8 +54,9 @@ class Extraction:
         for n in self.snap.nodes:
             for c in set(n.children):
                 parents[c].append(n)
-            own[n] = node_cost(n, [self.class_type(c) for c in n.children],
-                               self.class_type(n.eclass))
+            own[n] = node_cost(
+                n, [self.class_type(c) for c in n.children], self.class_type(n.eclass)
+            )
         heap: list[tuple[float, int, ENode]] = []
         counter = 0
         for n in self.snap.nodes:

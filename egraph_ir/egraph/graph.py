@@ -98,7 +98,9 @@ class TensorEGraph:
         self.constants: dict[str, Constant] = {}  # Const keys -> constants
         self._pending: list[str] = []
         self._batches = 0
-        self.run_text("(datatype T (H i64) (Var String) (Const String) (Opaque String) (Get T i64))")
+        self.run_text(
+            "(datatype T (H i64) (Var String) (Const String) (Opaque String) (Get T i64))"
+        )
 
     # ---------------------------------------------------------------- low level
     def run_text(self, text: str) -> list[Any]:
@@ -140,8 +142,10 @@ class TensorEGraph:
         n = len(self._pending)
         name = f"batch{self._batches}"
         self._batches += 1
-        self.run_text(f"(ruleset {name})\n(rule () ({' '.join(self._pending)}) :ruleset {name})\n"
-                      f"(run-schedule (run {name}))")
+        self.run_text(
+            f"(ruleset {name})\n(rule () ({' '.join(self._pending)}) :ruleset {name})\n"
+            f"(run-schedule (run {name}))"
+        )
         self._pending = []
         return n
 
@@ -163,8 +167,11 @@ class TensorEGraph:
             elif name.startswith(("op_", "Tup")) or name in ("Var", "Const", "Opaque", "Get"):
                 for row in fn.rows:
                     kids = tuple(v for v, s in zip(row.inputs, sorts, strict=True) if s == "T")
-                    lits = tuple(low.value_to_string(v) if s == "String" else low.value_to_i64(v)
-                                 for v, s in zip(row.inputs, sorts, strict=True) if s != "T")
+                    lits = tuple(
+                        low.value_to_string(v) if s == "String" else low.value_to_i64(v)
+                        for v, s in zip(row.inputs, sorts, strict=True)
+                        if s != "T"
+                    )
                     nodes.append(ENode(name, kids, lits, row.output))
         return Snapshot(nodes, handles, relations=rels)
 

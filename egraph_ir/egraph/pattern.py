@@ -29,6 +29,14 @@ class PLit:
 
 
 @dataclass(frozen=True, slots=True)
+class PGet:
+    """Field `index` of a tuple-valued pattern (`batch_norm(...).0`)."""
+
+    tuple_value: Pattern
+    index: int
+
+
+@dataclass(frozen=True, slots=True)
 class PCall:
     op: str
     args: tuple[Pattern, ...]
@@ -38,7 +46,7 @@ class PCall:
         return dict(self.attrs)
 
 
-Pattern = PVar | PLit | PCall
+Pattern = PVar | PLit | PCall | PGet
 
 
 def walk(p: Pattern) -> Iterator[Pattern]:
@@ -49,6 +57,8 @@ def walk(p: Pattern) -> Iterator[Pattern]:
         yield cur
         if isinstance(cur, PCall):
             stack.extend(reversed(cur.args))
+        elif isinstance(cur, PGet):
+            stack.append(cur.tuple_value)
 
 
 def tensor_vars(p: Pattern) -> list[str]:
@@ -66,8 +76,9 @@ def attr_vars(p: Pattern) -> list[str]:
 class Match:
     """What a guard sees: the types, attribute values and constant values of the bindings."""
 
-    def __init__(self, types: dict[str, Any], attrs: dict[str, Any],
-                 constants: dict[str, Any]) -> None:
+    def __init__(
+        self, types: dict[str, Any], attrs: dict[str, Any], constants: dict[str, Any]
+    ) -> None:
         self.types, self.attrs, self.constants = types, attrs, constants
 
 
@@ -79,7 +90,7 @@ class Rewrite:
     """One directed rewrite. `guard` sees a Match; `location` is `file:line` for reports."""
 
     name: str
-    lhs: PCall
+    lhs: PCall | PGet
     rhs: Pattern
     guard: Guard | None = None
     location: str = ""

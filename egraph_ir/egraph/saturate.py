@@ -22,11 +22,11 @@ import numpy as np
 from ..errors import CompilerError
 from ..expr import Constant
 from ..registry import Op, ShapeError, get_op
-from ..types import TensorType, Type
+from ..types import TensorType, TupleType, Type
 from .encode import constant_key
 from .extract import constant_of
 from .graph import ENode, Snapshot, TensorEGraph, Value, ctor_op, decode_attr, encode_attr
-from .pattern import AttrVar, Match, PCall, PLit, PVar, Rewrite, attr_vars, tensor_vars
+from .pattern import AttrVar, Match, PCall, PGet, PLit, PVar, Rewrite, attr_vars, tensor_vars
 
 
 class StopReason(enum.Enum):
@@ -66,8 +66,10 @@ class SaturationReport:
     def summary(self) -> str:
         fired = ", ".join(f"{k} x{v}" for k, v in self.applied.most_common(8)) or "none"
         size = self.enodes_per_iteration[-1] if self.enodes_per_iteration else 0
-        return (f"{self.iterations} iteration(s), stopped: {self.stop_reason.value}; "
-                f"{size} e-nodes; {self.seconds * 1e3:.1f} ms; rules applied: {fired}")
+        return (
+            f"{self.iterations} iteration(s), stopped: {self.stop_reason.value}; "
+            f"{size} e-nodes; {self.seconds * 1e3:.1f} ms; rules applied: {fired}"
+        )
 
 
 class _Stop(Exception):
@@ -85,8 +87,12 @@ class _CompiledRewrite:
         self.literals: list[tuple[str, float]] = []
         self._wild = 0
         query = self._lhs(rw.lhs, g)
-        cols = ["__root", *(f"t_{v}" for v in self.tvars),
-                *(f"l_{i}" for i in range(len(self.literals))), *(f"a_{v}" for v in self.avars)]
+        cols = [
+            "__root",
+            *(f"t_{v}" for v in self.tvars),
+            *(f"l_{i}" for i in range(len(self.literals))),
+            *(f"a_{v}" for v in self.avars),
+        ]
         sorts = ["T"] * (1 + len(self.tvars) + len(self.literals)) + ["String"] * len(self.avars)
         g.run_text(
             f"(relation {self.relation} ({' '.join(sorts)}))\n"
@@ -100,6 +106,8 @@ class _CompiledRewrite:
         if isinstance(p, PLit):
             self.literals.append((f"l_{len(self.literals)}", p.value))
             return self.literals[-1][0]
+        if isinstance(p, PGet):
+            return f"(Get {self._lhs(p.tuple_value, g)} {p.index})"
         assert isinstance(p, PCall)
         op = get_op(p.op)
         given = p.attr_map()
@@ -119,8 +127,9 @@ class _CompiledRewrite:
 class Saturator:
     """Runs a set of rewrites over a TensorEGraph."""
 
-    def __init__(self, g: TensorEGraph, rewrites: list[Rewrite], limits: Limits,
-                 fold_constants: bool = True) -> None:
+    def __init__(
+        self, g: TensorEGraph, rewrites: list[Rewrite], limits: Limits, fold_constants: bool = True
+    ) -> None:
         self.g, self.limits, self.fold_constants = g, limits, fold_constants
         g.run_text("(ruleset match_rules)")
         self.rules = [_CompiledRewrite(rw, i, g) for i, rw in enumerate(rewrites)]
@@ -128,6 +137,7 @@ class Saturator:
         self.banned_until: dict[str, int] = {}
         self.ban_count: Counter[str] = Counter()
         self.seen_fold: set[tuple[str, Value]] = set()
+        self.rejected: set[tuple[str, tuple[Value, ...]]] = set()
         self.report = SaturationReport()
 
     # ---------------------------------------------------------------- driver
@@ -144,11 +154,14 @@ class Saturator:
                 self._check_time()
                 self.g.run_text("(run-schedule (run match_rules))")
                 snap = self.g.snapshot(tuple(r.relation for r in self.rules))
-                changed = self._apply_matches(snap, it)
-                if self.fold_constants:
-                    changed += self._fold(snap)
+                self._apply_matches(snap, it)
                 self.g.flush()
                 after = self.g.snapshot()
+                for _ in range(8 if self.fold_constants else 0):  # fold chains of constants
+                    if not self._fold(after):
+                        break
+                    self.g.flush()
+                    after = self.g.snapshot()
                 grew = (after.num_enodes, after.num_classes) != (snap.num_enodes, snap.num_classes)
                 rep.enodes_per_iteration.append(after.num_enodes)
                 rep.classes_per_iteration.append(after.num_classes)
@@ -180,8 +193,7 @@ class Saturator:
         budget = lim.nodes - snap.num_enodes
         for rule in self.rules:
             name = rule.rw.name
-            rows = [r for r in snap.relations.get(rule.relation, ())
-                    if (name, r) not in self.seen]
+            rows = [r for r in snap.relations.get(rule.relation, ()) if (name, r) not in self.seen]
             if not rows:
                 continue
             if self.banned_until.get(name, -1) > it:
@@ -194,8 +206,9 @@ class Saturator:
             for k, row in enumerate(rows):
                 if k % 256 == 0:
                     self._check_time()
-                self.seen.add((name, row))
                 added = self._apply_one(rule, row, snap)
+                if added >= 0:  # a guard that failed may hold later (a class may become constant)
+                    self.seen.add((name, row))
                 applied += added > 0
                 budget -= added
                 if budget < 0:
@@ -203,20 +216,28 @@ class Saturator:
         return applied
 
     def _apply_one(self, rule: _CompiledRewrite, row: tuple[Value, ...], snap: Snapshot) -> int:
-        """Check and apply one match; returns the number of e-nodes queued (0 if refused)."""
+        """Check and apply one match: the number of e-nodes queued, 0 if refused for good,
+        -1 if refused for now (a guard or literal that may hold once constants fold)."""
         rw, rep, g = rule.rw, self.report, self.g
         root, rest = row[0], row[1:]
         tclasses = dict(zip(rule.tvars, rest, strict=False))
-        lit_classes = rest[len(rule.tvars): len(rule.tvars) + len(rule.literals)]
-        attr_vals = {v: decode_attr(g.string(s)) for v, s in
-                     zip(rule.avars, rest[len(rule.tvars) + len(rule.literals):], strict=True)}
+        lit_classes = rest[len(rule.tvars) : len(rule.tvars) + len(rule.literals)]
+        attr_vals = {
+            v: decode_attr(g.string(s))
+            for v, s in zip(rule.avars, rest[len(rule.tvars) + len(rule.literals) :], strict=True)
+        }
         for (_, value), c in zip(rule.literals, lit_classes, strict=True):
             const = constant_of(g, snap, c)
-            if const is None or not np.all(const.data == value):
+            if const is None:
+                return -1  # may be folded into a constant later
+            if not np.all(const.data == value):
                 return 0
         types = {v: self._type(snap, c) for v, c in tclasses.items()}
-        consts = {v: const.data for v, c in tclasses.items()
-                  if (const := constant_of(g, snap, c)) is not None}
+        consts = {
+            v: const.data
+            for v, c in tclasses.items()
+            if (const := constant_of(g, snap, c)) is not None
+        }
         if rw.guard is not None:
             try:
                 ok = rw.guard(Match(types, attr_vals, consts))
@@ -224,8 +245,10 @@ class Saturator:
                 ok = False
                 rep.rejected_by_guard[f"{rw.name} (error: {exc})"] += 1
             if not ok:
-                rep.rejected_by_guard[rw.name] += 1
-                return 0
+                if (rw.name, row) not in self.rejected:
+                    self.rejected.add((rw.name, row))
+                    rep.rejected_by_guard[rw.name] += 1
+                return -1
         root_type = self._type(snap, root)
         handles = {v: min(snap.class_handles[c]) for v, c in tclasses.items()}
         queued: list[tuple[str, Type]] = []
@@ -236,7 +259,8 @@ class Saturator:
             return 0
         if ty != root_type:
             rep.unsound.setdefault(
-                rw.name, f"{rw.location}: rule '{rw.name}' would union {root_type} with {ty}")
+                rw.name, f"{rw.location}: rule '{rw.name}' would union {root_type} with {ty}"
+            )
             return 0
         root_handle = min(snap.class_handles[root])
         if isinstance(term, int):
@@ -251,13 +275,29 @@ class Saturator:
     def _type(self, snap: Snapshot, c: Value) -> Type:
         return self.g.handle_types[min(snap.class_handles[c])]
 
-    def _build(self, p: Any, handles: dict[str, int], types: dict[str, Type],
-               attrs: dict[str, Any], root_type: Type, queued: list[tuple[str, Type]]
-               ) -> tuple[str | int, Type]:
+    def _build(
+        self,
+        p: Any,
+        handles: dict[str, int],
+        types: dict[str, Type],
+        attrs: dict[str, Any],
+        root_type: Type,
+        queued: list[tuple[str, Type]],
+    ) -> tuple[str | int, Type]:
         """The RHS as a term over handles; new inner nodes get handles (for their types)."""
         g = self.g
+        if isinstance(p, PVar) and p.name not in handles:  # an attribute value used as a scalar
+            p = PLit(float(attrs[p.name]))
         if isinstance(p, PVar):
             return handles[p.name], types[p.name]
+        if isinstance(p, PGet):
+            term, t = self._build(p.tuple_value, handles, types, attrs, root_type, queued)
+            if not isinstance(t, TupleType) or not 0 <= p.index < len(t.fields):
+                raise ShapeError(f"field {p.index} of {t}")
+            ref = f"(H {term})" if isinstance(term, int) else f"(H {g.add(term, t)})"
+            if not isinstance(term, int):
+                queued.append((str(term), t))
+            return f"(Get {ref} {p.index})", t.fields[p.index]
         if isinstance(p, PLit):
             dtype = root_type.dtype if isinstance(root_type, TensorType) else "float32"
             c = Constant(np.asarray(p.value, dtype=dtype))
@@ -326,7 +366,11 @@ def _evaluate(n: ENode, args: list[np.ndarray]) -> np.ndarray | None:
     return out if isinstance(out, np.ndarray) else None
 
 
-def saturate(g: TensorEGraph, rewrites: list[Rewrite], limits: Limits | None = None,
-             fold_constants: bool = True) -> SaturationReport:
+def saturate(
+    g: TensorEGraph,
+    rewrites: list[Rewrite],
+    limits: Limits | None = None,
+    fold_constants: bool = True,
+) -> SaturationReport:
     """Run rewrites over g until saturation or a limit; see the module docstring."""
     return Saturator(g, rewrites, limits or Limits(), fold_constants).run()

@@ -3,7 +3,19 @@
 from __future__ import annotations
 
 from .dead_code import DeadCodeElimination
+from .eqsat import AlgebraicSimplify, CastCanonicalize, EqSat, FoldScaleAxis, SimplifyInference
+from .fold_constant import FoldConstant
 from .infer_type import InferType
 from .print_ir import PrintIR
 
-__all__ = ["DeadCodeElimination", "InferType", "PrintIR"]
+__all__ = [
+    "AlgebraicSimplify",
+    "CastCanonicalize",
+    "DeadCodeElimination",
+    "EqSat",
+    "FoldConstant",
+    "FoldScaleAxis",
+    "InferType",
+    "PrintIR",
+    "SimplifyInference",
+]

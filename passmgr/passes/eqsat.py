@@ -1,0 +1,174 @@
+"""EqSat: optimise each function by equality saturation over rule files, then extraction.
+
+The standard rule-based passes (SimplifyInference, AlgebraicSimplify, FoldScaleAxis,
+CastCanonicalize) are EqSat over a built-in rule file, so TVM-style pipelines and
+`disabled_pass` work with them. Limits come from the pass's options or, when unset, from the
+PassContext config (`eqsat.node_limit`, `eqsat.iter_limit`, `eqsat.time_limit_s`,
+`eqsat.fast_math`). A function is only replaced when the extracted program is not more
+expensive than the original under the same cost model.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import rules as rules_lib
+from egraph_ir.egraph import Limits, optimize
+from egraph_ir.egraph.extract import NodeCost, default_node_cost
+from egraph_ir.egraph.graph import ENode
+from egraph_ir.types import Type
+from egraph_ir.expr import Function
+from egraph_ir.module import IRModule
+from rules import RuleSet
+
+from ..config import register_config
+from ..context import PassContext
+from ..pass_base import FunctionPass
+from ..registry import register_pass
+
+log = logging.getLogger(__name__)
+
+register_config("eqsat.node_limit", int, 100_000, "stop saturating past this many e-nodes")
+register_config("eqsat.iter_limit", int, 30, "stop after this many iterations")
+register_config("eqsat.time_limit_s", float, 10.0, "stop after this many seconds")
+register_config("eqsat.fast_math", bool, False, "also run rules tagged fast-math")
+
+
+def resolve_rules(spec: str | RuleSet) -> RuleSet:
+    """A RuleSet, a built-in name, a path to a .rules file, or several joined with '+'."""
+    if isinstance(spec, RuleSet):
+        return spec
+    total = RuleSet()
+    for part in spec.split("+"):
+        part = part.strip()
+        if part.endswith(".rules") or "/" in part:
+            total = total + rules_lib.load(Path(part))
+        else:
+            total = total + rules_lib.builtin(part)
+    return total
+
+
+AVOID_PENALTY = 1e15
+
+
+def avoiding(ops: tuple[str, ...]) -> NodeCost:
+    """The default cost, with a prohibitive price on the given ops (lowering passes)."""
+    if not ops:
+        return default_node_cost
+    ctors = {f"op_{o}" for o in ops}
+
+    def cost(node: ENode, child_types: list[Type], out_type: Type) -> float:
+        base = default_node_cost(node, child_types, out_type)
+        return base + AVOID_PENALTY if node.ctor in ctors else base
+
+    return cost
+
+
+@register_pass
+@dataclass(frozen=True)
+class EqSat(FunctionPass):
+    """Saturate with `rules` (see resolve_rules), then extract the cheapest program."""
+
+    rules: str | RuleSet = "algebraic"
+    node_limit: int | None = None
+    iter_limit: int | None = None
+    time_limit_s: float | None = None
+    fast_math: bool | None = None
+    extractor: str = "greedy"
+    cost_model: str = "flops"
+    fold_constants: bool = True
+    avoid: tuple[str, ...] = ()  # ops extraction keeps only when nothing else computes the value
+    opt_level = 2
+    required = ("InferType",)
+
+    def __post_init__(self) -> None:
+        if self.extractor != "greedy":
+            raise ValueError(f"extractor '{self.extractor}' is not available yet; known: greedy")
+        if self.cost_model != "flops":
+            raise ValueError(f"cost_model '{self.cost_model}' is not available yet; known: flops")
+        resolve_rules(self.rules)  # bad names and files fail when the pass is built
+
+    def limits(self, ctx: PassContext) -> Limits:
+        def pick(value: object, key: str) -> object:
+            return ctx.get_config(key) if value is None else value
+
+        return Limits(
+            iterations=int(pick(self.iter_limit, "eqsat.iter_limit")),  # type: ignore[call-overload]
+            nodes=int(pick(self.node_limit, "eqsat.node_limit")),  # type: ignore[call-overload]
+            seconds=float(pick(self.time_limit_s, "eqsat.time_limit_s")),  # type: ignore[arg-type]
+        )
+
+    def transform_function(self, fn: Function, mod: IRModule, ctx: PassContext) -> Function:
+        fast = self.fast_math if self.fast_math is not None else ctx.get_config("eqsat.fast_math")
+        rule_set = resolve_rules(self.rules).enabled(bool(fast))
+        result = optimize(
+            fn,
+            rule_set.rewrites(),
+            self.limits(ctx),
+            node_cost=avoiding(self.avoid),
+            fold_constants=self.fold_constants,
+        )
+        rep = result.report
+        ctx.bump("rules applied", sum(rep.applied.values()))
+        ctx.record("e-nodes", max(rep.enodes_per_iteration))
+        ctx.record("cost before", result.cost_before % AVOID_PENALTY)
+        ctx.record("cost after", min(result.cost_after, result.cost_before) % AVOID_PENALTY)
+        ctx.bump(f"stopped: {rep.stop_reason.value}")
+        for name, why in rep.unsound.items():
+            log.warning("unsound rule %s refused: %s", name, why)
+            ctx.bump(f"refused (type change): {name}")
+        log.info("%s: %s", self.info.name, rep.summary())
+        if result.cost_after > result.cost_before:
+            return fn
+        return result.function
+
+
+@register_pass
+@dataclass(frozen=True)
+class SimplifyInference(EqSat):
+    """Batch/layer/instance norm and l2_normalize into elementwise ops; dropout removed."""
+
+    rules: str | RuleSet = "simplify_inference"
+    avoid: tuple[str, ...] = (
+        "batch_norm",
+        "layer_norm",
+        "instance_norm",
+        "l2_normalize",
+        "dropout",
+    )
+    opt_level = 0
+
+
+@register_pass
+@dataclass(frozen=True)
+class AlgebraicSimplify(EqSat):
+    """Identities, involutions, transpose/reshape canonicalisation (exact unless fast-math)."""
+
+    rules: str | RuleSet = "algebraic+layout"
+    opt_level = 1
+
+
+@register_pass
+@dataclass(frozen=True)
+class FoldScaleAxis(EqSat):
+    """Per-channel scales and shifts after conv2d folded into its weights and bias; the
+    weight arithmetic is then folded by FoldConstant (required after it in pipelines)."""
+
+    rules: str | RuleSet = "fold_scale_axis"
+    opt_level = 3
+
+    def transform_function(self, fn: Function, mod: IRModule, ctx: PassContext) -> Function:
+        from .fold_constant import fold_constants
+
+        return fold_constants(super().transform_function(fn, mod, ctx))
+
+
+@register_pass
+@dataclass(frozen=True)
+class CastCanonicalize(EqSat):
+    """Drop casts to the same dtype and exact round trips through wider dtypes."""
+
+    rules: str | RuleSet = "cast"
+    opt_level = 1

@@ -1,0 +1,121 @@
+"""The guard language of `where` lines, checked at load time and compiled to closures.
+
+    where shape(?x) == shape(?y)        where rank(?x) == 4
+    where dtype(?x) is float            where compose(?p, ?q) == identity
+    where is_const(?k)                  where shape(?k) == [dim(?w, 0), 1, 1]
+
+Functions: shape, rank, dtype, size, dim(?x, i) and is_const, value (a constant's value when
+all its elements are equal, else None) take a tensor variable; compose(?p, ?q) (apply q to
+p: r[i] = p[q[i]]), inverse(?p) and len take attribute values or lists. `identity` equals
+any identity permutation. Comparisons: == != < <= > >=; `is` tests a dtype's kind: float,
+int, signed, bool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from egraph_ir.egraph import Match
+from egraph_ir.types import FLOAT_DTYPES, INT_DTYPES
+
+
+class _Identity:
+    """Equal to a permutation that maps every axis to itself."""
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, tuple | list) and tuple(other) == tuple(range(len(other)))
+
+    def __hash__(self) -> int:
+        return 0
+
+    def __repr__(self) -> str:
+        return "identity"
+
+
+IDENTITY = _Identity()
+CONSTANT_NAMES: dict[str, Any] = {
+    "identity": IDENTITY,
+    "True": True,
+    "False": False,
+    "None": None,
+    "true": True,
+    "false": False,
+}
+KINDS = {
+    "float": FLOAT_DTYPES,
+    "int": INT_DTYPES,
+    "bool": ("bool",),
+    "signed": ("int8", "int16", "int32", "int64", *FLOAT_DTYPES),
+}
+
+
+def _all_equal_value(c: np.ndarray | None) -> float | None:
+    if c is None or c.size == 0:
+        return None
+    flat = c.reshape(-1)
+    return float(flat[0]) if bool(np.all(flat == flat[0])) else None
+
+
+def _compose(p: Any, q: Any) -> tuple[int, ...]:
+    return tuple(p[i] for i in q)
+
+
+def _inverse(p: Any) -> tuple[int, ...]:
+    inv = [0] * len(p)
+    for i, a in enumerate(p):
+        inv[a] = i
+    return tuple(inv)
+
+
+# name -> (argument kinds: "tensor" or "value", implementation over evaluated arguments)
+TENSOR_FUNCS: dict[str, Callable[..., Any]] = {
+    "shape": lambda m, x: tuple(m.types[x].shape),
+    "rank": lambda m, x: len(m.types[x].shape),
+    "dtype": lambda m, x: m.types[x].dtype,
+    "size": lambda m, x: int(np.prod(m.types[x].shape, dtype=np.int64)),
+    "dim": lambda m, x, i: m.types[x].shape[i],
+    "is_const": lambda m, x: x in m.constants,
+    "value": lambda m, x: _all_equal_value(m.constants.get(x)),
+}
+TENSOR_ARITY = {"shape": 1, "rank": 1, "dtype": 1, "size": 1, "dim": 2, "is_const": 1, "value": 1}
+VALUE_FUNCS: dict[str, tuple[int, Callable[..., Any]]] = {
+    "compose": (2, _compose),
+    "inverse": (1, _inverse),
+    "len": (1, len),
+}
+COMPARE: dict[str, Callable[[Any, Any], bool]] = {
+    "==": lambda a, b: _norm(a) == _norm(b),
+    "!=": lambda a, b: _norm(a) != _norm(b),
+    "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b,
+}
+
+
+def _norm(v: Any) -> Any:
+    return tuple(v) if isinstance(v, list) else v
+
+
+Evaluator = Callable[[Match], Any]
+
+
+@dataclass(frozen=True)
+class GuardExpr:
+    """A compiled guard: its source text and a closure over a Match."""
+
+    text: str
+    evaluate: Evaluator
+
+    def __call__(self, m: Match) -> bool:
+        return bool(self.evaluate(m))
+
+
+def all_of(guards: list[GuardExpr]) -> Callable[[Match], bool] | None:
+    if not guards:
+        return None
+    return lambda m: all(g(m) for g in guards)

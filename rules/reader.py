@@ -1,0 +1,438 @@
+"""Read rule text into validated Rules; every error names `file:line:col`.
+
+    # a comment
+    rule double-negative [algebraic]
+        negative(negative(?x)) => ?x
+
+    rule transpose-transpose [layout]
+        transpose(transpose(?x, axes=?p), axes=?q) => ?x
+        where compose(?p, ?q) == identity
+
+Patterns use the registry's op and attribute names; `?x` in a tensor position is a tensor
+variable, in an attribute position (`axes=?p`) an attribute variable; `.0` takes a tuple
+field; a number on the left matches a constant whose elements all equal it, on the right it
+is a scalar constant of the result's dtype (an attribute variable may be used the same way).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from egraph_ir.egraph import AttrVar, PCall, PGet, PLit, PVar
+from egraph_ir.egraph.pattern import Pattern, walk
+from egraph_ir.errors import AttrError, RuleError, Span, did_you_mean
+from egraph_ir.registry import _REGISTRY
+from egraph_ir.types import DTYPES
+
+from .guards import (
+    COMPARE,
+    CONSTANT_NAMES,
+    KINDS,
+    TENSOR_ARITY,
+    TENSOR_FUNCS,
+    VALUE_FUNCS,
+    GuardExpr,
+)
+from .rule import Rule
+
+_TOKEN = re.compile(
+    r"""(?P<ws>\s+)
+      | (?P<arrow><=>|=>)
+      | (?P<cmp>==|!=|<=|>=|<|>)
+      | (?P<var>\?[A-Za-z_]\w*)
+      | (?P<number>-?(?:\d+\.\d*(?:[eE][-+]?\d+)?|\d+[eE][-+]?\d+|\d+|inf)(?![\w.]))
+      | (?P<string>"[^"\n]*")
+      | (?P<ident>[A-Za-z_][\w-]*)
+      | (?P<punct>[()\[\],=.])
+      | (?P<bad>.)""",
+    re.VERBOSE,
+)
+NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
+
+
+@dataclass(frozen=True)
+class Tok:
+    kind: str
+    text: str
+    col: int
+
+
+class _Line:
+    """Tokens of one line with error reporting at file:line:col."""
+
+    def __init__(self, text: str, source: str, line: int, first_col: int = 1) -> None:
+        self.source, self.line = source, line
+        self.toks: list[Tok] = []
+        for m in _TOKEN.finditer(text):
+            kind = m.lastgroup or "bad"
+            if kind == "ws":
+                continue
+            tok = Tok(kind, m.group(), first_col + m.start())
+            if kind == "bad":
+                raise self.error(f"unexpected character {m.group()!r}", tok)
+            self.toks.append(tok)
+        self.end_col = first_col + len(text)
+        self.i = 0
+
+    def error(self, msg: str, tok: Tok | None = None) -> RuleError:
+        col = tok.col if tok else (self.tok.col if self.tok else self.end_col)
+        return RuleError(f"{self.source}:{self.line}:{col}: {msg}")
+
+    @property
+    def tok(self) -> Tok | None:
+        return self.toks[self.i] if self.i < len(self.toks) else None
+
+    def at(self, text: str) -> bool:
+        return self.tok is not None and self.tok.text == text
+
+    def next(self) -> Tok:
+        tok = self.tok
+        if tok is None:
+            raise self.error("unexpected end of line")
+        self.i += 1
+        return tok
+
+    def expect(self, text: str) -> Tok:
+        if not self.at(text):
+            found = self.tok.text if self.tok else "end of line"
+            raise self.error(f"expected '{text}', found '{found}'")
+        return self.next()
+
+    def done(self) -> None:
+        if self.tok is not None:
+            raise self.error(f"unexpected '{self.tok.text}'")
+
+
+# ---------------------------------------------------------------- patterns
+class _PatternReader:
+    """Parses one side of a rewrite; records variable kinds and checks ops and attributes."""
+
+    def __init__(self, line: _Line, kinds: dict[str, str], side: str) -> None:
+        self.line, self.kinds, self.side = line, kinds, side
+
+    def pattern(self, depth: int = 0) -> Pattern:
+        if depth > 64:
+            raise self.line.error("pattern nested too deeply")
+        tok = self.line.next()
+        p: Pattern
+        if tok.kind == "var":
+            p = self._tensor_var(tok)
+        elif tok.kind == "number":
+            p = PLit(float(tok.text))
+        elif tok.kind == "ident":
+            p = self._call(tok, depth)
+        else:
+            raise self.line.error(f"expected a pattern, found '{tok.text}'", tok)
+        while self.line.at("."):
+            self.line.next()
+            idx = self.line.next()
+            if idx.kind != "number" or not idx.text.isdigit():
+                raise self.line.error("expected a tuple index after '.'", idx)
+            p = PGet(p, int(idx.text))
+        return p
+
+    def _bind(self, tok: Tok, kind: str) -> str:
+        name = tok.text[1:]
+        known = self.kinds.get(name)
+        if self.side == "lhs":
+            if known is not None and known != kind:
+                raise self.line.error(
+                    f"{tok.text} is used both as a tensor and as an attribute", tok
+                )
+            self.kinds[name] = kind
+        elif known is None:
+            raise self.line.error(f"{tok.text} is not bound on the left-hand side", tok)
+        elif kind == "attr" and known != "attr":
+            raise self.line.error(f"{tok.text} is a tensor, not an attribute value", tok)
+        return name
+
+    def _tensor_var(self, tok: Tok) -> PVar:
+        if self.side == "rhs" and self.kinds.get(tok.text[1:]) == "attr":
+            return PVar(tok.text[1:])  # an attribute value used as a scalar constant
+        return PVar(self._bind(tok, "tensor"))
+
+    def _call(self, tok: Tok, depth: int) -> PCall:
+        op = _REGISTRY.get(tok.text)
+        if op is None:
+            raise self.line.error(
+                f"unknown op '{tok.text}'{did_you_mean(tok.text, _REGISTRY)}", tok
+            )
+        self.line.expect("(")
+        args: list[Pattern] = []
+        attrs: list[tuple[str, Any]] = []
+        while not self.line.at(")"):
+            cur = self.line.tok
+            nxt = self.line.toks[self.line.i + 1] if self.line.i + 1 < len(self.line.toks) else None
+            if cur is not None and cur.kind == "ident" and nxt is not None and nxt.text == "=":
+                key_tok = self.line.next()
+                self.line.next()
+                spec = op.attr_spec(key_tok.text)
+                if spec is None:
+                    known = ", ".join(a.name for a in op.attrs) or "none"
+                    raise self.line.error(
+                        f"{op.name} has no attribute '{key_tok.text}'"
+                        f"{did_you_mean(key_tok.text, [a.name for a in op.attrs])}; known: {known}",
+                        key_tok,
+                    )
+                if any(k == key_tok.text for k, _ in attrs):
+                    raise self.line.error(f"attribute '{key_tok.text}' given twice", key_tok)
+                value_tok = self.line.tok
+                value = self._attr_value()
+                if not isinstance(value, AttrVar):
+                    try:
+                        value = spec.check(op.name, value)
+                    except AttrError as exc:
+                        raise self.line.error(str(exc), value_tok) from None
+                attrs.append((key_tok.text, value))
+            else:
+                if attrs:
+                    raise self.line.error("tensor argument after attributes")
+                args.append(self.pattern(depth + 1))
+            if not self.line.at(")"):
+                self.line.expect(",")
+        self.line.expect(")")
+        if op.variadic:
+            if not args:
+                raise self.line.error(f"{op.name} needs at least one input", tok)
+        elif len(args) != len(op.inputs):
+            raise self.line.error(
+                f"{op.name} takes {len(op.inputs)} input(s) ({', '.join(op.inputs)}), "
+                f"got {len(args)}",
+                tok,
+            )
+        return PCall(op.name, tuple(args), tuple(attrs))
+
+    def _attr_value(self) -> Any:
+        tok = self.line.next()
+        if tok.kind == "var":
+            return AttrVar(self._bind(tok, "attr"))
+        if tok.kind == "number":
+            return float(tok.text) if any(c in tok.text for c in ".eEi") else int(tok.text)
+        if tok.kind == "string":
+            return tok.text[1:-1]
+        if tok.kind == "ident":
+            return CONSTANT_NAMES.get(tok.text, tok.text)
+        if tok.text in ("[", "("):
+            close = "]" if tok.text == "[" else ")"
+            items = []
+            while not self.line.at(close):
+                items.append(self._attr_value())
+                if not self.line.at(close):
+                    self.line.expect(",")
+            self.line.expect(close)
+            return tuple(items)
+        raise self.line.error(f"expected an attribute value, found '{tok.text}'", tok)
+
+
+# ---------------------------------------------------------------- guards
+class _GuardReader:
+    def __init__(self, line: _Line, kinds: dict[str, str]) -> None:
+        self.line, self.kinds = line, kinds
+
+    def guard(self) -> GuardExpr:
+        text = " ".join(t.text for t in self.line.toks)
+        left = self.expr()
+        if self.line.at("is"):
+            self.line.next()
+            kind = self.line.next()
+            if kind.text not in KINDS:
+                raise self.line.error(
+                    f"unknown dtype kind '{kind.text}'; known: {', '.join(KINDS)}", kind
+                )
+            allowed = KINDS[kind.text]
+            self.line.done()
+            return GuardExpr(text, lambda m: left(m) in allowed)
+        tok = self.line.tok
+        if tok is not None and tok.kind == "cmp":
+            self.line.next()
+            right = self.expr()
+            self.line.done()
+            cmp = COMPARE[tok.text]
+            return GuardExpr(text, lambda m: cmp(left(m), right(m)))
+        self.line.done()
+        return GuardExpr(text, left)
+
+    def expr(self) -> Any:
+        tok = self.line.next()
+        if tok.kind == "number":
+            value: Any = float(tok.text) if any(c in tok.text for c in ".eEi") else int(tok.text)
+            return lambda m: value
+        if tok.kind == "string":
+            s = tok.text[1:-1]
+            return lambda m: s
+        if tok.kind == "var":
+            name = tok.text[1:]
+            kind = self.kinds.get(name)
+            if kind is None:
+                raise self.line.error(
+                    f"guard uses {tok.text}, which the left-hand side does not bind", tok
+                )
+            if kind == "tensor":
+                raise self.line.error(
+                    f"{tok.text} is a tensor: inspect it with shape(), rank(), "
+                    "dtype(), size(), dim(), is_const() or value()",
+                    tok,
+                )
+            return lambda m: m.attrs[name]
+        if tok.text == "[":
+            items = []
+            while not self.line.at("]"):
+                items.append(self.expr())
+                if not self.line.at("]"):
+                    self.line.expect(",")
+            self.line.expect("]")
+            return lambda m: tuple(f(m) for f in items)
+        if tok.kind == "ident" and self.line.at("("):
+            return self._call(tok)
+        if tok.kind == "ident" and (tok.text in CONSTANT_NAMES or tok.text in DTYPES):
+            value = CONSTANT_NAMES.get(tok.text, tok.text)
+            return lambda m: value
+        raise self.line.error(f"unexpected '{tok.text}' in guard", tok)
+
+    def _call(self, tok: Tok) -> Any:
+        self.line.expect("(")
+        name = tok.text
+        if name in TENSOR_FUNCS:
+            var = self.line.next()
+            if var.kind != "var" or self.kinds.get(var.text[1:]) != "tensor":
+                raise self.line.error(
+                    f"{name}() takes a tensor variable bound on the left-hand "
+                    f"side, got '{var.text}'",
+                    var,
+                )
+            rest = []
+            while self.line.at(","):
+                self.line.next()
+                rest.append(self.expr())
+            self.line.expect(")")
+            if 1 + len(rest) != TENSOR_ARITY[name]:
+                raise self.line.error(f"{name}() takes {TENSOR_ARITY[name]} argument(s)", tok)
+            fn, x = TENSOR_FUNCS[name], var.text[1:]
+            return lambda m: fn(m, x, *(r(m) for r in rest))
+        if name in VALUE_FUNCS:
+            arity, impl = VALUE_FUNCS[name]
+            args = []
+            while not self.line.at(")"):
+                args.append(self.expr())
+                if not self.line.at(")"):
+                    self.line.expect(",")
+            self.line.expect(")")
+            if len(args) != arity:
+                raise self.line.error(f"{name}() takes {arity} argument(s), got {len(args)}", tok)
+            return lambda m: impl(*(a(m) for a in args))
+        known = sorted([*TENSOR_FUNCS, *VALUE_FUNCS])
+        raise self.line.error(
+            f"unknown guard function '{name}'{did_you_mean(name, known)}; "
+            f"known: {', '.join(known)}",
+            tok,
+        )
+
+
+# ---------------------------------------------------------------- files
+def parse_rules(text: str, source: str = "<rules>") -> list[Rule]:
+    """Parse and validate rule text; raises RuleError naming file:line:col."""
+    rules: list[Rule] = []
+    names: dict[str, int] = {}
+    current: dict[str, Any] | None = None
+
+    def finish() -> None:
+        if current is None:
+            return
+        if current.get("lhs") is None:
+            raise RuleError(
+                f"{source}:{current['line']}:1: rule '{current['name']}' has no 'lhs => rhs' line"
+            )
+        rules.append(
+            Rule(
+                name=current["name"],
+                tags=current["tags"],
+                lhs=current["lhs"],
+                rhs=current["rhs"],
+                bidirectional=current["bidi"],
+                guards=tuple(current["guards"]),
+                span=Span(source, current["line"], 1),
+            )
+        )
+
+    for lineno, raw in enumerate(text.splitlines(), start=1):
+        stripped = raw.split("#", 1)[0].rstrip()
+        if not stripped.strip():
+            continue
+        indent = len(stripped) - len(stripped.lstrip())
+        body = stripped.strip()
+        if body.startswith("rule ") or body == "rule":
+            finish()
+            current = _header(body, source, lineno, indent, names)
+            continue
+        if current is None:
+            raise RuleError(f"{source}:{lineno}:{indent + 1}: expected 'rule NAME [TAGS]'")
+        if body.startswith("where ") or body == "where":
+            if current.get("lhs") is None:
+                raise RuleError(f"{source}:{lineno}:{indent + 1}: 'where' before the rewrite line")
+            line = _Line(body[5:], source, lineno, indent + 6)
+            if not line.toks:
+                raise line.error("empty guard")
+            current["guards"].append(_GuardReader(line, current["kinds"]).guard())
+            continue
+        if current.get("lhs") is not None:
+            raise RuleError(
+                f"{source}:{lineno}:{indent + 1}: rule '{current['name']}' already has "
+                "a rewrite; start a new rule or add 'where' guards"
+            )
+        _rewrite(current, _Line(body, source, lineno, indent + 1))
+    finish()
+    return rules
+
+
+def _header(
+    body: str, source: str, lineno: int, indent: int, names: dict[str, int]
+) -> dict[str, Any]:
+    m = re.fullmatch(r"rule\s+(\S+)\s*(?:\[([^\]]*)\])?\s*", body)
+    if not m or not NAME.match(m.group(1)):
+        raise RuleError(f"{source}:{lineno}:{indent + 1}: expected 'rule NAME [TAG, ...]'")
+    name = m.group(1)
+    if name in names:
+        raise RuleError(
+            f"{source}:{lineno}:{indent + 6}: duplicate rule name '{name}' (first "
+            f"defined on line {names[name]})"
+        )
+    names[name] = lineno
+    tags = tuple(t.strip() for t in (m.group(2) or "").split(",") if t.strip())
+    for t in tags:
+        if not NAME.match(t):
+            raise RuleError(f"{source}:{lineno}:{indent + 1}: bad tag '{t}'")
+    return {
+        "name": name,
+        "tags": tags,
+        "line": lineno,
+        "lhs": None,
+        "rhs": None,
+        "bidi": False,
+        "guards": [],
+        "kinds": {},
+    }
+
+
+def _rewrite(current: dict[str, Any], line: _Line) -> None:
+    kinds: dict[str, str] = current["kinds"]
+    lhs = _PatternReader(line, kinds, "lhs").pattern()
+    if not isinstance(lhs, PCall | PGet):
+        raise line.error("the left-hand side must be an op call", line.toks[0])
+    arrow = line.next()
+    if arrow.kind != "arrow":
+        raise line.error(f"expected '=>' or '<=>', found '{arrow.text}'", arrow)
+    rhs = _PatternReader(line, kinds, "rhs").pattern()
+    line.done()
+    if arrow.text == "<=>":
+        if not isinstance(rhs, PCall | PGet):
+            raise line.error("a bidirectional rule needs an op call on both sides", arrow)
+        lhs_vars = {p.name for p in walk(lhs) if isinstance(p, PVar)}
+        rhs_vars = {p.name for p in walk(rhs) if isinstance(p, PVar)}
+        if lhs_vars - rhs_vars:
+            missing = ", ".join(sorted("?" + v for v in lhs_vars - rhs_vars))
+            raise line.error(
+                f"'<=>' needs every variable on both sides; {missing} only on the left", arrow
+            )
+    current.update(lhs=lhs, rhs=rhs, bidi=arrow.text == "<=>")
