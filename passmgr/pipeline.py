@@ -19,7 +19,7 @@ from egraph_ir.errors import ConfigError
 from .pass_base import Pass, Sequential
 from .registry import get_pass, pass_factory
 
-_TOKEN = re.compile(r"\s*([A-Za-z_][\w.\-]*|-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|[(),=\[\]])")
+_TOKEN = re.compile(r"\s*([A-Za-z_./~][\w.\-/+~]*|-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|[(),=\[\]])")
 
 
 def _tokens(text: str) -> list[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from egraph_ir.egraph import Rewrite
+from egraph_ir.egraph import PCall, PGet, Rewrite
 from egraph_ir.egraph.pattern import Pattern
 from egraph_ir.errors import RuleError, Span
 
@@ -35,15 +35,10 @@ class Rule:
         guard = all_of(list(self.guards))
         out = [Rewrite(self.name, self.lhs, self.rhs, guard, self.location, self.tags)]  # type: ignore[arg-type]
         if self.bidirectional:
+            reverse_lhs = self.rhs
+            assert isinstance(reverse_lhs, PCall | PGet)  # the reader checks this for <=>
             out.append(
-                Rewrite(
-                    f"{self.name}~rev",
-                    self.rhs,
-                    self.lhs,
-                    guard,  # type: ignore[arg-type]
-                    self.location,
-                    self.tags,
-                )
+                Rewrite(f"{self.name}~rev", reverse_lhs, self.lhs, guard, self.location, self.tags)
             )
         return out
 

@@ -28,6 +28,8 @@ from .extract import constant_of
 from .graph import ENode, Snapshot, TensorEGraph, Value, ctor_op, decode_attr, encode_attr
 from .pattern import AttrVar, Match, PCall, PGet, PLit, PVar, Rewrite, attr_vars, tensor_vars
 
+CHUNK = 2000  # queued actions between flushes: bounds limit overshoot and time between checks
+
 
 class StopReason(enum.Enum):
     SATURATED = "saturated"
@@ -175,6 +177,7 @@ class Saturator:
         except _Stop as stop:
             self.g.flush()
             rep.stop_reason = stop.reason
+            rep.enodes_per_iteration.append(self.g.count_enodes())
         except BaseException as exc:  # egglog panics are BaseExceptions: report, don't crash
             if isinstance(exc, KeyboardInterrupt | CompilerError):
                 raise
@@ -190,7 +193,7 @@ class Saturator:
     def _apply_matches(self, snap: Snapshot, it: int) -> int:
         rep, lim = self.report, self.limits
         applied = 0
-        budget = lim.nodes - snap.num_enodes
+        size = snap.num_enodes
         for rule in self.rules:
             name = rule.rw.name
             rows = [r for r in snap.relations.get(rule.relation, ()) if (name, r) not in self.seen]
@@ -204,15 +207,19 @@ class Saturator:
                 self.banned_until[name] = it + lim.ban_length * 2 ** (self.ban_count[name] - 1)
                 rows = rows[: lim.match_limit]
             for k, row in enumerate(rows):
-                if k % 256 == 0:
+                if k % 128 == 0:
                     self._check_time()
                 added = self._apply_one(rule, row, snap)
                 if added >= 0:  # a guard that failed may hold later (a class may become constant)
                     self.seen.add((name, row))
                 applied += added > 0
-                budget -= added
-                if budget < 0:
-                    raise _Stop(StopReason.NODE_LIMIT)
+                if size + self.g.pending >= lim.nodes or self.g.pending >= CHUNK:
+                    # queued terms over-count (egglog shares equal terms): flush and count
+                    self.g.flush()
+                    self._check_time()
+                    size = self.g.count_enodes()
+                    if size >= lim.nodes:
+                        raise _Stop(StopReason.NODE_LIMIT)
         return applied
 
     def _apply_one(self, rule: _CompiledRewrite, row: tuple[Value, ...], snap: Snapshot) -> int:

@@ -18,9 +18,9 @@ import rules as rules_lib
 from egraph_ir.egraph import Limits, optimize
 from egraph_ir.egraph.extract import NodeCost, default_node_cost
 from egraph_ir.egraph.graph import ENode
-from egraph_ir.types import Type
 from egraph_ir.expr import Function
 from egraph_ir.module import IRModule
+from egraph_ir.types import Type
 from rules import RuleSet
 
 from ..config import register_config

@@ -1,0 +1,135 @@
+"""The e-graph bridge: rewriting, guards, literals, folding, limits and refusals."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+import egraph_ir as ir
+import rules
+from egraph_ir import op
+from egraph_ir.egraph import Limits, StopReason, optimize
+from egraph_ir.testing import assert_structural_equal
+
+AC = rules.parse("""
+rule add-comm [t]
+    add(?a, ?b) => add(?b, ?a)
+rule mul-comm [t]
+    multiply(?a, ?b) => multiply(?b, ?a)
+rule add-assoc [t]
+    add(add(?a, ?b), ?c) <=> add(?a, add(?b, ?c))
+rule mul-assoc [t]
+    multiply(multiply(?a, ?b), ?c) <=> multiply(?a, multiply(?b, ?c))
+""")
+
+
+def random_program(n: int, seed: int = 0) -> ir.Function:
+    rng = random.Random(seed)
+    xs = [ir.var(f"x{i}", shape=(4,)) for i in range(16)]
+    vals: list[ir.Expr] = list(xs)
+    for i in range(n):
+        a, b = rng.choice(vals[-40:]), rng.choice(vals[-40:])
+        vals.append(
+            rng.choice([op.add, op.multiply, op.subtract])(a, b) if i % 5 else op.negative(a)
+        )
+    return ir.Function(xs, vals[-1])
+
+
+def test_rewrites_guards_literals_and_folding() -> None:
+    mod = ir.parse("""def @main(%x: Tensor[(2, 3), float32]) {
+      %0 = negative(negative(%x));
+      %1 = transpose(transpose(%0, axes=[1, 0]), axes=[1, 0]);
+      %2 = multiply(%1, 1f);
+      add(%2, multiply(2f, 3f))
+    }""")
+    rs = rules.builtin("algebraic") + rules.builtin("layout")
+    result = optimize(mod["main"], rs.enabled(fast_math=False).rewrites())
+    expected = ir.parse("def @main(%x: Tensor[(2, 3), float32]) { add(%x, 6f) }")
+    assert_structural_equal(ir.IRModule({"main": result.function}), expected)
+    rep = result.report
+    assert rep.stop_reason is StopReason.SATURATED
+    assert rep.applied["double-negative"] >= 1 and rep.applied["transpose-transpose"] >= 1
+    assert rep.folded >= 1 and result.cost_after < result.cost_before
+
+
+def test_a_literal_only_matches_an_all_equal_constant_of_a_fitting_shape() -> None:
+    rs = rules.parse("rule mul-one [t]\n    multiply(?x, 1) => ?x")
+    for const, removed in [("1f", True), ("[1f, 1f, 1f]", True), ("[1f, 2f, 1f]", False)]:
+        fn = ir.parse(f"def @main(%x: Tensor[(3,), float32]) {{ multiply(%x, {const}) }}")["main"]
+        out = optimize(fn, rs.rewrites(), fold_constants=False).function
+        assert (out.body is out.params[0]) == removed, const
+    # a literal that broadcasts to a bigger shape cannot replace the product by ?x
+    fn = ir.parse(
+        "def @main(%x: Tensor[(3,), float32]) { multiply(%x, [[1f, 1f, 1f], [1f, 1f, 1f]]) }"
+    )["main"]
+    result = optimize(fn, rs.rewrites(), fold_constants=False)
+    assert isinstance(result.function.body, ir.Call)
+    assert "mul-one" in result.report.unsound
+
+
+def test_a_shape_changing_rule_is_refused_and_reported_with_its_location() -> None:
+    rs = rules.parse("rule bad-transpose [t]\n    transpose(?x, axes=?p) => ?x\n", "mine.rules")
+    fn = ir.parse("def @main(%x: Tensor[(2, 3), float32]) { transpose(%x, axes=[1, 0]) }")["main"]
+    result = optimize(fn, rs.rewrites())
+    assert result.report.unsound["bad-transpose"] == (
+        "mine.rules:1:1: rule 'bad-transpose' would union Tensor[(3, 2), float32] with "
+        "Tensor[(2, 3), float32]"
+    )
+    assert ir.structural_equal(result.function, fn)
+
+
+def test_guards_that_fail_now_are_retried_when_constants_fold() -> None:
+    rs = rules.parse("rule scale [t]\n    multiply(?x, ?k) => ?x\n    where value(?k) == 1.0")
+    fn = ir.parse("def @main(%x: Tensor[(3,), float32]) { multiply(%x, subtract(3f, 2f)) }")["main"]
+    result = optimize(fn, rs.rewrites())
+    assert result.function.body is result.function.params[0]
+
+
+@pytest.mark.slow
+def test_node_limit_holds_on_a_2000_node_program_under_commutativity_and_associativity() -> None:
+    fn = random_program(2000)
+    result = optimize(fn, AC.rewrites(), Limits(nodes=20_000, seconds=120, iterations=50))
+    rep = result.report
+    assert rep.stop_reason is StopReason.NODE_LIMIT
+    assert 20_000 <= rep.enodes_per_iteration[-1] <= 20_000 * 1.1
+    x = {
+        p.name_hint: np.random.default_rng(0).standard_normal(4).astype("float32")
+        for p in fn.params
+    }
+    np.testing.assert_allclose(
+        ir.interpret(result.function, **x), ir.interpret(fn, **x), rtol=1e-4, atol=1e-4
+    )
+
+
+@pytest.mark.slow
+def test_time_limit_is_kept_within_twenty_percent() -> None:
+    result = optimize(
+        random_program(2000, seed=1),
+        AC.rewrites(),
+        Limits(nodes=10**7, seconds=1.5, iterations=100),
+    )
+    assert result.report.stop_reason is StopReason.TIME_LIMIT
+    assert result.report.seconds <= 1.5 * 1.2
+
+
+def test_iteration_limit_and_back_off() -> None:
+    result = optimize(
+        random_program(200), AC.rewrites(), Limits(iterations=2, match_limit=50, ban_length=1)
+    )
+    assert result.report.stop_reason is StopReason.ITERATION_LIMIT
+    assert result.report.iterations == 2
+    assert sum(result.report.applied.values()) <= 2 * 50 * len(AC.rewrites()) + 100
+
+
+def test_deep_chains_encode_saturate_and_extract_without_recursion() -> None:
+    x = ir.var("x", shape=(2,))
+    e: ir.Expr = x
+    for _ in range(3000):
+        e = op.negative(e)
+    result = optimize(
+        ir.Function([x], e), rules.builtin("algebraic").rewrites(), Limits(iterations=3)
+    )
+    body = result.function.body
+    assert body is result.function.params[0] or str(body).count("negative") < 3000

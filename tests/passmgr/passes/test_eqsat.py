@@ -1,0 +1,124 @@
+"""EqSat and the rule-based standard passes on the built-in models and on user rules."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given
+
+import egraph_ir as ir
+import passmgr as pm
+import rules
+from egraph_ir import models
+from egraph_ir.summary import summarize
+from egraph_ir.testing import assert_same_outputs, assert_structural_equal, programs
+
+DATA = Path(__file__).resolve().parents[2] / "data"
+
+
+def run(mod: ir.IRModule, *passes: pm.Pass, **ctx_args) -> tuple[ir.IRModule, pm.PassContext]:
+    with pm.PassContext(opt_level=3, **ctx_args) as ctx:
+        out = pm.Sequential([pm.passes.InferType(), *passes])(mod)
+    return out, ctx
+
+
+def test_cnn_conv_batch_norm_pairs_become_one_conv2d_with_bias() -> None:
+    mod = models.cnn()
+    out, _ = run(
+        mod, pm.passes.SimplifyInference(), pm.passes.FoldConstant(), pm.passes.FoldScaleAxis()
+    )
+    ops = summarize(out).ops
+    assert ops["conv2d"] == 2 and ops["bias_add"] == 2
+    assert "batch_norm" not in ops and "multiply" not in ops and ops["add"] == 1
+    text = out.astext(show_meta=False)
+    assert (
+        "%0 = conv2d(%x, meta[Constant][0], padding=[1, 1, 1, 1]);\n  %1 = bias_add(%0, meta[Constant][1]);\n  %2 = relu(%1);"
+        in text
+    )
+    x = models.example_inputs("cnn")
+    np.testing.assert_allclose(ir.interpret(out, **x), ir.interpret(mod, **x), rtol=1e-5, atol=1e-6)
+
+
+def test_simplify_inference_golden() -> None:
+    before = ir.parse(
+        """def @main(%x: Tensor[(2, 4), float32]) {
+      %0 = dropout(%x, rate=0.2f64);
+      %0.0
+    }""".replace("0.2f64", "0.2")
+    )
+    out, _ = run(before, pm.passes.SimplifyInference())
+    assert_structural_equal(out, ir.parse("def @main(%x: Tensor[(2, 4), float32]) { %x }"))
+
+
+def test_transformer_layer_norms_are_simplified_and_outputs_agree() -> None:
+    mod = models.transformer()
+    out, ctx = run(mod, pm.passes.SimplifyInference(), pm.passes.AlgebraicSimplify())
+    ops = summarize(out).ops
+    assert "layer_norm" not in ops and ops["mean"] >= 4
+    assert ctx.statistics["SimplifyInference"]["rules applied"] == 2
+    x = models.example_inputs("transformer")
+    np.testing.assert_allclose(ir.interpret(out, **x), ir.interpret(mod, **x), rtol=1e-4, atol=1e-5)
+
+
+def test_a_user_rule_file_runs_exactly_like_a_built_in_one() -> None:
+    path = DATA / "user_example.rules"
+    mod = ir.parse(
+        "def @main(%x: Tensor[(3,), float32]) { exp(log(multiply(sqrt(%x), sqrt(%x)))) }"
+    )
+    plain, _ = run(mod, pm.passes.EqSat(rules=str(path)))
+    assert str(plain["main"].body) == "%0 = log(%x);\nexp(%0)"
+    fast, ctx = run(mod, pm.passes.EqSat(rules=str(path)), config={"eqsat.fast_math": True})
+    assert fast["main"].body is fast["main"].params[0]
+    assert ctx.statistics["EqSat"]["rules applied"] >= 2
+    from_set, _ = run(mod, pm.passes.EqSat(rules=rules.load(path), fast_math=True))
+    assert_structural_equal(from_set, fast)
+    pipeline = pm.parse_pipeline(f"InferType,EqSat(rules={path},fast_math=true,node_limit=500)")
+    assert_structural_equal(pipeline(mod), fast)
+
+
+def test_config_keys_limit_eqsat_and_bad_rule_names_fail_early() -> None:
+    mod = ir.IRModule({"main": ir.Function(*_sum_chain(60))})
+    _, ctx = run(
+        mod, pm.passes.EqSat(rules="algebraic", fast_math=True), config={"eqsat.iter_limit": 1}
+    )
+    assert ctx.statistics["EqSat"]["stopped: iteration limit"] == 1
+    with pytest.raises(ir.RuleError, match="no built-in rule set 'nope'"):
+        pm.passes.EqSat(rules="nope")
+    with pytest.raises(ir.ConfigError, match=r"unknown config key 'eqsat.node_limt'"):
+        pm.PassContext(config={"eqsat.node_limt": 5})
+
+
+def _sum_chain(n: int):
+    x = ir.var("x", shape=(2,))
+    e: ir.Expr = x
+    for i in range(n):
+        e = ir.op.add(e, ir.const(np.full(2, i, "float32")))
+    return [x], e
+
+
+def test_standard_passes_respect_disabled_pass() -> None:
+    mod = models.cnn()
+    out, _ = run(mod, pm.passes.SimplifyInference(), disabled_pass=["SimplifyInference"])
+    assert "batch_norm" in summarize(out).ops
+
+
+def test_fold_constant_folds_whole_constant_subgraphs() -> None:
+    mod = ir.parse("""def @main(%x: Tensor[(2,), float32]) {
+      %0 = add([1f, 2f], multiply(2f, [3f, 4f]));
+      %1 = split(%0, indices_or_sections=2);
+      add(%x, %1.1)
+    }""")
+    out, ctx = run(mod, pm.passes.FoldConstant())
+    assert_structural_equal(
+        out, ir.parse("def @main(%x: Tensor[(2,), float32]) { add(%x, [10f]) }")
+    )
+    assert ctx.statistics["FoldConstant"]["calls folded"] == 3
+
+
+@given(programs(max_nodes=8))
+def test_exact_built_in_rules_preserve_semantics_on_random_programs(case) -> None:
+    passes = [pm.passes.AlgebraicSimplify(), pm.passes.CastCanonicalize(), pm.passes.FoldConstant()]
+    out, _ = run(case.mod, *passes)
+    assert_same_outputs(out, case.mod, case.inputs)

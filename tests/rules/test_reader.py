@@ -1,0 +1,142 @@
+"""The rule language: parsing, validation errors with file:line:col, sets and tags."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import egraph_ir as ir
+import rules
+from egraph_ir.egraph import AttrVar, PCall, PGet, PLit, PVar
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+def test_design_md_examples_parse() -> None:
+    rs = rules.parse(
+        """
+# a comment
+rule double-negative [algebraic]
+    negative(negative(?x)) => ?x
+
+rule matmul-assoc [algebraic, fast-math]
+    matmul(matmul(?a, ?b), ?c) <=> matmul(?a, matmul(?b, ?c))
+
+rule transpose-transpose [layout]
+    transpose(transpose(?x, axes=?p), axes=?q) => ?x
+    where compose(?p, ?q) == identity
+""",
+        "design.rules",
+    )
+    assert rs.names == ["double-negative", "matmul-assoc", "transpose-transpose"]
+    tt = rs["transpose-transpose"]
+    assert tt.lhs == PCall(
+        "transpose",
+        (PCall("transpose", (PVar("x"),), (("axes", AttrVar("p")),)),),
+        (("axes", AttrVar("q")),),
+    )
+    assert tt.location == "design.rules:9:1" and tt.tags == ("layout",)
+    assert len(rs["matmul-assoc"].rewrites()) == 2
+    assert len(rs.by_tag("fast-math")) == 1
+    assert rs.enabled(fast_math=False).names == ["double-negative", "transpose-transpose"]
+
+
+def test_literals_tuple_fields_and_attribute_values() -> None:
+    r = rules.parse("rule r [t]\n  batch_norm(?x, ?g, ?b, ?m, ?v, epsilon=?e).0 => add(?x, 1.5)")[
+        "r"
+    ]
+    assert isinstance(r.lhs, PGet) and r.lhs.index == 0
+    assert r.rhs == PCall("add", (PVar("x"), PLit(1.5)))
+    r2 = rules.parse("rule r [t]\n  sum(?x, axis=[1, 2], keepdims=True) => ?x")["r"]
+    assert dict(r2.lhs.attrs) == {"axis": (1, 2), "keepdims": True}
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "rule a [t]\n    mutliply(?x, 1) => ?x",
+            "bad.rules:2:5: unknown op 'mutliply' (did you mean 'multiply'?)",
+        ),
+        ("rule a [t]\n    add(?x) => ?x", "bad.rules:2:5: add takes 2 input(s) (lhs, rhs), got 1"),
+        (
+            "rule a [t]\n    sum(?x, axsi=1) => ?x",
+            "bad.rules:2:13: sum has no attribute 'axsi' (did you mean 'axis'?)",
+        ),
+        (
+            "rule a [t]\n    sum(?x, keepdims=3) => ?x",
+            "bad.rules:2:22: sum: attribute 'keepdims' expects a bool",
+        ),
+        (
+            "rule a [t]\n    negative(?x) => ?y",
+            "bad.rules:2:21: ?y is not bound on the left-hand side",
+        ),
+        (
+            "rule a [t]\n    negative(?x) => ?x\n    where rank(?z) == 1",
+            "bad.rules:3:16: rank() takes a tensor variable",
+        ),
+        ("rule a [t]\n    negative(?x) => ?x\n    where ?x == 1", "bad.rules:3:11: ?x is a tensor"),
+        (
+            "rule a [t]\n    negative(?x) => ?x\n    where frob(?x)",
+            "bad.rules:3:11: unknown guard function 'frob'",
+        ),
+        (
+            "rule a [t]\n    negative(?x) => ?x\n    where dtype(?x) is fuzzy",
+            "bad.rules:3:24: unknown dtype kind 'fuzzy'",
+        ),
+        (
+            "rule a [t]\n    negative(?x) => ?x\nrule a [t]\n    exp(?x) => ?x",
+            "bad.rules:3:6: duplicate rule name 'a' (first defined on line 1)",
+        ),
+        ("    negative(?x) => ?x", "bad.rules:1:5: expected 'rule NAME [TAGS]'"),
+        ("rule a [t]\n    negative(?x) ?x", "bad.rules:2:18: expected '=>' or '<=>'"),
+        (
+            "rule a [t]\n    ?x => negative(?x)",
+            "bad.rules:2:5: the left-hand side must be an op call",
+        ),
+        ("rule a [t]\n    negative(?x) <=> zeros_like(?y)", "bad.rules:2:33: ?y is not bound"),
+        (
+            "rule a [t]\n    add(?x, ?y) <=> negative(?x)",
+            "bad.rules:2:17: '<=>' needs every variable on both sides; ?y",
+        ),
+        (
+            "rule a [t]\n    transpose(?x, axes=?x) => ?x",
+            "bad.rules:2:24: ?x is used both as a tensor and as an attribute",
+        ),
+        ("rule a [t]", "bad.rules:1:1: rule 'a' has no 'lhs => rhs' line"),
+        (
+            "rule a [t]\n    negative(?x) => ?x\n    exp(?x) => ?x",
+            "bad.rules:3:5: rule 'a' already has a rewrite",
+        ),
+        ("rule a [t]\n    negative(?x) => ?x $", "bad.rules:2:24: unexpected character '$'"),
+    ],
+)
+def test_errors_name_file_line_and_column(text: str, message: str) -> None:
+    with pytest.raises(ir.RuleError) as info:
+        rules.parse(text, "bad.rules")
+    assert str(info.value).startswith(message), str(info.value)
+
+
+def test_load_reports_the_file_and_combining_sets_checks_names() -> None:
+    path = DATA / "bad_rules" / "unknown_op.rules"
+    with pytest.raises(ir.RuleError, match=r"unknown_op.rules:5:10: unknown op 'mutliply'"):
+        rules.load(path)
+    with pytest.raises(ir.RuleError, match="cannot read rule file"):
+        rules.load(DATA / "missing.rules")
+    user = rules.load(DATA / "user_example.rules")
+    assert user.names == ["exp-log-fast", "square-of-sqrt", "tanh-of-zero-scale"]
+    with pytest.raises(ir.RuleError, match="duplicate rule name 'exp-log-fast'"):
+        _ = user + user
+    with pytest.raises(
+        ir.RuleError, match=r"no built-in rule set 'algebraik' \(did you mean 'algebraic'\?\)"
+    ):
+        rules.builtin("algebraik")
+
+
+def test_builtin_rule_files_hold_at_least_sixty_named_tagged_rules() -> None:
+    total = [r for name in rules.builtin_names() for r in rules.builtin(name)]
+    assert len(total) >= 60
+    assert all(r.tags for r in total)
+    names = [r.name for r in total]
+    assert len(names) == len(set(names)), "rule names are unique across the built-in files"
