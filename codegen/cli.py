@@ -1,7 +1,8 @@
 """The `egc` command line.
 
-`egc demo` runs the main job on a built-in model. Today that is: build, type-check,
-summarise and interpret; later stages (optimise, compile, compare) join as they land.
+`egc demo` runs the main job on a built-in model. Today that is: build, type-check, optimise
+with the standard rule-based pipeline, and run the result with the reference interpreter
+against the original; compilation joins as it lands.
 """
 
 from __future__ import annotations
@@ -13,9 +14,12 @@ import time
 import numpy as np
 
 import egraph_ir as ir
+import passmgr as pm
 from egraph_ir import models
 from egraph_ir.errors import CompilerError
 from egraph_ir.summary import input_types, summarize
+
+from .pipelines import standard_pipeline
 
 
 def _fmt_count(n: float) -> str:
@@ -27,15 +31,19 @@ def _fmt_count(n: float) -> str:
 
 def demo(model: str, show_ir: int) -> int:
     t0 = time.perf_counter()
-    mod = models.get(model)
+    original = models.get(model)
     t1 = time.perf_counter()
-    ir.infer_type(mod)
+    ir.infer_type(original)
     t2 = time.perf_counter()
-    s = summarize(mod)
+    timing = pm.PassTimingInstrument()
+    with pm.PassContext(opt_level=3, instruments=[timing]) as ctx:
+        mod = standard_pipeline()(original)
+    s_before, s = summarize(original), summarize(mod)
     inputs = models.example_inputs(model)
     t3 = time.perf_counter()
     out = ir.interpret(mod, **inputs)
     t4 = time.perf_counter()
+    reference = np.asarray(ir.interpret(original, **inputs))
 
     print(f"model: {model} (built-in, seeded weights)")
     for name, ty in input_types(mod).items():
@@ -50,13 +58,28 @@ def demo(model: str, show_ir: int) -> int:
     print("  ops:      " + ", ".join(f"{k} x{v}" for k, v in s.ops.most_common()))
     print("  patterns: " + ", ".join(f"{k} x{v}" for k, v in s.patterns.most_common()))
     print(
+        f"optimised from {s_before.num_calls} op calls ({_fmt_count(s_before.flops)}FLOP): "
+        + ", ".join(f"{k} x{v}" for k, v in s_before.ops.most_common())
+    )
+    print("passes (standard pipeline):")
+    print("\n".join("  " + line for line in timing.render().splitlines()[1:]))
+    for name, counters in ctx.statistics.items():
+        if "e-nodes" in counters:
+            stop = next((k[9:] for k in counters if k.startswith("stopped: ")), "?")
+            print(
+                f"  {name}: {int(counters['rules applied'])} rewrites, "
+                f"{int(counters['e-nodes'])} e-nodes, {stop}, cost "
+                f"{counters['cost before']:.4g} -> {counters['cost after']:.4g}"
+            )
+    print(
         f"time: build {1e3 * (t1 - t0):.1f} ms, infer_type {1e3 * (t2 - t1):.1f} ms, "
         f"interpret {1e3 * (t4 - t3):.1f} ms"
     )
     arr = np.asarray(out)
     print(
         f"result: shape {arr.shape}, mean {arr.mean():.6f}, std {arr.std():.6f}, "
-        f"finite {bool(np.isfinite(arr).all())}"
+        f"finite {bool(np.isfinite(arr).all())}, "
+        f"max |optimised - original| {float(np.max(np.abs(arr - reference))):.2e}"
     )
     if show_ir:
         lines = mod.astext(show_meta=False).splitlines()

@@ -153,7 +153,8 @@ def test_pipeline_text_round_trip_and_options() -> None:
     assert seq.passes[2].show_meta is True
     assert str(pm.parse_pipeline("InferType, PrintIR(show_meta=false)")) == "InferType,PrintIR"
     with pytest.raises(
-        ir.ConfigError, match=r"unknown pass 'FuseOp'; known: .*DeadCodeElimination, EqSat, .*InferType"
+        ir.ConfigError,
+        match=r"unknown pass 'FuseOp'; known: .*DeadCodeElimination, EqSat, .*InferType",
     ):
         pm.parse_pipeline("InferType,FuseOp")
     with pytest.raises(

@@ -1,0 +1,22 @@
+"""The standard optimisation pipeline, one line per pass with why it sits there."""
+
+from __future__ import annotations
+
+import passmgr as pm
+
+
+def standard_pipeline() -> pm.Sequential:
+    """Inference simplification and rule-based clean-up, as codegen.build will run it."""
+    p = pm.passes
+    return pm.Sequential(
+        [
+            p.InferType(),  # every later pass reads checked types
+            p.SimplifyInference(),  # batch/layer norm and dropout into plain arithmetic
+            p.FoldConstant(),  # precompute the statistics those rules produced
+            p.FoldScaleAxis(),  # fold per-channel scales/shifts into conv2d weights and bias
+            p.AlgebraicSimplify(),  # identities, involutions, layout canonicalisation
+            p.CastCanonicalize(),  # drop redundant casts
+            p.DeadCodeElimination(),  # unused bindings and functions
+        ],
+        name="StandardPipeline",
+    )
