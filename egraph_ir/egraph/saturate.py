@@ -28,6 +28,7 @@ from .extract import constant_of
 from .graph import ENode, Snapshot, TensorEGraph, Value, ctor_op, decode_attr, encode_attr
 from .pattern import AttrVar, Match, PCall, PGet, PLit, PVar, Rewrite, attr_vars, tensor_vars
 
+EXPENSIVE = "expensive"  # rules with this tag only run in the bounded explore phase
 CHUNK = 2000  # queued actions between flushes: bounds limit overshoot and time between checks
 
 
@@ -48,6 +49,7 @@ class Limits:
     match_limit: int = 10_000  # per rule and iteration before back-off bans the rule
     ban_length: int = 2  # iterations a backed-off rule sits out (doubles each time)
     fold_max_elements: int = 1024  # constants folded inside the e-graph up to this size
+    explore_iterations: int = 2  # rounds of the expensive phase (rules tagged `expensive`)
 
 
 @dataclass
@@ -64,6 +66,7 @@ class SaturationReport:
     classes_per_iteration: list[int] = field(default_factory=list)
     seconds: float = 0.0
     folded: int = 0
+    phases: list[tuple[str, int, float, str]] = field(default_factory=list)  # name, its, s, stop
 
     def summary(self) -> str:
         fired = ", ".join(f"{k} x{v}" for k, v in self.applied.most_common(8)) or "none"
@@ -83,7 +86,8 @@ class _CompiledRewrite:
     """A rewrite's egglog matching rule and its relation layout."""
 
     def __init__(self, rw: Rewrite, index: int, g: TensorEGraph) -> None:
-        self.rw, self.relation = rw, f"m{index}"
+        self.rw, self.relation, self.ruleset = rw, f"m{index}", f"rs{index}"
+        g.run_text(f"(ruleset {self.ruleset})")
         self.tvars = tensor_vars(rw.lhs)
         self.avars = attr_vars(rw.lhs)
         self.literals: list[tuple[str, float]] = []
@@ -99,7 +103,7 @@ class _CompiledRewrite:
         g.run_text(
             f"(relation {self.relation} ({' '.join(sorts)}))\n"
             f"(rule ((= __root {query})) (({self.relation} {' '.join(cols)})) "
-            f':ruleset match_rules :name "{rw.name}")'
+            f':ruleset {self.ruleset} :name "{rw.name}")'
         )
 
     def _lhs(self, p: Any, g: TensorEGraph) -> str:
@@ -133,7 +137,6 @@ class Saturator:
         self, g: TensorEGraph, rewrites: list[Rewrite], limits: Limits, fold_constants: bool = True
     ) -> None:
         self.g, self.limits, self.fold_constants = g, limits, fold_constants
-        g.run_text("(ruleset match_rules)")
         self.rules = [_CompiledRewrite(rw, i, g) for i, rw in enumerate(rewrites)]
         self.seen: set[tuple[str, tuple[Value, ...]]] = set()
         self.banned_until: dict[str, int] = {}
@@ -144,36 +147,33 @@ class Saturator:
 
     # ---------------------------------------------------------------- driver
     def run(self) -> SaturationReport:
+        """Phases: cheap rules to saturation, then all rules (including those tagged
+        `expensive`) for a few rounds, then the cheap rules again. Without expensive rules
+        there is one phase."""
         rep, lim = self.report, self.limits
         start = time.perf_counter()
         self.deadline = start + lim.seconds
+        cheap = [i for i, r in enumerate(self.rules) if EXPENSIVE not in r.rw.tags]
+        phases = [("saturate", list(range(len(self.rules))), lim.iterations)]
+        if len(cheap) < len(self.rules):
+            everything = list(range(len(self.rules)))
+            phases = [
+                ("simplify", cheap, lim.iterations),
+                ("explore", everything, lim.explore_iterations),
+                ("simplify", cheap, lim.iterations),
+            ]
         snap = self.g.snapshot()
         rep.enodes_per_iteration.append(snap.num_enodes)
         rep.classes_per_iteration.append(snap.num_classes)
         try:
-            for it in range(lim.iterations):
-                rep.iterations = it + 1
-                self._check_time()
-                self.g.run_text("(run-schedule (run match_rules))")
-                snap = self.g.snapshot(tuple(r.relation for r in self.rules))
-                self._apply_matches(snap, it)
-                self.g.flush()
-                after = self.g.snapshot()
-                for _ in range(8 if self.fold_constants else 0):  # fold chains of constants
-                    if not self._fold(after):
-                        break
-                    self.g.flush()
-                    after = self.g.snapshot()
-                grew = (after.num_enodes, after.num_classes) != (snap.num_enodes, snap.num_classes)
-                rep.enodes_per_iteration.append(after.num_enodes)
-                rep.classes_per_iteration.append(after.num_classes)
-                if after.num_enodes > lim.nodes:
-                    raise _Stop(StopReason.NODE_LIMIT)
-                if not grew and not any(u > it for u in self.banned_until.values()):
-                    rep.stop_reason = StopReason.SATURATED
-                    break
-            else:
-                rep.stop_reason = StopReason.ITERATION_LIMIT
+            for name, active, iterations in phases:
+                t0 = time.perf_counter()
+                before = rep.iterations
+                reason = self._phase(active, iterations)
+                rep.phases.append(
+                    (name, rep.iterations - before, time.perf_counter() - t0, reason.value)
+                )
+                rep.stop_reason = reason
         except _Stop as stop:
             self.g.flush()
             rep.stop_reason = stop.reason
@@ -185,16 +185,46 @@ class Saturator:
         rep.seconds = time.perf_counter() - start
         return rep
 
+    def _phase(self, active: list[int], iterations: int) -> StopReason:
+        rep, lim = self.report, self.limits
+        rules = [self.rules[i] for i in active]
+        if not rules and not self.fold_constants:
+            return StopReason.SATURATED
+        schedule = " ".join(f"(run {r.ruleset})" for r in rules)
+        for _ in range(iterations):
+            it = rep.iterations
+            rep.iterations += 1
+            self._check_time()
+            if schedule:
+                self.g.run_text(f"(run-schedule (seq {schedule}))")
+            snap = self.g.snapshot(tuple(r.relation for r in rules))
+            self._apply_matches(snap, it, rules)
+            self.g.flush()
+            after = self.g.snapshot()
+            for _ in range(8 if self.fold_constants else 0):  # fold chains of constants
+                if not self._fold(after):
+                    break
+                self.g.flush()
+                after = self.g.snapshot()
+            grew = (after.num_enodes, after.num_classes) != (snap.num_enodes, snap.num_classes)
+            rep.enodes_per_iteration.append(after.num_enodes)
+            rep.classes_per_iteration.append(after.num_classes)
+            if after.num_enodes > lim.nodes:
+                raise _Stop(StopReason.NODE_LIMIT)
+            if not grew and not any(u > it for u in self.banned_until.values()):
+                return StopReason.SATURATED
+        return StopReason.ITERATION_LIMIT
+
     def _check_time(self) -> None:
         if time.perf_counter() > self.deadline:
             raise _Stop(StopReason.TIME_LIMIT)
 
     # ---------------------------------------------------------------- rule application
-    def _apply_matches(self, snap: Snapshot, it: int) -> int:
+    def _apply_matches(self, snap: Snapshot, it: int, rules: list[_CompiledRewrite]) -> int:
         rep, lim = self.report, self.limits
         applied = 0
         size = snap.num_enodes
-        for rule in self.rules:
+        for rule in rules:
             name = rule.rw.name
             rows = [r for r in snap.relations.get(rule.relation, ()) if (name, r) not in self.seen]
             if not rows:

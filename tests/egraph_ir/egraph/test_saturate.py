@@ -133,3 +133,24 @@ def test_deep_chains_encode_saturate_and_extract_without_recursion() -> None:
     )
     body = result.function.body
     assert body is result.function.params[0] or str(body).count("negative") < 3000
+
+
+def test_expensive_rules_run_only_in_a_bounded_explore_phase() -> None:
+    rs = rules.parse("""
+rule double-negative [t]
+    negative(negative(?x)) => ?x
+rule add-comm [t, expensive]
+    add(?a, ?b) => add(?b, ?a)
+rule add-assoc [t, expensive]
+    add(add(?a, ?b), ?c) <=> add(?a, add(?b, ?c))
+""")
+    fn = random_program(60, seed=3)
+    result = optimize(fn, rs.rewrites(), Limits(explore_iterations=2))
+    names = [name for name, *_ in result.report.phases]
+    assert names == ["simplify", "explore", "simplify"]
+    explore = result.report.phases[1]
+    assert explore[1] <= 2
+    x = ir.var("x", shape=(4,))
+    assert_structural_equal(
+        optimize(ir.Function([x], op.negative(op.negative(x))), rs.rewrites()).function.body, x
+    )
