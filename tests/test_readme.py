@@ -16,3 +16,4 @@ def test_readme_python_blocks_run(capsys) -> None:
         exec(compile(block, f"README block {i}", "exec"), namespace)
     out = capsys.readouterr().out
     assert "['DeadCodeElimination', 'ExpOfLog', 'Sequential']" in out
+    assert "multiply(%x, 6.0f)" in out

@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+from .combine_parallel_dense import CombineParallelDense
 from .dead_code import DeadCodeElimination
-from .eqsat import AlgebraicSimplify, CastCanonicalize, EqSat, FoldScaleAxis, SimplifyInference
+from .eqsat import (
+    AlgebraicSimplify,
+    CastCanonicalize,
+    EliminateCommonSubexpr,
+    EqSat,
+    FoldScaleAxis,
+    SimplifyInference,
+)
 from .fold_constant import FoldConstant
 from .infer_type import InferType
 from .print_ir import PrintIR
@@ -11,7 +19,9 @@ from .print_ir import PrintIR
 __all__ = [
     "AlgebraicSimplify",
     "CastCanonicalize",
+    "CombineParallelDense",
     "DeadCodeElimination",
+    "EliminateCommonSubexpr",
     "EqSat",
     "FoldConstant",
     "FoldScaleAxis",

@@ -37,12 +37,15 @@ register_config("eqsat.fast_math", bool, False, "also run rules tagged fast-math
 
 
 def resolve_rules(spec: str | RuleSet) -> RuleSet:
-    """A RuleSet, a built-in name, a path to a .rules file, or several joined with '+'."""
+    """A RuleSet, a built-in name, a path to a .rules file, or several joined with '+'.
+    "none" (or an empty string) is the empty set: saturation then only hash-conses."""
     if isinstance(spec, RuleSet):
         return spec
     total = RuleSet()
     for part in spec.split("+"):
         part = part.strip()
+        if part in ("", "none"):
+            continue
         if part.endswith(".rules") or "/" in part:
             total = total + rules_lib.load(Path(part))
         else:
@@ -171,4 +174,15 @@ class CastCanonicalize(EqSat):
     """Drop casts to the same dtype and exact round trips through wider dtypes."""
 
     rules: str | RuleSet = "cast"
+    opt_level = 1
+
+
+@register_pass
+@dataclass(frozen=True)
+class EliminateCommonSubexpr(EqSat):
+    """Common-subexpression elimination: encoding into the e-graph hash-conses, so equal
+    computations (same op, attributes and inputs; constants by value) come out once."""
+
+    rules: str | RuleSet = "none"
+    fold_constants: bool = False
     opt_level = 1

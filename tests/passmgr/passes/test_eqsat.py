@@ -122,3 +122,22 @@ def test_exact_built_in_rules_preserve_semantics_on_random_programs(case) -> Non
     passes = [pm.passes.AlgebraicSimplify(), pm.passes.CastCanonicalize(), pm.passes.FoldConstant()]
     out, _ = run(case.mod, *passes)
     assert_same_outputs(out, case.mod, case.inputs)
+
+
+def test_eliminate_common_subexpr_computes_equal_terms_once() -> None:
+    src = """def @main(%x: Tensor[(2, 3), float32]) {
+      %0 = exp(add(%x, 1f));
+      %1 = exp(add(%x, 1f));
+      %2 = transpose(%0, axes=[1, 0]);
+      %3 = transpose(%1, axes=[1, 0]);
+      add(multiply(%2, %3), %3)
+    }"""
+    expected = """def @main(%x: Tensor[(2, 3), float32]) {
+      %0 = transpose(exp(add(%x, 1f)), axes=[1, 0]);
+      add(multiply(%0, %0), %0)
+    }"""
+    mod = ir.parse(src)
+    out, _ = run(mod, pm.passes.EliminateCommonSubexpr())
+    assert_structural_equal(out, ir.parse(expected))
+    x = np.random.default_rng(0).standard_normal((2, 3)).astype("float32")
+    assert_same_outputs(out, mod, {"x": x})
