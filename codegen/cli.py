@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -88,6 +89,21 @@ def demo(model: str, show_ir: int) -> int:
     return 0
 
 
+def rules_check(sources: list[str], max_examples: int, seed: int) -> int:
+    """Property-test rule files (or built-in set names): 0 when all are sound, 1 if not."""
+    import rules
+
+    status = 0
+    for source in sources:
+        is_builtin = source in rules.builtin_names() and not Path(source).exists()
+        rule_set = rules.builtin(source) if is_builtin else rules.load(source)
+        report = rules.check_soundness(rule_set, max_examples=max_examples, seed=seed)
+        print(f"{source}: {report}")
+        if not report.ok:
+            status = 1
+    return status
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="egc", description="e-graph tensor compiler")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -100,10 +116,20 @@ def main(argv: list[str] | None = None) -> int:
         metavar="N",
         help="print the first N lines of the IR (0: none)",
     )
+    p_rules = sub.add_parser("rules", help="work with rule files")
+    rules_sub = p_rules.add_subparsers(dest="rules_command", required=True)
+    p_check = rules_sub.add_parser(
+        "check", help="property-test rules: exit 0 when sound, 1 with the counterexamples"
+    )
+    p_check.add_argument("files", nargs="+", metavar="FILE", help="a .rules file or built-in set")
+    p_check.add_argument("--max-examples", type=int, default=100, metavar="N")
+    p_check.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     try:
         if args.command == "demo":
             return demo(args.model, args.show_ir)
+        if args.command == "rules" and args.rules_command == "check":
+            return rules_check(args.files, args.max_examples, args.seed)
     except CompilerError as exc:
         print(f"egc: error: {exc}", file=sys.stderr)
         return 2

@@ -7,7 +7,7 @@ textual pipelines, bisection (`pass.bisect_limit`) and per-pass statistics.
 
 from __future__ import annotations
 
-from . import passes
+from . import passes, testing
 from .bisect import BisectResult, bisect_pipeline
 from .config import ConfigOption, list_configs, register_config
 from .context import PassContext
@@ -43,6 +43,7 @@ def override_instruments(instruments: list[PassInstrument]) -> None:
 
 
 __all__ = [
+    "testing",
     "BisectResult",
     "ConfigOption",
     "FixedPoint",

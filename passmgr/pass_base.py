@@ -68,6 +68,7 @@ class Pass:
     required: ClassVar[tuple[str, ...]] = ()
     always_run: ClassVar[bool] = False
     pass_name: ClassVar[str | None] = None
+    idempotent: ClassVar[bool] = False  # a second run changes nothing (checked by testing)
 
     @property
     def info(self) -> PassInfo:

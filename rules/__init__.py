@@ -12,6 +12,7 @@ from egraph_ir.errors import RuleError, did_you_mean
 
 from .reader import parse_rules
 from .rule import FAST_MATH, Rule, RuleSet
+from .soundness import SoundnessFailure, SoundnessReport, check_soundness
 
 BUILTIN_DIR = Path(__file__).resolve().parent / "builtin"
 
@@ -48,4 +49,15 @@ def parse(text: str, source: str = "<rules>") -> RuleSet:
     return RuleSet(parse_rules(text, source), source)
 
 
-__all__ = ["FAST_MATH", "Rule", "RuleSet", "builtin", "builtin_names", "load", "parse"]
+__all__ = [
+    "FAST_MATH",
+    "Rule",
+    "RuleSet",
+    "SoundnessFailure",
+    "SoundnessReport",
+    "builtin",
+    "builtin_names",
+    "check_soundness",
+    "load",
+    "parse",
+]

@@ -106,10 +106,18 @@ Evaluator = Callable[[Match], Any]
 
 @dataclass(frozen=True)
 class GuardExpr:
-    """A compiled guard: its source text and a closure over a Match."""
+    """A compiled guard: its source text and a closure over a Match.
+
+    Guards that pin one thing (`shape(?x) == E`, `rank(?x) == E`, `dtype(?x) == E`,
+    `value(?x) == E`, `dtype(?x) is KIND`, `?p == E`) also say so in `target` (what: "shape",
+    "rank", "dtype", "value", "kind" or "attr"; and the variable) and `value` (E, or the
+    allowed dtypes): the soundness checker builds bindings that satisfy them directly.
+    """
 
     text: str
     evaluate: Evaluator
+    target: tuple[str, str] | None = None
+    value: Evaluator | None = None
 
     def __call__(self, m: Match) -> bool:
         return bool(self.evaluate(m))

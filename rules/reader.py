@@ -233,6 +233,7 @@ class _GuardReader:
 
     def guard(self) -> GuardExpr:
         text = " ".join(t.text for t in self.line.toks)
+        target = self._target()
         left = self.expr()
         if self.line.at("is"):
             self.line.next()
@@ -243,16 +244,30 @@ class _GuardReader:
                 )
             allowed = KINDS[kind.text]
             self.line.done()
-            return GuardExpr(text, lambda m: left(m) in allowed)
+            pinned = ("kind", target[1]) if target and target[0] == "dtype" else None
+            return GuardExpr(text, lambda m: left(m) in allowed, pinned, lambda m: allowed)
         tok = self.line.tok
         if tok is not None and tok.kind == "cmp":
             self.line.next()
             right = self.expr()
             self.line.done()
             cmp = COMPARE[tok.text]
-            return GuardExpr(text, lambda m: cmp(left(m), right(m)))
+            pinned = target if tok.text == "==" else None
+            return GuardExpr(text, lambda m: cmp(left(m), right(m)), pinned, right)
         self.line.done()
         return GuardExpr(text, left)
+
+    def _target(self) -> tuple[str, str] | None:
+        """What the guard's left side pins, when it is `f(?x)` or an attribute variable."""
+        toks = self.line.toks[self.line.i :]
+        texts = [t.text for t in toks[:4]]
+        pinnable = ("shape", "rank", "dtype", "value")
+        call_of_var = len(toks) >= 4 and texts[1::2] == ["(", ")"] and toks[2].kind == "var"
+        if call_of_var and texts[0] in pinnable:
+            return texts[0], texts[2][1:]
+        if toks and toks[0].kind == "var" and self.kinds.get(toks[0].text[1:]) == "attr":
+            return "attr", toks[0].text[1:]
+        return None
 
     def expr(self) -> Any:
         tok = self.line.next()

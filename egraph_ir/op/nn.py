@@ -353,6 +353,7 @@ def _channel_vector(data: TensorType, vec: TensorType, axis: int, what: str) -> 
 
 def _bias_add_infer(args: list[TensorType], attrs: Attrs) -> Type:
     dtype = same_dtype(args)
+    require_dtype(args[0], NUMERIC)
     _channel_vector(args[0], args[1], attrs["axis"], "bias")
     return TensorType(args[0].shape, dtype)
 

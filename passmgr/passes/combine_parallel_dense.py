@@ -181,6 +181,8 @@ class _Combiner(ExprMutator):
 class CombineParallelDense(FunctionPass):
     """Merge at least `min_num_branches` dense/matmul ops that share an input into one."""
 
+    idempotent = True
+
     min_num_branches: int = 3
     opt_level = 3  # TVM uses 4; on CPUs one large product always beats several small ones
     required = ("InferType",)

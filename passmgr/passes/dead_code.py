@@ -70,6 +70,8 @@ def reachable_functions(mod: IRModule, entry: str = "main") -> set[str]:
 class DeadCodeElimination(ModulePass):
     """Remove unused let bindings and global functions unreachable from @main."""
 
+    idempotent = True
+
     opt_level = 1
 
     def transform_module(self, mod: IRModule, ctx: PassContext) -> IRModule:

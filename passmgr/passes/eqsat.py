@@ -134,6 +134,7 @@ class SimplifyInference(EqSat):
     """Batch/layer/instance norm and l2_normalize into elementwise ops; dropout removed."""
 
     rules: str | RuleSet = "simplify_inference"
+    fast_math: bool | None = True  # the rewritten norms are exact for finite values only
     avoid: tuple[str, ...] = (
         "batch_norm",
         "layer_norm",
@@ -160,6 +161,7 @@ class FoldScaleAxis(EqSat):
     weight arithmetic is then folded by FoldConstant (required after it in pipelines)."""
 
     rules: str | RuleSet = "fold_scale_axis"
+    fast_math: bool | None = True  # scales move into weights: exact for finite values only
     opt_level = 3
 
     def transform_function(self, fn: Function, mod: IRModule, ctx: PassContext) -> Function:
@@ -186,3 +188,4 @@ class EliminateCommonSubexpr(EqSat):
     rules: str | RuleSet = "none"
     fold_constants: bool = False
     opt_level = 1
+    idempotent = True

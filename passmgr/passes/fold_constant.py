@@ -62,6 +62,8 @@ def fold_constants(fn: Function, max_bytes: int = DEFAULT_MAX_BYTES) -> Function
 class FoldConstant(FunctionPass):
     """Replace all-constant computations by their values (up to max_bytes per result)."""
 
+    idempotent = True
+
     max_bytes: int = DEFAULT_MAX_BYTES
     opt_level = 2
 

@@ -14,6 +14,8 @@ from ..registry import register_pass
 class InferType(ModulePass):
     """Type-check the whole module; later passes read `checked_type`."""
 
+    idempotent = True
+
     opt_level = 0
     always_run = True
 

@@ -1,0 +1,350 @@
+"""Random bindings for a rule's pattern variables that type-check and satisfy its guards.
+
+Used by the soundness checker. Rather than drawing shapes blindly and filtering, the
+generator builds the left-hand side bottom-up: each tensor variable gets a shape proposed from
+the shapes already known around it (the same shape, broadcast variants, one of its dimensions,
+a weight that fits a dense/matmul/conv2d), every attribute — named by a variable or left as a
+wildcard — gets a value that fits its op and input types, and guards that pin a shape, rank,
+dtype or attribute (`shape(?k) == [dim(?w, 0), 1, 1]`) are applied as the variable is made.
+A structure that still fails inference or a guard is retried with the next random choice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from egraph_ir import op as ops
+from egraph_ir.egraph import Match
+from egraph_ir.egraph.pattern import AttrVar, Pattern, PCall, PGet, PLit, PVar
+from egraph_ir.errors import CompilerError
+from egraph_ir.expr import Constant, Expr, TupleGetItem
+from egraph_ir.infer import infer_type
+from egraph_ir.registry import get_op
+from egraph_ir.types import TensorType, Type
+
+from .guards import IDENTITY, GuardExpr
+from .rule import Rule
+
+DTYPES = ("float32", "float64", "float16", "int32", "int64", "int8", "uint8", "bool")
+DIMS = (1, 2, 3, 4)
+RANK_WEIGHTS = (0.1, 0.2, 0.25, 0.2, 0.25)  # ranks 0..4
+
+
+@dataclass
+class Structure:
+    """Shapes, dtypes and attributes of one binding; values come later."""
+
+    dtype: str
+    types: dict[str, TensorType] = field(default_factory=dict)
+    attrs: dict[str, Any] = field(default_factory=dict)  # attribute variables' values
+    wildcards: dict[tuple[int, str], Any] = field(default_factory=dict)  # unnamed LHS attrs
+    literal_dtypes: dict[int, str] = field(default_factory=dict)
+
+
+class _Retry(Exception):
+    """This random choice does not fit; try another."""
+
+
+class _Builder:
+    def __init__(
+        self,
+        rule: Rule,
+        rng: np.random.Generator,
+        structure: Structure | None = None,
+        values: dict[str, np.ndarray] | None = None,
+    ) -> None:
+        self.rule, self.rng, self.values = rule, rng, values
+        self.hints: dict[tuple[str, str], GuardExpr] = {
+            g.target: g for g in rule.guards if g.target is not None
+        }
+        self.s = structure or Structure(self._dtype())
+
+    # ------------------------------------------------------------ choices
+    def _pick(self, options: list[Any], weights: list[float] | None = None) -> Any:
+        if weights is not None:
+            p = np.asarray(weights, float)
+            return options[int(self.rng.choice(len(options), p=p / p.sum()))]
+        return options[int(self.rng.integers(len(options)))]
+
+    def _hint(self, what: str, name: str) -> Any:
+        guard = self.hints.get((what, name))
+        if guard is None or guard.value is None:
+            return None
+        try:
+            return guard.value(Match(self.s.types, self.s.attrs, {}))
+        except (KeyError, IndexError, TypeError):
+            return None  # depends on something not made yet: leave it to chance
+
+    def _dtype(self) -> str:
+        return self._pick(list(DTYPES), [8, 3, 2, 1, 1, 1, 1, 1])
+
+    def _random_shape(self, rank: int | None = None) -> tuple[int, ...]:
+        if rank is None:
+            rank = int(self.rng.choice(5, p=RANK_WEIGHTS))
+        return tuple(int(self._pick(list(DIMS))) for _ in range(rank))
+
+    def _shape_near(self, known: list[tuple[int, ...]]) -> tuple[int, ...]:
+        """A shape likely to fit next to the known sibling shapes."""
+        if not known:
+            return self._random_shape()
+        s = self._pick(known)
+        new = int(self._pick(list(DIMS)))
+        options: list[tuple[int, ...]] = [s, s[int(self.rng.integers(len(s) + 1)) :]]
+        options.append(tuple(1 if self.rng.random() < 0.5 else d for d in s))
+        if s:
+            options += [(self._pick(list(s)),), (s[-1], new), (new, s[-1])]
+            options.append((self._pick(list(s)), *(1,) * int(self.rng.integers(0, 3))))
+        if len(s) >= 2:
+            options.append((*s[:-2], s[-1], new))
+        if len(s) == 4:
+            k = int(self.rng.integers(1, 3))
+            options.append((new, s[1], k, k))
+        options.append(self._random_shape())
+        return self._pick(options)
+
+    # ------------------------------------------------------------ variables
+    def tensor(
+        self, name: str, siblings: list[TensorType], proposal: tuple[int, ...] | None = None
+    ) -> Expr:
+        s = self.s
+        if name not in s.types:
+            shape = self._hint("shape", name)
+            if shape is None:
+                rank = self._hint("rank", name)
+                if isinstance(rank, int):
+                    shape = self._random_shape(rank)
+                elif proposal is not None and self.rng.random() < 0.85:
+                    shape = proposal
+                else:
+                    shape = self._shape_near([t.shape for t in siblings])
+            dtype = self._hint("dtype", name)
+            if not isinstance(dtype, str):
+                kinds = self._hint("kind", name)
+                if kinds:
+                    dtype = self._pick(list(kinds))
+                elif self.rng.random() < 0.9:
+                    dtype = s.dtype
+                else:
+                    dtype = self._dtype()
+            s.types[name] = TensorType(tuple(int(d) for d in shape), dtype)
+        if self.values is not None:
+            return Constant(self.values[name])
+        t = s.types[name]
+        return Constant(np.zeros(t.shape, dtype=t.dtype))  # a typed stand-in
+
+    def attr(self, op_name: str, spec_name: str, kind: str, default: Any, ins: list[Type]) -> Any:
+        return attr_value(self, op_name, spec_name, kind, default, ins)
+
+    def _attrs(self, p: PCall, path: int, in_types: list[TensorType]) -> dict[str, Any]:
+        """Values for every attribute of a call: fixed, named by a variable, or wildcard."""
+        op = get_op(p.op)
+        given = p.attr_map()
+        ins: list[Type] = list(in_types)
+        attrs: dict[str, Any] = {}
+        for spec in op.attrs:
+            value = given.get(spec.name)
+            if isinstance(value, AttrVar):
+                if value.name not in self.s.attrs:
+                    hinted = self._hint("attr", value.name)
+                    if hinted is IDENTITY and in_types:
+                        hinted = tuple(range(in_types[0].ndim))
+                    self.s.attrs[value.name] = (
+                        hinted
+                        if hinted is not None
+                        else self.attr(op.name, spec.name, spec.kind, spec.default, ins)
+                    )
+                attrs[spec.name] = self.s.attrs[value.name]
+            elif spec.name in given:
+                attrs[spec.name] = value
+            else:  # not written on the left: the rule matches any value
+                key = (path, spec.name)
+                if key not in self.s.wildcards:
+                    self.s.wildcards[key] = self.attr(
+                        op.name, spec.name, spec.kind, spec.default, ins
+                    )
+                attrs[spec.name] = self.s.wildcards[key]
+        return attrs
+
+    # ------------------------------------------------------------ patterns
+    def build(self, p: Pattern, path: int = 0) -> Expr:
+        """The pattern as IR over placeholders; raises _Retry when it does not type-check."""
+        if isinstance(p, PVar):
+            return self.tensor(p.name, [])
+        if isinstance(p, PLit):
+            dtype = self.s.literal_dtypes.get(id(p), self.s.dtype)
+            with np.errstate(all="ignore"):
+                value = np.asarray(p.value).astype(dtype)
+            if value != p.value:
+                raise _Retry(f"{p.value} is not a {dtype}")  # no such constant can match
+            return Constant(value)
+        if isinstance(p, PGet):
+            inner = self.build(p.tuple_value, path * 4 + 1)
+            return TupleGetItem(inner, p.index)
+        assert isinstance(p, PCall)
+        op = get_op(p.op)
+        args: list[Expr] = []
+        known: list[TensorType] = []
+        attrs: dict[str, Any] | None = None
+        for i, a in enumerate(p.args):
+            if i == 1:
+                attrs = self._attrs(p, path, known)  # once the data input's type is known
+            proposal = _propose(op.name, i, known[0], attrs or {}, self) if i and known else None
+            if isinstance(a, PVar):
+                arg = self.tensor(a.name, known, proposal)
+            elif isinstance(a, PLit):
+                self.s.literal_dtypes[id(a)] = known[0].dtype if known else self.s.dtype
+                arg = self.build(a)
+            else:
+                arg = self.build(a, path * 8 + i + 2)
+            args.append(arg)
+            t = _type_of(arg)
+            if isinstance(t, TensorType):
+                known.append(t)
+        if attrs is None:
+            attrs = self._attrs(p, path, known)
+        try:
+            call = ops.call(op.name, *args, **attrs)
+            infer_type(call)
+        except (CompilerError, ValueError, TypeError, IndexError) as exc:
+            raise _Retry(str(exc)) from None
+        # read normalised attribute values back, as the e-graph sees them
+        for name, value in p.attrs:
+            if isinstance(value, AttrVar):
+                self.s.attrs[value.name] = call.attrs[name]
+        return call
+
+
+def _type_of(e: Expr) -> Type:
+    if isinstance(e, Constant):
+        return TensorType(e.data.shape, str(e.data.dtype))
+    return infer_type(e).checked_type
+
+
+def draw_structure(
+    rule: Rule, lhs: Pattern, rng: np.random.Generator, tries: int = 200
+) -> Structure | None:
+    """A structure under which the pattern type-checks and all type-level guards hold."""
+    for _ in range(tries):
+        b = _Builder(rule, rng)
+        try:
+            b.build(lhs)
+        except _Retry:
+            continue
+        match = Match(b.s.types, b.s.attrs, dict.fromkeys(b.s.types))
+        try:
+            ok = all(g(match) for g in rule.guards if "value" not in g.text)
+        except (KeyError, IndexError, TypeError, ValueError):
+            ok = False
+        if ok:
+            return b.s
+    return None
+
+
+# ---------------------------------------------------------------- argument shapes
+CHANNEL_VECTOR_OPS = ("batch_norm", "bias_add", "layer_norm", "instance_norm", "group_norm")
+
+
+def _propose(
+    op: str, index: int, x: TensorType, attrs: dict[str, Any], b: _Builder
+) -> tuple[int, ...] | None:
+    """The shape an op's type relation wants for argument `index` next to data `x`."""
+    new = int(b._pick(list(DIMS)))
+    if op in CHANNEL_VECTOR_OPS and x.ndim:
+        axis = attrs.get("axis", 1)
+        return (x.shape[axis],) if isinstance(axis, int) and -x.ndim <= axis < x.ndim else None
+    if op == "dense" and x.ndim:
+        return (new, x.shape[-1])
+    if op == "matmul" and x.ndim:
+        return (x.shape[-1], new)
+    if op == "conv2d" and x.ndim == 4:
+        groups = attrs.get("groups", 1)
+        if not isinstance(groups, int) or groups < 1 or x.shape[1] % groups:
+            return None
+        k = int(b.rng.integers(1, 3))
+        return (groups * new, x.shape[1] // groups, k, k)
+    return None
+
+
+# ---------------------------------------------------------------- attribute values
+def attr_value(b: _Builder, op: str, name: str, kind: str, default: Any, ins: list[Type]) -> Any:
+    """A value for one attribute that is likely valid for its op and input types."""
+    first = ins[0] if ins and isinstance(ins[0], TensorType) else TensorType((), "float32")
+    r, shape, pick = first.ndim, first.shape, b._pick
+    if op == "transpose" and name == "axes":
+        perms = [tuple(range(r)), tuple(reversed(range(r)))]
+        perms += [tuple(b.rng.permutation(r).tolist()) for _ in range(2)]
+        perms += [_inverse(v) for v in b.s.attrs.values() if isinstance(v, tuple) and len(v) == r]
+        return pick(perms) if r else ()
+    if op == "reshape" and name == "newshape":
+        size = int(np.prod(shape, dtype=np.int64))
+        options = [shape, (size,), (1, *shape), (-1,)]
+        if r >= 2:
+            options.append((*shape[:-2], shape[-2] * shape[-1]))
+        return pick(options)
+    if op == "broadcast_to" and name == "shape":
+        return pick([shape, (2, *shape), tuple(3 if d == 1 else d for d in shape)])
+    if name == "axis" and kind == "int":
+        extra = 1 if op == "expand_dims" else 0
+        return int(b.rng.integers(-r - extra, r + extra)) if r + extra else 0
+    if name == "axis" and kind in ("axes", "int?"):
+        if r == 0 or b.rng.random() < 0.3:
+            return None
+        if kind == "int?":
+            return int(b.rng.integers(-r, r))
+        axes = sorted(set(b.rng.choice(r, size=int(b.rng.integers(1, r + 1))).tolist()))
+        return tuple(int(a) for a in axes)
+    if name == "num_newaxis":
+        return pick([0, 1, 2])
+    if kind == "bool":
+        return bool(b.rng.random() < 0.5) if default is not True else bool(b.rng.random() < 0.8)
+    if kind == "dtype":
+        return pick(list(DTYPES))
+    if name in ("epsilon", "eps"):
+        return pick([1e-5, 1e-3, 0.1])
+    if name == "rate":
+        return pick([0.0, 0.25, 0.5])
+    if name == "alpha":
+        return pick([0.01, 0.2, 1.5])
+    if name in ("fill_value", "pad_value"):
+        return pick([0.0, 1.0, -2.5])
+    if name == "a_min":
+        return pick([-1.0, 0.0, -6.0])
+    if name == "a_max":
+        return pick([1.0, 6.0, 0.5])
+    if name in ("strides", "dilation"):
+        return pick([(1, 1), (1, 1), (2, 2), (1, 2)])
+    if name == "padding":
+        return tuple(int(v) for v in b.rng.integers(0, 2, size=4))
+    if name == "pool_size":
+        return (int(b.rng.integers(1, 3)), int(b.rng.integers(1, 3)))
+    if name in ("groups", "num_groups"):
+        channels = shape[1] if r >= 2 else 1
+        return pick([1, 1, channels])
+    if name == "indices_or_sections":
+        return pick([1, 2, (1,)])
+    if name == "units":
+        return None
+    if name == "approximate":
+        return pick(["none", "tanh"])
+    if default is not None and not _is_required(default):
+        return default
+    raise _Retry(f"no generator for {op}.{name}")
+
+
+def _is_required(default: Any) -> bool:
+    return type(default) is object
+
+
+def _inverse(p: tuple[int, ...]) -> tuple[int, ...]:
+    inv = [0] * len(p)
+    for i, a in enumerate(p):
+        inv[a] = i
+    return tuple(inv)
+
+
+def build_lhs(rule: Rule, lhs: Pattern, s: Structure, values: dict[str, np.ndarray]) -> Expr:
+    """The left-hand side over the bound values, with the structure's attributes."""
+    return _Builder(rule, np.random.default_rng(0), s, values).build(lhs)
