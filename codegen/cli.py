@@ -1,91 +1,78 @@
-"""The `egc` command line.
+"""egc: the command line. `egc demo`, `egc compile MODEL`, `egc opt`, `egc rules check`.
 
-`egc demo` runs the main job on a built-in model. Today that is: build, type-check, optimise
-with the standard rule-based pipeline, and run the result with the reference interpreter
-against the original; compilation joins as it lands.
+Exit status: 0 success, 1 a check failed (wrong result, unsound rule), 2 bad input (missing
+or malformed file, unknown pass, unsupported op) with a one-line message, never a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
-import time
 from pathlib import Path
-
-import numpy as np
 
 import egraph_ir as ir
 import passmgr as pm
 from egraph_ir import models
+from egraph_ir.dot import module_to_dot
 from egraph_ir.errors import CompilerError
-from egraph_ir.summary import input_types, summarize
 
-from .pipelines import standard_pipeline
-
-
-def _fmt_count(n: float) -> str:
-    for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(n) >= scale:
-            return f"{n / scale:.2f} {unit}"
-    return f"{n:.0f} "
+from .job import JobOptions, Progress, load_model, optimise, render_text, run_job
 
 
 def demo(model: str, show_ir: int) -> int:
-    t0 = time.perf_counter()
-    original = models.get(model)
-    t1 = time.perf_counter()
-    ir.infer_type(original)
-    t2 = time.perf_counter()
-    timing = pm.PassTimingInstrument()
-    with pm.PassContext(opt_level=3, instruments=[timing]) as ctx:
-        mod = standard_pipeline()(original)
-    s_before, s = summarize(original), summarize(mod)
-    inputs = models.example_inputs(model)
-    t3 = time.perf_counter()
-    out = ir.interpret(mod, **inputs)
-    t4 = time.perf_counter()
-    reference = np.asarray(ir.interpret(original, **inputs))
-
-    print(f"model: {model} (built-in, seeded weights)")
-    for name, ty in input_types(mod).items():
-        print(f"  input  %{name}: {ty}")
-    print(f"  output {mod['main'].body.checked_type}")
-    print(
-        f"  {s.num_calls} op calls, {s.constants} constants "
-        f"({_fmt_count(s.constant_elements).strip()} parameters, "
-        f"{s.constant_bytes / 2**20:.2f} MiB)"
-    )
-    print(f"  work: {_fmt_count(s.flops)}FLOP, {_fmt_count(s.bytes_moved)}B moved op by op")
-    print("  ops:      " + ", ".join(f"{k} x{v}" for k, v in s.ops.most_common()))
-    print("  patterns: " + ", ".join(f"{k} x{v}" for k, v in s.patterns.most_common()))
-    print(
-        f"optimised from {s_before.num_calls} op calls ({_fmt_count(s_before.flops)}FLOP): "
-        + ", ".join(f"{k} x{v}" for k, v in s_before.ops.most_common())
-    )
-    print("passes (standard pipeline):")
-    print("\n".join("  " + line for line in timing.render().splitlines()[1:]))
-    for name, counters in ctx.statistics.items():
-        if "e-nodes" in counters:
-            stop = next((k[9:] for k in counters if k.startswith("stopped: ")), "?")
-            print(
-                f"  {name}: {int(counters['rules applied'])} rewrites, "
-                f"{int(counters['e-nodes'])} e-nodes, {stop}, cost "
-                f"{counters['cost before']:.4g} -> {counters['cost after']:.4g}"
-            )
-    print(
-        f"time: build {1e3 * (t1 - t0):.1f} ms, infer_type {1e3 * (t2 - t1):.1f} ms, "
-        f"interpret {1e3 * (t4 - t3):.1f} ms"
-    )
-    arr = np.asarray(out)
-    print(
-        f"result: shape {arr.shape}, mean {arr.mean():.6f}, std {arr.std():.6f}, "
-        f"finite {bool(np.isfinite(arr).all())}, "
-        f"max |optimised - original| {float(np.max(np.abs(arr - reference))):.2e}"
-    )
+    """The main job on a built-in model, with the optimised IR's first lines."""
+    report = run_job(model, JobOptions(repeats=3), Progress())
+    print(render_text(report, time_passes=True))
     if show_ir:
-        lines = mod.astext(show_meta=False).splitlines()
-        print(f"\nIR ({len(lines)} lines, first {min(show_ir, len(lines))}):")
+        mod, _, _ = load_model(model)
+        optimised, _ = optimise(mod, JobOptions())
+        lines = optimised.astext(show_meta=False).splitlines()
+        print(f"\noptimised IR ({len(lines)} lines, first {min(show_ir, len(lines))}):")
         print("\n".join(lines[:show_ir]))
+    return 0 if report["ok"] else 1
+
+
+def compile_model(args: argparse.Namespace) -> int:
+    opts = JobOptions(
+        opt_level=args.opt_level,
+        rules=args.rules,
+        disabled=args.disable,
+        print_ir_after=args.print_ir_after,
+        check=args.check,
+        repeats=args.repeats,
+    )
+    for path in args.rules:
+        if not Path(path).is_file():
+            raise CompilerError(f"{path}: no such rule file")
+    report = run_job(args.model, opts, Progress(enabled=not args.json))
+    if args.dot:
+        mod, _, _ = load_model(args.model)
+        optimised, _ = optimise(mod, JobOptions(opt_level=args.opt_level, rules=args.rules))
+        Path(args.dot).write_text(module_to_dot(optimised))
+        report["dot"] = args.dot
+    if args.json:
+        print(json.dumps(report, indent=2, default=str))
+    else:
+        print(render_text(report, time_passes=args.time_passes))
+    return 0 if report["ok"] else 1
+
+
+def opt(args: argparse.Namespace) -> int:
+    """The text format in and out through a pipeline."""
+    try:
+        text = Path(args.input).read_text() if args.input != "-" else sys.stdin.read()
+    except OSError as exc:
+        raise CompilerError(f"{args.input}: cannot read ({exc.strerror})") from None
+    mod = ir.parse(text)
+    pipeline = pm.parse_pipeline(args.passes)
+    with pm.PassContext(opt_level=args.opt_level):
+        out = pipeline(mod)
+    result = out.astext(show_meta=True)
+    if args.output:
+        Path(args.output).write_text(result + "\n")
+    else:
+        print(result)
     return 0
 
 
@@ -104,18 +91,32 @@ def rules_check(sources: list[str], max_examples: int, seed: int) -> int:
     return status
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="egc", description="e-graph tensor compiler")
     sub = parser.add_subparsers(dest="command", required=True)
-    p_demo = sub.add_parser("demo", help="run the main job on a built-in model")
+
+    p_demo = sub.add_parser("demo", help="the main job on a built-in model")
     p_demo.add_argument("--model", default="transformer", choices=models.NAMES)
-    p_demo.add_argument(
-        "--show-ir",
-        type=int,
-        default=40,
-        metavar="N",
-        help="print the first N lines of the IR (0: none)",
-    )
+    p_demo.add_argument("--show-ir", type=int, default=30, metavar="N", help="IR lines to show")
+
+    p_compile = sub.add_parser("compile", help="import, optimise, run and report on a model")
+    p_compile.add_argument("model", help="an .onnx file or a built-in model name")
+    p_compile.add_argument("--opt-level", type=int, default=3)
+    p_compile.add_argument("--rules", action="append", default=[], metavar="FILE")
+    p_compile.add_argument("--disable", action="append", default=[], metavar="PASS")
+    p_compile.add_argument("--print-ir-after", action="append", default=[], metavar="PASS")
+    p_compile.add_argument("--time-passes", action="store_true")
+    p_compile.add_argument("--dot", metavar="OUT.dot", help="write the optimised IR as DOT")
+    p_compile.add_argument("--check", action="store_true", help="fail unless ORT agrees")
+    p_compile.add_argument("--json", action="store_true", help="a machine-readable report")
+    p_compile.add_argument("--repeats", type=int, default=10, help="timed runs (median)")
+
+    p_opt = sub.add_parser("opt", help="run a pass pipeline on IR text")
+    p_opt.add_argument("input", help="IR text file, or - for stdin")
+    p_opt.add_argument("--passes", required=True, help="e.g. 'InferType,AlgebraicSimplify'")
+    p_opt.add_argument("-o", "--output", metavar="OUT.ir")
+    p_opt.add_argument("--opt-level", type=int, default=3)
+
     p_rules = sub.add_parser("rules", help="work with rule files")
     rules_sub = p_rules.add_subparsers(dest="rules_command", required=True)
     p_check = rules_sub.add_parser(
@@ -124,16 +125,26 @@ def main(argv: list[str] | None = None) -> int:
     p_check.add_argument("files", nargs="+", metavar="FILE", help="a .rules file or built-in set")
     p_check.add_argument("--max-examples", type=int, default=100, metavar="N")
     p_check.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     try:
         if args.command == "demo":
             return demo(args.model, args.show_ir)
+        if args.command == "compile":
+            return compile_model(args)
+        if args.command == "opt":
+            return opt(args)
         if args.command == "rules" and args.rules_command == "check":
             return rules_check(args.files, args.max_examples, args.seed)
     except CompilerError as exc:
         print(f"egc: error: {exc}", file=sys.stderr)
         return 2
-    return 1
+    except BrokenPipeError:
+        return 1
+    return 2
 
 
 if __name__ == "__main__":

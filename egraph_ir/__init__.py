@@ -6,13 +6,14 @@ reference interpreter and stack-safe visitors.
 
 from __future__ import annotations
 
-from . import op
+from . import frontend, op
 from .attrs import Attrs
 from .errors import (
     AttrError,
     CodegenError,
     CompilerError,
     ConfigError,
+    FrontendError,
     ParseError,
     PassError,
     RuleError,
@@ -57,6 +58,7 @@ __all__ = [
     "ExprFunctor",
     "ExprMutator",
     "ExprVisitor",
+    "FrontendError",
     "FuncType",
     "Function",
     "GlobalVar",
@@ -81,6 +83,7 @@ __all__ = [
     "const",
     "infer_type",
     "interpret",
+    "frontend",
     "op",
     "parse",
     "post_order",

@@ -61,6 +61,10 @@ class ConfigError(CompilerError):
     """An unknown pass, config key or option value."""
 
 
+class FrontendError(CompilerError):
+    """A model cannot be imported: unreadable file, unsupported ops, bad shapes (names nodes)."""
+
+
 class CodegenError(CompilerError):
     """Code generation cannot handle a program (unsupported op, target or parameter)."""
 

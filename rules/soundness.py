@@ -219,9 +219,7 @@ def _elements(dtype: str, finite: bool) -> st.SearchStrategy:
     dt = np.dtype(dtype)
     if dt.kind == "f":
         if finite:
-            return st.floats(
-                -FINITE_BOUND, FINITE_BOUND, width=_width(dt), allow_subnormal=False
-            )
+            return st.floats(-FINITE_BOUND, FINITE_BOUND, width=_width(dt), allow_subnormal=False)
         return from_dtype(dt, allow_nan=True, allow_infinity=True, allow_subnormal=True)
     if dt.kind in "iu" and finite:
         low = 0 if dt.kind == "u" else -8

@@ -10,9 +10,10 @@ from dataclasses import dataclass
 
 from ..expr import Function
 from ..infer import infer_type
+from .dot import egraph_to_dot
 from .encode import encode
 from .extract import Extraction, NodeCost, default_node_cost
-from .graph import TensorEGraph
+from .graph import Snapshot, TensorEGraph
 from .pattern import AttrVar, Match, PCall, PGet, PLit, PVar, Rewrite
 from .saturate import Limits, SaturationReport, StopReason, saturate
 
@@ -23,6 +24,8 @@ class OptimizeResult:
     report: SaturationReport
     cost_before: float
     cost_after: float
+    snapshot: Snapshot | None = None  # the saturated e-graph (for pictures and reports)
+    root_class: object = None
 
 
 def optimize(
@@ -47,7 +50,7 @@ def optimize(
     body = ext.to_ir(root_class)
     out = Function(fn.params, body, fn.ret_type, fn.attrs, fn.span)
     infer_type(out)
-    return OptimizeResult(out, report, cost_before, ext.cost[root_class])
+    return OptimizeResult(out, report, cost_before, ext.cost[root_class], snap, root_class)
 
 
 __all__ = [
@@ -61,6 +64,8 @@ __all__ = [
     "PVar",
     "Rewrite",
     "SaturationReport",
+    "Snapshot",
     "StopReason",
+    "egraph_to_dot",
     "optimize",
 ]

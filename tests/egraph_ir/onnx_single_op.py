@@ -23,6 +23,20 @@ def run_onnx(
 ) -> list[np.ndarray]:
     """Evaluate `op_type` on inputs; entries of `initializers` (by input position) are constant
     inputs such as shapes and axes; None inputs are omitted optional inputs."""
+    model, feeds = single_op_model(op_type, inputs, attrs, n_outputs, initializers, out_dtype)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return sess.run(None, feeds)
+
+
+def single_op_model(
+    op_type: str,
+    inputs: list[np.ndarray | None],
+    attrs: dict[str, Any] | None = None,
+    n_outputs: int = 1,
+    initializers: dict[int, np.ndarray] | None = None,
+    out_dtype: Any = None,
+) -> tuple[Any, dict[str, np.ndarray]]:
+    """A one-node ONNX model (see run_onnx) and the feeds for its graph inputs."""
     initializers = initializers or {}
     names, graph_inputs, inits, feeds = [], [], [], {}
     total = max([len(inputs) - 1, *initializers]) + 1 if (inputs or initializers) else 0
@@ -55,5 +69,4 @@ def run_onnx(
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
     model.ir_version = 10
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return sess.run(None, feeds)
+    return model, feeds

@@ -1,0 +1,262 @@
+"""The main job behind `egc compile` and `egc demo`: import, optimise, run, check, report.
+
+The report is a plain dict (so `--json` prints it as is); `render_text` formats it for a
+terminal. Until the LLVM backend lands, programs run on the reference interpreter and the
+report says so; the ONNX Runtime latency is measured in the same process for comparison.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import egraph_ir as ir
+import passmgr as pm
+from egraph_ir import models
+from egraph_ir.summary import input_types, summarize
+from egraph_ir.testing import tolerance
+
+from .pipelines import standard_pipeline
+
+
+@dataclass
+class JobOptions:
+    opt_level: int = 3
+    rules: list[str] = field(default_factory=list)  # extra rule files, run after the standard
+    disabled: list[str] = field(default_factory=list)
+    print_ir_after: list[str] = field(default_factory=list)
+    check: bool = False
+    repeats: int = 10
+    seed: int = 0
+
+
+class Progress:
+    """Stage messages: a rich spinner on a terminal, plain lines on stderr otherwise."""
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self.console: Any = None
+        if enabled and sys.stderr.isatty():
+            from rich.console import Console
+
+            self.console = Console(stderr=True)
+
+    @contextmanager
+    def stage(self, what: str) -> Iterator[None]:
+        if not self.enabled:
+            yield
+            return
+        if self.console is not None:
+            with self.console.status(what + " ..."):
+                yield
+            return
+        print(f"egc: {what} ...", file=sys.stderr, flush=True)
+        yield
+
+
+def load_model(source: str) -> tuple[ir.IRModule, str, dict[str, np.ndarray] | None]:
+    """An ONNX file, or the name of a built-in model (with its seeded inputs)."""
+    if source in models.NAMES and not Path(source).exists():
+        return ir.infer_type(models.get(source)), "built-in", models.example_inputs(source)
+    return ir.frontend.from_onnx(source), "onnx", None
+
+
+def random_inputs(mod: ir.IRModule, seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    out = {}
+    for name, t in input_types(mod).items():
+        if np.dtype(t.dtype).kind == "f":
+            out[name] = rng.standard_normal(t.shape).astype(t.dtype)
+        elif t.dtype == "bool":
+            out[name] = rng.random(t.shape) < 0.5
+        else:
+            out[name] = rng.integers(0, 4, size=t.shape).astype(t.dtype)
+    return out
+
+
+def _median_ms(fn: Callable[[], Any], repeats: int) -> float:
+    times = []
+    for _ in range(max(repeats, 1)):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return 1e3 * statistics.median(times)
+
+
+def _max_error(actual: Any, expected: Any) -> tuple[float, bool]:
+    """Largest absolute difference and whether it is within the dtype's tolerance."""
+    if isinstance(expected, list | tuple):
+        parts = [_max_error(a, e) for a, e in zip(actual, expected, strict=True)]
+        return max(p[0] for p in parts), all(p[1] for p in parts)
+    a, e = np.asarray(actual), np.asarray(expected)
+    if a.shape != e.shape:
+        return float("inf"), False
+    rtol, atol = tolerance(str(e.dtype))
+    with np.errstate(all="ignore"):
+        diff = np.abs(a.astype(np.float64) - e.astype(np.float64))
+    ok = bool(np.all(np.isclose(a, e, rtol=rtol, atol=atol, equal_nan=True)))
+    return float(np.nanmax(diff)) if diff.size else 0.0, ok
+
+
+def optimise(mod: ir.IRModule, opts: JobOptions) -> tuple[ir.IRModule, dict[str, Any]]:
+    """The standard pipeline (plus user rule files) with timing and statistics."""
+    timing = pm.PassTimingInstrument()
+    instruments: list[pm.PassInstrument] = [timing]
+    if opts.print_ir_after:
+        instruments.append(pm.PrintIRAfter(passes=opts.print_ir_after))
+    pipeline = standard_pipeline()
+    extra = [pm.passes.EqSat(rules=path) for path in opts.rules]
+    if extra:
+        pipeline = pm.Sequential([*pipeline.passes, *extra], name=pipeline.info.name)
+    with pm.PassContext(
+        opt_level=opts.opt_level, disabled_pass=opts.disabled, instruments=instruments
+    ) as ctx:
+        out = pipeline(mod)
+    eqsat = []
+    for name, counters in ctx.statistics.items():
+        if "e-nodes" in counters:
+            stop = [k[len("stopped: ") :] for k in counters if k.startswith("stopped: ")]
+            eqsat.append(
+                {
+                    "pass": name,
+                    "rules_applied": int(counters["rules applied"]),
+                    "enodes": int(counters["e-nodes"]),
+                    "stop": ", ".join(stop),
+                    "cost_before": counters["cost before"],
+                    "cost_after": counters["cost after"],
+                }
+            )
+    other = {
+        name: dict(counters)
+        for name, counters in ctx.statistics.items()
+        if "e-nodes" not in counters
+    }
+    return out, {"timing": timing.to_dict(), "eqsat": eqsat, "statistics": other}
+
+
+def _program_summary(mod: ir.IRModule) -> dict[str, Any]:
+    s = summarize(mod)
+    return {
+        "op_calls": s.num_calls,
+        "flops": s.flops,
+        "bytes_moved": s.bytes_moved,
+        "ops": dict(s.ops.most_common()),
+        "parameters": s.constant_elements,
+    }
+
+
+def run_job(source: str, opts: JobOptions, progress: Progress | None = None) -> dict[str, Any]:
+    """Import, optimise, run and (optionally) check one model; returns the report."""
+    progress = progress or Progress(enabled=False)
+    report: dict[str, Any] = {"model": source, "opt_level": opts.opt_level}
+    with progress.stage("importing"):
+        t0 = time.perf_counter()
+        mod, kind, inputs = load_model(source)
+        report["import_ms"] = 1e3 * (time.perf_counter() - t0)
+    report["kind"] = kind
+    report["inputs"] = {k: str(t) for k, t in input_types(mod).items()}
+    report["before"] = _program_summary(mod)
+    with progress.stage("optimising"):
+        t0 = time.perf_counter()
+        optimised, passes = optimise(mod, opts)
+        report["optimise_ms"] = 1e3 * (time.perf_counter() - t0)
+    report["after"] = _program_summary(optimised)
+    report["passes"] = passes
+    inputs = inputs if inputs is not None else random_inputs(mod, opts.seed)
+    with progress.stage("running"):
+        out = ir.interpret(optimised, **inputs)
+        report["backend"] = "reference interpreter (LLVM codegen not built yet)"
+        report["latency_ms"] = _median_ms(lambda: ir.interpret(optimised, **inputs), opts.repeats)
+    reference_out = ir.interpret(mod, **inputs)
+    err, ok = _max_error(out, reference_out)
+    report["check_original"] = {"max_abs_error": err, "within_tolerance": ok}
+    if kind == "onnx":
+        with progress.stage("running onnxruntime"):
+            report["onnxruntime"] = _onnxruntime(source, inputs, out, opts.repeats)
+    report["ok"] = ok and (not opts.check or report.get("onnxruntime", {}).get("agrees", True))
+    return report
+
+
+def _onnxruntime(
+    path: str, inputs: dict[str, np.ndarray], out: Any, repeats: int
+) -> dict[str, Any]:
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    expected = session.run(None, inputs)
+    ours = list(out) if isinstance(out, tuple) else [out]
+    err, ok = _max_error(ours, expected)
+    latency = _median_ms(lambda: session.run(None, inputs), repeats)
+    return {"max_abs_error": err, "agrees": ok, "latency_ms": latency}
+
+
+def render_text(report: dict[str, Any], time_passes: bool = False) -> str:
+    """The report for a terminal."""
+    b, a = report["before"], report["after"]
+    lines = [f"model: {report['model']} ({report['kind']}), opt level {report['opt_level']}"]
+    lines += [f"  input %{k}: {t}" for k, t in report["inputs"].items()]
+    lines.append(
+        f"  before: {b['op_calls']} op calls, {_si(b['flops'])}FLOP; "
+        + ", ".join(f"{k} x{v}" for k, v in b["ops"].items())
+    )
+    lines.append(
+        f"  after:  {a['op_calls']} op calls, {_si(a['flops'])}FLOP; "
+        + ", ".join(f"{k} x{v}" for k, v in a["ops"].items())
+    )
+    lines.append(
+        f"time: import {report['import_ms']:.1f} ms, optimise {report['optimise_ms']:.1f} ms"
+    )
+    passes = report["passes"]
+    if time_passes:
+        lines.append("passes:")
+        lines += ["  " + line for line in _timing_lines(passes["timing"])]
+    for e in passes["eqsat"]:
+        lines.append(
+            f"  {e['pass']}: {e['rules_applied']} rewrites, {e['enodes']} e-nodes, "
+            f"stopped: {e['stop']}, cost {e['cost_before']:.4g} -> {e['cost_after']:.4g}"
+        )
+    for name, counters in passes["statistics"].items():
+        lines.append(f"  {name}: " + ", ".join(f"{k} {v:g}" for k, v in counters.items()))
+    c = report["check_original"]
+    lines.append(
+        f"run: {report['backend']}: {report['latency_ms']:.2f} ms (median); "
+        f"max |optimised - original| {c['max_abs_error']:.2e}"
+        + ("" if c["within_tolerance"] else "  MISMATCH")
+    )
+    if "onnxruntime" in report:
+        o = report["onnxruntime"]
+        ratio = report["latency_ms"] / o["latency_ms"] if o["latency_ms"] else float("nan")
+        lines.append(
+            f"onnxruntime: {o['latency_ms']:.2f} ms (median), ours/ORT {ratio:.1f}x; "
+            f"max |ours - ORT| {o['max_abs_error']:.2e}"
+            + (" (agrees)" if o["agrees"] else "  MISMATCH")
+        )
+    lines.append("result: " + ("ok" if report["ok"] else "FAILED"))
+    return "\n".join(lines)
+
+
+def _timing_lines(node: dict[str, Any], depth: int = 0) -> list[str]:
+    """The timing tree as indented lines (the tree is as deep as the pipeline nesting)."""
+    out = []
+    stack = [(node, depth)]
+    while stack:
+        cur, d = stack.pop()
+        if "name" in cur:
+            out.append("  " * d + f"{cur['name']}: {1e3 * cur.get('seconds', 0.0):.2f} ms")
+        stack.extend((c, d + 1) for c in reversed(cur.get("children", [])))
+    return out
+
+
+def _si(n: float) -> str:
+    for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(n) >= scale:
+            return f"{n / scale:.2f} {unit}"
+    return f"{n:.0f} "

@@ -1,0 +1,583 @@
+"""ONNX import: a ModelProto (or a path) to an IRModule with one function, `main`.
+
+Graph inputs become parameters (initialisers listed as inputs stay constants), initialisers
+become constants, nodes become calls in graph order. Inputs that ONNX passes as tensors but
+the IR keeps as attributes (Reshape's shape, Slice's starts, Unsqueeze's axes, Clip's bounds,
+...) must be constants; calls whose inputs are all constants are folded on the way, so shape
+arithmetic (Shape -> Gather -> Concat -> Reshape) resolves. Opsets 13 to 21 of the default
+domain are accepted. Every unsupported op is reported in one error, with its node names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import op
+from ..errors import CompilerError, FrontendError
+from ..expr import Call, Constant, Expr, Function, Tuple, TupleGetItem, Var
+from ..infer import infer_type
+from ..module import IRModule
+from ..registry import Op
+from ..types import TensorType
+
+MIN_OPSET, MAX_OPSET = 13, 21
+
+Converter = Callable[["_Node"], Expr | list[Expr]]
+CONVERTERS: dict[str, Converter] = {}
+
+
+def converter(*names: str) -> Callable[[Converter], Converter]:
+    def register(fn: Converter) -> Converter:
+        for name in names:
+            CONVERTERS[name] = fn
+        return fn
+
+    return register
+
+
+def supported_ops() -> list[str]:
+    return sorted(CONVERTERS)
+
+
+# ---------------------------------------------------------------- entry point
+def from_onnx(model_or_path: Any, shapes: dict[str, tuple[int, ...]] | None = None) -> IRModule:
+    """Import an ONNX model. `shapes` fixes graph inputs whose dimensions are symbolic."""
+    onnx = _onnx()
+    model = _load(model_or_path, onnx)
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+    if opset is None or not MIN_OPSET <= opset <= MAX_OPSET:
+        raise FrontendError(f"ONNX opset {opset} is not supported; supported: 13 to 21")
+    graph = model.graph
+    unsupported: dict[str, list[str]] = {}
+    for i, node in enumerate(graph.node):
+        if node.domain not in ("", "ai.onnx") or node.op_type not in CONVERTERS:
+            key = (
+                node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}.{node.op_type}"
+            )
+            unsupported.setdefault(key, []).append(node.name or f"#{i}")
+    if unsupported:
+        listing = "; ".join(f"{k} (nodes: {', '.join(v)})" for k, v in sorted(unsupported.items()))
+        raise FrontendError(f"unsupported ONNX ops: {listing}")
+    return _Importer(onnx, graph, opset, shapes or {}).run()
+
+
+def _onnx() -> Any:
+    import onnx
+
+    return onnx
+
+
+def _load(model_or_path: Any, onnx: Any) -> Any:
+    if isinstance(model_or_path, str | Path):
+        path = Path(model_or_path)
+        if not path.is_file():
+            raise FrontendError(f"{path}: no such ONNX file")
+        try:
+            return onnx.load(str(path))
+        except Exception as exc:  # protobuf decode errors have no common base class
+            raise FrontendError(f"{path}: not a readable ONNX model ({exc})") from None
+    if isinstance(model_or_path, bytes):
+        try:
+            return onnx.load_from_string(model_or_path)
+        except Exception as exc:
+            raise FrontendError(f"not a readable ONNX model ({exc})") from None
+    if isinstance(model_or_path, onnx.ModelProto):
+        return model_or_path
+    raise FrontendError(f"from_onnx takes a ModelProto, bytes or a path, got {model_or_path!r}")
+
+
+# ---------------------------------------------------------------- the importer
+class _Importer:
+    def __init__(self, onnx: Any, graph: Any, opset: int, shapes: dict) -> None:
+        self.onnx, self.graph, self.opset, self.shapes = onnx, graph, opset, shapes
+        self.env: dict[str, Expr] = {}
+
+    def run(self) -> IRModule:
+        numpy_helper = self.onnx.numpy_helper
+        for init in self.graph.initializer:
+            self.env[init.name] = Constant(numpy_helper.to_array(init).copy())
+        params = []
+        for value_info in self.graph.input:
+            if value_info.name in self.env:
+                continue  # an initialiser listed as input (older exporters): a constant
+            v = Var(value_info.name, self._input_type(value_info))
+            self.env[value_info.name] = v
+            params.append(v)
+        for i, node in enumerate(self.graph.node):
+            self._convert(_Node(self, node, i))
+        outputs = []
+        for out in self.graph.output:
+            if out.name not in self.env:
+                raise FrontendError(f"graph output '{out.name}' is not produced by any node")
+            outputs.append(self.env[out.name])
+        body = outputs[0] if len(outputs) == 1 else Tuple(tuple(outputs))
+        mod = IRModule({"main": Function(tuple(params), body)})
+        return infer_type(mod)
+
+    def _input_type(self, value_info: Any) -> TensorType:
+        t = value_info.type.tensor_type
+        dtype = str(self.onnx.helper.tensor_dtype_to_np_dtype(t.elem_type))
+        if value_info.name in self.shapes:
+            return TensorType(tuple(self.shapes[value_info.name]), dtype)
+        dims = []
+        for d in t.shape.dim:
+            if not d.HasField("dim_value"):
+                raise FrontendError(
+                    f"input '{value_info.name}' has a symbolic dimension "
+                    f"'{d.dim_param or '?'}'; pass shapes={{'{value_info.name}': (...)}}"
+                )
+            dims.append(d.dim_value)
+        return TensorType(tuple(dims), dtype)
+
+    def _convert(self, node: _Node) -> None:
+        try:
+            result = CONVERTERS[node.op_type](node)
+            results = result if isinstance(result, list) else [result]
+            results = [_fold(infer_type(r)) for r in results]
+        except FrontendError as exc:
+            raise FrontendError(f"{node.where}: {exc}") from None
+        except CompilerError as exc:
+            raise FrontendError(f"{node.where}: {exc}") from None
+        for name, value in zip(node.proto.output, results, strict=False):
+            if name:
+                self.env[name] = value
+
+
+def _fold(e: Expr) -> Expr:
+    """Evaluate a call of constants now (shape arithmetic, constant weights transforms)."""
+    if isinstance(e, Call) and (values := _constant_args(e)) is not None:
+        out = e.op.evaluate(values, e.attrs)  # type: ignore[union-attr]
+        if not isinstance(out, tuple):
+            return Constant(np.asarray(out))
+    if isinstance(e, TupleGetItem) and isinstance(e.tuple_value, Call):
+        inner = e.tuple_value
+        if (values := _constant_args(inner)) is not None:
+            out = inner.op.evaluate(values, inner.attrs)  # type: ignore[union-attr]
+            return Constant(np.asarray(out[e.index]))
+    return e
+
+
+def _constant_args(call: Call) -> list[np.ndarray] | None:
+    values = [a.data for a in call.args if isinstance(a, Constant)]
+    return values if len(values) == len(call.args) and isinstance(call.op, Op) else None
+
+
+class _Node:
+    """One ONNX node: its inputs as IR, its attributes as Python values."""
+
+    def __init__(self, importer: _Importer, proto: Any, index: int) -> None:
+        self.importer, self.proto, self.opset = importer, proto, importer.opset
+        self.op_type = proto.op_type
+        self.where = f"node '{proto.name or f'#{index}'}' ({proto.op_type})"
+        helper = importer.onnx.helper
+        self.attrs = {a.name: helper.get_attribute_value(a) for a in proto.attribute}
+        for k, v in self.attrs.items():
+            if isinstance(v, bytes):
+                self.attrs[k] = v.decode()
+            elif isinstance(v, importer.onnx.TensorProto):
+                self.attrs[k] = importer.onnx.numpy_helper.to_array(v)
+
+    def input(self, i: int) -> Expr | None:
+        names = self.proto.input
+        if i >= len(names) or not names[i]:
+            return None
+        if names[i] not in self.importer.env:
+            raise FrontendError(f"input '{names[i]}' is not defined before this node")
+        return self.importer.env[names[i]]
+
+    def x(self, i: int = 0) -> Expr:
+        e = self.input(i)
+        if e is None:
+            raise FrontendError(f"input {i} is required")
+        return e
+
+    def inputs(self) -> list[Expr]:
+        return [self.x(i) for i in range(len(self.proto.input)) if self.proto.input[i]]
+
+    def const(self, i: int, default: Any = None) -> Any:
+        """A constant input's value (shapes, axes, bounds); None when absent."""
+        e = self.input(i)
+        if e is None:
+            return default
+        if not isinstance(e, Constant):
+            raise FrontendError(f"input {i} must be a constant (it sets a static attribute)")
+        return e.data
+
+    def type(self, i: int = 0) -> TensorType:
+        t = infer_type(self.x(i)).checked_type
+        if not isinstance(t, TensorType):
+            raise FrontendError(f"input {i} is not a tensor")
+        return t
+
+    def attr(self, name: str, default: Any = None) -> Any:
+        return self.attrs.get(name, default)
+
+
+# ---------------------------------------------------------------- converters
+_UNARY = {
+    "Relu": "relu", "Tanh": "tanh", "Sigmoid": "sigmoid", "Exp": "exp", "Log": "log",
+    "Sqrt": "sqrt", "Erf": "erf", "Abs": "abs", "Neg": "negative", "Floor": "floor",
+    "Ceil": "ceil", "Round": "round", "Sign": "sign", "Sin": "sin", "Cos": "cos",
+    "Not": "logical_not",
+}  # fmt: skip
+_BINARY = {
+    "Add": "add", "Sub": "subtract", "Mul": "multiply", "Div": "divide", "Pow": "power",
+    "Equal": "equal", "Less": "less", "LessOrEqual": "less_equal", "Greater": "greater",
+    "GreaterOrEqual": "greater_equal", "And": "logical_and", "Or": "logical_or",
+}  # fmt: skip
+
+
+@converter(*_UNARY)
+def _unary(n: _Node) -> Expr:
+    return op.call(_UNARY[n.op_type], n.x())
+
+
+@converter(*_BINARY)
+def _binary(n: _Node) -> Expr:
+    a, b = n.x(0), n.x(1)
+    if n.op_type == "Pow" and n.type(1).dtype != n.type(0).dtype:
+        b = op.cast(b, dtype=n.type(0).dtype)
+    return op.call(_BINARY[n.op_type], a, b)
+
+
+@converter("Max", "Min", "Sum", "Mean")
+def _variadic(n: _Node) -> Expr:
+    name = {"Max": "maximum", "Min": "minimum", "Sum": "add", "Mean": "add"}[n.op_type]
+    xs = n.inputs()
+    out = xs[0]
+    for x in xs[1:]:
+        out = op.call(name, out, x)
+    if n.op_type == "Mean":
+        out = op.divide(out, Constant(np.asarray(len(xs), dtype=n.type(0).dtype)))
+    return out
+
+
+@converter("Reciprocal")
+def _reciprocal(n: _Node) -> Expr:
+    return op.divide(Constant(np.asarray(1, dtype=n.type().dtype)), n.x())
+
+
+@converter("Identity")
+def _identity(n: _Node) -> Expr:
+    return n.x()
+
+
+@converter("Dropout")
+def _dropout(n: _Node) -> list[Expr]:
+    training = n.const(2, np.asarray(False))
+    if bool(np.asarray(training)):
+        raise FrontendError("training_mode=True is not supported (inference only)")
+    t = n.type()
+    return [n.x(), Constant(np.ones(t.shape, dtype=bool))]  # inference: identity, full mask
+
+
+@converter("LeakyRelu")
+def _leaky_relu(n: _Node) -> Expr:
+    return op.leaky_relu(n.x(), alpha=float(n.attr("alpha", 0.01)))
+
+
+@converter("Gelu")
+def _gelu(n: _Node) -> Expr:
+    return op.gelu(n.x(), approximate=n.attr("approximate", "none"))
+
+
+@converter("Where")
+def _where(n: _Node) -> Expr:
+    return op.where(n.x(0), n.x(1), n.x(2))
+
+
+@converter("Clip")
+def _clip(n: _Node) -> Expr:
+    low, high = n.const(1), n.const(2)
+    a_min = float(low) if low is not None else float(n.attr("min", -np.inf))
+    a_max = float(high) if high is not None else float(n.attr("max", np.inf))
+    return op.clip(n.x(), a_min=a_min, a_max=a_max)
+
+
+@converter("Cast")
+def _cast(n: _Node) -> Expr:
+    dtype = str(n.importer.onnx.helper.tensor_dtype_to_np_dtype(n.attr("to")))
+    return op.cast(n.x(), dtype=dtype)
+
+
+@converter("Constant")
+def _constant(n: _Node) -> Expr:
+    for key, dtype in (("value", None), ("value_float", "float32"), ("value_floats", "float32"),
+                       ("value_int", "int64"), ("value_ints", "int64")):  # fmt: skip
+        if key in n.attrs:
+            return Constant(np.asarray(n.attrs[key], dtype=dtype))
+    raise FrontendError(f"Constant with attributes {sorted(n.attrs)} is not supported")
+
+
+@converter("Shape")
+def _shape(n: _Node) -> Expr:
+    shape = n.type().shape
+    start, end = n.attr("start", 0), n.attr("end", None)
+    return Constant(np.asarray(shape[start:end], dtype=np.int64))
+
+
+@converter("MatMul")
+def _matmul(n: _Node) -> Expr:
+    return op.matmul(n.x(0), n.x(1))
+
+
+@converter("Gemm")
+def _gemm(n: _Node) -> Expr:
+    a, b = n.x(0), n.x(1)
+    if n.attr("transA", 0):
+        a = op.transpose(a, axes=(1, 0))
+    out = op.dense(a, b) if n.attr("transB", 0) else op.matmul(a, b)
+    dtype = n.type(0).dtype
+    alpha, beta = float(n.attr("alpha", 1.0)), float(n.attr("beta", 1.0))
+    if alpha != 1.0:
+        out = op.multiply(out, Constant(np.asarray(alpha, dtype=dtype)))
+    c = n.input(2)
+    if c is not None and beta != 0.0:
+        if beta != 1.0:
+            c = op.multiply(c, Constant(np.asarray(beta, dtype=dtype)))
+        out = op.add(out, c)
+    return out
+
+
+def _pads_2d(n: _Node, x: TensorType, kernel: tuple[int, ...], strides, dilations) -> tuple:
+    """ONNX pads [top, left, bottom, right], also from auto_pad SAME_UPPER/SAME_LOWER."""
+    auto = n.attr("auto_pad", "NOTSET")
+    if auto in ("NOTSET", "VALID"):
+        return tuple(n.attr("pads", [0, 0, 0, 0])) if auto == "NOTSET" else (0, 0, 0, 0)
+    if auto not in ("SAME_UPPER", "SAME_LOWER"):
+        raise FrontendError(f"auto_pad={auto} is not supported")
+    begin, end = [], []
+    for size, k, s, d in zip(x.shape[2:], kernel, strides, dilations, strict=True):
+        out = -(-size // s)
+        total = max((out - 1) * s + (k - 1) * d + 1 - size, 0)
+        small, big = total // 2, total - total // 2
+        begin.append(small if auto == "SAME_UPPER" else big)
+        end.append(big if auto == "SAME_UPPER" else small)
+    return (*begin, *end)
+
+
+def _spatial_2d(n: _Node) -> TensorType:
+    t = n.type()
+    if t.ndim != 4:
+        raise FrontendError(f"only 2-D (NCHW) {n.op_type} is supported, got input {t}")
+    return t
+
+
+@converter("Conv")
+def _conv(n: _Node) -> Expr:
+    x = _spatial_2d(n)
+    w = n.type(1)
+    kernel = tuple(n.attr("kernel_shape", w.shape[2:]))
+    strides = tuple(n.attr("strides", [1, 1]))
+    dilations = tuple(n.attr("dilations", [1, 1]))
+    out = op.conv2d(
+        n.x(0),
+        n.x(1),
+        strides=strides,
+        padding=_pads_2d(n, x, kernel, strides, dilations),
+        dilation=dilations,
+        groups=int(n.attr("group", 1)),
+    )
+    bias = n.input(2)
+    return op.bias_add(out, bias, axis=1) if bias is not None else out
+
+
+@converter("MaxPool", "AveragePool")
+def _pool(n: _Node) -> Expr:
+    x = _spatial_2d(n)
+    kernel = tuple(n.attr("kernel_shape"))
+    strides = tuple(n.attr("strides", [1, 1]))
+    dilations = tuple(n.attr("dilations", [1, 1]))
+    common = {
+        "pool_size": kernel,
+        "strides": strides,
+        "padding": _pads_2d(n, x, kernel, strides, dilations),
+        "dilation": dilations,
+        "ceil_mode": bool(n.attr("ceil_mode", 0)),
+    }
+    if n.op_type == "MaxPool":
+        if len(n.proto.output) > 1 and n.proto.output[1]:
+            raise FrontendError("MaxPool's Indices output is not supported")
+        return op.max_pool2d(n.x(), **common)
+    return op.avg_pool2d(n.x(), **common, count_include_pad=bool(n.attr("count_include_pad", 0)))
+
+
+@converter("GlobalAveragePool")
+def _global_avg_pool(n: _Node) -> Expr:
+    _spatial_2d(n)
+    return op.global_avg_pool2d(n.x())
+
+
+@converter("BatchNormalization")
+def _batch_norm(n: _Node) -> Expr:
+    if n.attr("training_mode", 0):
+        raise FrontendError("training_mode=1 is not supported (inference only)")
+    bn = op.batch_norm(
+        n.x(0), n.x(1), n.x(2), n.x(3), n.x(4), axis=1, epsilon=float(n.attr("epsilon", 1e-5))
+    )
+    return TupleGetItem(bn, 0)
+
+
+@converter("LayerNormalization")
+def _layer_norm(n: _Node) -> list[Expr]:
+    t = n.type()
+    axis = n.attr("axis", -1) % t.ndim
+    eps = float(n.attr("epsilon", 1e-5))
+    if any(o for o in n.proto.output[1:]):
+        raise FrontendError("the Mean and InvStdDev outputs are not supported")
+    gamma = n.x(1)
+    beta = n.input(2)
+    if beta is None:
+        beta = Constant(np.zeros(n.type(1).shape, dtype=t.dtype))
+    if axis == t.ndim - 1:
+        return [op.layer_norm(n.x(), gamma, beta, axis=-1, epsilon=eps)]
+    inner = int(np.prod(t.shape[axis:]))  # normalise over several trailing axes: flatten them
+    flat = op.reshape(n.x(), newshape=(*t.shape[:axis], inner))
+    g, b = op.reshape(gamma, newshape=(inner,)), op.reshape(beta, newshape=(inner,))
+    normed = op.layer_norm(flat, g, b, axis=-1, epsilon=eps)
+    return [op.reshape(normed, newshape=t.shape)]
+
+
+@converter("Softmax", "LogSoftmax")
+def _softmax(n: _Node) -> Expr:
+    name = "softmax" if n.op_type == "Softmax" else "log_softmax"
+    return op.call(name, n.x(), axis=int(n.attr("axis", -1)))
+
+
+@converter("Reshape")
+def _reshape(n: _Node) -> Expr:
+    t = n.type()
+    shape = [int(d) for d in n.const(1)]
+    if not n.attr("allowzero", 0):
+        shape = [t.shape[i] if d == 0 else d for i, d in enumerate(shape)]
+    return op.reshape(n.x(), newshape=tuple(shape))
+
+
+@converter("Flatten")
+def _flatten(n: _Node) -> Expr:
+    return op.flatten(n.x(), axis=int(n.attr("axis", 1)))
+
+
+@converter("Transpose")
+def _transpose(n: _Node) -> Expr:
+    perm = n.attr("perm")
+    return op.transpose(n.x(), axes=tuple(perm) if perm is not None else None)
+
+
+def _axes(n: _Node, index: int) -> list[int] | None:
+    """Axes from the attribute (older opsets) or the constant input `index` (newer)."""
+    if "axes" in n.attrs:
+        return [int(a) for a in n.attrs["axes"]]
+    value = n.const(index)
+    return None if value is None else [int(a) for a in np.asarray(value).reshape(-1)]
+
+
+@converter("Unsqueeze")
+def _unsqueeze(n: _Node) -> Expr:
+    t = n.type()
+    axes = _axes(n, 1) or []
+    rank = t.ndim + len(axes)
+    where = sorted(a % rank for a in axes)
+    dims = iter(t.shape)
+    shape = tuple(1 if i in where else next(dims) for i in range(rank))
+    return op.reshape(n.x(), newshape=shape)
+
+
+@converter("Squeeze")
+def _squeeze(n: _Node) -> Expr:
+    axes = _axes(n, 1)
+    return op.squeeze(n.x(), axis=tuple(axes) if axes is not None else None)
+
+
+@converter("Concat")
+def _concat(n: _Node) -> Expr:
+    return op.concatenate(*n.inputs(), axis=int(n.attr("axis")))
+
+
+@converter("Split")
+def _split(n: _Node) -> list[Expr]:
+    t = n.type()
+    axis = int(n.attr("axis", 0))
+    sizes = n.const(1)
+    if sizes is None and "split" in n.attrs:
+        sizes = n.attrs["split"]
+    outputs = len(n.proto.output)
+    if sizes is None:
+        dim = t.shape[axis]
+        step = -(-dim // outputs)  # ONNX: the last piece may be smaller
+        sizes = [min(step, dim - i * step) for i in range(outputs)]
+    cuts = tuple(int(c) for c in np.cumsum(np.asarray(sizes, dtype=np.int64))[:-1])
+    parts = op.split(n.x(), indices_or_sections=cuts, axis=axis)
+    return [TupleGetItem(parts, i) for i in range(outputs)]
+
+
+@converter("Slice")
+def _slice(n: _Node) -> Expr:
+    starts = [int(v) for v in n.const(1)]
+    ends = [int(v) for v in n.const(2)]
+    axes = n.const(3)
+    steps = n.const(4)
+    return op.strided_slice(
+        n.x(),
+        begin=tuple(starts),
+        end=tuple(ends),
+        strides=tuple(int(v) for v in steps) if steps is not None else None,
+        axes=tuple(int(v) for v in axes) if axes is not None else None,
+    )
+
+
+@converter("Gather")
+def _gather(n: _Node) -> Expr:
+    indices = n.x(1)
+    if isinstance(indices, Constant):
+        dim = n.type().shape[int(n.attr("axis", 0))]
+        indices = Constant(np.where(indices.data < 0, indices.data + dim, indices.data))
+    return op.take(n.x(), indices, axis=int(n.attr("axis", 0)), mode="fast")
+
+
+@converter("Expand")
+def _expand(n: _Node) -> Expr:
+    t = n.type()
+    target = tuple(int(d) for d in n.const(1))
+    ndim = max(len(target), t.ndim)
+    a = (1,) * (ndim - t.ndim) + t.shape
+    b = (1,) * (ndim - len(target)) + target
+    shape = tuple(x if y == 1 else y for x, y in zip(a, b, strict=True))
+    return op.broadcast_to(n.x(), shape=shape)
+
+
+@converter("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd")
+def _reduce(n: _Node) -> Expr:
+    name = n.op_type[len("Reduce") :].lower()
+    axes = _axes(n, 1)
+    if axes is None and n.attr("noop_with_empty_axes", 0):
+        return n.x()
+    keep = bool(n.attr("keepdims", 1))
+    return op.call(name, n.x(), axis=tuple(axes) if axes else None, keepdims=keep)
+
+
+@converter("ArgMax")
+def _argmax(n: _Node) -> Expr:
+    if n.attr("select_last_index", 0):
+        raise FrontendError("select_last_index=1 is not supported")
+    return op.argmax(n.x(), axis=int(n.attr("axis", 0)), keepdims=bool(n.attr("keepdims", 1)))
+
+
+@converter("Pad")
+def _pad(n: _Node) -> Expr:
+    t = n.type()
+    pads = [int(p) for p in n.const(1)]
+    value = n.const(2)
+    axes = n.const(3)
+    axes_list = [int(a) % t.ndim for a in axes] if axes is not None else list(range(t.ndim))
+    k = len(axes_list)
+    width = [(0, 0)] * t.ndim
+    for j, a in enumerate(axes_list):
+        width[a] = (pads[j], pads[j + k])
+    mode = n.attr("mode", "constant")
+    pad_value = float(np.asarray(value).reshape(-1)[0]) if value is not None else 0.0
+    return op.pad(n.x(), pad_width=tuple(width), pad_value=pad_value, pad_mode=mode)

@@ -1,0 +1,205 @@
+"""ONNX import: each supported op against onnxruntime, the reference models, and bad input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import egraph_ir as ir
+from egraph_ir import models
+from egraph_ir.frontend import from_onnx, supported_ops
+from egraph_ir.testing import assert_allclose
+
+from ..onnx_single_op import ort, single_op_model
+
+onnx = pytest.importorskip("onnx")
+from onnx import helper, numpy_helper  # noqa: E402
+
+RNG = np.random.default_rng(0)
+
+
+def rnd(*shape: int, dtype: str = "float32") -> np.ndarray:
+    return RNG.uniform(-3, 3, size=shape).astype(dtype)
+
+
+def i64(*v: int) -> np.ndarray:
+    return np.asarray(v, dtype=np.int64)
+
+
+X = rnd(2, 3, 4)
+IMG = rnd(1, 4, 6, 6)
+CASES: list[tuple[str, list[Any], dict[str, Any], dict[int, Any], int]] = [
+    *[(u, [X], {}, {}, 1) for u in ["Relu", "Tanh", "Sigmoid", "Exp", "Abs", "Neg", "Floor",
+                                     "Ceil", "Round", "Sign", "Sin", "Cos", "Erf", "Reciprocal",
+                                     "Identity"]],
+    ("Log", [np.abs(X) + 0.1], {}, {}, 1),
+    ("Sqrt", [np.abs(X)], {}, {}, 1),
+    ("Not", [X > 0], {}, {}, 1),
+    *[(b, [X, rnd(3, 4)], {}, {}, 1) for b in ["Add", "Sub", "Mul", "Div", "Equal", "Less",
+                                               "LessOrEqual", "Greater", "GreaterOrEqual"]],
+    ("Pow", [np.abs(X) + 0.5, rnd(4)], {}, {}, 1),
+    ("And", [X > 0, X < 1], {}, {}, 1),
+    ("Or", [X > 0, X < -1], {}, {}, 1),
+    ("Max", [X, rnd(4), rnd(3, 1)], {}, {}, 1),
+    ("Min", [X, rnd(4)], {}, {}, 1),
+    ("Sum", [X, rnd(4), X], {}, {}, 1),
+    ("Mean", [X, rnd(4)], {}, {}, 1),
+    ("Where", [X > 0, X, rnd(4)], {}, {}, 1),
+    ("LeakyRelu", [X], {"alpha": 0.2}, {}, 1),
+    ("Gelu", [X], {"approximate": "tanh"}, {}, 1),
+    ("Clip", [X], {}, {1: np.float32(-1), 2: np.float32(2)}, 1),
+    ("Clip", [X], {}, {2: np.float32(0.5)}, 1),
+    ("Cast", [X], {"to": onnx.TensorProto.INT32}, {}, 1),
+    ("Dropout", [X], {}, {}, 1),
+    ("MatMul", [X, rnd(4, 5)], {}, {}, 1),
+    ("Gemm", [rnd(3, 4), rnd(5, 4), rnd(5)], {"transB": 1, "alpha": 0.5, "beta": 2.0}, {}, 1),
+    ("Gemm", [rnd(4, 3), rnd(4, 5)], {"transA": 1}, {}, 1),
+    ("Conv", [IMG, rnd(8, 4, 3, 3), rnd(8)], {"pads": [1, 1, 1, 1], "strides": [2, 2]}, {}, 1),
+    ("Conv", [IMG, rnd(4, 2, 3, 3)], {"group": 2, "auto_pad": "SAME_UPPER"}, {}, 1),
+    ("Conv", [IMG, rnd(2, 4, 2, 2)], {"auto_pad": "SAME_LOWER"}, {}, 1),
+    ("Conv", [IMG, rnd(2, 4, 2, 2)], {"dilations": [2, 2], "pads": [0, 1, 1, 0]}, {}, 1),
+    ("MaxPool", [IMG], {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}, {}, 1),
+    ("AveragePool", [IMG], {"kernel_shape": [2, 2], "count_include_pad": 1, "pads": [0, 0, 1, 1]},
+     {}, 1),
+    ("GlobalAveragePool", [IMG], {}, {}, 1),
+    ("BatchNormalization", [IMG, rnd(4), rnd(4), rnd(4), np.abs(rnd(4)) + 0.5],
+     {"epsilon": 1e-3}, {}, 1),
+    ("LayerNormalization", [X, rnd(4), rnd(4)], {"epsilon": 1e-5}, {}, 1),
+    ("LayerNormalization", [X, rnd(3, 4)], {"axis": 1}, {}, 1),
+    ("Softmax", [X], {"axis": 1}, {}, 1),
+    ("LogSoftmax", [X], {}, {}, 1),
+    ("Reshape", [X], {}, {1: i64(0, -1)}, 1),
+    ("Flatten", [X], {"axis": 2}, {}, 1),
+    ("Transpose", [X], {"perm": [2, 0, 1]}, {}, 1),
+    ("Transpose", [X], {}, {}, 1),
+    ("Unsqueeze", [X], {}, {1: i64(0, -1)}, 1),
+    ("Squeeze", [rnd(2, 1, 4, 1)], {}, {1: i64(1)}, 1),
+    ("Squeeze", [rnd(2, 1, 4, 1)], {}, {}, 1),
+    ("Concat", [X, rnd(2, 2, 4)], {"axis": 1}, {}, 1),
+    ("Split", [rnd(2, 6)], {"axis": 1}, {1: i64(2, 4)}, 2),
+    ("Split", [rnd(7, 2)], {"num_outputs": 3}, {}, 3),
+    ("Slice", [X], {}, {1: i64(0, 1), 2: i64(2, 4), 3: i64(0, 2), 4: i64(1, 2)}, 1),
+    ("Slice", [X], {}, {1: i64(-1), 2: i64(-100), 3: i64(1), 4: i64(-1)}, 1),
+    ("Gather", [X], {"axis": 1}, {1: i64(2, -1, 0)}, 1),
+    ("Expand", [rnd(3, 1)], {}, {1: i64(2, 1, 4)}, 1),
+    ("ReduceMean", [X], {"keepdims": 0}, {1: i64(1)}, 1),
+    ("ReduceSum", [X], {}, {1: i64(0, 2)}, 1),
+    ("ReduceMax", [X], {}, {}, 1),
+    ("ReduceMin", [X], {"keepdims": 0}, {1: i64(-1)}, 1),
+    ("ReduceProd", [X], {}, {1: i64(2)}, 1),
+    ("ArgMax", [X], {"axis": 1, "keepdims": 0}, {}, 1),
+    ("Pad", [X], {"mode": "constant"}, {1: i64(0, 1, 2, 0, 0, 1), 2: np.float32(0.5)}, 1),
+    ("Pad", [X], {"mode": "reflect"}, {1: i64(0, 1, 1, 0, 1, 2)}, 1),
+    ("Shape", [X], {"start": 1}, {}, 1),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("op_type", "inputs", "attrs", "inits", "n_out"),
+    CASES,
+    ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)],
+)
+def test_op_imports_and_matches_onnxruntime(op_type, inputs, attrs, inits, n_out) -> None:
+    opset = 20 if op_type == "Gelu" else 18 if op_type == "Split" and "num_outputs" in attrs else 21
+    model, feeds = single_op_model(op_type, inputs, attrs, n_out, inits)
+    model.opset_import[0].version = opset
+    for out in model.graph.output:  # output types from ONNX's own inference, not ours
+        out.type.tensor_type.elem_type = onnx.TensorProto.UNDEFINED
+    inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)
+    for out, typed in zip(model.graph.output, inferred.graph.output, strict=True):
+        out.type.tensor_type.elem_type = typed.type.tensor_type.elem_type
+    expected = ort.InferenceSession(
+        model.SerializeToString(), providers=["CPUExecutionProvider"]
+    ).run(None, feeds)
+    mod = from_onnx(model)
+    actual = ir.interpret(mod, **feeds)
+    actual = list(actual) if isinstance(actual, tuple) else [actual]
+    for a, e in zip(actual, expected, strict=True):
+        assert_allclose(np.asarray(a), e, what=op_type)
+
+
+def test_every_converter_has_a_case() -> None:
+    covered = {c[0] for c in CASES}
+    assert set(supported_ops()) <= covered | {"Constant"}, set(supported_ops()) - covered
+
+
+@pytest.mark.parametrize("name", models.NAMES)
+def test_reference_models_import_and_agree_with_onnxruntime(name: str, shared_models: Path) -> None:
+    path = shared_models / f"{name}.onnx"
+    mod = from_onnx(path)
+    x = models.example_inputs(name)
+    expected = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, x)[0]
+    assert_allclose(ir.interpret(mod, **x), expected)
+    assert_allclose(ir.interpret(mod, **x), ir.interpret(models.get(name), **x))
+
+
+def _graph_model(nodes, inputs, outputs, inits=(), opset=17):
+    graph = helper.make_graph(nodes, "g", inputs, outputs, list(inits))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def _vi(name: str, shape, elem=onnx.TensorProto.FLOAT):
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def test_constant_nodes_and_shape_arithmetic_fold_into_a_reshape() -> None:
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Constant", [], ["idx"], value=numpy_helper.from_array(np.int64(0))),
+        helper.make_node("Gather", ["s", "idx"], ["n"], axis=0),
+        helper.make_node("Constant", [], ["minus1"], value_ints=[-1]),
+        helper.make_node("Unsqueeze", ["n", "zero"], ["n1"]),
+        helper.make_node("Concat", ["n1", "minus1"], ["shape"], axis=0),
+        helper.make_node("Reshape", ["x", "shape"], ["y"]),
+    ]
+    inits = [numpy_helper.from_array(i64(0), "zero")]
+    model = _graph_model(nodes, [_vi("x", [2, 3, 4])], [_vi("y", None)], inits)
+    mod = from_onnx(model)
+    assert "reshape(%x, newshape=[2, -1])" in str(mod)
+    assert ir.interpret(mod, x=X).shape == (2, 12)
+
+
+def test_unsupported_ops_are_all_named_in_one_error() -> None:
+    nodes = [
+        helper.make_node("Relu", ["x"], ["a"], name="fine"),
+        helper.make_node("Einsum", ["a", "a"], ["b"], name="ein1", equation="ij,ij->ij"),
+        helper.make_node("Hardmax", ["b"], ["c"], name="hm"),
+        helper.make_node("Einsum", ["c", "c"], ["y"], name="ein2", equation="ij,ij->ij"),
+    ]
+    model = _graph_model(nodes, [_vi("x", [2, 3])], [_vi("y", None)])
+    with pytest.raises(ir.FrontendError) as info:
+        from_onnx(model)
+    message = str(info.value)
+    assert "Einsum (nodes: ein1, ein2)" in message and "Hardmax (nodes: hm)" in message
+
+
+def test_shape_errors_name_the_node() -> None:
+    nodes = [helper.make_node("Add", ["x", "y"], ["z"], name="bad_add")]
+    model = _graph_model(nodes, [_vi("x", [2, 3]), _vi("y", [4])], [_vi("z", None)])
+    with pytest.raises(ir.FrontendError, match=r"node 'bad_add' \(Add\): .*\(2, 3\).*\(4,\)"):
+        from_onnx(model)
+
+
+def test_symbolic_dimensions_need_shapes(tmp_path: Path) -> None:
+    nodes = [helper.make_node("Relu", ["x"], ["y"])]
+    model = _graph_model(nodes, [_vi("x", ["batch", 3])], [_vi("y", None)])
+    with pytest.raises(ir.FrontendError, match=r"symbolic dimension 'batch'.*shapes="):
+        from_onnx(model)
+    mod = from_onnx(model, shapes={"x": (5, 3)})
+    assert mod["main"].params[0].type_annotation == ir.TensorType((5, 3), "float32")
+
+
+def test_missing_and_malformed_files_get_clear_errors(tmp_path: Path) -> None:
+    with pytest.raises(ir.FrontendError, match="no such ONNX file"):
+        from_onnx(tmp_path / "missing.onnx")
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"\x00\x01 this is not protobuf \xff\xff")
+    with pytest.raises(ir.FrontendError, match="not a readable ONNX model"):
+        from_onnx(bad)
+    old = _graph_model([helper.make_node("Relu", ["x"], ["y"])], [_vi("x", [2])], [_vi("y", None)],
+                       opset=9)  # fmt: skip
+    with pytest.raises(ir.FrontendError, match="opset 9 is not supported"):
+        from_onnx(old)
