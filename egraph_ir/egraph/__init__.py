@@ -10,9 +10,10 @@ from dataclasses import dataclass
 
 from ..expr import Function
 from ..infer import infer_type
+from .cost import CostModel, calibrate, get_cost_model, load_machine
 from .dot import egraph_to_dot
 from .encode import encode
-from .extract import Extraction, NodeCost, default_node_cost
+from .extract import EXTRACTORS, ExtractionResult, extract
 from .graph import Snapshot, TensorEGraph
 from .pattern import AttrVar, Match, PCall, PGet, PLit, PVar, Rewrite
 from .saturate import Limits, SaturationReport, StopReason, saturate
@@ -22,38 +23,47 @@ from .saturate import Limits, SaturationReport, StopReason, saturate
 class OptimizeResult:
     function: Function
     report: SaturationReport
-    cost_before: float
-    cost_after: float
+    cost_before: float  # DAG cost of the input program under the cost model
+    cost_after: float  # DAG cost of the extracted program
     snapshot: Snapshot | None = None  # the saturated e-graph (for pictures and reports)
     root_class: object = None
+    extraction: ExtractionResult | None = None
 
 
 def optimize(
     fn: Function,
     rewrites: list[Rewrite],
     limits: Limits | None = None,
-    node_cost: NodeCost = default_node_cost,
+    cost_model: str | CostModel = "balanced",
     fold_constants: bool = True,
+    extractor: str = "greedy",
+    extract_time_limit: float = 10.0,
 ) -> OptimizeResult:
     """Saturate fn's body with rewrites and return the cheapest equivalent function."""
+    model = get_cost_model(cost_model)
     infer_type(fn)
     g = TensorEGraph()
     root = encode(g, fn.body)
     g.flush()
-    before = Extraction(g, g.snapshot(), node_cost)
     snap0 = g.snapshot()
-    cost_before = before.cost[snap0.handle_class[root]]
+    start = extract(g, snap0, snap0.handle_class[root], "greedy", model)
     report = saturate(g, rewrites, limits, fold_constants)
     snap = g.snapshot()
-    ext = Extraction(g, snap, node_cost)
     root_class = snap.handle_class[root]
-    body = ext.to_ir(root_class)
-    out = Function(fn.params, body, fn.ret_type, fn.attrs, fn.span)
+    result = extract(g, snap, root_class, extractor, model, extract_time_limit)
+    out = Function(fn.params, result.to_ir(g), fn.ret_type, fn.attrs, fn.span)
     infer_type(out)
-    return OptimizeResult(out, report, cost_before, ext.cost[root_class], snap, root_class)
+    return OptimizeResult(out, report, start.cost, result.cost, snap, root_class, result)
 
 
 __all__ = [
+    "EXTRACTORS",
+    "CostModel",
+    "ExtractionResult",
+    "calibrate",
+    "extract",
+    "get_cost_model",
+    "load_machine",
     "AttrVar",
     "Limits",
     "Match",

@@ -4,8 +4,10 @@ The standard rule-based passes (SimplifyInference, AlgebraicSimplify, FoldScaleA
 CastCanonicalize) are EqSat over a built-in rule file, so TVM-style pipelines and
 `disabled_pass` work with them. Limits come from the pass's options or, when unset, from the
 PassContext config (`eqsat.node_limit`, `eqsat.iter_limit`, `eqsat.time_limit_s`,
-`eqsat.fast_math`). A function is only replaced when the extracted program is not more
-expensive than the original under the same cost model.
+`eqsat.fast_math`, `eqsat.extract_time_limit_s`). Extraction uses `extractor` (greedy,
+greedy-dag, ilp, auto) under `cost_model` (nodes, flops, balanced — the default —, roofline,
+or a callable). A function is only replaced when the extracted program is not more
+expensive than the original under the same cost model (both DAG costs).
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import rules as rules_lib
-from egraph_ir.egraph import Limits, optimize
-from egraph_ir.egraph.extract import NodeCost, default_node_cost
+from egraph_ir.egraph import EXTRACTORS, CostModel, Limits, get_cost_model, optimize
 from egraph_ir.egraph.graph import ENode
+from egraph_ir.errors import ConfigError
 from egraph_ir.expr import Function
 from egraph_ir.module import IRModule
 from egraph_ir.types import Type
@@ -34,6 +36,7 @@ register_config("eqsat.node_limit", int, 100_000, "stop saturating past this man
 register_config("eqsat.iter_limit", int, 30, "stop after this many iterations")
 register_config("eqsat.time_limit_s", float, 10.0, "stop after this many seconds")
 register_config("eqsat.fast_math", bool, False, "also run rules tagged fast-math")
+register_config("eqsat.extract_time_limit_s", float, 10.0, "time limit of the ILP extractor")
 
 
 def resolve_rules(spec: str | RuleSet) -> RuleSet:
@@ -56,14 +59,14 @@ def resolve_rules(spec: str | RuleSet) -> RuleSet:
 AVOID_PENALTY = 1e15
 
 
-def avoiding(ops: tuple[str, ...]) -> NodeCost:
-    """The default cost, with a prohibitive price on the given ops (lowering passes)."""
+def avoiding(model: CostModel, ops: tuple[str, ...]) -> CostModel:
+    """The model, with a prohibitive price on the given ops (lowering passes)."""
     if not ops:
-        return default_node_cost
+        return model
     ctors = {f"op_{o}" for o in ops}
 
     def cost(node: ENode, child_types: list[Type], out_type: Type) -> float:
-        base = default_node_cost(node, child_types, out_type)
+        base = model(node, child_types, out_type)
         return base + AVOID_PENALTY if node.ctor in ctors else base
 
     return cost
@@ -80,17 +83,17 @@ class EqSat(FunctionPass):
     time_limit_s: float | None = None
     fast_math: bool | None = None
     extractor: str = "greedy"
-    cost_model: str = "flops"
+    cost_model: str | CostModel = "balanced"
     fold_constants: bool = True
     avoid: tuple[str, ...] = ()  # ops extraction keeps only when nothing else computes the value
     opt_level = 2
     required = ("InferType",)
 
     def __post_init__(self) -> None:
-        if self.extractor != "greedy":
-            raise ValueError(f"extractor '{self.extractor}' is not available yet; known: greedy")
-        if self.cost_model != "flops":
-            raise ValueError(f"cost_model '{self.cost_model}' is not available yet; known: flops")
+        if self.extractor not in EXTRACTORS:
+            known = ", ".join(EXTRACTORS)
+            raise ConfigError(f"unknown extractor '{self.extractor}'; known: {known}")
+        get_cost_model(self.cost_model)  # unknown names fail when the pass is built
         resolve_rules(self.rules)  # bad names and files fail when the pass is built
 
     def limits(self, ctx: PassContext) -> Limits:
@@ -110,8 +113,10 @@ class EqSat(FunctionPass):
             fn,
             rule_set.rewrites(),
             self.limits(ctx),
-            node_cost=avoiding(self.avoid),
+            cost_model=avoiding(get_cost_model(self.cost_model), self.avoid),
             fold_constants=self.fold_constants,
+            extractor=self.extractor,
+            extract_time_limit=float(ctx.get_config("eqsat.extract_time_limit_s")),
         )
         rep = result.report
         ctx.bump("rules applied", sum(rep.applied.values()))
@@ -119,6 +124,8 @@ class EqSat(FunctionPass):
         ctx.record("cost before", result.cost_before % AVOID_PENALTY)
         ctx.record("cost after", min(result.cost_after, result.cost_before) % AVOID_PENALTY)
         ctx.bump(f"stopped: {rep.stop_reason.value}")
+        if result.extraction is not None:
+            ctx.bump(f"extracted by {result.extraction.extractor} ({result.extraction.status})")
         for name, why in rep.unsound.items():
             log.warning("unsound rule %s refused: %s", name, why)
             ctx.bump(f"refused (type change): {name}")
