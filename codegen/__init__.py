@@ -1,5 +1,13 @@
 """codegen: from optimised IR to native code (layer 3; may import every other layer).
 
-Today it holds the `egc` command line; fusion, lowering, memory planning and LLVM code
-generation land with the codegen issue.
+`build(mod, target="llvm", params=None)` runs the standard pipeline and FuseOps under the
+current PassContext, lowers each fused group to loops (or a library anchor plus a JIT
+epilogue), plans memory, emits LLVM with llvmlite, JIT-compiles it and returns an
+`Executable`. The `egc` command line lives in cli.py.
 """
+
+from __future__ import annotations
+
+from .build import Executable, bind_params, build
+
+__all__ = ["Executable", "bind_params", "build"]

@@ -13,6 +13,7 @@ from .eqsat import (
     SimplifyInference,
 )
 from .fold_constant import FoldConstant
+from .fuse_ops import FuseOps
 from .infer_type import InferType
 from .print_ir import PrintIR
 
@@ -25,6 +26,7 @@ __all__ = [
     "EqSat",
     "FoldConstant",
     "FoldScaleAxis",
+    "FuseOps",
     "InferType",
     "PrintIR",
     "SimplifyInference",

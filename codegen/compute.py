@@ -1,0 +1,344 @@
+"""Compute definitions: each op's output element as a scalar loop-IR expression.
+
+A definition gets the output index and one *reader* per input (a function from an index in
+that input's shape to the element there), and returns the element. Producers inside a fused
+group are readers too, so a whole group inlines into one expression per output element:
+no intermediate buffer, which is the point of fusion (TVM 0.27 keeps them and pays 5x).
+
+Indices are kept flat (one linear offset) as long as shapes agree, and only turned into
+per-axis indices (div/mod) where broadcasting, transposes or slices need them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from egraph_ir.op.shape import slice_spec
+from egraph_ir.types import TensorType
+
+from .loop_ir import INDEX, Bin, Cast, Const, LExpr, Select, Un, add, const, idx, mul
+
+
+class Index:
+    """A position in a tensor of `shape`, as a flat offset or per-axis indices."""
+
+    def __init__(
+        self, shape: tuple[int, ...], multi: list[LExpr] | None = None, flat: LExpr | None = None
+    ) -> None:
+        self.shape, self._multi, self._flat = shape, multi, flat
+
+    def flat(self) -> LExpr:
+        if self._flat is None:
+            assert self._multi is not None
+            total: LExpr = idx(0)
+            for i, stride in zip(self._multi, strides(self.shape), strict=True):
+                total = add(total, mul(i, idx(stride)))
+            self._flat = total
+        return self._flat
+
+    def multi(self) -> list[LExpr]:
+        if self._multi is None:
+            assert self._flat is not None
+            out: list[LExpr] = []
+            for dim, stride in zip(self.shape, strides(self.shape), strict=True):
+                if dim == 1:
+                    out.append(idx(0))
+                    continue
+                q = self._flat if stride == 1 else Bin(INDEX, "div", self._flat, idx(stride))
+                out.append(q if stride * dim == size(self.shape) else Bin(INDEX, "rem", q, idx(dim)))
+            self._multi = out
+        return self._multi
+
+
+def strides(shape: tuple[int, ...]) -> list[int]:
+    out, acc = [], 1
+    for d in reversed(shape):
+        out.append(acc)
+        acc *= d
+    return out[::-1]
+
+
+def size(shape: tuple[int, ...]) -> int:
+    return int(np.prod(shape, dtype=np.int64))
+
+
+Reader = Callable[[Index], LExpr]
+
+
+class Ctx:
+    """What a compute definition sees."""
+
+    def __init__(
+        self,
+        attrs: Any,
+        in_types: list[TensorType],
+        out: TensorType,
+        readers: list[Reader],
+        index: Index,
+    ) -> None:
+        self.attrs, self.in_types, self.out, self.readers, self.index = (
+            attrs,
+            in_types,
+            out,
+            readers,
+            index,
+        )
+
+    def arg(self, i: int) -> LExpr:
+        """Input i at the output position, broadcasting as numpy does."""
+        return self.readers[i](broadcast_index(self.index, self.out.shape, self.in_types[i].shape))
+
+    def c(self, value: float | int | bool, dtype: str | None = None) -> Const:
+        return const(value, dtype or self.out.dtype)
+
+
+def broadcast_index(index: Index, out_shape: tuple[int, ...], in_shape: tuple[int, ...]) -> Index:
+    if in_shape == out_shape:
+        return index
+    multi = index.multi()[len(out_shape) - len(in_shape) :]
+    picked = [idx(0) if d == 1 else m for d, m in zip(in_shape, multi, strict=True)]
+    return Index(in_shape, multi=picked)
+
+
+Compute = Callable[[Ctx], LExpr]
+COMPUTE: dict[str, Compute] = {}
+
+
+def compute(*names: str) -> Callable[[Compute], Compute]:
+    def register(fn: Compute) -> Compute:
+        for n in names:
+            COMPUTE[n] = fn
+        return fn
+
+    return register
+
+
+def _is_float(dtype: str) -> bool:
+    return np.dtype(dtype).kind == "f"
+
+
+# ---------------------------------------------------------------- elementwise
+_UNARY = ("exp", "log", "sqrt", "tanh", "sigmoid", "erf", "floor", "ceil", "round", "sin", "cos")
+
+
+def _unary(op: str) -> Compute:
+    return lambda ctx: Un(ctx.out.dtype, op, ctx.arg(0))
+
+
+for _name in _UNARY:
+    COMPUTE[_name] = _unary(_name)
+
+
+@compute("negative")
+def _negative(ctx: Ctx) -> LExpr:
+    return Un(ctx.out.dtype, "neg", ctx.arg(0))
+
+
+@compute("abs")
+def _abs(ctx: Ctx) -> LExpr:
+    return Un(ctx.out.dtype, "abs", ctx.arg(0))
+
+
+@compute("sign")
+def _sign(ctx: Ctx) -> LExpr:
+    return Un(ctx.out.dtype, "sign", ctx.arg(0))
+
+
+@compute("logical_not")
+def _not(ctx: Ctx) -> LExpr:
+    return Un("bool", "not", ctx.arg(0))
+
+
+@compute("rsqrt")
+def _rsqrt(ctx: Ctx) -> LExpr:
+    return Bin(ctx.out.dtype, "div", ctx.c(1), Un(ctx.out.dtype, "sqrt", ctx.arg(0)))
+
+
+@compute("relu")
+def _relu(ctx: Ctx) -> LExpr:
+    x = ctx.arg(0)
+    return Select(ctx.out.dtype, Bin("bool", "lt", x, ctx.c(0)), ctx.c(0), x)
+
+
+@compute("leaky_relu")
+def _leaky_relu(ctx: Ctx) -> LExpr:
+    x = ctx.arg(0)
+    scaled = Bin(ctx.out.dtype, "mul", x, ctx.c(float(ctx.attrs["alpha"])))
+    return Select(ctx.out.dtype, Bin("bool", "lt", x, ctx.c(0)), scaled, x)
+
+
+@compute("gelu")
+def _gelu(ctx: Ctx) -> LExpr:
+    t = ctx.out.dtype
+    x = ctx.arg(0)
+    if ctx.attrs["approximate"] == "tanh":
+        cube = Bin(t, "mul", Bin(t, "mul", x, x), x)
+        inner = Bin(t, "add", x, Bin(t, "mul", ctx.c(0.044715), cube))
+        core = Un(t, "tanh", Bin(t, "mul", ctx.c(math.sqrt(2 / math.pi)), inner))
+    else:
+        core = Un(t, "erf", Bin(t, "mul", x, ctx.c(1 / math.sqrt(2))))
+    return Bin(t, "mul", Bin(t, "mul", ctx.c(0.5), x), Bin(t, "add", ctx.c(1), core))
+
+
+@compute("clip")
+def _clip(ctx: Ctx) -> LExpr:
+    t = ctx.out.dtype
+    x = ctx.arg(0)
+    lo, hi = float(ctx.attrs["a_min"]), float(ctx.attrs["a_max"])
+    if not _is_float(t):
+        info = np.iinfo(t)
+        lo, hi = max(lo, info.min), min(hi, info.max)
+        lo, hi = math.ceil(lo), math.floor(hi)  # type: ignore[assignment]
+    low = Select(t, Bin("bool", "lt", x, ctx.c(lo)), ctx.c(lo), x)
+    return Select(t, Bin("bool", "gt", low, ctx.c(hi)), ctx.c(hi), low)
+
+
+@compute("cast")
+def _cast(ctx: Ctx) -> LExpr:
+    return Cast(ctx.out.dtype, ctx.arg(0))
+
+
+@compute("zeros", "zeros_like")
+def _zeros(ctx: Ctx) -> LExpr:
+    return ctx.c(0)
+
+
+@compute("ones", "ones_like")
+def _ones(ctx: Ctx) -> LExpr:
+    return ctx.c(1)
+
+
+@compute("full", "full_like")
+def _full(ctx: Ctx) -> LExpr:
+    value = float(ctx.attrs["fill_value"])
+    return ctx.c(value if _is_float(ctx.out.dtype) else int(value))
+
+
+# ---------------------------------------------------------------- binary
+_BINARY = {
+    "add": "add", "subtract": "sub", "multiply": "mul", "divide": "div", "power": "pow",
+    "maximum": "max", "minimum": "min", "logical_and": "and", "logical_or": "or",
+}  # fmt: skip
+_COMPARE = {
+    "equal": "eq", "not_equal": "ne", "less": "lt", "less_equal": "le", "greater": "gt",
+    "greater_equal": "ge",
+}  # fmt: skip
+
+
+def _binary(op: str) -> Compute:
+    return lambda ctx: Bin(ctx.out.dtype, op, ctx.arg(0), ctx.arg(1))
+
+
+for _name, _op in (_BINARY | _COMPARE).items():
+    COMPUTE[_name] = _binary(_op)
+
+
+@compute("where")
+def _where(ctx: Ctx) -> LExpr:
+    return Select(ctx.out.dtype, ctx.arg(0), ctx.arg(1), ctx.arg(2))
+
+
+@compute("bias_add")
+def _bias_add(ctx: Ctx) -> LExpr:
+    axis = ctx.attrs["axis"] % len(ctx.out.shape)
+    b = ctx.readers[1](Index(ctx.in_types[1].shape, multi=[ctx.index.multi()[axis]]))
+    return Bin(ctx.out.dtype, "add", ctx.arg(0), b)
+
+
+# ---------------------------------------------------------------- injective
+@compute("reshape", "flatten", "squeeze", "expand_dims")
+def _reshape(ctx: Ctx) -> LExpr:
+    return ctx.readers[0](Index(ctx.in_types[0].shape, flat=ctx.index.flat()))
+
+
+@compute("broadcast_to")
+def _broadcast_to(ctx: Ctx) -> LExpr:
+    return ctx.arg(0)
+
+
+@compute("transpose")
+def _transpose(ctx: Ctx) -> LExpr:
+    in_shape = ctx.in_types[0].shape
+    axes = ctx.attrs["axes"] or tuple(reversed(range(len(in_shape))))
+    out = ctx.index.multi()
+    multi: list[LExpr] = [idx(0)] * len(in_shape)
+    for k, a in enumerate(axes):
+        multi[a] = out[k]
+    return ctx.readers[0](Index(in_shape, multi=multi))
+
+
+@compute("strided_slice")
+def _strided_slice(ctx: Ctx) -> LExpr:
+    in_shape = ctx.in_types[0].shape
+    a = ctx.attrs
+    spec = slice_spec(in_shape, a["begin"], a["end"], a["strides"], a["axes"])
+    multi = []
+    for s, i, dim in zip(spec, ctx.index.multi(), in_shape, strict=True):
+        start, _, step = s.indices(dim)
+        multi.append(add(idx(start), mul(i, idx(step))))
+    return ctx.readers[0](Index(in_shape, multi=multi))
+
+
+@compute("concatenate")
+def _concatenate(ctx: Ctx) -> LExpr:
+    axis = ctx.attrs["axis"] % len(ctx.out.shape)
+    out = ctx.index.multi()
+    result: LExpr | None = None
+    offset = 0
+    pieces = []
+    for reader, t in zip(ctx.readers, ctx.in_types, strict=True):
+        local = Bin(INDEX, "sub", out[axis], idx(offset)) if offset else out[axis]
+        clamped = _clamp(local, 0, t.shape[axis] - 1)  # loads stay in bounds under select
+        multi = [*out[:axis], clamped, *out[axis + 1 :]]
+        pieces.append((offset + t.shape[axis], reader(Index(t.shape, multi=multi))))
+        offset += t.shape[axis]
+    for end, value in reversed(pieces):
+        result = value if result is None else Select(
+            ctx.out.dtype, Bin("bool", "lt", out[axis], idx(end)), value, result
+        )
+    assert result is not None
+    return result
+
+
+def _clamp(i: LExpr, low: int, high: int) -> LExpr:
+    return Bin(INDEX, "min", Bin(INDEX, "max", i, idx(low)), idx(high))
+
+
+@compute("pad")
+def _pad(ctx: Ctx) -> LExpr:
+    if ctx.attrs["pad_mode"] != "constant":
+        raise NotImplementedError("pad modes other than constant")
+    in_shape = ctx.in_types[0].shape
+    inside: LExpr | None = None
+    multi = []
+    for (before, _), i, dim in zip(ctx.attrs["pad_width"], ctx.index.multi(), in_shape, strict=True):
+        local = Bin(INDEX, "sub", i, idx(before)) if before else i
+        ok = Bin("bool", "and", Bin("bool", "ge", local, idx(0)), Bin("bool", "lt", local, idx(dim)))
+        inside = ok if inside is None else Bin("bool", "and", inside, ok)
+        multi.append(_clamp(local, 0, dim - 1))
+    value = ctx.readers[0](Index(in_shape, multi=multi))
+    pad = float(ctx.attrs["pad_value"])
+    fill = ctx.c(pad if _is_float(ctx.out.dtype) else int(pad))
+    return value if inside is None else Select(ctx.out.dtype, inside, value, fill)
+
+
+@compute("take")
+def _take(ctx: Ctx) -> LExpr:
+    axis, mode = ctx.attrs["axis"], ctx.attrs["mode"]
+    if axis is None:
+        raise NotImplementedError("take without an axis")
+    data_shape, ind_shape = ctx.in_types[0].shape, ctx.in_types[1].shape
+    axis %= len(data_shape)
+    out = ctx.index.multi()
+    position = Cast(INDEX, ctx.readers[1](Index(ind_shape, multi=out[axis : axis + len(ind_shape)])))
+    n = data_shape[axis]
+    if mode == "wrap":
+        position = Bin(INDEX, "rem", Bin(INDEX, "add", Bin(INDEX, "rem", position, idx(n)), idx(n)), idx(n))
+    else:  # clip; "fast" promises valid indices, clamping keeps a bad one from reading wild
+        position = _clamp(position, 0, n - 1)
+    multi = [*out[:axis], position, *out[axis + len(ind_shape) :]]
+    return ctx.readers[0](Index(data_shape, multi=multi))

@@ -1,0 +1,339 @@
+"""Loop IR to LLVM IR with llvmlite.ir.
+
+Each kernel becomes `void name(T* noalias buf0, ..., i64 start, i64 end)`. Loops are
+canonical (phi, compare, branch) so LLVM's vectoriser recognises them; locals are allocas in
+the entry block (mem2reg turns them into registers). float16 tensors are computed in
+float32 (as numpy does) and rounded when stored; bool is i1 in registers and a byte in memory.
+Float arithmetic carries `reassoc contract`: reductions vectorise and multiply-adds fuse,
+while NaN and infinity keep their IEEE meaning (no `nnan`/`ninf`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from llvmlite import ir
+
+from ..loop_ir import (
+    Assign,
+    Bin,
+    Cast,
+    Const,
+    Declare,
+    For,
+    Kernel,
+    LExpr,
+    Load,
+    LoopVar,
+    Ref,
+    Select,
+    Stmt,
+    Store,
+    Un,
+)
+from .mathlib import MathLib
+
+FLAGS = ("reassoc", "contract")
+VECTOR_ATTRS = 'attributes #0 = { "prefer-vector-width"="512" nounwind }'
+
+
+def storage_type(dtype: str) -> ir.Type:
+    if dtype == "float16":
+        return ir.HalfType()
+    if dtype == "float32":
+        return ir.FloatType()
+    if dtype == "float64":
+        return ir.DoubleType()
+    if dtype == "bool":
+        return ir.IntType(8)
+    return ir.IntType(np.dtype(dtype).itemsize * 8)
+
+
+def value_type(dtype: str) -> ir.Type:
+    if dtype in ("float16", "float32"):
+        return ir.FloatType()
+    if dtype == "bool":
+        return ir.IntType(1)
+    return storage_type(dtype)
+
+
+def _is_float(dtype: str) -> bool:
+    return dtype.startswith("float")
+
+
+def _unsigned(dtype: str) -> bool:
+    return dtype.startswith("uint")
+
+
+def emit_module(kernels: list[Kernel]) -> str:
+    """One LLVM module holding every kernel; returns its text (with vector-width attrs)."""
+    module = ir.Module(name="egc")
+    math = MathLib(module)
+    for k in kernels:
+        _KernelEmitter(module, math, k).emit()
+    text = str(module)
+    lines = []
+    for line in text.splitlines():
+        if line.startswith("define void @"):
+            line = line.rstrip()
+            line = line[:-1].rstrip() + " #0 {" if line.endswith("{") else line + " #0"
+        lines.append(line)
+    return "\n".join(lines) + "\n" + VECTOR_ATTRS + "\n"
+
+
+class _KernelEmitter:
+    def __init__(self, module: ir.Module, math: MathLib, kernel: Kernel) -> None:
+        self.kernel, self.math = kernel, math
+        arg_types = [storage_type(b.dtype).as_pointer() for b in kernel.buffers]
+        i64 = ir.IntType(64)
+        fnty = ir.FunctionType(ir.VoidType(), [*arg_types, i64, i64])
+        self.fn = ir.Function(module, fnty, name=kernel.name)
+        for a, buf in zip(self.fn.args, kernel.buffers, strict=False):
+            a.name = buf.name
+            a.add_attribute("noalias")
+        self.start, self.end = self.fn.args[-2], self.fn.args[-1]
+        self.start.name, self.end.name = "start", "end"
+        self.pointers = {b.name: a for b, a in zip(kernel.buffers, self.fn.args, strict=False)}
+        self.dtypes = {b.name: b.dtype for b in kernel.buffers}
+        entry = self.fn.append_basic_block("entry")
+        self.entry_builder = ir.IRBuilder(entry)
+        body = self.fn.append_basic_block("body")
+        self.b = ir.IRBuilder(body)
+        self.loop_vars: dict[str, ir.Value] = {}
+        self.locals: dict[str, tuple[ir.Value, str]] = {}
+        self.scopes: list[dict[int, ir.Value]] = [{}]
+        self.pure: dict[int, bool] = {}
+
+    def emit(self) -> None:
+        for s in self.kernel.body:
+            self.stmt(s)
+        self.b.ret_void()
+        self.entry_builder.branch(self.fn.basic_blocks[1])
+
+    # ------------------------------------------------------------ statements
+    def stmt(self, s: Stmt) -> None:
+        if isinstance(s, For):
+            self.loop(s)
+        elif isinstance(s, Store):
+            value = self.to_storage(self.expr(s.value), s.value.dtype, self.dtypes[s.buffer])
+            ptr = self.b.gep(self.pointers[s.buffer], [self.expr(s.index)], inbounds=True)
+            self.b.store(value, ptr)
+        elif isinstance(s, Declare):
+            ty = value_type(s.init.dtype)
+            slot = self.entry_builder.alloca(ty, name=s.name)
+            self.locals[s.name] = (slot, s.init.dtype)
+            self.b.store(self.expr(s.init), slot)
+        elif isinstance(s, Assign):
+            slot, _ = self.locals[s.name]
+            self.b.store(self.expr(s.value), slot)
+        else:
+            raise TypeError(f"unknown statement {s!r}")
+
+    def loop(self, s: For) -> None:
+        i64 = ir.IntType(64)
+        lo = self.start if s.outer else ir.Constant(i64, 0)
+        hi = self.end if s.outer else ir.Constant(i64, s.extent)
+        pre = self.b.block
+        header = self.fn.append_basic_block(f"{s.var}.head")
+        body = self.fn.append_basic_block(f"{s.var}.body")
+        done = self.fn.append_basic_block(f"{s.var}.done")
+        self.b.branch(header)
+        self.b.position_at_end(header)
+        phi = self.b.phi(i64, name=s.var)
+        phi.add_incoming(lo, pre)
+        self.b.cbranch(self.b.icmp_signed("<", phi, hi), body, done)
+        self.b.position_at_end(body)
+        self.loop_vars[s.var] = phi
+        self.scopes.append({})
+        for inner in s.body:
+            self.stmt(inner)
+        self.scopes.pop()
+        nxt = self.b.add(phi, ir.Constant(i64, 1), name=f"{s.var}.next")
+        phi.add_incoming(nxt, self.b.block)
+        self.b.branch(header)
+        self.b.position_at_end(done)
+
+    # ------------------------------------------------------------ expressions
+    def is_pure(self, e: LExpr) -> bool:
+        """No Ref inside: the value cannot change between two uses in one scope."""
+        key = id(e)
+        if key not in self.pure:
+            if isinstance(e, Ref):
+                self.pure[key] = False
+            else:
+                kids = [v for v in vars(e).values() if isinstance(v, LExpr)]
+                self.pure[key] = all(self.is_pure(k) for k in kids)
+        return self.pure[key]
+
+    def expr(self, e: LExpr) -> ir.Value:
+        key = id(e)
+        for scope in reversed(self.scopes):
+            if key in scope:
+                return scope[key]
+        value = self._expr(e)
+        if self.is_pure(e):
+            self.scopes[-1][key] = value
+        return value
+
+    def _expr(self, e: LExpr) -> ir.Value:
+        b = self.b
+        if isinstance(e, Const):
+            return self.constant(e.value, e.dtype)
+        if isinstance(e, LoopVar):
+            return self.loop_vars[e.name]
+        if isinstance(e, Ref):
+            slot, _ = self.locals[e.name]
+            return b.load(slot)
+        if isinstance(e, Load):
+            ptr = b.gep(self.pointers[e.buffer], [self.expr(e.index)], inbounds=True)
+            return self.from_storage(b.load(ptr), self.dtypes[e.buffer])
+        if isinstance(e, Cast):
+            return self.cast(self.expr(e.a), e.a.dtype, e.dtype)
+        if isinstance(e, Select):
+            return b.select(self.expr(e.cond), self.expr(e.a), self.expr(e.b))
+        if isinstance(e, Un):
+            return self.unary(e)
+        if isinstance(e, Bin):
+            return self.binary(e)
+        raise TypeError(f"unknown expression {e!r}")
+
+    def constant(self, value: Any, dtype: str) -> ir.Constant:
+        ty = value_type(dtype)
+        if dtype == "bool":
+            return ir.Constant(ty, int(bool(value)))
+        if _is_float(dtype):
+            return ir.Constant(ty, float(value))
+        return ir.Constant(ty, int(value))
+
+    def from_storage(self, v: ir.Value, dtype: str) -> ir.Value:
+        if dtype == "float16":
+            return self.b.fpext(v, ir.FloatType())
+        if dtype == "bool":
+            return self.b.icmp_unsigned("!=", v, ir.Constant(ir.IntType(8), 0))
+        return v
+
+    def to_storage(self, v: ir.Value, value_dtype: str, buffer_dtype: str) -> ir.Value:
+        if value_dtype != buffer_dtype:
+            v = self.cast(v, value_dtype, buffer_dtype)
+        if buffer_dtype == "float16":
+            return self.b.fptrunc(v, ir.HalfType())
+        if buffer_dtype == "bool":
+            return self.b.zext(v, ir.IntType(8))
+        return v
+
+    def cast(self, v: ir.Value, src: str, dst: str) -> ir.Value:
+        b = self.b
+        if src == dst or value_type(src) == value_type(dst) and _is_float(src) == _is_float(dst):
+            return v
+        st, dt = value_type(src), value_type(dst)
+        if dst == "bool":
+            if _is_float(src):
+                return b.fcmp_unordered("!=", v, ir.Constant(st, 0.0))
+            return b.icmp_unsigned("!=", v, ir.Constant(st, 0))
+        if src == "bool":
+            return b.uitofp(v, dt) if _is_float(dst) else b.zext(v, dt)
+        if _is_float(src) and _is_float(dst):
+            return b.fpext(v, dt) if dst == "float64" else b.fptrunc(v, dt)
+        if _is_float(src):
+            return b.fptoui(v, dt) if _unsigned(dst) else b.fptosi(v, dt)
+        if _is_float(dst):
+            return b.uitofp(v, dt) if _unsigned(src) else b.sitofp(v, dt)
+        if dt.width < st.width:
+            return b.trunc(v, dt)
+        if dt.width > st.width:
+            return b.zext(v, dt) if _unsigned(src) else b.sext(v, dt)
+        return v
+
+    def unary(self, e: Un) -> ir.Value:
+        b, m = self.b, self.math
+        x = self.expr(e.a)
+        dtype = e.a.dtype
+        ty = value_type(dtype)
+        if e.op == "not":
+            return b.not_(x)
+        if _is_float(dtype):
+            if e.op == "neg":
+                return b.fneg(x)
+            if e.op == "abs":
+                return m.call(b, "fabs", x)
+            if e.op in ("sqrt", "floor", "ceil", "sin", "cos"):
+                return m.call(b, e.op, x)
+            if e.op == "round":
+                return m.call(b, "rint", x)
+            if e.op in ("exp", "log", "tanh", "sigmoid", "erf"):
+                return getattr(m, e.op)(b, x)
+            if e.op == "sign":
+                one, zero = ir.Constant(ty, 1.0), ir.Constant(ty, 0.0)
+                pos = b.select(b.fcmp_ordered(">", x, zero), one, x)
+                return b.select(b.fcmp_ordered("<", x, zero), b.fneg(one), pos)
+        else:
+            zero = ir.Constant(ty, 0)
+            if e.op == "neg":
+                return b.sub(zero, x)
+            if e.op == "abs":
+                return x if _unsigned(dtype) else b.select(b.icmp_signed("<", x, zero), b.sub(zero, x), x)
+            if e.op == "sign":
+                one = ir.Constant(ty, 1)
+                pos = b.select(b.icmp_signed(">", x, zero), one, zero)
+                return b.select(b.icmp_signed("<", x, zero), ir.Constant(ty, -1), pos)
+        raise NotImplementedError(f"{e.op} on {dtype}")
+
+    def binary(self, e: Bin) -> ir.Value:
+        b = self.b
+        x, y = self.expr(e.a), self.expr(e.b)
+        dtype = e.a.dtype
+        op = e.op
+        if op in ("and", "or"):
+            return b.and_(x, y) if op == "and" else b.or_(x, y)
+        if op in ("lt", "le", "gt", "ge", "eq", "ne"):
+            sym = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}[op]
+            if _is_float(dtype):
+                return b.fcmp_unordered(sym, x, y) if op == "ne" else b.fcmp_ordered(sym, x, y)
+            if dtype == "bool" or _unsigned(dtype):
+                return b.icmp_unsigned(sym, x, y)
+            return b.icmp_signed(sym, x, y)
+        if _is_float(dtype):
+            if op == "add":
+                return b.fadd(x, y, flags=FLAGS)
+            if op == "sub":
+                return b.fsub(x, y, flags=FLAGS)
+            if op == "mul":
+                return b.fmul(x, y, flags=FLAGS)
+            if op == "div":
+                return b.fdiv(x, y)
+            if op == "pow":
+                return self.math.call(b, "pow", x, y)
+            if op in ("max", "min"):
+                pick = b.fcmp_ordered(">" if op == "max" else "<", x, y)
+                chosen = b.select(pick, x, y)
+                chosen = b.select(self.math.isnan(b, y), y, chosen)
+                return b.select(self.math.isnan(b, x), x, chosen)
+        else:
+            ty = value_type(dtype)
+            zero = ir.Constant(ty, 0)
+            if op == "add":
+                return b.add(x, y)
+            if op == "sub":
+                return b.sub(x, y)
+            if op == "mul":
+                return b.mul(x, y)
+            if op in ("div", "rem"):
+                is_zero = b.icmp_unsigned("==", y, zero)
+                safe = b.select(is_zero, ir.Constant(ty, 1), y)
+                if op == "div":
+                    q = b.udiv(x, safe) if _unsigned(dtype) else b.sdiv(x, safe)
+                else:
+                    q = b.urem(x, safe) if _unsigned(dtype) else b.srem(x, safe)
+                return b.select(is_zero, zero, q)
+            if op in ("max", "min"):
+                sym = ">" if op == "max" else "<"
+                pick = b.icmp_unsigned(sym, x, y) if _unsigned(dtype) else b.icmp_signed(sym, x, y)
+                return b.select(pick, x, y)
+            if op == "pow":
+                d = ir.DoubleType()
+                xf = b.uitofp(x, d) if _unsigned(dtype) else b.sitofp(x, d)
+                yf = b.uitofp(y, d) if _unsigned(dtype) else b.sitofp(y, d)
+                r = self.math.call(b, "pow", xf, yf)
+                return b.fptoui(r, ty) if _unsigned(dtype) else b.fptosi(r, ty)
+        raise NotImplementedError(f"{op} on {dtype}")

@@ -1,0 +1,158 @@
+"""The loop IR: what a fused kernel is before it becomes LLVM.
+
+Expressions are scalar (one element): constants, loop variables, loads from buffers at a
+flat element index, arithmetic, math calls, selects and casts. Statements are loops (the
+outermost one of each nest runs over a [start, end) range the executor hands to each thread),
+stores, and local scalar variables for accumulators. Buffers are dense row-major arrays
+passed to the kernel as pointers, in `Kernel.buffers` order; the last one is the output.
+
+Kept deliberately small: every op's compute definition (codegen/compute.py) builds these
+nodes, codegen/llvm/emit.py turns them into LLVM IR, and LLVM does the vectorising.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+INDEX = "int64"
+
+
+# ---------------------------------------------------------------- expressions
+@dataclass(frozen=True, eq=False)
+class LExpr:
+    dtype: str
+
+
+@dataclass(frozen=True, eq=False)
+class Const(LExpr):
+    value: float | int | bool
+
+
+@dataclass(frozen=True, eq=False)
+class LoopVar(LExpr):
+    name: str
+
+
+@dataclass(frozen=True, eq=False)
+class Load(LExpr):
+    buffer: str
+    index: LExpr
+
+
+@dataclass(frozen=True, eq=False)
+class Bin(LExpr):
+    """Arithmetic (add sub mul div rem min max pow), comparisons (lt le gt ge eq ne) and
+    logic (and or); comparisons have dtype bool."""
+
+    op: str
+    a: LExpr
+    b: LExpr
+
+
+@dataclass(frozen=True, eq=False)
+class Un(LExpr):
+    """neg abs exp log sqrt tanh sigmoid erf floor ceil round sin cos not sign."""
+
+    op: str
+    a: LExpr
+
+
+@dataclass(frozen=True, eq=False)
+class Select(LExpr):
+    cond: LExpr
+    a: LExpr
+    b: LExpr
+
+
+@dataclass(frozen=True, eq=False)
+class Cast(LExpr):
+    a: LExpr
+
+
+@dataclass(frozen=True, eq=False)
+class Ref(LExpr):
+    """The current value of a local scalar."""
+
+    name: str
+
+
+def const(value: float | int | bool, dtype: str) -> Const:
+    return Const(dtype, value)
+
+
+def idx(value: int) -> Const:
+    return Const(INDEX, value)
+
+
+def add(a: LExpr, b: LExpr) -> LExpr:
+    if isinstance(b, Const) and b.value == 0:
+        return a
+    if isinstance(a, Const) and a.value == 0:
+        return b
+    return Bin(a.dtype, "add", a, b)
+
+
+def mul(a: LExpr, b: LExpr) -> LExpr:
+    if isinstance(b, Const) and b.value == 1:
+        return a
+    if isinstance(a, Const) and a.value == 1:
+        return b
+    if (isinstance(a, Const) and a.value == 0) or (isinstance(b, Const) and b.value == 0):
+        return idx(0) if a.dtype == INDEX else Bin(a.dtype, "mul", a, b)
+    return Bin(a.dtype, "mul", a, b)
+
+
+# ---------------------------------------------------------------- statements
+@dataclass
+class Stmt:
+    pass
+
+
+@dataclass
+class For(Stmt):
+    var: str
+    extent: int
+    body: list[Stmt]
+    outer: bool = False  # runs over the thread's [start, end) instead of [0, extent)
+
+
+@dataclass
+class Store(Stmt):
+    buffer: str
+    index: LExpr
+    value: LExpr
+
+
+@dataclass
+class Declare(Stmt):
+    """A local scalar with an initial value (an accumulator)."""
+
+    name: str
+    init: LExpr
+
+
+@dataclass
+class Assign(Stmt):
+    name: str
+    value: LExpr
+
+
+# ---------------------------------------------------------------- kernels
+@dataclass
+class Buffer:
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+
+
+@dataclass
+class Kernel:
+    """One JIT function `name(buffers..., start, end)`; `extent` is the outer loop's size."""
+
+    name: str
+    buffers: list[Buffer]
+    body: list[Stmt]
+    extent: int
+    work: float = 0.0  # element operations, to decide whether threads are worth it
+    reduces: bool = False  # uses reassociating float accumulation
+    notes: list[str] = field(default_factory=list)

@@ -1,0 +1,361 @@
+"""Lower one primitive function (a fused group) to a kernel.
+
+Three shapes of kernel, chosen per group:
+
+- *loops*: injective/elementwise groups become one loop nest over the output with every
+  producer inlined; a reduction or softmax anchor becomes its own nest (injective producers
+  inlined into its loads) followed by the elementwise epilogue, in place, in the same kernel;
+- *library + epilogue*: dense, matmul, batch_matmul, conv2d and pooling anchors run in an
+  optimised library routine (OpenBLAS through numpy, as TVM's `-libs=cblas`), then the fused
+  epilogue (bias, activation, residual) runs as a JIT loop over the result, in place;
+- *host*: a group with an op that has no compute definition (or tuple results) runs through
+  the op's numpy reference; `codegen.host_fallback=False` turns that into an error instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from egraph_ir.errors import CodegenError
+from egraph_ir.expr import Call, Constant, Expr, Function, Var
+from egraph_ir.registry import Op, OpPattern
+from egraph_ir.types import TensorType
+from egraph_ir.visitor import post_order
+
+from . import library
+from .compute import COMPUTE, Ctx, Index, size, strides
+from .loop_ir import (
+    INDEX,
+    Assign,
+    Bin,
+    Buffer,
+    Declare,
+    For,
+    Kernel,
+    LExpr,
+    Load,
+    LoopVar,
+    Ref,
+    Stmt,
+    Store,
+    Un,
+    add,
+    const,
+    idx,
+    mul,
+)
+
+REDUCTIONS = {"sum", "mean", "max", "min", "prod"}
+ROW_OPS = {"softmax", "log_softmax"}
+
+
+@dataclass
+class Lowered:
+    """A kernel and how to call it: `kind` is loops, library or host."""
+
+    kind: str
+    name: str
+    inputs: list[Expr]  # the group's parameters, in call order (Vars of the function)
+    constants: dict[str, np.ndarray] = field(default_factory=dict)  # buffer -> bound array
+    kernel: Kernel | None = None  # the JIT part (the epilogue for library kernels)
+    library: Callable[..., None] | None = None  # fn(*inputs, out=...) for library anchors
+    function: Function | None = None  # host kernels evaluate this
+    ops: list[str] = field(default_factory=list)
+
+
+class Unsupported(Exception):
+    pass
+
+
+def lower(fn: Function, name: str, host_fallback: bool = True) -> Lowered:
+    """Lower a primitive function; fall back to the host, or raise CodegenError."""
+    ops = [n.op.name for n in post_order(fn.body) if isinstance(n, Call) and isinstance(n.op, Op)]
+    try:
+        return _Lowering(fn, name).run(ops)
+    except Unsupported as why:
+        if not host_fallback:
+            raise CodegenError(
+                f"no compute definition for this group ({', '.join(ops)}): {why}; "
+                "set codegen.host_fallback to run it with numpy"
+            ) from None
+        return Lowered("host", name, list(fn.params), function=fn, ops=ops)
+
+
+class _Lowering:
+    def __init__(self, fn: Function, name: str) -> None:
+        self.fn, self.name = fn, name
+        out = fn.body.checked_type
+        if not isinstance(out, TensorType):
+            raise Unsupported("tuple-valued result")
+        self.out_type = out
+        self.buffers: dict[Expr, Buffer] = {}
+        self.constants: dict[str, np.ndarray] = {}
+        for i, p in enumerate(fn.params):
+            t = p.checked_type
+            if not isinstance(t, TensorType):
+                raise Unsupported("non-tensor parameter")
+            self.buffers[p] = Buffer(f"in{i}", t.dtype, t.shape)
+        self.out = Buffer("out", out.dtype, out.shape)
+        self.memo: dict[tuple[Expr, int], LExpr] = {}
+        self.alive: list[Index] = []  # memo keys use id(index): keep those indices alive
+        self.anchor: Call | None = None
+        self.loops = 0
+
+    # ------------------------------------------------------------ readers
+    def reader(self, e: Expr) -> Callable[[Index], LExpr]:
+        def read(index: Index) -> LExpr:
+            key = (e, id(index))
+            if key not in self.memo:
+                self.memo[key] = self._element(e, index)
+                self.alive.append(index)
+            return self.memo[key]
+
+        return read
+
+    def _element(self, e: Expr, index: Index) -> LExpr:
+        if e is self.anchor:
+            return Load(self.out.dtype, "out", index.flat())
+        if isinstance(e, Var):
+            return Load(self.buffers[e].dtype, self.buffers[e].name, index.flat())
+        if isinstance(e, Constant):
+            data = e.data
+            if data.size == 1:
+                return const(data.reshape(-1)[0].item(), str(data.dtype))
+            if e not in self.buffers:
+                buf = Buffer(f"c{len(self.constants)}", str(data.dtype), data.shape)
+                self.buffers[e] = buf
+                self.constants[buf.name] = np.ascontiguousarray(data)
+            return Load(str(data.dtype), self.buffers[e].name, index.flat())
+        if isinstance(e, Call) and isinstance(e.op, Op):
+            definition = COMPUTE.get(e.op.name)
+            if definition is None:
+                raise Unsupported(f"{e.op.name} has no compute definition")
+            in_types = [a.checked_type for a in e.args]
+            if not all(isinstance(t, TensorType) for t in in_types):
+                raise Unsupported("non-tensor argument")
+            ctx = Ctx(e.attrs, in_types, e.checked_type, [self.reader(a) for a in e.args], index)  # type: ignore[arg-type]
+            try:
+                return definition(ctx)
+            except NotImplementedError as exc:
+                raise Unsupported(str(exc)) from None
+        raise Unsupported(f"cannot inline {type(e).__name__}")
+
+    # ------------------------------------------------------------ nests
+    def var(self, prefix: str = "i") -> LoopVar:
+        self.loops += 1
+        return LoopVar(INDEX, f"{prefix}{self.loops}")
+
+    def nest(self, shape: tuple[int, ...], inner: Callable[[list[LExpr]], list[Stmt]]) -> For | list[Stmt]:
+        """Loops over shape; the first axis longer than 1 is the thread-split one."""
+        if not shape:
+            return [For("i0", 1, inner([]), outer=True)]
+        vars_ = [self.var() for _ in shape]
+        outer_axis = next((k for k, d in enumerate(shape) if d > 1), 0)
+        body = inner(list(vars_))
+        for k in reversed(range(len(shape))):
+            body = [For(vars_[k].name, shape[k], body, outer=(k == outer_axis))]  # type: ignore[attr-defined]
+        return body
+
+    def elementwise_nest(self, root: Expr) -> list[Stmt]:
+        shape = self.out_type.shape
+
+        def inner(vs: list[LExpr]) -> list[Stmt]:
+            index = Index(shape, multi=vs) if vs else Index(shape, flat=idx(0))
+            flat = index.flat()
+            index = Index(shape, multi=vs or None, flat=flat)
+            return [Store("out", flat, self.reader(root)(index))]
+
+        return self.nest(shape, inner)  # type: ignore[return-value]
+
+    # ------------------------------------------------------------ anchors
+    def reduction_nest(self, call: Call) -> list[Stmt]:
+        op = call.op.name  # type: ignore[union-attr]
+        src = call.args[0]
+        in_t = src.checked_type
+        assert isinstance(in_t, TensorType)
+        axes = call.attrs["axis"]
+        axes = tuple(range(in_t.ndim)) if axes is None else tuple(a % in_t.ndim for a in axes)
+        keep = bool(call.attrs["keepdims"])
+        kept = [k for k in range(in_t.ndim) if k not in axes]
+        out_shape = self.out_type.shape if call is self.fn.body else call.checked_type.shape  # type: ignore[union-attr]
+        dtype = call.checked_type.dtype  # type: ignore[union-attr]
+        acc_name = f"acc{self.loops}"
+        count = int(np.prod([in_t.shape[a] for a in axes], dtype=np.int64))
+        init, combine = _reduce_ops(op, dtype)
+        read = self.reader(src)
+
+        def inner(out_vars: list[LExpr]) -> list[Stmt]:
+            kept_vars = [out_vars[k] for k in kept] if keep else out_vars
+            red_vars = {a: self.var("r") for a in axes}
+            multi: list[LExpr] = []
+            it = iter(kept_vars)
+            for k in range(in_t.ndim):
+                multi.append(red_vars[k] if k in red_vars else next(it))
+            element = read(Index(in_t.shape, multi=multi))
+            body: list[Stmt] = [Assign(acc_name, combine(Ref(dtype, acc_name), element))]
+            for a in reversed(axes):
+                body = [For(red_vars[a].name, in_t.shape[a], body)]
+            result: LExpr = Ref(dtype, acc_name)
+            if op == "mean":
+                result = Bin(dtype, "div", result, const(float(count), dtype))
+            out_index = Index(out_shape, multi=out_vars) if out_vars else Index(out_shape, flat=idx(0))
+            return [Declare(acc_name, init), *body, Store("out", out_index.flat(), result)]
+
+        return self.nest(out_shape, inner)  # type: ignore[return-value]
+
+    def row_nest(self, call: Call) -> list[Stmt]:
+        """softmax / log_softmax along one axis: max, sum of exp, normalise."""
+        op = call.op.name  # type: ignore[union-attr]
+        src = call.args[0]
+        t = src.checked_type
+        assert isinstance(t, TensorType)
+        axis = call.attrs["axis"] % t.ndim
+        dtype = t.dtype
+        outer_shape = tuple(d for k, d in enumerate(t.shape) if k != axis)
+        read = self.reader(src)
+        n = t.shape[axis]
+        stride = strides(t.shape)[axis]
+
+        def inner(vs: list[LExpr]) -> list[Stmt]:
+            multi = list(vs)
+            multi.insert(axis, idx(0))
+            base = Index(t.shape, multi=multi).flat()
+
+            def at(j: LExpr) -> LExpr:
+                return add(base, mul(j, idx(stride)))
+
+            m, s = f"m{self.loops}", f"s{self.loops}"
+            j1, j2, j3 = self.var("j"), self.var("j"), self.var("j")
+            x1 = read(Index(t.shape, flat=at(j1)))
+            shifted = Bin(dtype, "sub", read(Index(t.shape, flat=at(j2))), Ref(dtype, m))
+            e = Un(dtype, "exp", shifted)
+            stmts: list[Stmt] = [
+                Declare(m, const(-np.inf, dtype)),
+                For(j1.name, n, [Assign(m, Bin(dtype, "max", Ref(dtype, m), x1))]),
+                Declare(s, const(0.0, dtype)),
+            ]
+            if op == "softmax":
+                stmts.append(
+                    For(j2.name, n, [Store("out", at(j2), e), Assign(s, Bin(dtype, "add", Ref(dtype, s), Load(dtype, "out", at(j2))))])
+                )
+                stmts.append(
+                    For(j3.name, n, [Store("out", at(j3), Bin(dtype, "div", Load(dtype, "out", at(j3)), Ref(dtype, s)))])
+                )
+            else:
+                stmts.append(For(j2.name, n, [Assign(s, Bin(dtype, "add", Ref(dtype, s), e))]))
+                shift = Bin(dtype, "add", Ref(dtype, m), Un(dtype, "log", Ref(dtype, s)))
+                x3 = read(Index(t.shape, flat=at(j3)))
+                stmts.append(For(j3.name, n, [Store("out", at(j3), Bin(dtype, "sub", x3, shift))]))
+            return stmts
+
+        return self.nest(outer_shape, inner)  # type: ignore[return-value]
+
+    # ------------------------------------------------------------ driver
+    def run(self, ops: list[str]) -> Lowered:
+        calls = [n for n in post_order(self.fn.body) if isinstance(n, Call) and isinstance(n.op, Op)]
+        anchors = [c for c in calls if _is_anchor(c)]
+        if len(anchors) > 1:
+            raise Unsupported("more than one anchor")
+        anchor = anchors[0] if anchors else None
+        body: list[Stmt] = []
+        routine = None
+        extent_shape = self.out_type.shape
+        if anchor is not None:
+            name = anchor.op.name  # type: ignore[union-attr]
+            if anchor is not self.fn.body and anchor.checked_type != self.out_type:
+                raise Unsupported("the epilogue changes the anchor's shape")
+            if name in REDUCTIONS:
+                body += self.reduction_nest(anchor)
+            elif name in ROW_OPS:
+                body += self.row_nest(anchor)
+                extent_shape = _row_shape(anchor)
+            elif name in library.ROUTINES:
+                if any(not isinstance(x, Var | Constant) for x in anchor.args):
+                    raise Unsupported("library anchors take materialised inputs")
+                routine = library.ROUTINES[name]
+            else:
+                raise Unsupported(f"{name} has no compute definition")
+            self.anchor = anchor
+        if anchor is not self.fn.body:
+            body += self.elementwise_nest(self.fn.body)
+        kernel = None
+        if body:
+            buffers = [self.buffers[p] for p in self.fn.params]
+            buffers += [b for e, b in self.buffers.items() if isinstance(e, Constant)]
+            buffers.append(self.out)
+            kernel = Kernel(
+                self.name,
+                buffers,
+                body,
+                _outer_extent(extent_shape),
+                work=float(size(self.out_type.shape)) * max(len(calls), 1),
+                reduces=anchor is not None and routine is None,
+            )
+        lowered = Lowered(
+            "library" if routine is not None else "loops",
+            self.name,
+            list(self.fn.params),
+            dict(self.constants),
+            kernel,
+            ops=ops,
+        )
+        if routine is not None and anchor is not None:
+            operands = [_operand(x, self.fn.params) for x in anchor.args]
+            lowered.library = _bind(routine, anchor, operands)
+        return lowered
+
+
+def _is_anchor(c: Call) -> bool:
+    op = c.op
+    assert isinstance(op, Op)
+    return op.pattern in (OpPattern.COMM_REDUCE, OpPattern.OUT_ELEMWISE_FUSABLE) or op.name in ROW_OPS
+
+
+def _row_shape(call: Call) -> tuple[int, ...]:
+    t = call.args[0].checked_type
+    assert isinstance(t, TensorType)
+    axis = call.attrs["axis"] % t.ndim
+    return tuple(d for k, d in enumerate(t.shape) if k != axis)
+
+
+def _outer_extent(shape: tuple[int, ...]) -> int:
+    return next((d for d in shape if d > 1), 1)
+
+
+def _operand(x: Expr, params: tuple[Var, ...]) -> int | np.ndarray:
+    """A library argument: the index of a group parameter, or a constant array."""
+    if isinstance(x, Constant):
+        return np.ascontiguousarray(x.data)
+    return params.index(x)  # type: ignore[arg-type]
+
+
+def _bind(
+    routine: Callable[..., None], anchor: Call, operands: list[int | np.ndarray]
+) -> Callable[[list[np.ndarray], np.ndarray], None]:
+    attrs = dict(anchor.attrs)
+
+    def call(inputs: list[np.ndarray], out: np.ndarray) -> None:
+        args = [inputs[o] if isinstance(o, int) else o for o in operands]
+        routine(args, attrs, out)
+
+    return call
+
+
+def _reduce_ops(op: str, dtype: str) -> tuple[LExpr, Callable[[LExpr, LExpr], LExpr]]:
+    is_float = np.dtype(dtype).kind == "f"
+    if op in ("sum", "mean"):
+        return const(0.0 if is_float else 0, dtype), lambda a, b: Bin(dtype, "add", a, b)
+    if op == "prod":
+        return const(1.0 if is_float else 1, dtype), lambda a, b: Bin(dtype, "mul", a, b)
+    if op == "max":
+        low: Any = -np.inf if is_float else int(np.iinfo(dtype).min)
+        return const(low, dtype), lambda a, b: Bin(dtype, "max", a, b)
+    high: Any = np.inf if is_float else int(np.iinfo(dtype).max)
+    return const(high, dtype), lambda a, b: Bin(dtype, "min", a, b)
+
+
+__all__ = ["Lowered", "lower"]

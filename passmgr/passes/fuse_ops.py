@@ -1,0 +1,259 @@
+"""FuseOps: group operators into primitive functions that codegen turns into single kernels.
+
+TVM's rules, driven by each op's fusion pattern and the post-dominator tree of the dataflow:
+
+- an elementwise, broadcast or injective op fuses into its immediate post-dominator when
+  every op on the paths between them is injective or better (the post-dominator may also be
+  a reduction: the injective ops are then inlined into the reduction's loads);
+- an out-elementwise-fusable op (dense, matmul, conv2d, pooling) or a reduction takes its
+  epilogue: fuses into its post-dominator when every op on the way is elementwise or
+  broadcast and keeps its output shape (bias, activation, residual add);
+- opaque ops (softmax, norms) and tuple-valued ops stand alone;
+- a group holds at most one such anchor and at most `fuse.max_depth` ops.
+
+Fusing along every path to the post-dominator is what makes diamonds safe: no value leaves
+a group and comes back. Each group becomes `fn (...) { ... }` with the `Primitive` attribute,
+called from the function; constants stay inside. Functions with Let or If are left alone.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from egraph_ir.expr import Call, Constant, Expr, Function, If, Let, Var, children
+from egraph_ir.infer import infer_type
+from egraph_ir.module import IRModule
+from egraph_ir.registry import Op, OpPattern
+from egraph_ir.types import TensorType
+from egraph_ir.visitor import post_order, rebuild
+
+from ..config import register_config
+from ..context import PassContext
+from ..pass_base import ModulePass
+from ..registry import register_pass
+
+register_config("fuse.max_depth", int, 64, "most ops in one fused group")
+
+ANCHORS = (OpPattern.COMM_REDUCE, OpPattern.OUT_ELEMWISE_FUSABLE)
+SINK = None  # the post-dominator of values that leave the dataflow (outputs, tuples)
+
+
+def pattern_of(call: Call) -> OpPattern:
+    """The op's pattern; tuple-valued calls and non-tensor inputs make it opaque."""
+    if not isinstance(call.op, Op) or not isinstance(call.checked_type, TensorType):
+        return OpPattern.OPAQUE
+    if any(not isinstance(a.checked_type, TensorType) for a in call.args):
+        return OpPattern.OPAQUE
+    return call.op.pattern
+
+
+class _Groups:
+    """Union-find over calls, tracking each group's size and anchor."""
+
+    def __init__(self, calls: list[Call]) -> None:
+        self.parent: dict[Call, Call] = {c: c for c in calls}
+        self.size = {c: 1 for c in calls}
+        self.anchors = {c: int(pattern_of(c) in ANCHORS) for c in calls}
+
+    def find(self, c: Call) -> Call:
+        root = c
+        while self.parent[root] is not root:
+            root = self.parent[root]
+        while self.parent[c] is not root:
+            self.parent[c], c = root, self.parent[c]
+        return root
+
+    def can_merge(self, members: list[Call], max_size: int) -> bool:
+        roots = {self.find(m) for m in members}
+        return (
+            sum(self.size[r] for r in roots) <= max_size
+            and sum(self.anchors[r] for r in roots) <= 1
+        )
+
+    def merge(self, members: list[Call]) -> None:
+        roots = list({self.find(m): None for m in members})
+        first = roots[0]
+        for r in roots[1:]:
+            self.parent[r] = first
+            self.size[first] += self.size[r]
+            self.anchors[first] += self.anchors[r]
+
+
+def _post_dominators(calls: list[Call], users: dict[Expr, list[Expr]]) -> dict[Call, Call | None]:
+    """Immediate post-dominator of each call among calls (None: the sink)."""
+    ipdom: dict[Call, Call | None] = {}
+    depth: dict[Call | None, int] = {SINK: 0}
+
+    def lca(a: Call | None, b: Call | None) -> Call | None:
+        while a is not b:
+            if depth[a] >= depth[b]:
+                a = ipdom[a]  # type: ignore[index]
+            else:
+                b = ipdom[b]  # type: ignore[index]
+        return a
+
+    for c in reversed(calls):
+        outs = users.get(c, [])
+        if not outs or any(not isinstance(u, Call) or u not in depth for u in outs):
+            ipdom[c] = SINK
+        else:
+            p: Call | None = outs[0]  # type: ignore[assignment]
+            for u in outs[1:]:
+                p = lca(p, u)  # type: ignore[arg-type]
+            ipdom[c] = p
+        depth[c] = depth[ipdom[c]] + 1
+    return ipdom
+
+
+def _path(start: Call, end: Call, users: dict[Expr, list[Expr]]) -> list[Call]:
+    """Every call on a path from start (exclusive) to end (inclusive)."""
+    seen: set[Expr] = set()
+    out: list[Call] = []
+    stack = list(users.get(start, []))
+    while stack:
+        n = stack.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if not isinstance(n, Call):
+            return []  # the value escapes: not a convex region
+        out.append(n)
+        if n is not end:
+            stack.extend(users.get(n, []))
+    return out
+
+
+def _fusable(n: Call, path: list[Call], end: Call) -> bool:
+    kind = pattern_of(n)
+    if kind <= OpPattern.INJECTIVE:
+        return all(
+            pattern_of(m) <= OpPattern.INJECTIVE
+            or (m is end and pattern_of(m) == OpPattern.COMM_REDUCE)
+            for m in path
+        )
+    if kind in ANCHORS:
+        t = n.checked_type
+        return all(pattern_of(m) <= OpPattern.BROADCAST and m.checked_type == t for m in path)
+    return False
+
+
+def fuse_function(fn: Function, max_depth: int) -> tuple[Function, int]:
+    """The function with its calls grouped into primitive functions; also the group count."""
+    if any(isinstance(n, Let | If) for n in post_order(fn.body)):
+        return fn, 0
+    nodes = list(post_order(fn.body))
+    calls = [n for n in nodes if isinstance(n, Call) and isinstance(n.op, Op)]
+    users: dict[Expr, list[Expr]] = defaultdict(list)
+    for n in nodes:
+        for c in dict.fromkeys(children(n)):
+            users[c].append(n)
+    ipdom = _post_dominators(calls, users)
+    groups = _Groups(calls)
+    for n in calls:
+        end = ipdom[n]
+        if end is None:
+            continue
+        path = _path(n, end, users)
+        if path and _fusable(n, path, end) and groups.can_merge([n, *path], max_depth):
+            groups.merge([n, *path])
+    return _materialise(fn, nodes, calls, users, groups), len({groups.find(c) for c in calls})
+
+
+def _materialise(
+    fn: Function,
+    nodes: list[Expr],
+    calls: list[Call],
+    users: dict[Expr, list[Expr]],
+    groups: _Groups,
+) -> Function:
+    by_root: dict[Call, list[Call]] = defaultdict(list)
+    for c in calls:  # topological order is kept inside each group
+        by_root[groups.find(c)].append(c)
+    group_of: dict[Call, list[Call]] = {}  # output call -> its group
+    for group in by_root.values():
+        inside = set(group)
+        outs = [m for m in group if m is fn.body or any(u not in inside for u in users[m])]
+        if len(outs) == 1:
+            group_of[outs[0]] = group
+        else:  # cannot happen with post-dominator fusion; stay correct anyway
+            group_of.update({m: [m] for m in group})
+    memo: dict[Expr, Expr] = {}
+    for n in nodes:
+        if isinstance(n, Call) and isinstance(n.op, Op):
+            if n in group_of:
+                memo[n] = _primitive_call(n, group_of[n], memo)
+            continue  # inner members exist only inside their primitive function
+        memo[n] = n if isinstance(n, Var | Constant) else rebuild(n, memo)
+    return Function(fn.params, memo[fn.body], fn.ret_type, fn.attrs, fn.span)
+
+
+def _primitive_call(root: Call, group: list[Call], outer: dict[Expr, Expr]) -> Call:
+    """`fn (params) Primitive=1 { group }(external args)`."""
+    inside = set(group)
+    params: dict[Expr, Var] = {}
+    inner: dict[Expr, Expr] = {}
+    for m in group:  # group is in topological order
+        args = []
+        for a in m.args:
+            if a in inside:
+                args.append(inner[a])
+            elif isinstance(a, Constant):
+                args.append(a)
+            else:
+                if a not in params:
+                    params[a] = Var(f"p{len(params)}", a.checked_type)
+                args.append(params[a])
+        inner[m] = Call(m.op, tuple(args), m.attrs, m.span)
+    prim = Function(tuple(params.values()), inner[root], root.checked_type).with_attr(
+        "Primitive", 1
+    )
+    return Call(prim, tuple(outer[a] for a in params))
+
+
+@register_pass
+@dataclass(frozen=True)
+class FuseOps(ModulePass):
+    """Fuse operators into primitive functions (see the module docstring)."""
+
+    max_depth: int | None = None  # default: the `fuse.max_depth` config
+    opt_level = 0  # codegen needs it at every opt level, as TVM's build does
+    required = ("InferType",)
+    idempotent = True
+
+    def transform(self, mod: IRModule, ctx: PassContext) -> IRModule:
+        depth = (
+            self.max_depth if self.max_depth is not None else int(ctx.get_config("fuse.max_depth"))
+        )  # type: ignore[call-overload]
+        new = {}
+        changed = False
+        for name, fn in mod.items():
+            if fn.attrs.get("Primitive") or _already_fused(fn):
+                new[name] = fn
+                continue
+            out, count = fuse_function(fn, depth)
+            if out is not fn:
+                changed = True
+                ctx.bump("groups", count)
+            new[name] = out
+        return infer_type(IRModule(new)) if changed else mod
+
+
+def _already_fused(fn: Function) -> bool:
+    """True when every call already calls a primitive function (FuseOps ran before)."""
+    return not any(isinstance(n, Call) and isinstance(n.op, Op) for n in _outer_nodes(fn))
+
+
+def _outer_nodes(fn: Function) -> list[Expr]:
+    """Nodes of fn outside nested functions."""
+    out: list[Expr] = []
+    stack: list[Expr] = [fn.body]
+    seen: set[Expr] = set()
+    while stack:
+        n = stack.pop()
+        if n in seen or isinstance(n, Function):
+            continue
+        seen.add(n)
+        out.append(n)
+        stack.extend(children(n))
+    return out
