@@ -10,7 +10,7 @@ Config: `codegen.num_threads` (0 = every core this process may use),
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -63,7 +63,7 @@ class Executable:
         for name in names:
             t = self.input_types[name]
             assert isinstance(t, TensorType)
-            value = np.ascontiguousarray(inputs[name], dtype=t.dtype)
+            value = np.require(inputs[name], dtype=t.dtype, requirements="C")  # keeps 0-d
             if value.shape != t.shape:
                 raise CodegenError(f"input '{name}' has shape {value.shape}, expected {t.shape}")
             feeds.append(value)
@@ -98,8 +98,10 @@ def build(
     mod: IRModule | Function,
     target: str = "llvm",
     params: Mapping[str, np.ndarray] | None = None,
+    extra_passes: Sequence[pm.Pass] = (),
 ) -> Executable:
-    """Compile `mod` (its main function) for `target`; `params` binds inputs to constants."""
+    """Compile `mod` (its main function) for `target`; `params` binds inputs to constants;
+    `extra_passes` (e.g. EqSat over a user's rule file) run after the standard pipeline."""
     if target not in TARGETS:
         raise CodegenError(f"unknown target '{target}'; supported: {', '.join(TARGETS)}")
     if isinstance(mod, Function):
@@ -112,7 +114,8 @@ def build(
     if params:
         mod = bind_params(mod, params)
     ctx = pm.PassContext.current()
-    pipeline = pm.Sequential([standard_pipeline(), pm.passes.FuseOps()], name="Build")
+    passes = [standard_pipeline(), *extra_passes, pm.passes.FuseOps()]
+    pipeline = pm.Sequential(passes, name="Build")
     optimised = pipeline(mod)
     t1 = time.perf_counter()
     times["optimise"] = t1 - t0
@@ -124,7 +127,7 @@ def build(
     times["lower+llvm"] = time.perf_counter() - t1
     if graph.library is not None:
         times.update({f"llvm {k}": v for k, v in graph.library.seconds.items()})
-    threads = int(ctx.get_config("codegen.num_threads")) or default_threads()  # type: ignore[call-overload]
+    threads = int(ctx.get_config("codegen.num_threads")) or default_threads()
     return Executable(optimised, graph, threads, times)
 
 

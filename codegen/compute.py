@@ -49,7 +49,9 @@ class Index:
                     out.append(idx(0))
                     continue
                 q = self._flat if stride == 1 else Bin(INDEX, "div", self._flat, idx(stride))
-                out.append(q if stride * dim == size(self.shape) else Bin(INDEX, "rem", q, idx(dim)))
+                out.append(
+                    q if stride * dim == size(self.shape) else Bin(INDEX, "rem", q, idx(dim))
+                )
             self._multi = out
         return self._multi
 
@@ -192,7 +194,7 @@ def _clip(ctx: Ctx) -> LExpr:
     if not _is_float(t):
         info = np.iinfo(t)
         lo, hi = max(lo, info.min), min(hi, info.max)
-        lo, hi = math.ceil(lo), math.floor(hi)  # type: ignore[assignment]
+        lo, hi = float(math.ceil(lo)), float(math.floor(hi))
     low = Select(t, Bin("bool", "lt", x, ctx.c(lo)), ctx.c(lo), x)
     return Select(t, Bin("bool", "gt", low, ctx.c(hi)), ctx.c(hi), low)
 
@@ -297,8 +299,10 @@ def _concatenate(ctx: Ctx) -> LExpr:
         pieces.append((offset + t.shape[axis], reader(Index(t.shape, multi=multi))))
         offset += t.shape[axis]
     for end, value in reversed(pieces):
-        result = value if result is None else Select(
-            ctx.out.dtype, Bin("bool", "lt", out[axis], idx(end)), value, result
+        result = (
+            value
+            if result is None
+            else Select(ctx.out.dtype, Bin("bool", "lt", out[axis], idx(end)), value, result)
         )
     assert result is not None
     return result
@@ -315,9 +319,13 @@ def _pad(ctx: Ctx) -> LExpr:
     in_shape = ctx.in_types[0].shape
     inside: LExpr | None = None
     multi = []
-    for (before, _), i, dim in zip(ctx.attrs["pad_width"], ctx.index.multi(), in_shape, strict=True):
+    for (before, _), i, dim in zip(
+        ctx.attrs["pad_width"], ctx.index.multi(), in_shape, strict=True
+    ):
         local = Bin(INDEX, "sub", i, idx(before)) if before else i
-        ok = Bin("bool", "and", Bin("bool", "ge", local, idx(0)), Bin("bool", "lt", local, idx(dim)))
+        ok = Bin(
+            "bool", "and", Bin("bool", "ge", local, idx(0)), Bin("bool", "lt", local, idx(dim))
+        )
         inside = ok if inside is None else Bin("bool", "and", inside, ok)
         multi.append(_clamp(local, 0, dim - 1))
     value = ctx.readers[0](Index(in_shape, multi=multi))
@@ -334,10 +342,14 @@ def _take(ctx: Ctx) -> LExpr:
     data_shape, ind_shape = ctx.in_types[0].shape, ctx.in_types[1].shape
     axis %= len(data_shape)
     out = ctx.index.multi()
-    position = Cast(INDEX, ctx.readers[1](Index(ind_shape, multi=out[axis : axis + len(ind_shape)])))
+    position: LExpr = Cast(
+        INDEX, ctx.readers[1](Index(ind_shape, multi=out[axis : axis + len(ind_shape)]))
+    )
     n = data_shape[axis]
     if mode == "wrap":
-        position = Bin(INDEX, "rem", Bin(INDEX, "add", Bin(INDEX, "rem", position, idx(n)), idx(n)), idx(n))
+        position = Bin(
+            INDEX, "rem", Bin(INDEX, "add", Bin(INDEX, "rem", position, idx(n)), idx(n)), idx(n)
+        )
     else:  # clip; "fast" promises valid indices, clamping keeps a bad one from reading wild
         position = _clamp(position, 0, n - 1)
     multi = [*out[:axis], position, *out[axis + len(ind_shape) :]]

@@ -29,7 +29,7 @@ from .lower import Lowered, lower
 from .memory_plan import MemoryPlan, Tensor, make_plan
 
 ALIAS_OPS = {"reshape", "flatten", "squeeze", "expand_dims"}
-PARALLEL_WORK = 1 << 16  # element-ops below which one thread is faster than a hand-off
+PARALLEL_WORK = 1 << 18  # element-ops below which one thread is faster than a hand-off
 
 
 @dataclass
@@ -102,18 +102,29 @@ def build_graph(fn: Function, host_fallback: bool, planner: str) -> Graph:
             add(Node(len(nodes), "param", f"p{len(nodes)}", [], shape, dtype, value=e.data), e)
         elif isinstance(e, Call) and isinstance(e.op, Function) and e.op.attrs.get("Primitive"):
             args = [ids[a] for a in e.args]
-            group_ops = [n.op.name for n in post_order(e.op.body) if isinstance(n, Call) and isinstance(n.op, Op)]
+            group_ops = [
+                n.op.name
+                for n in post_order(e.op.body)
+                if isinstance(n, Call) and isinstance(n.op, Op)
+            ]
             if len(group_ops) == 1 and group_ops[0] in ALIAS_OPS and shape is not None:
                 add(Node(len(nodes), "alias", group_ops[0], args, shape, dtype), e)
                 continue
             kernels += 1
             lowered = lower(e.op, f"k{kernels}_{'_'.join(group_ops[:3])}", host_fallback)
-            node = Node(len(nodes), "kernel", lowered.name, args, shape, dtype, lowered.kind, lowered)
+            node = Node(
+                len(nodes), "kernel", lowered.name, args, shape, dtype, lowered.kind, lowered
+            )
             if isinstance(t, TupleType):
                 node.shape, node.dtype = None, None
             add(node, e)
         elif isinstance(e, TupleGetItem):
-            add(Node(len(nodes), "field", "field", [ids[e.tuple_value]], shape, dtype, index=e.index), e)
+            add(
+                Node(
+                    len(nodes), "field", "field", [ids[e.tuple_value]], shape, dtype, index=e.index
+                ),
+                e,
+            )
         elif isinstance(e, Tuple) and e is fn.body:
             continue
         elif isinstance(e, Var):
@@ -185,10 +196,10 @@ def _plan(graph: Graph, planner: str) -> None:
 
 
 def _compile(graph: Graph) -> None:
-    kernels = [n.lowered.kernel for n in graph.nodes if n.lowered and n.lowered.kernel]
+    kernels = [n.lowered.kernel for n in graph.nodes if n.lowered and n.lowered.kernel is not None]
     if not kernels:
         return
-    graph.source = emit_module(kernels)  # type: ignore[arg-type]
+    graph.source = emit_module(kernels)
     graph.library = JitLibrary(graph.source)
 
 
@@ -208,6 +219,11 @@ class Runner:
             kernel = n.lowered.kernel if n.lowered else None
             if kernel is not None and graph.library is not None:
                 self.functions[n.id] = graph.library.function(kernel.name, len(kernel.buffers))
+
+    def output(self, n: Node, fresh: bool) -> np.ndarray:
+        """Where a kernel writes: a new array for graph outputs, else its planned view."""
+        assert n.shape is not None and n.dtype is not None
+        return np.empty(n.shape, n.dtype) if fresh else self.view(n)
 
     def view(self, n: Node) -> np.ndarray:
         offset = self.base + self.graph.plan.offsets[n.id]
@@ -229,9 +245,12 @@ class Runner:
                 env[n.id] = env[n.inputs[0]][n.index]
             elif n.op == "kernel":
                 env[n.id] = self.run_kernel(n, [env[i] for i in n.inputs], n.id in outputs)
-        results = []
+        results: list[Any] = []
         for o in self.graph.outputs:
             value = env[o]
+            if isinstance(value, tuple):
+                results.append(tuple(np.array(v) for v in value))
+                continue
             fresh = self.graph.nodes[o].op == "kernel" and self.graph.nodes[o].shape is not None
             results.append(value if fresh else np.array(value))
         return results
@@ -243,16 +262,20 @@ class Runner:
             result = interpret(lowered.function, *args)  # type: ignore[arg-type]
             if n.shape is None:
                 return tuple(np.asarray(r) for r in result)
-            out = np.empty(n.shape, n.dtype) if is_output else self.view(n)
+            out = self.output(n, is_output)
             out[...] = result
             return out
-        out = np.empty(n.shape, n.dtype) if is_output else self.view(n)
+        out = self.output(n, is_output)
         if lowered.library is not None:
             lowered.library(args, out)
         kernel = lowered.kernel
         if kernel is not None:
             addresses = [a.ctypes.data for a in args]
-            addresses += [lowered.constants[b.name].ctypes.data for b in kernel.buffers if b.name in lowered.constants]
+            addresses += [
+                lowered.constants[b.name].ctypes.data
+                for b in kernel.buffers
+                if b.name in lowered.constants
+            ]
             addresses.append(out.ctypes.data)
             self.call(self.functions[n.id], addresses, kernel.extent, kernel.work)
         return out

@@ -1,8 +1,9 @@
 """The main job behind `egc compile` and `egc demo`: import, optimise, run, check, report.
 
 The report is a plain dict (so `--json` prints it as is); `render_text` formats it for a
-terminal. Until the LLVM backend lands, programs run on the reference interpreter and the
-report says so; the ONNX Runtime latency is measured in the same process for comparison.
+terminal. Programs are compiled with codegen.build (LLVM) and checked against the reference
+interpreter; for ONNX files, ONNX Runtime's latency and results are measured in the same
+process for comparison.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from egraph_ir import models
 from egraph_ir.summary import input_types, summarize
 from egraph_ir.testing import tolerance
 
+from .build import Executable, build
 from .pipelines import standard_pipeline
 
 
@@ -106,40 +108,57 @@ def _max_error(actual: Any, expected: Any) -> tuple[float, bool]:
     return float(np.nanmax(diff)) if diff.size else 0.0, ok
 
 
-def optimise(mod: ir.IRModule, opts: JobOptions) -> tuple[ir.IRModule, dict[str, Any]]:
-    """The standard pipeline (plus user rule files) with timing and statistics."""
-    timing = pm.PassTimingInstrument()
+def _collect(ctx: pm.PassContext, timing: pm.PassTimingInstrument) -> dict[str, Any]:
+    eqsat = []
+    other = {}
+    for name, counters in ctx.statistics.items():
+        if "e-nodes" not in counters:
+            other[name] = dict(counters)
+            continue
+        stop = [k[len("stopped: ") :] for k in counters if k.startswith("stopped: ")]
+        extracted = [k[len("extracted by ") :] for k in counters if k.startswith("extracted by ")]
+        eqsat.append(
+            {
+                "pass": name,
+                "rules_applied": int(counters["rules applied"]),
+                "enodes": int(counters["e-nodes"]),
+                "stop": ", ".join(stop),
+                "extractor": ", ".join(extracted),
+                "cost_before": counters["cost before"],
+                "cost_after": counters["cost after"],
+            }
+        )
+    return {"timing": timing.to_dict(), "eqsat": eqsat, "statistics": other}
+
+
+def _context(opts: JobOptions, timing: pm.PassTimingInstrument) -> pm.PassContext:
     instruments: list[pm.PassInstrument] = [timing]
     if opts.print_ir_after:
         instruments.append(pm.PrintIRAfter(passes=opts.print_ir_after))
+    return pm.PassContext(
+        opt_level=opts.opt_level, disabled_pass=opts.disabled, instruments=instruments
+    )
+
+
+def optimise(mod: ir.IRModule, opts: JobOptions) -> tuple[ir.IRModule, dict[str, Any]]:
+    """The standard pipeline (plus user rule files) with timing and statistics."""
+    timing = pm.PassTimingInstrument()
     pipeline = standard_pipeline()
     extra = [pm.passes.EqSat(rules=path) for path in opts.rules]
     if extra:
         pipeline = pm.Sequential([*pipeline.passes, *extra], name=pipeline.info.name)
-    with pm.PassContext(
-        opt_level=opts.opt_level, disabled_pass=opts.disabled, instruments=instruments
-    ) as ctx:
+    with _context(opts, timing) as ctx:
         out = pipeline(mod)
-    eqsat = []
-    for name, counters in ctx.statistics.items():
-        if "e-nodes" in counters:
-            stop = [k[len("stopped: ") :] for k in counters if k.startswith("stopped: ")]
-            eqsat.append(
-                {
-                    "pass": name,
-                    "rules_applied": int(counters["rules applied"]),
-                    "enodes": int(counters["e-nodes"]),
-                    "stop": ", ".join(stop),
-                    "cost_before": counters["cost before"],
-                    "cost_after": counters["cost after"],
-                }
-            )
-    other = {
-        name: dict(counters)
-        for name, counters in ctx.statistics.items()
-        if "e-nodes" not in counters
-    }
-    return out, {"timing": timing.to_dict(), "eqsat": eqsat, "statistics": other}
+    return out, _collect(ctx, timing)
+
+
+def compile_model(mod: ir.IRModule, opts: JobOptions) -> tuple[Executable, dict[str, Any]]:
+    """codegen.build under the job's context (user rule files as extra EqSat passes)."""
+    timing = pm.PassTimingInstrument()
+    extra = [pm.passes.EqSat(rules=path) for path in opts.rules]
+    with _context(opts, timing) as ctx:
+        exe = build(mod, extra_passes=extra)
+    return exe, _collect(ctx, timing)
 
 
 def _program_summary(mod: ir.IRModule) -> dict[str, Any]:
@@ -154,7 +173,7 @@ def _program_summary(mod: ir.IRModule) -> dict[str, Any]:
 
 
 def run_job(source: str, opts: JobOptions, progress: Progress | None = None) -> dict[str, Any]:
-    """Import, optimise, run and (optionally) check one model; returns the report."""
+    """Import, optimise, compile, run and (optionally) check one model; returns the report."""
     progress = progress or Progress(enabled=False)
     report: dict[str, Any] = {"model": source, "opt_level": opts.opt_level}
     with progress.stage("importing"):
@@ -164,17 +183,29 @@ def run_job(source: str, opts: JobOptions, progress: Progress | None = None) -> 
     report["kind"] = kind
     report["inputs"] = {k: str(t) for k, t in input_types(mod).items()}
     report["before"] = _program_summary(mod)
-    with progress.stage("optimising"):
+    with progress.stage("optimising and compiling"):
         t0 = time.perf_counter()
-        optimised, passes = optimise(mod, opts)
-        report["optimise_ms"] = 1e3 * (time.perf_counter() - t0)
-    report["after"] = _program_summary(optimised)
+        exe, passes = compile_model(mod, opts)
+        report["compile_ms"] = 1e3 * (time.perf_counter() - t0)
+    report["compile_stages_ms"] = {k: 1e3 * v for k, v in exe.compile_seconds.items()}
+    report["after"] = _program_summary(exe.module)
     report["passes"] = passes
+    report["kernels"] = exe.kernel_kinds()
+    plan = exe.memory_plan
+    report["memory"] = {
+        "arena_bytes": plan.bytes,
+        "lower_bound": plan.lower_bound,
+        "naive_bytes": plan.naive,
+        "method": plan.method,
+    }
     inputs = inputs if inputs is not None else random_inputs(mod, opts.seed)
     with progress.stage("running"):
-        out = ir.interpret(optimised, **inputs)
-        report["backend"] = "reference interpreter (LLVM codegen not built yet)"
-        report["latency_ms"] = _median_ms(lambda: ir.interpret(optimised, **inputs), opts.repeats)
+        out = exe.run(**inputs)
+        report["backend"] = f"llvm ({exe._runner.threads} threads)"
+        report["latency_ms"] = _median_ms(lambda: exe.run(**inputs), opts.repeats)
+        report["interpreter_ms"] = _median_ms(
+            lambda: ir.interpret(mod, **inputs), min(opts.repeats, 3)
+        )
     reference_out = ir.interpret(mod, **inputs)
     err, ok = _max_error(out, reference_out)
     report["check_original"] = {"max_abs_error": err, "within_tolerance": ok}
@@ -211,8 +242,10 @@ def render_text(report: dict[str, Any], time_passes: bool = False) -> str:
         f"  after:  {a['op_calls']} op calls, {_si(a['flops'])}FLOP; "
         + ", ".join(f"{k} x{v}" for k, v in a["ops"].items())
     )
+    stages = ", ".join(f"{k} {v:.0f} ms" for k, v in report["compile_stages_ms"].items())
     lines.append(
-        f"time: import {report['import_ms']:.1f} ms, optimise {report['optimise_ms']:.1f} ms"
+        f"time: import {report['import_ms']:.1f} ms, compile {report['compile_ms']:.0f} ms "
+        f"({stages})"
     )
     passes = report["passes"]
     if time_passes:
@@ -221,15 +254,25 @@ def render_text(report: dict[str, Any], time_passes: bool = False) -> str:
     for e in passes["eqsat"]:
         lines.append(
             f"  {e['pass']}: {e['rules_applied']} rewrites, {e['enodes']} e-nodes, "
-            f"stopped: {e['stop']}, cost {e['cost_before']:.4g} -> {e['cost_after']:.4g}"
+            f"stopped: {e['stop']}, extracted by {e['extractor']}, cost "
+            f"{e['cost_before']:.4g} -> {e['cost_after']:.4g}"
         )
     for name, counters in passes["statistics"].items():
         lines.append(f"  {name}: " + ", ".join(f"{k} {v:g}" for k, v in counters.items()))
+    kernels = ", ".join(f"{k} x{v}" for k, v in report["kernels"].items())
+    lines.append(f"kernels: {kernels} (loops: JIT, library: OpenBLAS + JIT epilogue)")
+    m = report["memory"]
+    over = m["arena_bytes"] / m["lower_bound"] - 1 if m["lower_bound"] else 0.0
+    lines.append(
+        f"memory: {m['method']} {m['arena_bytes'] / 2**20:.2f} MiB, lower bound "
+        f"{m['lower_bound'] / 2**20:.2f} MiB (+{over:.1%}), one buffer each "
+        f"{m['naive_bytes'] / 2**20:.2f} MiB"
+    )
     c = report["check_original"]
     lines.append(
-        f"run: {report['backend']}: {report['latency_ms']:.2f} ms (median); "
-        f"max |optimised - original| {c['max_abs_error']:.2e}"
-        + ("" if c["within_tolerance"] else "  MISMATCH")
+        f"run: {report['backend']}: {report['latency_ms']:.3f} ms (median); reference "
+        f"interpreter {report['interpreter_ms']:.3f} ms; max |compiled - original| "
+        f"{c['max_abs_error']:.2e}" + ("" if c["within_tolerance"] else "  MISMATCH")
     )
     if "onnxruntime" in report:
         o = report["onnxruntime"]

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from egraph_ir.attrs import Attrs
 from egraph_ir.registry import get_op
 
 Routine = Callable[[list[np.ndarray], dict[str, Any], np.ndarray], None]
@@ -37,11 +38,11 @@ def _batch_matmul(args: list[np.ndarray], attrs: dict[str, Any], out: np.ndarray
 
 
 def _conv2d(args: list[np.ndarray], attrs: dict[str, Any], out: np.ndarray) -> None:
-    """im2col by strided views, then one GEMM per group (channels-last output, transposed)."""
+    """im2col by one strided copy into (C*kh*kw, N*oh*ow), then one GEMM with the weights
+    as (O, C*kh*kw): for a batch of one the product is already NCHW and lands in `out`."""
     x, w = args
-    groups = attrs["groups"]
-    if groups != 1:
-        out[...] = get_op("conv2d").evaluate(args, attrs)
+    if attrs["groups"] != 1:
+        out[...] = get_op("conv2d").evaluate(args, Attrs(attrs))
         return
     top, left, bottom, right = attrs["padding"]
     sh, sw = attrs["strides"]
@@ -54,16 +55,19 @@ def _conv2d(args: list[np.ndarray], attrs: dict[str, Any], out: np.ndarray) -> N
         :, :, ::sh, ::sw, ::dh, ::dw
     ]  # (n, c, oh, ow, kh, kw)
     n, _, oh, ow = windows.shape[:4]
-    cols = np.ascontiguousarray(windows.transpose(0, 2, 3, 1, 4, 5)).reshape(n * oh * ow, c * kh * kw)
-    result = cols @ w.reshape(o, c * kh * kw).T  # (n*oh*ow, o)
-    out[...] = result.reshape(n, oh, ow, o).transpose(0, 3, 1, 2)
+    cols = np.ascontiguousarray(windows.transpose(1, 4, 5, 0, 2, 3)).reshape(c * kh * kw, -1)
+    weights = w.reshape(o, c * kh * kw)
+    if n == 1:
+        np.matmul(weights, cols, out=out.reshape(o, oh * ow))
+    else:
+        out[...] = (weights @ cols).reshape(o, n, oh, ow).transpose(1, 0, 2, 3)
 
 
 def _reference(name: str) -> Routine:
     op = get_op(name)
 
     def run(args: list[np.ndarray], attrs: dict[str, Any], out: np.ndarray) -> None:
-        out[...] = op.evaluate(args, attrs)
+        out[...] = op.evaluate(args, Attrs(attrs))
 
     return run
 

@@ -149,7 +149,9 @@ class _Lowering:
         self.loops += 1
         return LoopVar(INDEX, f"{prefix}{self.loops}")
 
-    def nest(self, shape: tuple[int, ...], inner: Callable[[list[LExpr]], list[Stmt]]) -> For | list[Stmt]:
+    def nest(
+        self, shape: tuple[int, ...], inner: Callable[[list[LExpr]], list[Stmt]]
+    ) -> For | list[Stmt]:
         """Loops over shape; the first axis longer than 1 is the thread-split one."""
         if not shape:
             return [For("i0", 1, inner([]), outer=True)]
@@ -157,7 +159,7 @@ class _Lowering:
         outer_axis = next((k for k, d in enumerate(shape) if d > 1), 0)
         body = inner(list(vars_))
         for k in reversed(range(len(shape))):
-            body = [For(vars_[k].name, shape[k], body, outer=(k == outer_axis))]  # type: ignore[attr-defined]
+            body = [For(vars_[k].name, shape[k], body, outer=(k == outer_axis))]
         return body
 
     def elementwise_nest(self, root: Expr) -> list[Stmt]:
@@ -181,8 +183,9 @@ class _Lowering:
         axes = tuple(range(in_t.ndim)) if axes is None else tuple(a % in_t.ndim for a in axes)
         keep = bool(call.attrs["keepdims"])
         kept = [k for k in range(in_t.ndim) if k not in axes]
-        out_shape = self.out_type.shape if call is self.fn.body else call.checked_type.shape  # type: ignore[union-attr]
-        dtype = call.checked_type.dtype  # type: ignore[union-attr]
+        out_t = call.checked_type
+        assert isinstance(out_t, TensorType)
+        out_shape, dtype = out_t.shape, out_t.dtype
         acc_name = f"acc{self.loops}"
         count = int(np.prod([in_t.shape[a] for a in axes], dtype=np.int64))
         init, combine = _reduce_ops(op, dtype)
@@ -202,7 +205,9 @@ class _Lowering:
             result: LExpr = Ref(dtype, acc_name)
             if op == "mean":
                 result = Bin(dtype, "div", result, const(float(count), dtype))
-            out_index = Index(out_shape, multi=out_vars) if out_vars else Index(out_shape, flat=idx(0))
+            out_index = (
+                Index(out_shape, multi=out_vars) if out_vars else Index(out_shape, flat=idx(0))
+            )
             return [Declare(acc_name, init), *body, Store("out", out_index.flat(), result)]
 
         return self.nest(out_shape, inner)  # type: ignore[return-value]
@@ -240,10 +245,27 @@ class _Lowering:
             ]
             if op == "softmax":
                 stmts.append(
-                    For(j2.name, n, [Store("out", at(j2), e), Assign(s, Bin(dtype, "add", Ref(dtype, s), Load(dtype, "out", at(j2))))])
+                    For(
+                        j2.name,
+                        n,
+                        [
+                            Store("out", at(j2), e),
+                            Assign(s, Bin(dtype, "add", Ref(dtype, s), Load(dtype, "out", at(j2)))),
+                        ],
+                    )
                 )
                 stmts.append(
-                    For(j3.name, n, [Store("out", at(j3), Bin(dtype, "div", Load(dtype, "out", at(j3)), Ref(dtype, s)))])
+                    For(
+                        j3.name,
+                        n,
+                        [
+                            Store(
+                                "out",
+                                at(j3),
+                                Bin(dtype, "div", Load(dtype, "out", at(j3)), Ref(dtype, s)),
+                            )
+                        ],
+                    )
                 )
             else:
                 stmts.append(For(j2.name, n, [Assign(s, Bin(dtype, "add", Ref(dtype, s), e))]))
@@ -256,7 +278,9 @@ class _Lowering:
 
     # ------------------------------------------------------------ driver
     def run(self, ops: list[str]) -> Lowered:
-        calls = [n for n in post_order(self.fn.body) if isinstance(n, Call) and isinstance(n.op, Op)]
+        calls = [
+            n for n in post_order(self.fn.body) if isinstance(n, Call) and isinstance(n.op, Op)
+        ]
         anchors = [c for c in calls if _is_anchor(c)]
         if len(anchors) > 1:
             raise Unsupported("more than one anchor")
@@ -312,7 +336,9 @@ class _Lowering:
 def _is_anchor(c: Call) -> bool:
     op = c.op
     assert isinstance(op, Op)
-    return op.pattern in (OpPattern.COMM_REDUCE, OpPattern.OUT_ELEMWISE_FUSABLE) or op.name in ROW_OPS
+    return (
+        op.pattern in (OpPattern.COMM_REDUCE, OpPattern.OUT_ELEMWISE_FUSABLE) or op.name in ROW_OPS
+    )
 
 
 def _row_shape(call: Call) -> tuple[int, ...]:
@@ -330,7 +356,8 @@ def _operand(x: Expr, params: tuple[Var, ...]) -> int | np.ndarray:
     """A library argument: the index of a group parameter, or a constant array."""
     if isinstance(x, Constant):
         return np.ascontiguousarray(x.data)
-    return params.index(x)  # type: ignore[arg-type]
+    assert isinstance(x, Var)
+    return params.index(x)
 
 
 def _bind(

@@ -327,6 +327,16 @@ def attr_value(b: _Builder, op: str, name: str, kind: str, default: Any, ins: li
         return pick([1, 2, (1,)])
     if name == "units":
         return None
+    if op == "strided_slice" and name in ("begin", "end"):
+        if name == "begin":
+            return tuple(int(b.rng.integers(-d, d)) if d else 0 for d in shape)
+        return tuple(int(b.rng.integers(-d, d + 2)) if d else 0 for d in shape)
+    if op == "strided_slice" and name == "strides":
+        return pick([None, tuple(int(b.rng.choice([1, 2, -1])) for _ in shape)])
+    if op == "strided_slice" and name == "axes":
+        return None
+    if name == "pad_width":
+        return tuple((int(b.rng.integers(0, 2)), int(b.rng.integers(0, 3))) for _ in shape)
     if name == "approximate":
         return pick(["none", "tanh"])
     if default is not None and not _is_required(default):

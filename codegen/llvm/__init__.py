@@ -1,4 +1,4 @@
-"""LLVM code generation: loop IR to llvmlite.ir (emit.py), vector math (mathlib.py), JIT (jit.py)."""
+"""LLVM code generation: loop IR to llvmlite.ir (emit.py), vector math (mathlib.py), JIT."""
 
 from __future__ import annotations
 

@@ -224,7 +224,7 @@ class _KernelEmitter:
 
     def cast(self, v: ir.Value, src: str, dst: str) -> ir.Value:
         b = self.b
-        if src == dst or value_type(src) == value_type(dst) and _is_float(src) == _is_float(dst):
+        if src == dst or (value_type(src) == value_type(dst) and _is_float(src) == _is_float(dst)):
             return v
         st, dt = value_type(src), value_type(dst)
         if dst == "bool":
@@ -272,7 +272,11 @@ class _KernelEmitter:
             if e.op == "neg":
                 return b.sub(zero, x)
             if e.op == "abs":
-                return x if _unsigned(dtype) else b.select(b.icmp_signed("<", x, zero), b.sub(zero, x), x)
+                return (
+                    x
+                    if _unsigned(dtype)
+                    else b.select(b.icmp_signed("<", x, zero), b.sub(zero, x), x)
+                )
             if e.op == "sign":
                 one = ir.Constant(ty, 1)
                 pos = b.select(b.icmp_signed(">", x, zero), one, zero)

@@ -53,8 +53,11 @@ class _Groups:
 
     def __init__(self, calls: list[Call]) -> None:
         self.parent: dict[Call, Call] = {c: c for c in calls}
-        self.size = {c: 1 for c in calls}
+        self.size = dict.fromkeys(calls, 1)
         self.anchors = {c: int(pattern_of(c) in ANCHORS) for c in calls}
+        self.anchor: dict[Call, Call | None] = {
+            c: c if pattern_of(c) in ANCHORS else None for c in calls
+        }
 
     def find(self, c: Call) -> Call:
         root = c
@@ -78,6 +81,7 @@ class _Groups:
             self.parent[r] = first
             self.size[first] += self.size[r]
             self.anchors[first] += self.anchors[r]
+            self.anchor[first] = self.anchor[first] or self.anchor[r]
 
 
 def _post_dominators(calls: list[Call], users: dict[Expr, list[Expr]]) -> dict[Call, Call | None]:
@@ -124,8 +128,13 @@ def _path(start: Call, end: Call, users: dict[Expr, list[Expr]]) -> list[Call]:
     return out
 
 
-def _fusable(n: Call, path: list[Call], end: Call) -> bool:
+def _fusable(n: Call, path: list[Call], end: Call, anchor: Call | None) -> bool:
+    """May n's group absorb the path to its post-dominator? `anchor` is the anchor already in
+    n's group: then n is part of its epilogue, and the epilogue rule applies."""
     kind = pattern_of(n)
+    if anchor is not None:
+        t = anchor.checked_type
+        return all(pattern_of(m) <= OpPattern.BROADCAST and m.checked_type == t for m in path)
     if kind <= OpPattern.INJECTIVE:
         return all(
             pattern_of(m) <= OpPattern.INJECTIVE
@@ -155,7 +164,8 @@ def fuse_function(fn: Function, max_depth: int) -> tuple[Function, int]:
         if end is None:
             continue
         path = _path(n, end, users)
-        if path and _fusable(n, path, end) and groups.can_merge([n, *path], max_depth):
+        anchor = groups.anchor[groups.find(n)]
+        if path and _fusable(n, path, end, anchor) and groups.can_merge([n, *path], max_depth):
             groups.merge([n, *path])
     return _materialise(fn, nodes, calls, users, groups), len({groups.find(c) for c in calls})
 
@@ -224,7 +234,9 @@ class FuseOps(ModulePass):
     def transform(self, mod: IRModule, ctx: PassContext) -> IRModule:
         depth = (
             self.max_depth if self.max_depth is not None else int(ctx.get_config("fuse.max_depth"))
-        )  # type: ignore[call-overload]
+        )
+        if any(not fn.body.has_type for _, fn in mod.items()):
+            infer_type(mod)  # also callable on its own, outside a Sequential
         new = {}
         changed = False
         for name, fn in mod.items():

@@ -154,7 +154,7 @@ def test_pipeline_text_round_trip_and_options() -> None:
     assert str(pm.parse_pipeline("InferType, PrintIR(show_meta=false)")) == "InferType,PrintIR"
     with pytest.raises(
         ir.ConfigError,
-        match=r"unknown pass 'FuseOp'; known: .*DeadCodeElimination, .*EqSat, .*InferType",
+        match=r"unknown pass 'FuseOp' \(did you mean 'FuseOps'\?\); known: .*DeadCodeElimination, .*EqSat, .*InferType",
     ):
         pm.parse_pipeline("InferType,FuseOp")
     with pytest.raises(
