@@ -182,7 +182,13 @@ def _plan(graph: Graph, planner: str) -> None:
                 last[nodes[i].inputs[0]] = step
     tensors = []
     for step, n in enumerate(nodes):
-        if n.op != "kernel" or n.shape is None or n.id in outputs:
+        if n.op != "kernel":
+            continue
+        if n.lowered is not None and n.lowered.scratch is not None:  # im2col columns
+            shape, dtype = n.lowered.scratch
+            nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+            tensors.append(Tensor(scratch_id(n), nbytes, step, step))
+        if n.shape is None or n.id in outputs:
             continue
         nbytes = int(np.prod(n.shape, dtype=np.int64)) * np.dtype(n.dtype).itemsize
         tensors.append(Tensor(n.id, nbytes, step, max(last.get(n.id, step), step)))
@@ -195,8 +201,18 @@ def _plan(graph: Graph, planner: str) -> None:
     graph.plan = plan
 
 
+def scratch_id(n: Node) -> int:
+    return -1 - n.id
+
+
 def _compile(graph: Graph) -> None:
-    kernels = [n.lowered.kernel for n in graph.nodes if n.lowered and n.lowered.kernel is not None]
+    kernels = [
+        k
+        for n in graph.nodes
+        if n.lowered
+        for k in (n.lowered.prologue, n.lowered.kernel)
+        if k is not None
+    ]
     if not kernels:
         return
     graph.source = emit_module(kernels)
@@ -215,10 +231,15 @@ class Runner:
         self.pool = ThreadPoolExecutor(self.threads - 1) if self.threads > 1 else None
         self.output_roots = {_storage_root(graph.nodes, graph.nodes[o]).id for o in graph.outputs}
         self.functions: dict[int, Callable[..., None]] = {}
+        self.prologues: dict[int, Callable[..., None]] = {}
         for n in graph.nodes:
-            kernel = n.lowered.kernel if n.lowered else None
-            if kernel is not None and graph.library is not None:
+            if n.lowered is None or graph.library is None:
+                continue
+            kernel, prologue = n.lowered.kernel, n.lowered.prologue
+            if kernel is not None:
                 self.functions[n.id] = graph.library.function(kernel.name, len(kernel.buffers))
+            if prologue is not None:
+                self.prologues[n.id] = graph.library.function(prologue.name, 2)
 
     def output(self, n: Node, fresh: bool) -> np.ndarray:
         """Where a kernel writes: a new array for graph outputs, else its planned view."""
@@ -266,8 +287,21 @@ class Runner:
             out[...] = result
             return out
         out = self.output(n, is_output)
+        scratch = None
+        if lowered.prologue is not None and lowered.scratch is not None:
+            shape, dtype = lowered.scratch
+            offset = self.base + self.graph.plan.offsets[scratch_id(n)]
+            nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+            scratch = self.arena[offset : offset + nbytes].view(dtype).reshape(shape)
+            source = args[lowered.prologue_input]
+            self.call(
+                self.prologues[n.id],
+                [source.ctypes.data, scratch.ctypes.data],
+                lowered.prologue.extent,
+                lowered.prologue.work,
+            )
         if lowered.library is not None:
-            lowered.library(args, out)
+            lowered.library(args, out, scratch)
         kernel = lowered.kernel
         if kernel is not None:
             addresses = [a.ctypes.data for a in args]

@@ -63,6 +63,18 @@ def _conv2d(args: list[np.ndarray], attrs: dict[str, Any], out: np.ndarray) -> N
         out[...] = (weights @ cols).reshape(o, n, oh, ow).transpose(1, 0, 2, 3)
 
 
+def conv2d_from_columns(args: list[np.ndarray], attrs: dict[str, Any], out: np.ndarray) -> None:
+    """The GEMM half of conv2d, after a JIT im2col filled the columns (last argument)."""
+    _, w, cols = args
+    o = w.shape[0]
+    n, _, oh, ow = out.shape
+    weights = w.reshape(o, -1)
+    if n == 1:
+        np.matmul(weights, cols, out=out.reshape(o, oh * ow))
+    else:
+        out[...] = (weights @ cols).reshape(o, n, oh, ow).transpose(1, 0, 2, 3)
+
+
 def _reference(name: str) -> Routine:
     op = get_op(name)
 

@@ -40,6 +40,7 @@ from .loop_ir import (
     Load,
     LoopVar,
     Ref,
+    Select,
     Stmt,
     Store,
     Un,
@@ -62,9 +63,12 @@ class Lowered:
     inputs: list[Expr]  # the group's parameters, in call order (Vars of the function)
     constants: dict[str, np.ndarray] = field(default_factory=dict)  # buffer -> bound array
     kernel: Kernel | None = None  # the JIT part (the epilogue for library kernels)
-    library: Callable[..., None] | None = None  # fn(*inputs, out=...) for library anchors
+    library: Callable[..., None] | None = None  # fn(inputs, out, scratch) for library anchors
     function: Function | None = None  # host kernels evaluate this
     ops: list[str] = field(default_factory=list)
+    prologue: Kernel | None = None  # JIT im2col for conv2d: input -> scratch columns
+    prologue_input: int = 0  # which group parameter the prologue reads
+    scratch: tuple[tuple[int, ...], str] | None = None  # shape and dtype of the columns
 
 
 class Unsupported(Exception):
@@ -179,9 +183,12 @@ class _Lowering:
         src = call.args[0]
         in_t = src.checked_type
         assert isinstance(in_t, TensorType)
-        axes = call.attrs["axis"]
-        axes = tuple(range(in_t.ndim)) if axes is None else tuple(a % in_t.ndim for a in axes)
-        keep = bool(call.attrs["keepdims"])
+        if op == "global_avg_pool2d":  # a mean over H and W that keeps them
+            op, axes, keep = "mean", (2, 3), True
+        else:
+            given = call.attrs["axis"]
+            axes = tuple(range(in_t.ndim)) if given is None else tuple(a % in_t.ndim for a in given)
+            keep = bool(call.attrs["keepdims"])
         kept = [k for k in range(in_t.ndim) if k not in axes]
         out_t = call.checked_type
         assert isinstance(out_t, TensorType)
@@ -292,7 +299,7 @@ class _Lowering:
             name = anchor.op.name  # type: ignore[union-attr]
             if anchor is not self.fn.body and anchor.checked_type != self.out_type:
                 raise Unsupported("the epilogue changes the anchor's shape")
-            if name in REDUCTIONS:
+            if name in REDUCTIONS or name == "global_avg_pool2d":
                 body += self.reduction_nest(anchor)
             elif name in ROW_OPS:
                 body += self.row_nest(anchor)
@@ -301,6 +308,8 @@ class _Lowering:
                 if any(not isinstance(x, Var | Constant) for x in anchor.args):
                     raise Unsupported("library anchors take materialised inputs")
                 routine = library.ROUTINES[name]
+                if name == "conv2d" and _columns_fit(anchor):
+                    routine = library.conv2d_from_columns
             else:
                 raise Unsupported(f"{name} has no compute definition")
             self.anchor = anchor
@@ -330,6 +339,9 @@ class _Lowering:
         if routine is not None and anchor is not None:
             operands = [_operand(x, self.fn.params) for x in anchor.args]
             lowered.library = _bind(routine, anchor, operands)
+            if routine is library.conv2d_from_columns:
+                lowered.prologue, lowered.scratch = im2col_kernel(anchor, f"{self.name}_im2col")
+                lowered.prologue_input = self.fn.params.index(anchor.args[0])  # type: ignore[arg-type]
         return lowered
 
 
@@ -362,14 +374,65 @@ def _operand(x: Expr, params: tuple[Var, ...]) -> int | np.ndarray:
 
 def _bind(
     routine: Callable[..., None], anchor: Call, operands: list[int | np.ndarray]
-) -> Callable[[list[np.ndarray], np.ndarray], None]:
+) -> Callable[[list[np.ndarray], np.ndarray, np.ndarray | None], None]:
     attrs = dict(anchor.attrs)
 
-    def call(inputs: list[np.ndarray], out: np.ndarray) -> None:
+    def call(inputs: list[np.ndarray], out: np.ndarray, scratch: np.ndarray | None) -> None:
         args = [inputs[o] if isinstance(o, int) else o for o in operands]
+        if scratch is not None:
+            args.append(scratch)
         routine(args, attrs, out)
 
     return call
+
+
+def _columns_fit(conv: Call) -> bool:
+    """im2col in JIT code: one group, a float input that is a parameter of the group."""
+    t = conv.args[0].checked_type
+    return (
+        conv.attrs["groups"] == 1
+        and isinstance(conv.args[0], Var)
+        and isinstance(t, TensorType)
+        and t.dtype in ("float32", "float64")
+    )
+
+
+def im2col_kernel(conv: Call, name: str) -> tuple[Kernel, tuple[tuple[int, ...], str]]:
+    """cols[(c, i, j), (n, oh, ow)] = padded x[n, c, oh*sh + i*dh, ow*sw + j*dw]."""
+    x_t, w_t, out_t = conv.args[0].checked_type, conv.args[1].checked_type, conv.checked_type
+    assert isinstance(x_t, TensorType) and isinstance(w_t, TensorType)
+    assert isinstance(out_t, TensorType)
+    n, c, h, w = x_t.shape
+    _, _, kh, kw = w_t.shape
+    _, _, oh, ow = out_t.shape
+    top, left, _, _ = conv.attrs["padding"]
+    sh, sw = conv.attrs["strides"]
+    dh, dw = conv.attrs["dilation"]
+    dtype = x_t.dtype
+    shape = (c * kh * kw, n * oh * ow)
+    v = {k: LoopVar(INDEX, f"{k}") for k in ("c", "i", "j", "b", "y", "x")}
+    ih = add(add(mul(v["y"], idx(sh)), mul(v["i"], idx(dh))), idx(-top))
+    iw = add(add(mul(v["x"], idx(sw)), mul(v["j"], idx(dw))), idx(-left))
+    inside = Bin(
+        "bool",
+        "and",
+        Bin("bool", "and", Bin("bool", "ge", ih, idx(0)), Bin("bool", "lt", ih, idx(h))),
+        Bin("bool", "and", Bin("bool", "ge", iw, idx(0)), Bin("bool", "lt", iw, idx(w))),
+    )
+    hc = Bin(INDEX, "min", Bin(INDEX, "max", ih, idx(0)), idx(h - 1))
+    wc = Bin(INDEX, "min", Bin(INDEX, "max", iw, idx(0)), idx(w - 1))
+    src = add(add(add(mul(v["b"], idx(c * h * w)), mul(v["c"], idx(h * w))), mul(hc, idx(w))), wc)
+    row = add(add(mul(v["c"], idx(kh * kw)), mul(v["i"], idx(kw))), v["j"])
+    col = add(add(mul(v["b"], idx(oh * ow)), mul(v["y"], idx(ow))), v["x"])
+    dst = add(mul(row, idx(shape[1])), col)
+    value = Select(dtype, inside, Load(dtype, "in0", src), const(0.0, dtype))
+    body: list[Stmt] = [Store("out", dst, value)]
+    for key, extent in (("x", ow), ("y", oh), ("b", n), ("j", kw), ("i", kh)):
+        body = [For(key, extent, body)]
+    body = [For("c", c, body, outer=True)]
+    buffers = [Buffer("in0", dtype, x_t.shape), Buffer("out", dtype, shape)]
+    kernel = Kernel(name, buffers, body, c, work=float(shape[0] * shape[1]))
+    return kernel, (shape, dtype)
 
 
 def _reduce_ops(op: str, dtype: str) -> tuple[LExpr, Callable[[LExpr, LExpr], LExpr]]:

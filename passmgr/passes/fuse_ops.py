@@ -11,6 +11,8 @@ TVM's rules, driven by each op's fusion pattern and the post-dominator tree of t
 - opaque ops (softmax, norms) and tuple-valued ops stand alone;
 - a group holds at most one such anchor and at most `fuse.max_depth` ops.
 
+Before grouping, `split(x).i` is rewritten to a strided slice of x (see split_to_slices).
+
 Fusing along every path to the post-dominator is what makes diamonds safe: no value leaves
 a group and comes back. Each group becomes `fn (...) { ... }` with the `Primitive` attribute,
 called from the function; constants stay inside. Functions with Let or If are left alone.
@@ -21,7 +23,9 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from egraph_ir.expr import Call, Constant, Expr, Function, If, Let, Var, children
+from egraph_ir.expr import Call, Constant, Expr, Function, If, Let, TupleGetItem, Var, children
+from egraph_ir.op import call as op_call
+from egraph_ir.op.shape import split_bounds
 from egraph_ir.infer import infer_type
 from egraph_ir.module import IRModule
 from egraph_ir.registry import Op, OpPattern
@@ -147,10 +151,38 @@ def _fusable(n: Call, path: list[Call], end: Call, anchor: Call | None) -> bool:
     return False
 
 
+def split_to_slices(fn: Function) -> Function:
+    """`split(x).i` becomes a strided_slice of x: an injective op that fuses with its
+    consumers, where a tuple-valued split would stand alone and copy every piece."""
+    memo: dict[Expr, Expr] = {}
+    for n in post_order(fn.body):
+        if isinstance(n, TupleGetItem) and _op_name(n.tuple_value) == "split":
+            call = n.tuple_value
+            assert isinstance(call, Call)
+            data = memo[call.args[0]]
+            t = call.args[0].checked_type
+            assert isinstance(t, TensorType)
+            axis = call.attrs["axis"] % t.ndim
+            start, stop = split_bounds(t.shape[axis], call.attrs["indices_or_sections"])[n.index]
+            memo[n] = op_call("strided_slice", data, begin=(start,), end=(stop,), axes=(axis,))
+        elif isinstance(n, Var | Constant | Function):
+            memo[n] = n
+        else:
+            memo[n] = rebuild(n, memo)
+    body = memo[fn.body]
+    return fn if body is fn.body else Function(fn.params, body, fn.ret_type, fn.attrs, fn.span)
+
+
+def _op_name(e: Expr) -> str | None:
+    return e.op.name if isinstance(e, Call) and isinstance(e.op, Op) else None
+
+
 def fuse_function(fn: Function, max_depth: int) -> tuple[Function, int]:
     """The function with its calls grouped into primitive functions; also the group count."""
     if any(isinstance(n, Let | If) for n in post_order(fn.body)):
         return fn, 0
+    fn = split_to_slices(fn)
+    infer_type(fn)
     nodes = list(post_order(fn.body))
     calls = [n for n in nodes if isinstance(n, Call) and isinstance(n.op, Op)]
     users: dict[Expr, list[Expr]] = defaultdict(list)
