@@ -183,6 +183,7 @@ class _Lowering:
         src = call.args[0]
         in_t = src.checked_type
         assert isinstance(in_t, TensorType)
+        axes: tuple[int, ...]
         if op == "global_avg_pool2d":  # a mean over H and W that keeps them
             op, axes, keep = "mean", (2, 3), True
         else:
@@ -341,7 +342,9 @@ class _Lowering:
             lowered.library = _bind(routine, anchor, operands)
             if routine is library.conv2d_from_columns:
                 lowered.prologue, lowered.scratch = im2col_kernel(anchor, f"{self.name}_im2col")
-                lowered.prologue_input = self.fn.params.index(anchor.args[0])  # type: ignore[arg-type]
+                source = anchor.args[0]
+                assert isinstance(source, Var)
+                lowered.prologue_input = self.fn.params.index(source)
         return lowered
 
 

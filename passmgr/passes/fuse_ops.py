@@ -24,10 +24,10 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from egraph_ir.expr import Call, Constant, Expr, Function, If, Let, TupleGetItem, Var, children
-from egraph_ir.op import call as op_call
-from egraph_ir.op.shape import split_bounds
 from egraph_ir.infer import infer_type
 from egraph_ir.module import IRModule
+from egraph_ir.op import call as op_call
+from egraph_ir.op.shape import split_bounds
 from egraph_ir.registry import Op, OpPattern
 from egraph_ir.types import TensorType
 from egraph_ir.visitor import post_order, rebuild
