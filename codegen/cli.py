@@ -15,6 +15,7 @@ import egraph_ir as ir
 import passmgr as pm
 from egraph_ir import models
 from egraph_ir.dot import module_to_dot
+from egraph_ir.egraph import egraph_to_dot, optimize
 from egraph_ir.errors import CompilerError
 
 from .job import JobOptions, Progress, load_model, optimise, render_text, run_job
@@ -51,11 +52,28 @@ def compile_model(args: argparse.Namespace) -> int:
         optimised, _ = optimise(mod, JobOptions(opt_level=args.opt_level, rules=args.rules))
         Path(args.dot).write_text(module_to_dot(optimised))
         report["dot"] = args.dot
+    if args.egraph_dot:
+        Path(args.egraph_dot).write_text(_egraph_dot(args.model, args.rules))
+        report["egraph_dot"] = args.egraph_dot
     if args.json:
         print(json.dumps(report, indent=2, default=str))
     else:
         print(render_text(report, time_passes=args.time_passes))
     return 0 if report["ok"] else 1
+
+
+def _egraph_dot(model: str, rule_files: list[str]) -> str:
+    """The main function's e-graph saturated with the algebraic and layout rules (and the
+    user's), as DOT; refused above 2,000 e-nodes."""
+    import rules
+
+    mod, _, _ = load_model(model)
+    rule_set = rules.builtin("algebraic") + rules.builtin("layout")
+    for path in rule_files:
+        rule_set = rule_set + rules.load(path)
+    result = optimize(mod["main"], rule_set.enabled(fast_math=False).rewrites())
+    assert result.snapshot is not None
+    return egraph_to_dot(result.snapshot, root=result.root_class)
 
 
 def opt(args: argparse.Namespace) -> int:
@@ -107,6 +125,9 @@ def _parser() -> argparse.ArgumentParser:
     p_compile.add_argument("--print-ir-after", action="append", default=[], metavar="PASS")
     p_compile.add_argument("--time-passes", action="store_true")
     p_compile.add_argument("--dot", metavar="OUT.dot", help="write the optimised IR as DOT")
+    p_compile.add_argument(
+        "--egraph-dot", metavar="OUT.dot", help="write the saturated e-graph of main as DOT"
+    )
     p_compile.add_argument("--check", action="store_true", help="fail unless ORT agrees")
     p_compile.add_argument("--json", action="store_true", help="a machine-readable report")
     p_compile.add_argument("--repeats", type=int, default=10, help="timed runs (median)")

@@ -17,3 +17,4 @@ def test_readme_python_blocks_run(capsys) -> None:
     out = capsys.readouterr().out
     assert "['DeadCodeElimination', 'ExpOfLog', 'Sequential']" in out
     assert "multiply(%x, 6.0f)" in out
+    assert "{'loops': 1}" in out

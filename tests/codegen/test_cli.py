@@ -62,8 +62,23 @@ def test_compile_checks_against_onnxruntime_and_writes_json_and_dot(
     path = _onnx_with(
         tmp_path, [helper.make_node("Neg", ["x"], ["a"]), helper.make_node("Neg", ["a"], ["y"])]
     )
-    dot = tmp_path / "out.dot"
-    assert main(["compile", str(path), "--check", "--json", "--dot", str(dot)]) == 0
+    dot, edot = tmp_path / "out.dot", tmp_path / "egraph.dot"
+    assert (
+        main(
+            [
+                "compile",
+                str(path),
+                "--check",
+                "--json",
+                "--dot",
+                str(dot),
+                "--egraph-dot",
+                str(edot),
+            ]
+        )
+        == 0
+    )
+    assert "subgraph cluster_" in edot.read_text()
     report = json.loads(capsys.readouterr().out)
     assert report["onnxruntime"]["agrees"] and report["ok"]
     assert report["before"]["op_calls"] == 2 and report["after"]["op_calls"] == 0
