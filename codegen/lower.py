@@ -401,7 +401,11 @@ def _columns_fit(conv: Call) -> bool:
 
 
 def im2col_kernel(conv: Call, name: str) -> tuple[Kernel, tuple[tuple[int, ...], str]]:
-    """cols[(c, i, j), (n, oh, ow)] = padded x[n, c, oh*sh + i*dh, ow*sw + j*dw]."""
+    """cols[(c, i, j), (n, oh, ow)] = padded x[n, c, oh*sh + i*dh, ow*sw + j*dw].
+
+    The loop over ow is split, per kernel column j, into a left border, an interior where
+    the input column is always in range (a contiguous, vectorisable copy) and a right border.
+    """
     x_t, w_t, out_t = conv.args[0].checked_type, conv.args[1].checked_type, conv.checked_type
     assert isinstance(x_t, TensorType) and isinstance(w_t, TensorType)
     assert isinstance(out_t, TensorType)
@@ -413,24 +417,40 @@ def im2col_kernel(conv: Call, name: str) -> tuple[Kernel, tuple[tuple[int, ...],
     dh, dw = conv.attrs["dilation"]
     dtype = x_t.dtype
     shape = (c * kh * kw, n * oh * ow)
-    v = {k: LoopVar(INDEX, f"{k}") for k in ("c", "i", "j", "b", "y", "x")}
+    v = {k: LoopVar(INDEX, k) for k in ("c", "i", "b", "y")}
+
+    def in_range(e: LExpr, size: int) -> LExpr:
+        return Bin("bool", "and", Bin("bool", "ge", e, idx(0)), Bin("bool", "lt", e, idx(size)))
+
+    def clamp(e: LExpr, size: int) -> LExpr:
+        return Bin(INDEX, "min", Bin(INDEX, "max", e, idx(0)), idx(size - 1))
+
     ih = add(add(mul(v["y"], idx(sh)), mul(v["i"], idx(dh))), idx(-top))
-    iw = add(add(mul(v["x"], idx(sw)), mul(v["j"], idx(dw))), idx(-left))
-    inside = Bin(
-        "bool",
-        "and",
-        Bin("bool", "and", Bin("bool", "ge", ih, idx(0)), Bin("bool", "lt", ih, idx(h))),
-        Bin("bool", "and", Bin("bool", "ge", iw, idx(0)), Bin("bool", "lt", iw, idx(w))),
-    )
-    hc = Bin(INDEX, "min", Bin(INDEX, "max", ih, idx(0)), idx(h - 1))
-    wc = Bin(INDEX, "min", Bin(INDEX, "max", iw, idx(0)), idx(w - 1))
-    src = add(add(add(mul(v["b"], idx(c * h * w)), mul(v["c"], idx(h * w))), mul(hc, idx(w))), wc)
-    row = add(add(mul(v["c"], idx(kh * kw)), mul(v["i"], idx(kw))), v["j"])
-    col = add(add(mul(v["b"], idx(oh * ow)), mul(v["y"], idx(ow))), v["x"])
-    dst = add(mul(row, idx(shape[1])), col)
-    value = Select(dtype, inside, Load(dtype, "in0", src), const(0.0, dtype))
-    body: list[Stmt] = [Store("out", dst, value)]
-    for key, extent in (("x", ow), ("y", oh), ("b", n), ("j", kw), ("i", kh)):
+    row_ok = in_range(ih, h)
+    base = add(add(mul(v["b"], idx(c * h * w)), mul(v["c"], idx(h * w))), mul(clamp(ih, h), idx(w)))
+    zero = const(0.0, dtype)
+    segments: list[Stmt] = []
+    for j in range(kw):
+        row = add(add(mul(v["c"], idx(kh * kw)), mul(v["i"], idx(kw))), idx(j))
+        lo = min(ow, max(0, -(-(left - j * dw) // sw)))
+        hi = max(lo, min(ow, (w - 1 + left - j * dw) // sw + 1))
+        for start, stop, checked in ((0, lo, True), (lo, hi, False), (hi, ow, True)):
+            if stop <= start:
+                continue
+            var = LoopVar(INDEX, f"x{j}_{start}")
+            x = add(var, idx(start))
+            iw = add(mul(x, idx(sw)), idx(j * dw - left))
+            ok = Bin("bool", "and", row_ok, in_range(iw, w)) if checked else row_ok
+            load = Load(dtype, "in0", add(base, clamp(iw, w) if checked else iw))
+            dst = add(
+                mul(row, idx(shape[1])),
+                add(add(mul(v["b"], idx(oh * ow)), mul(v["y"], idx(ow))), x),
+            )
+            segments.append(
+                For(var.name, stop - start, [Store("out", dst, Select(dtype, ok, load, zero))])
+            )
+    body: list[Stmt] = segments
+    for key, extent in (("y", oh), ("b", n), ("i", kh)):
         body = [For(key, extent, body)]
     body = [For("c", c, body, outer=True)]
     buffers = [Buffer("in0", dtype, x_t.shape), Buffer("out", dtype, shape)]
