@@ -29,7 +29,7 @@ from .lower import Lowered, lower
 from .memory_plan import MemoryPlan, Tensor, make_plan
 
 ALIAS_OPS = {"reshape", "flatten", "squeeze", "expand_dims"}
-PARALLEL_WORK = 1 << 18  # element-ops below which one thread is faster than a hand-off
+PARALLEL_WORK = 1 << 21  # element-ops below which one thread is faster than a hand-off
 
 
 @dataclass

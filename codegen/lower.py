@@ -155,13 +155,13 @@ class _Lowering:
 
     def nest(
         self, shape: tuple[int, ...], inner: Callable[[list[LExpr]], list[Stmt]]
-    ) -> For | list[Stmt]:
+    ) -> list[Stmt]:
         """Loops over shape; the first axis longer than 1 is the thread-split one."""
         if not shape:
             return [For("i0", 1, inner([]), outer=True)]
         vars_ = [self.var() for _ in shape]
         outer_axis = next((k for k, d in enumerate(shape) if d > 1), 0)
-        body = inner(list(vars_))
+        body: list[Stmt] = inner(list(vars_))
         for k in reversed(range(len(shape))):
             body = [For(vars_[k].name, shape[k], body, outer=(k == outer_axis))]
         return body
@@ -175,7 +175,7 @@ class _Lowering:
             index = Index(shape, multi=vs or None, flat=flat)
             return [Store("out", flat, self.reader(root)(index))]
 
-        return self.nest(shape, inner)  # type: ignore[return-value]
+        return self.nest(shape, inner)
 
     # ------------------------------------------------------------ anchors
     def reduction_nest(self, call: Call) -> list[Stmt]:
@@ -218,7 +218,7 @@ class _Lowering:
             )
             return [Declare(acc_name, init), *body, Store("out", out_index.flat(), result)]
 
-        return self.nest(out_shape, inner)  # type: ignore[return-value]
+        return self.nest(out_shape, inner)
 
     def row_nest(self, call: Call) -> list[Stmt]:
         """softmax / log_softmax along one axis: max, sum of exp, normalise."""
@@ -282,7 +282,7 @@ class _Lowering:
                 stmts.append(For(j3.name, n, [Store("out", at(j3), Bin(dtype, "sub", x3, shift))]))
             return stmts
 
-        return self.nest(outer_shape, inner)  # type: ignore[return-value]
+        return self.nest(outer_shape, inner)
 
     # ------------------------------------------------------------ driver
     def run(self, ops: list[str]) -> Lowered:
