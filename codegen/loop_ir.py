@@ -41,8 +41,8 @@ class Load(LExpr):
 
 @dataclass(frozen=True, eq=False)
 class Bin(LExpr):
-    """Arithmetic (add sub mul div rem min max pow), comparisons (lt le gt ge eq ne) and
-    logic (and or); comparisons have dtype bool."""
+    """Arithmetic (add sub mul div rem min max pow; maxnum: max that skips NaN),
+    comparisons (lt le gt ge eq ne) and logic (and or); comparisons have dtype bool."""
 
     op: str
     a: LExpr

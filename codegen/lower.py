@@ -248,33 +248,24 @@ class _Lowering:
             e = Un(dtype, "exp", shifted)
             stmts: list[Stmt] = [
                 Declare(m, const(-np.inf, dtype)),
-                For(j1.name, n, [Assign(m, Bin(dtype, "max", Ref(dtype, m), x1))]),
+                # maxnum skips NaN, but a NaN input still makes its row NaN through exp
+                For(j1.name, n, [Assign(m, Bin(dtype, "maxnum", Ref(dtype, m), x1))]),
                 Declare(s, const(0.0, dtype)),
             ]
             if op == "softmax":
+                t_ = f"t{self.loops}"
+                total = Bin(dtype, "add", Ref(dtype, s), Ref(dtype, t_))
                 stmts.append(
                     For(
                         j2.name,
                         n,
-                        [
-                            Store("out", at(j2), e),
-                            Assign(s, Bin(dtype, "add", Ref(dtype, s), Load(dtype, "out", at(j2)))),
-                        ],
+                        [Declare(t_, e), Store("out", at(j2), Ref(dtype, t_)), Assign(s, total)],
                     )
                 )
-                stmts.append(
-                    For(
-                        j3.name,
-                        n,
-                        [
-                            Store(
-                                "out",
-                                at(j3),
-                                Bin(dtype, "div", Load(dtype, "out", at(j3)), Ref(dtype, s)),
-                            )
-                        ],
-                    )
-                )
+                inverse = f"r{self.loops}"
+                scaled = Bin(dtype, "mul", Load(dtype, "out", at(j3)), Ref(dtype, inverse))
+                stmts.append(Declare(inverse, Bin(dtype, "div", const(1.0, dtype), Ref(dtype, s))))
+                stmts.append(For(j3.name, n, [Store("out", at(j3), scaled)]))
             else:
                 stmts.append(For(j2.name, n, [Assign(s, Bin(dtype, "add", Ref(dtype, s), e))]))
                 shift = Bin(dtype, "add", Ref(dtype, m), Un(dtype, "log", Ref(dtype, s)))

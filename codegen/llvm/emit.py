@@ -308,6 +308,8 @@ class _KernelEmitter:
                 return b.fdiv(x, y)
             if op == "pow":
                 return self.math.call(b, "pow", x, y)
+            if op == "maxnum":  # NaN-skipping max: vectorises as a reduction
+                return self.math.call(b, "maxnum", x, y)
             if op in ("max", "min"):
                 pick = b.fcmp_ordered(">" if op == "max" else "<", x, y)
                 chosen = b.select(pick, x, y)
