@@ -70,6 +70,13 @@ class Cast(LExpr):
 
 
 @dataclass(frozen=True, eq=False)
+class Splat(LExpr):
+    """A scalar broadcast to every lane of a vector dtype ("float32x16")."""
+
+    a: LExpr
+
+
+@dataclass(frozen=True, eq=False)
 class Ref(LExpr):
     """The current value of a local scalar."""
 

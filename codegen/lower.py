@@ -26,7 +26,7 @@ from egraph_ir.registry import Op, OpPattern
 from egraph_ir.types import TensorType
 from egraph_ir.visitor import post_order
 
-from . import library
+from . import conv, library
 from .compute import COMPUTE, Ctx, Index, size, strides
 from .loop_ir import (
     INDEX,
@@ -66,7 +66,9 @@ class Lowered:
     library: Callable[..., None] | None = None  # fn(inputs, out, scratch) for library anchors
     function: Function | None = None  # host kernels evaluate this
     ops: list[str] = field(default_factory=list)
-    prologue: Kernel | None = None  # JIT im2col for conv2d: input -> scratch columns
+    prologue: Kernel | None = None  # JIT im2col or padding for conv2d: input -> scratch
+    anchor_kernel: Kernel | None = None  # JIT direct conv2d: (scratch, weights, out)
+    anchor_weights: int | np.ndarray | None = None  # a group parameter index or a constant
     prologue_input: int = 0  # which group parameter the prologue reads
     scratch: tuple[tuple[int, ...], str] | None = None  # shape and dtype of the columns
 
@@ -220,6 +222,33 @@ class _Lowering:
 
         return self.nest(out_shape, inner)
 
+    def product_nest(self, call: Call) -> list[Stmt]:
+        """A small 2-D matmul/dense as loops: cheaper than a BLAS call (and its threads)."""
+        a, b = call.args
+        a_t, b_t, out_t = a.checked_type, b.checked_type, call.checked_type
+        assert isinstance(a_t, TensorType) and isinstance(b_t, TensorType)
+        assert isinstance(out_t, TensorType)
+        k_extent = a_t.shape[1]
+        dense = call.op.name == "dense"  # type: ignore[union-attr]
+        read_a, read_b = self.reader(a), self.reader(b)
+        dtype = out_t.dtype
+
+        def inner(vs: list[LExpr]) -> list[Stmt]:
+            i, j = vs
+            k = self.var("k")
+            acc = f"acc{self.loops}"
+            left = read_a(Index(a_t.shape, multi=[i, k]))
+            right = read_b(Index(b_t.shape, multi=[j, k] if dense else [k, j]))
+            step = Assign(acc, Bin(dtype, "add", Ref(dtype, acc), Bin(dtype, "mul", left, right)))
+            out = Index(out_t.shape, multi=[i, j]).flat()
+            return [
+                Declare(acc, const(0.0, dtype)),
+                For(k.name, k_extent, [step]),
+                Store("out", out, Ref(dtype, acc)),
+            ]
+
+        return self.nest(out_t.shape, inner)
+
     def row_nest(self, call: Call) -> list[Stmt]:
         """softmax / log_softmax along one axis: max, sum of exp, normalise."""
         op = call.op.name  # type: ignore[union-attr]
@@ -286,6 +315,7 @@ class _Lowering:
         anchor = anchors[0] if anchors else None
         body: list[Stmt] = []
         routine = None
+        direct: Call | None = None
         extent_shape = self.out_type.shape
         if anchor is not None:
             name = anchor.op.name  # type: ignore[union-attr]
@@ -293,6 +323,8 @@ class _Lowering:
                 raise Unsupported("the epilogue changes the anchor's shape")
             if name in REDUCTIONS or name == "global_avg_pool2d":
                 body += self.reduction_nest(anchor)
+            elif _small_product(anchor):
+                body += self.product_nest(anchor)
             elif name in ROW_OPS:
                 body += self.row_nest(anchor)
                 extent_shape = _row_shape(anchor)
@@ -302,6 +334,9 @@ class _Lowering:
                 routine = library.ROUTINES[name]
                 if name == "conv2d" and _columns_fit(anchor):
                     routine = library.conv2d_from_columns
+                    if conv.direct_fits(anchor):
+                        routine = None
+                        direct = anchor
             else:
                 raise Unsupported(f"{name} has no compute definition")
             self.anchor = anchor
@@ -333,10 +368,34 @@ class _Lowering:
             lowered.library = _bind(routine, anchor, operands)
             if routine is library.conv2d_from_columns:
                 lowered.prologue, lowered.scratch = im2col_kernel(anchor, f"{self.name}_im2col")
-                source = anchor.args[0]
-                assert isinstance(source, Var)
-                lowered.prologue_input = self.fn.params.index(source)
+                lowered.prologue_input = _param_index(anchor.args[0], self.fn.params)
+        if direct is not None:
+            lowered.prologue, lowered.scratch = conv.pad_kernel(direct, f"{self.name}_pad")
+            lowered.prologue_input = _param_index(direct.args[0], self.fn.params)
+            lowered.anchor_kernel = conv.direct_kernel(direct, f"{self.name}_conv")
+            lowered.anchor_weights = _operand(direct.args[1], self.fn.params)
         return lowered
+
+
+def _param_index(e: Expr, params: tuple[Var, ...]) -> int:
+    assert isinstance(e, Var)
+    return params.index(e)
+
+
+SMALL_PRODUCT = 1 << 16  # multiply-adds below which loops beat a BLAS call
+
+
+def _small_product(call: Call) -> bool:
+    if not isinstance(call.op, Op) or call.op.name not in ("matmul", "dense"):
+        return False
+    a_t, b_t = call.args[0].checked_type, call.args[1].checked_type
+    if not (isinstance(a_t, TensorType) and isinstance(b_t, TensorType)):
+        return False
+    if a_t.ndim != 2 or b_t.ndim != 2 or not a_t.dtype.startswith("float"):
+        return False
+    m, k = a_t.shape
+    n = b_t.shape[0] if call.op.name == "dense" else b_t.shape[1]
+    return m * n * k <= SMALL_PRODUCT
 
 
 def _is_anchor(c: Call) -> bool:

@@ -28,6 +28,7 @@ from ..loop_ir import (
     LoopVar,
     Ref,
     Select,
+    Splat,
     Stmt,
     Store,
     Un,
@@ -50,7 +51,16 @@ def storage_type(dtype: str) -> ir.Type:
     return ir.IntType(np.dtype(dtype).itemsize * 8)
 
 
+def vector_of(dtype: str) -> tuple[str, int] | None:
+    """("float32", 16) for "float32x16": explicit vectors (micro-kernels use them)."""
+    base, sep, lanes = dtype.partition("x")
+    return (base, int(lanes)) if sep and lanes.isdigit() else None
+
+
 def value_type(dtype: str) -> ir.Type:
+    vec = vector_of(dtype)
+    if vec is not None:
+        return ir.VectorType(value_type(vec[0]), vec[1])
     if dtype in ("float16", "float32"):
         return ir.FloatType()
     if dtype == "bool":
@@ -116,8 +126,12 @@ class _KernelEmitter:
         if isinstance(s, For):
             self.loop(s)
         elif isinstance(s, Store):
-            value = self.to_storage(self.expr(s.value), s.value.dtype, self.dtypes[s.buffer])
             ptr = self.b.gep(self.pointers[s.buffer], [self.expr(s.index)], inbounds=True)
+            if vector_of(s.value.dtype):
+                vec_ptr = self.b.bitcast(ptr, value_type(s.value.dtype).as_pointer())
+                self.b.store(self.expr(s.value), vec_ptr, align=4)
+                return
+            value = self.to_storage(self.expr(s.value), s.value.dtype, self.dtypes[s.buffer])
             self.b.store(value, ptr)
         elif isinstance(s, Declare):
             ty = value_type(s.init.dtype)
@@ -187,7 +201,16 @@ class _KernelEmitter:
             return b.load(slot)
         if isinstance(e, Load):
             ptr = b.gep(self.pointers[e.buffer], [self.expr(e.index)], inbounds=True)
+            if vector_of(e.dtype):
+                return b.load(b.bitcast(ptr, value_type(e.dtype).as_pointer()), align=4)
             return self.from_storage(b.load(ptr), self.dtypes[e.buffer])
+        if isinstance(e, Splat):
+            ty = value_type(e.dtype)
+            one = b.insert_element(
+                ir.Constant(ty, ir.Undefined), self.expr(e.a), ir.Constant(ir.IntType(32), 0)
+            )
+            mask = ir.Constant(ir.VectorType(ir.IntType(32), ty.count), [0] * ty.count)
+            return b.shuffle_vector(one, ir.Constant(ty, ir.Undefined), mask)
         if isinstance(e, Cast):
             return self.cast(self.expr(e.a), e.a.dtype, e.dtype)
         if isinstance(e, Select):
@@ -199,6 +222,10 @@ class _KernelEmitter:
         raise TypeError(f"unknown expression {e!r}")
 
     def constant(self, value: Any, dtype: str) -> ir.Constant:
+        vec = vector_of(dtype)
+        if vec is not None:
+            lane = self.constant(value, vec[0])
+            return ir.Constant(value_type(dtype), [lane] * vec[1])
         ty = value_type(dtype)
         if dtype == "bool":
             return ir.Constant(ty, int(bool(value)))
