@@ -249,6 +249,111 @@ class _Lowering:
 
         return self.nest(out_t.shape, inner)
 
+    def argmax_nest(self, call: Call) -> list[Stmt]:
+        """Index of the first maximum (a NaN counts as the maximum, as in numpy)."""
+        src = call.args[0]
+        in_t, out_t = src.checked_type, call.checked_type
+        assert isinstance(in_t, TensorType) and isinstance(out_t, TensorType)
+        axis = call.attrs["axis"]
+        keep = bool(call.attrs["keepdims"])
+        read = self.reader(src)
+        dtype = in_t.dtype
+        flat_shape = (int(np.prod(in_t.shape, dtype=np.int64)),)
+
+        def inner(vs: list[LExpr]) -> list[Stmt]:
+            k = self.var("k")
+            best, where = f"best{self.loops}", f"at{self.loops}"
+            if axis is None:
+                value = read(Index(in_t.shape, flat=k))
+                extent = flat_shape[0]
+            else:
+                a = axis % in_t.ndim
+                outer = [v for d, v in enumerate(vs) if not keep or d != a] if keep else list(vs)
+                multi = [*outer[:a], k, *outer[a:]]
+                value = read(Index(in_t.shape, multi=multi))
+                extent = in_t.shape[a]
+            current = Ref(dtype, best)
+            nan_first = Bin(
+                "bool", "and", Bin("bool", "ne", value, value), Bin("bool", "eq", current, current)
+            )
+            better = Bin("bool", "or", Bin("bool", "gt", value, current), nan_first)
+            step: list[Stmt] = [
+                Assign(where, Select(INDEX, better, k, Ref(INDEX, where))),
+                Assign(best, Select(dtype, better, value, current)),
+            ]
+            out = Index(out_t.shape, multi=vs).flat() if vs else idx(0)
+            return [
+                Declare(best, const(-np.inf, dtype)),
+                Declare(where, idx(0)),
+                For(k.name, extent, step),
+                Store("out", out, Ref(INDEX, where)),
+            ]
+
+        return self.nest(out_t.shape, inner)
+
+    def pool_nest(self, call: Call) -> list[Stmt]:
+        """Window max/mean: real cells only for max; for avg, explicit padding cells count
+        when count_include_pad (the cells ceil_mode adds never do), as the reference."""
+        src = call.args[0]
+        in_t, out_t = src.checked_type, call.checked_type
+        assert isinstance(in_t, TensorType) and isinstance(out_t, TensorType)
+        _, _, h, w = in_t.shape
+        kh, kw = call.attrs["pool_size"]
+        sh, sw = call.attrs["strides"]
+        dh, dw = call.attrs["dilation"]
+        top, left, bottom, right = call.attrs["padding"]
+        is_max = call.op.name == "max_pool2d"  # type: ignore[union-attr]
+        include_pad = not is_max and bool(call.attrs["count_include_pad"])
+        dtype = out_t.dtype
+        read = self.reader(src)
+
+        def within(e: LExpr, low: int, high: int) -> LExpr:
+            return Bin(
+                "bool", "and", Bin("bool", "ge", e, idx(low)), Bin("bool", "lt", e, idx(high))
+            )
+
+        def inner(vs: list[LExpr]) -> list[Stmt]:
+            b, ch, y, x = vs
+            i, j = self.var("i"), self.var("j")
+            acc, cnt = f"acc{self.loops}", f"cnt{self.loops}"
+            ih = add(add(mul(y, idx(sh)), mul(i, idx(dh))), idx(-top))
+            iw = add(add(mul(x, idx(sw)), mul(j, idx(dw))), idx(-left))
+            real = Bin("bool", "and", within(ih, 0, h), within(iw, 0, w))
+            clamp_h = Bin(INDEX, "min", Bin(INDEX, "max", ih, idx(0)), idx(h - 1))
+            clamp_w = Bin(INDEX, "min", Bin(INDEX, "max", iw, idx(0)), idx(w - 1))
+            value = read(Index(in_t.shape, multi=[b, ch, clamp_h, clamp_w]))
+            if is_max:
+                pick = Select(dtype, real, value, const(-np.inf, dtype))
+                steps: list[Stmt] = [Assign(acc, Bin(dtype, "max", Ref(dtype, acc), pick))]
+                init: list[Stmt] = [Declare(acc, const(-np.inf, dtype))]
+                result: LExpr = Ref(dtype, acc)
+            else:
+                counted = real
+                if include_pad:
+                    counted = Bin(
+                        "bool", "and", within(ih, -top, h + bottom), within(iw, -left, w + right)
+                    )
+                one = Select(dtype, counted, const(1.0, dtype), const(0.0, dtype))
+                steps = [
+                    Assign(
+                        acc,
+                        Bin(
+                            dtype,
+                            "add",
+                            Ref(dtype, acc),
+                            Select(dtype, real, value, const(0.0, dtype)),
+                        ),
+                    ),
+                    Assign(cnt, Bin(dtype, "add", Ref(dtype, cnt), one)),
+                ]
+                init = [Declare(acc, const(0.0, dtype)), Declare(cnt, const(0.0, dtype))]
+                result = Bin(dtype, "div", Ref(dtype, acc), Ref(dtype, cnt))
+            loops = [For(i.name, kh, [For(j.name, kw, steps)])]
+            out = Index(out_t.shape, multi=vs).flat()
+            return [*init, *loops, Store("out", out, result)]
+
+        return self.nest(out_t.shape, inner)
+
     def row_nest(self, call: Call) -> list[Stmt]:
         """softmax / log_softmax along one axis: max, sum of exp, normalise."""
         op = call.op.name  # type: ignore[union-attr]
@@ -323,8 +428,12 @@ class _Lowering:
                 raise Unsupported("the epilogue changes the anchor's shape")
             if name in REDUCTIONS or name == "global_avg_pool2d":
                 body += self.reduction_nest(anchor)
+            elif name == "argmax":
+                body += self.argmax_nest(anchor)
             elif _small_product(anchor):
                 body += self.product_nest(anchor)
+            elif name in ("max_pool2d", "avg_pool2d"):
+                body += self.pool_nest(anchor)
             elif name in ROW_OPS:
                 body += self.row_nest(anchor)
                 extent_shape = _row_shape(anchor)
