@@ -70,6 +70,11 @@ class Executable:
         results = self._runner.run(feeds)
         return tuple(results) if self.graph.tuple_output else results[0]
 
+    @property
+    def threads(self) -> int:
+        """Threads the large kernels are split over (config codegen.num_threads)."""
+        return self._runner.threads
+
     def get_source(self) -> str:
         """The LLVM IR of the JIT kernels (before optimisation)."""
         return self.graph.source

@@ -201,7 +201,7 @@ def run_job(source: str, opts: JobOptions, progress: Progress | None = None) -> 
     inputs = inputs if inputs is not None else random_inputs(mod, opts.seed)
     with progress.stage("running"):
         out = exe.run(**inputs)
-        report["backend"] = f"llvm ({exe._runner.threads} threads)"
+        report["backend"] = f"llvm ({exe.threads} threads)"
         report["latency_ms"] = _median_ms(lambda: exe.run(**inputs), opts.repeats)
         report["interpreter_ms"] = _median_ms(
             lambda: ir.interpret(mod, **inputs), min(opts.repeats, 3)
