@@ -20,7 +20,7 @@ import numpy as np
 from egraph_ir.op.shape import slice_spec
 from egraph_ir.types import TensorType
 
-from .loop_ir import INDEX, Bin, Cast, Const, LExpr, Select, Un, add, const, idx, mul
+from .loop_ir import INDEX, Bin, Cast, Const, LExpr, Select, Un, add, clamp, const, idx, mul
 
 
 class Index:
@@ -294,7 +294,7 @@ def _concatenate(ctx: Ctx) -> LExpr:
     pieces = []
     for reader, t in zip(ctx.readers, ctx.in_types, strict=True):
         local = Bin(INDEX, "sub", out[axis], idx(offset)) if offset else out[axis]
-        clamped = _clamp(local, 0, t.shape[axis] - 1)  # loads stay in bounds under select
+        clamped = clamp(local, 0, t.shape[axis] - 1)  # loads stay in bounds under select
         multi = [*out[:axis], clamped, *out[axis + 1 :]]
         pieces.append((offset + t.shape[axis], reader(Index(t.shape, multi=multi))))
         offset += t.shape[axis]
@@ -306,10 +306,6 @@ def _concatenate(ctx: Ctx) -> LExpr:
         )
     assert result is not None
     return result
-
-
-def _clamp(i: LExpr, low: int, high: int) -> LExpr:
-    return Bin(INDEX, "min", Bin(INDEX, "max", i, idx(low)), idx(high))
 
 
 @compute("pad")
@@ -327,7 +323,7 @@ def _pad(ctx: Ctx) -> LExpr:
             "bool", "and", Bin("bool", "ge", local, idx(0)), Bin("bool", "lt", local, idx(dim))
         )
         inside = ok if inside is None else Bin("bool", "and", inside, ok)
-        multi.append(_clamp(local, 0, dim - 1))
+        multi.append(clamp(local, 0, dim - 1))
     value = ctx.readers[0](Index(in_shape, multi=multi))
     pad = float(ctx.attrs["pad_value"])
     fill = ctx.c(pad if _is_float(ctx.out.dtype) else int(pad))
@@ -351,6 +347,6 @@ def _take(ctx: Ctx) -> LExpr:
             INDEX, "rem", Bin(INDEX, "add", Bin(INDEX, "rem", position, idx(n)), idx(n)), idx(n)
         )
     else:  # clip; "fast" promises valid indices, clamping keeps a bad one from reading wild
-        position = _clamp(position, 0, n - 1)
+        position = clamp(position, 0, n - 1)
     multi = [*out[:axis], position, *out[axis + len(ind_shape) :]]
     return ctx.readers[0](Index(data_shape, multi=multi))

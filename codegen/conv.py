@@ -23,7 +23,6 @@ from .loop_ir import (
     Declare,
     For,
     Kernel,
-    LExpr,
     Load,
     LoopVar,
     Ref,
@@ -32,9 +31,11 @@ from .loop_ir import (
     Stmt,
     Store,
     add,
+    clamp,
     const,
     idx,
     mul,
+    within,
 )
 
 LANES = 16
@@ -74,16 +75,11 @@ def pad_kernel(conv: Call, name: str) -> tuple[Kernel, tuple[tuple[int, ...], st
     b, ch, y, x = _v("b"), _v("c"), _v("y"), _v("x")
     iy, ix = add(y, idx(-top)), add(x, idx(-left))
 
-    def inside(e: LExpr, size: int) -> LExpr:
-        return Bin("bool", "and", Bin("bool", "ge", e, idx(0)), Bin("bool", "lt", e, idx(size)))
-
-    def clamp(e: LExpr, size: int) -> LExpr:
-        return Bin(INDEX, "min", Bin(INDEX, "max", e, idx(0)), idx(size - 1))
-
     src = add(
-        mul(add(mul(b, idx(c)), ch), idx(h * w)), add(mul(clamp(iy, h), idx(w)), clamp(ix, w))
+        mul(add(mul(b, idx(c)), ch), idx(h * w)),
+        add(mul(clamp(iy, 0, h - 1), idx(w)), clamp(ix, 0, w - 1)),
     )
-    ok = Bin("bool", "and", inside(iy, h), inside(ix, w))
+    ok = Bin("bool", "and", within(iy, 0, h), within(ix, 0, w))
     value = Select("float32", ok, Load("float32", "in0", src), const(0.0, "float32"))
     dst = add(mul(add(mul(b, idx(c)), ch), idx(hp * wp)), add(mul(y, idx(wp)), x))
     body: list[Stmt] = [For("x", wp, [Store("out", dst, value)])]

@@ -109,6 +109,16 @@ def mul(a: LExpr, b: LExpr) -> LExpr:
     return Bin(a.dtype, "mul", a, b)
 
 
+def within(e: LExpr, low: int, high: int) -> LExpr:
+    """low <= e < high, for index expressions."""
+    return Bin("bool", "and", Bin("bool", "ge", e, idx(low)), Bin("bool", "lt", e, idx(high)))
+
+
+def clamp(e: LExpr, low: int, high: int) -> LExpr:
+    """e limited to [low, high]: keeps a load in bounds where a select discards it."""
+    return Bin(INDEX, "min", Bin(INDEX, "max", e, idx(low)), idx(high))
+
+
 # ---------------------------------------------------------------- statements
 @dataclass
 class Stmt:

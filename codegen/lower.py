@@ -45,9 +45,11 @@ from .loop_ir import (
     Store,
     Un,
     add,
+    clamp,
     const,
     idx,
     mul,
+    within,
 )
 
 REDUCTIONS = {"sum", "mean", "max", "min", "prod"}
@@ -319,8 +321,7 @@ class _Lowering:
             ih = add(add(mul(y, idx(sh)), mul(i, idx(dh))), idx(-top))
             iw = add(add(mul(x, idx(sw)), mul(j, idx(dw))), idx(-left))
             real = Bin("bool", "and", within(ih, 0, h), within(iw, 0, w))
-            clamp_h = Bin(INDEX, "min", Bin(INDEX, "max", ih, idx(0)), idx(h - 1))
-            clamp_w = Bin(INDEX, "min", Bin(INDEX, "max", iw, idx(0)), idx(w - 1))
+            clamp_h, clamp_w = clamp(ih, 0, h - 1), clamp(iw, 0, w - 1)
             value = read(Index(in_t.shape, multi=[b, ch, clamp_h, clamp_w]))
             if is_max:
                 pick = Select(dtype, real, value, const(-np.inf, dtype))
@@ -578,15 +579,11 @@ def im2col_kernel(conv: Call, name: str) -> tuple[Kernel, tuple[tuple[int, ...],
     shape = (c * kh * kw, n * oh * ow)
     v = {k: LoopVar(INDEX, k) for k in ("c", "i", "b", "y")}
 
-    def in_range(e: LExpr, size: int) -> LExpr:
-        return Bin("bool", "and", Bin("bool", "ge", e, idx(0)), Bin("bool", "lt", e, idx(size)))
-
-    def clamp(e: LExpr, size: int) -> LExpr:
-        return Bin(INDEX, "min", Bin(INDEX, "max", e, idx(0)), idx(size - 1))
-
     ih = add(add(mul(v["y"], idx(sh)), mul(v["i"], idx(dh))), idx(-top))
-    row_ok = in_range(ih, h)
-    base = add(add(mul(v["b"], idx(c * h * w)), mul(v["c"], idx(h * w))), mul(clamp(ih, h), idx(w)))
+    row_ok = within(ih, 0, h)
+    base = add(
+        add(mul(v["b"], idx(c * h * w)), mul(v["c"], idx(h * w))), mul(clamp(ih, 0, h - 1), idx(w))
+    )
     zero = const(0.0, dtype)
     segments: list[Stmt] = []
     for j in range(kw):
@@ -599,8 +596,8 @@ def im2col_kernel(conv: Call, name: str) -> tuple[Kernel, tuple[tuple[int, ...],
             var = LoopVar(INDEX, f"x{j}_{start}")
             x = add(var, idx(start))
             iw = add(mul(x, idx(sw)), idx(j * dw - left))
-            ok = Bin("bool", "and", row_ok, in_range(iw, w)) if checked else row_ok
-            load = Load(dtype, "in0", add(base, clamp(iw, w) if checked else iw))
+            ok = Bin("bool", "and", row_ok, within(iw, 0, w)) if checked else row_ok
+            load = Load(dtype, "in0", add(base, clamp(iw, 0, w - 1) if checked else iw))
             dst = add(
                 mul(row, idx(shape[1])),
                 add(add(mul(v["b"], idx(oh * ow)), mul(v["y"], idx(ow))), x),
