@@ -313,6 +313,8 @@ def _pad_infer(args: list[TensorType], attrs: Attrs) -> Type:
 
 
 def _pad_ref(x: np.ndarray, pad_width, pad_value: float, pad_mode: str) -> np.ndarray:
+    if x.ndim == 0:
+        return x.copy()  # nothing to pad (numpy rejects an empty pad_width)
     if pad_mode == "constant":
         return np.pad(x, pad_width, mode="constant", constant_values=x.dtype.type(pad_value))
     return np.pad(x, pad_width, mode=pad_mode)  # type: ignore[call-overload]

@@ -54,3 +54,10 @@ def test_closures_capture_their_environment() -> None:
 def test_expressions_without_parameters() -> None:
     e = op.add(ir.const(np.ones(2, "float32")), ir.const(1.0))
     np.testing.assert_allclose(ir.interpret(e), [2, 2])
+
+
+def test_padding_a_scalar_is_the_identity() -> None:
+    """Found by the thorough profile: numpy's pad rejects the empty pad_width of a scalar."""
+    x = ir.var("x", shape=())
+    fn = ir.Function([x], op.pad(x, pad_width=()))
+    assert ir.interpret(fn, np.float32(2.5)) == np.float32(2.5)
