@@ -346,7 +346,10 @@ def _take(ctx: Ctx) -> LExpr:
         position = Bin(
             INDEX, "rem", Bin(INDEX, "add", Bin(INDEX, "rem", position, idx(n)), idx(n)), idx(n)
         )
-    else:  # clip; "fast" promises valid indices, clamping keeps a bad one from reading wild
-        position = clamp(position, 0, n - 1)
+    else:
+        if mode == "fast":  # negative indices count from the end, as in numpy
+            negative = Bin("bool", "lt", position, idx(0))
+            position = Select(INDEX, negative, Bin(INDEX, "add", position, idx(n)), position)
+        position = clamp(position, 0, n - 1)  # clip mode; keeps a bad index from reading wild
     multi = [*out[:axis], position, *out[axis + len(ind_shape) :]]
     return ctx.readers[0](Index(data_shape, multi=multi))

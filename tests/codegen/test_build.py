@@ -149,3 +149,16 @@ def test_ops_without_compute_definitions_fail_when_host_fallback_is_off() -> Non
     assert exe.kernel_kinds() == {"host": 1}
     value = np.random.default_rng(0).standard_normal((4, 5)).astype("float32")
     assert_allclose(exe.run(x=value), ir.interpret(fn, value))
+
+
+@pytest.mark.parametrize(
+    ("mode", "indices"),
+    [("clip", [-1, 0, 7, 2]), ("wrap", [-1, 0, 7, -6]), ("fast", [-1, 0, 4, -5])],
+)
+def test_take_modes_with_negative_and_out_of_range_indices(mode: str, indices: list[int]) -> None:
+    x = ir.var("x", shape=(5, 3))
+    i = ir.var("i", shape=(4,), dtype="int64")
+    fn = ir.Function([x, i], op.take(x, i, axis=0, mode=mode))
+    xv = np.arange(15, dtype="float32").reshape(5, 3)
+    iv = np.array(indices, dtype="int64")
+    assert_allclose(codegen.build(fn).run(x=xv, i=iv), ir.interpret(fn, xv, iv))
