@@ -37,12 +37,20 @@ pm.register_config("codegen.memory_planner", str, "arena", "arena (offset packin
 class Executable:
     """A compiled module: `run(**inputs)`, `get_source()`, `graph_json`, `memory_plan`."""
 
-    def __init__(self, mod: IRModule, graph: Graph, threads: int, times: dict[str, float]) -> None:
-        self.module = mod  # the fused IR that was compiled
+    def __init__(
+        self,
+        optimised: IRModule,
+        fused: IRModule,
+        graph: Graph,
+        threads: int,
+        times: dict[str, float],
+    ) -> None:
+        self.optimized_module = optimised  # after the rule-based pipeline, before fusion
+        self.module = fused  # the fused IR that was compiled
         self.graph = graph
         self.compile_seconds = times
         self._runner = Runner(graph, threads)
-        fn = mod["main"]
+        fn = fused["main"]
         self.input_types = {p.name_hint: p.checked_type for p in fn.params}
 
     def run(self, *args: np.ndarray, **inputs: np.ndarray) -> Any:
@@ -119,13 +127,12 @@ def build(
     if params:
         mod = bind_params(mod, params)
     ctx = pm.PassContext.current()
-    passes = [standard_pipeline(), *extra_passes, pm.passes.FuseOps()]
-    pipeline = pm.Sequential(passes, name="Build")
-    optimised = pipeline(mod)
+    optimised = pm.Sequential([standard_pipeline(), *extra_passes], name="Optimise")(mod)
+    fused = pm.passes.FuseOps()(optimised)
     t1 = time.perf_counter()
     times["optimise"] = t1 - t0
     graph = build_graph(
-        optimised["main"],
+        fused["main"],
         bool(ctx.get_config("codegen.host_fallback")),
         str(ctx.get_config("codegen.memory_planner")),
     )
@@ -133,7 +140,7 @@ def build(
     if graph.library is not None:
         times.update({f"llvm {k}": v for k, v in graph.library.seconds.items()})
     threads = int(ctx.get_config("codegen.num_threads")) or default_threads()
-    return Executable(optimised, graph, threads, times)
+    return Executable(optimised, fused, graph, threads, times)
 
 
 def bind_params(mod: IRModule, params: Mapping[str, np.ndarray]) -> IRModule:

@@ -18,17 +18,15 @@ from egraph_ir.dot import module_to_dot
 from egraph_ir.egraph import egraph_to_dot, optimize
 from egraph_ir.errors import CompilerError
 
-from .job import JobOptions, Progress, load_model, optimise, render_text, run_job
+from .job import JobOptions, Progress, load_model, render_text, run_job
 
 
 def demo(model: str, show_ir: int) -> int:
     """The main job on a built-in model, with the optimised IR's first lines."""
-    report = run_job(model, JobOptions(repeats=3), Progress())
+    report, exe = run_job(model, JobOptions(repeats=3), Progress())
     print(render_text(report, time_passes=True))
     if show_ir:
-        mod, _, _ = load_model(model)
-        optimised, _ = optimise(mod, JobOptions())
-        lines = optimised.astext(show_meta=False).splitlines()
+        lines = exe.optimized_module.astext(show_meta=False).splitlines()
         print(f"\noptimised IR ({len(lines)} lines, first {min(show_ir, len(lines))}):")
         print("\n".join(lines[:show_ir]))
     return 0 if report["ok"] else 1
@@ -46,11 +44,9 @@ def compile_model(args: argparse.Namespace) -> int:
     for path in args.rules:
         if not Path(path).is_file():
             raise CompilerError(f"{path}: no such rule file")
-    report = run_job(args.model, opts, Progress(enabled=not args.json))
+    report, exe = run_job(args.model, opts, Progress(enabled=not args.json))
     if args.dot:
-        mod, _, _ = load_model(args.model)
-        optimised, _ = optimise(mod, JobOptions(opt_level=args.opt_level, rules=args.rules))
-        Path(args.dot).write_text(module_to_dot(optimised))
+        Path(args.dot).write_text(module_to_dot(exe.optimized_module))
         report["dot"] = args.dot
     if args.egraph_dot:
         Path(args.egraph_dot).write_text(_egraph_dot(args.model, args.rules))

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from egraph_ir.op._common import size_of
 from egraph_ir.op.shape import slice_spec
 from egraph_ir.types import TensorType
 
@@ -50,7 +51,7 @@ class Index:
                     continue
                 q = self._flat if stride == 1 else Bin(INDEX, "div", self._flat, idx(stride))
                 out.append(
-                    q if stride * dim == size(self.shape) else Bin(INDEX, "rem", q, idx(dim))
+                    q if stride * dim == size_of(self.shape) else Bin(INDEX, "rem", q, idx(dim))
                 )
             self._multi = out
         return self._multi
@@ -62,10 +63,6 @@ def strides(shape: tuple[int, ...]) -> list[int]:
         out.append(acc)
         acc *= d
     return out[::-1]
-
-
-def size(shape: tuple[int, ...]) -> int:
-    return int(np.prod(shape, dtype=np.int64))
 
 
 Reader = Callable[[Index], LExpr]

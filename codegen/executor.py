@@ -18,15 +18,15 @@ from typing import Any
 import numpy as np
 
 from egraph_ir.errors import CodegenError
-from egraph_ir.expr import Call, Constant, Expr, Function, Tuple, TupleGetItem, Var, children
+from egraph_ir.expr import Call, Constant, Expr, Function, Tuple, TupleGetItem, Var
 from egraph_ir.interp import interpret
-from egraph_ir.registry import Op
 from egraph_ir.types import TensorType, TupleType
 from egraph_ir.visitor import post_order
 
 from .llvm import JitLibrary, emit_module
-from .lower import Lowered, lower
-from .memory_plan import MemoryPlan, Tensor, make_plan
+from .loop_ir import Kernel
+from .lower import Lowered, lower, primitive_ops
+from .memory_plan import MemoryPlan, Tensor, make_plan, nbytes
 
 ALIAS_OPS = {"reshape", "flatten", "squeeze", "expand_dims"}
 PARALLEL_WORK = 1 << 24  # element-ops below which one thread beats waking another (~0.1 ms)
@@ -93,7 +93,7 @@ def build_graph(fn: Function, host_fallback: bool, planner: str) -> Graph:
         node = Node(len(nodes), "input", p.name_hint, [], t.shape, t.dtype)
         add(node, p)
         inputs.append(node)
-    for e in _outer_post_order(fn.body):
+    for e in post_order(fn.body, into_functions=False):
         if e in ids:
             continue
         t = e.checked_type
@@ -102,11 +102,7 @@ def build_graph(fn: Function, host_fallback: bool, planner: str) -> Graph:
             add(Node(len(nodes), "param", f"p{len(nodes)}", [], shape, dtype, value=e.data), e)
         elif isinstance(e, Call) and isinstance(e.op, Function) and e.op.attrs.get("Primitive"):
             args = [ids[a] for a in e.args]
-            group_ops = [
-                n.op.name
-                for n in post_order(e.op.body)
-                if isinstance(n, Call) and isinstance(n.op, Op)
-            ]
+            group_ops = primitive_ops(e.op)
             if len(group_ops) == 1 and group_ops[0] in ALIAS_OPS and shape is not None:
                 add(Node(len(nodes), "alias", group_ops[0], args, shape, dtype), e)
                 continue
@@ -144,25 +140,6 @@ def build_graph(fn: Function, host_fallback: bool, planner: str) -> Graph:
     return graph
 
 
-def _outer_post_order(root: Expr) -> list[Expr]:
-    """Nodes of the dataflow, children first, without entering function literals."""
-    order: list[Expr] = []
-    done: set[Expr] = set()
-    stack: list[tuple[Expr, bool]] = [(root, False)]
-    while stack:
-        e, expanded = stack.pop()
-        if e in done:
-            continue
-        if expanded:
-            done.add(e)
-            order.append(e)
-            continue
-        stack.append((e, True))
-        kids = e.args if isinstance(e, Call) else children(e)
-        stack.extend((k, False) for k in reversed(kids) if k not in done)
-    return order
-
-
 def _storage_root(nodes: list[Node], n: Node) -> Node:
     while n.op == "alias":
         n = nodes[n.inputs[0]]
@@ -184,20 +161,16 @@ def _plan(graph: Graph, planner: str) -> None:
     for step, n in enumerate(nodes):
         if n.op != "kernel":
             continue
-        if n.lowered is not None and n.lowered.scratch is not None:  # im2col columns
-            shape, dtype = n.lowered.scratch
-            nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-            tensors.append(Tensor(scratch_id(n), nbytes, step, step))
+        if n.lowered is not None and n.lowered.scratch is not None:  # im2col / padded input
+            tensors.append(Tensor(scratch_id(n), nbytes(*n.lowered.scratch), step, step))
         if n.shape is None or n.id in outputs:
             continue
-        nbytes = int(np.prod(n.shape, dtype=np.int64)) * np.dtype(n.dtype).itemsize
-        tensors.append(Tensor(n.id, nbytes, step, max(last.get(n.id, step), step)))
+        size = nbytes(n.shape, n.dtype)  # type: ignore[arg-type]
+        tensors.append(Tensor(n.id, size, step, max(last.get(n.id, step), step)))
     plan = make_plan(tensors, planner)
-    distinct = {off: k for k, off in enumerate(sorted(set(plan.offsets.values())))}
+    storage = plan.storage_ids()
     for n in nodes:
-        root = _storage_root(nodes, n)
-        if root.id in plan.offsets:
-            n.storage_id = distinct[plan.offsets[root.id]]
+        n.storage_id = storage.get(_storage_root(nodes, n).id, -1)
     graph.plan = plan
 
 
@@ -219,47 +192,65 @@ def _compile(graph: Graph) -> None:
     graph.library = JitLibrary(graph.source)
 
 
+@dataclass
+class _Bound:
+    """What one kernel node needs at run time, resolved once when the runner is made."""
+
+    out: np.ndarray | None  # its planned view (None: a graph output, fresh every run)
+    scratch: np.ndarray | None
+    constants: list[int]  # addresses of the epilogue kernel's constant buffers
+    kernel: Callable[..., None] | None
+    prologue: Callable[..., None] | None
+    anchor: Callable[..., None] | None
+
+
 class Runner:
     """Executes a graph; owns the arena, the compiled functions and the thread pool."""
 
     def __init__(self, graph: Graph, threads: int) -> None:
         self.graph = graph
         self.arena = np.empty(max(graph.plan.bytes, 1) + 64, dtype=np.uint8)
-        base = (-self.arena.ctypes.data) % 64
-        self.base = base
+        self.base = (-self.arena.ctypes.data) % 64
         self.threads = max(1, threads)
         self.pool = ThreadPoolExecutor(self.threads - 1) if self.threads > 1 else None
         self.output_roots = {_storage_root(graph.nodes, graph.nodes[o]).id for o in graph.outputs}
-        self.functions: dict[int, Callable[..., None]] = {}
-        self.prologues: dict[int, Callable[..., None]] = {}
-        self.anchors: dict[int, Callable[..., None]] = {}
-        for n in graph.nodes:
-            if n.lowered is None or graph.library is None:
-                continue
-            kernel, prologue = n.lowered.kernel, n.lowered.prologue
-            if kernel is not None:
-                self.functions[n.id] = graph.library.function(kernel.name, len(kernel.buffers))
-            if prologue is not None:
-                self.prologues[n.id] = graph.library.function(prologue.name, 2)
-            if n.lowered.anchor_kernel is not None:
-                self.anchors[n.id] = graph.library.function(n.lowered.anchor_kernel.name, 3)
+        self.bound = {n.id: self._bind(n) for n in graph.nodes if n.lowered is not None}
 
-    def output(self, n: Node, fresh: bool) -> np.ndarray:
-        """Where a kernel writes: a new array for graph outputs, else its planned view."""
-        assert n.shape is not None and n.dtype is not None
-        return np.empty(n.shape, n.dtype) if fresh else self.view(n)
+    def _bind(self, n: Node) -> _Bound:
+        lowered = n.lowered
+        assert lowered is not None
+        fresh = n.id in self.output_roots or n.shape is None
+        out = None if fresh else self.view(n.id, n.shape, n.dtype)  # type: ignore[arg-type]
+        scratch = self.view(scratch_id(n), *lowered.scratch) if lowered.scratch else None
 
-    def view(self, n: Node) -> np.ndarray:
-        offset = self.base + self.graph.plan.offsets[n.id]
-        assert n.shape is not None and n.dtype is not None
-        nbytes = int(np.prod(n.shape, dtype=np.int64)) * np.dtype(n.dtype).itemsize
-        return self.arena[offset : offset + nbytes].view(n.dtype).reshape(n.shape)
+        def function(kernel: Kernel | None) -> Callable[..., None] | None:
+            if kernel is None or self.graph.library is None:
+                return None
+            return self.graph.library.function(kernel.name, len(kernel.buffers))
+
+        constants = []
+        if lowered.kernel is not None:
+            named = lowered.constants
+            buffers = lowered.kernel.buffers
+            constants = [named[b.name].ctypes.data for b in buffers if b.name in named]
+        return _Bound(
+            out,
+            scratch,
+            constants,
+            function(lowered.kernel),
+            function(lowered.prologue),
+            function(lowered.anchor_kernel),
+        )
+
+    def view(self, tensor_id: int, shape: tuple[int, ...], dtype: str) -> np.ndarray:
+        """A planned tensor's place in the arena."""
+        offset = self.base + self.graph.plan.offsets[tensor_id]
+        return self.arena[offset : offset + nbytes(shape, dtype)].view(dtype).reshape(shape)
 
     def run(self, feeds: list[np.ndarray]) -> list[Any]:
         env: list[Any] = [None] * len(self.graph.nodes)
         for node, value in zip(self.graph.inputs, feeds, strict=True):
             env[node.id] = value
-        outputs = self.output_roots
         for n in self.graph.nodes:
             if n.op == "param":
                 env[n.id] = n.value
@@ -268,7 +259,7 @@ class Runner:
             elif n.op == "field":
                 env[n.id] = env[n.inputs[0]][n.index]
             elif n.op == "kernel":
-                env[n.id] = self.run_kernel(n, [env[i] for i in n.inputs], n.id in outputs)
+                env[n.id] = self.run_kernel(n, [env[i] for i in n.inputs])
         results: list[Any] = []
         for o in self.graph.outputs:
             value = env[o]
@@ -279,30 +270,22 @@ class Runner:
             results.append(value if fresh else np.array(value))
         return results
 
-    def run_kernel(self, n: Node, args: list[np.ndarray], is_output: bool) -> Any:
-        lowered = n.lowered
+    def run_kernel(self, n: Node, args: list[np.ndarray]) -> Any:
+        lowered, bound = n.lowered, self.bound[n.id]
         assert lowered is not None
         if lowered.kind == "host":
             result = interpret(lowered.function, *args)  # type: ignore[arg-type]
             if n.shape is None:
                 return tuple(np.asarray(r) for r in result)
-            out = self.output(n, is_output)
+        out = bound.out if bound.out is not None else np.empty(n.shape or (), n.dtype)
+        if lowered.kind == "host":
             out[...] = result
             return out
-        out = self.output(n, is_output)
-        scratch = None
-        if lowered.prologue is not None and lowered.scratch is not None:
-            shape, dtype = lowered.scratch
-            offset = self.base + self.graph.plan.offsets[scratch_id(n)]
-            nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-            scratch = self.arena[offset : offset + nbytes].view(dtype).reshape(shape)
-            source = args[lowered.prologue_input]
-            self.call(
-                self.prologues[n.id],
-                [source.ctypes.data, scratch.ctypes.data],
-                lowered.prologue.extent,
-                lowered.prologue.work,
-            )
+        scratch = bound.scratch
+        if lowered.prologue is not None and scratch is not None:
+            source = args[lowered.prologue_input].ctypes.data
+            prologue = lowered.prologue
+            self.call(bound.prologue, [source, scratch.ctypes.data], prologue.extent, prologue.work)  # type: ignore[arg-type]
         if lowered.library is not None:
             lowered.library(args, out, scratch)
         anchor = lowered.anchor_kernel
@@ -311,17 +294,11 @@ class Runner:
             weights = args[w] if isinstance(w, int) else w
             assert weights is not None
             addresses = [scratch.ctypes.data, weights.ctypes.data, out.ctypes.data]
-            self.call(self.anchors[n.id], addresses, anchor.extent, anchor.work)
+            self.call(bound.anchor, addresses, anchor.extent, anchor.work)  # type: ignore[arg-type]
         kernel = lowered.kernel
         if kernel is not None:
-            addresses = [a.ctypes.data for a in args]
-            addresses += [
-                lowered.constants[b.name].ctypes.data
-                for b in kernel.buffers
-                if b.name in lowered.constants
-            ]
-            addresses.append(out.ctypes.data)
-            self.call(self.functions[n.id], addresses, kernel.extent, kernel.work)
+            addresses = [a.ctypes.data for a in args] + bound.constants + [out.ctypes.data]
+            self.call(bound.kernel, addresses, kernel.extent, kernel.work)  # type: ignore[arg-type]
         return out
 
     def call(self, fn: Callable[..., None], addresses: list[int], extent: int, work: float) -> None:

@@ -12,7 +12,7 @@ nodes, codegen/llvm/emit.py turns them into LLVM IR, and LLVM does the vectorisi
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 INDEX = "int64"
 
@@ -171,5 +171,3 @@ class Kernel:
     body: list[Stmt]
     extent: int
     work: float = 0.0  # element operations, to decide whether threads are worth it
-    reduces: bool = False  # uses reassociating float accumulation
-    notes: list[str] = field(default_factory=list)

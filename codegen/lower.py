@@ -22,12 +22,13 @@ import numpy as np
 
 from egraph_ir.errors import CodegenError
 from egraph_ir.expr import Call, Constant, Expr, Function, Var
+from egraph_ir.op._common import size_of
 from egraph_ir.registry import Op, OpPattern
 from egraph_ir.types import TensorType
 from egraph_ir.visitor import post_order
 
 from . import conv, library
-from .compute import COMPUTE, Ctx, Index, size, strides
+from .compute import COMPUTE, Ctx, Index, strides
 from .loop_ir import (
     INDEX,
     Assign,
@@ -49,7 +50,6 @@ from .loop_ir import (
     const,
     idx,
     mul,
-    within,
 )
 
 REDUCTIONS = {"sum", "mean", "max", "min", "prod"}
@@ -62,7 +62,6 @@ class Lowered:
 
     kind: str
     name: str
-    inputs: list[Expr]  # the group's parameters, in call order (Vars of the function)
     constants: dict[str, np.ndarray] = field(default_factory=dict)  # buffer -> bound array
     kernel: Kernel | None = None  # the JIT part (the epilogue for library kernels)
     library: Callable[..., None] | None = None  # fn(inputs, out, scratch) for library anchors
@@ -79,18 +78,28 @@ class Unsupported(Exception):
     pass
 
 
+def _op_calls(fn: Function) -> list[Call]:
+    return [n for n in post_order(fn.body) if isinstance(n, Call) and isinstance(n.op, Op)]
+
+
+def primitive_ops(fn: Function) -> list[str]:
+    """The op names of a primitive function, producers first."""
+    return [c.op.name for c in _op_calls(fn)]  # type: ignore[union-attr]
+
+
 def lower(fn: Function, name: str, host_fallback: bool = True) -> Lowered:
     """Lower a primitive function; fall back to the host, or raise CodegenError."""
-    ops = [n.op.name for n in post_order(fn.body) if isinstance(n, Call) and isinstance(n.op, Op)]
+    calls = _op_calls(fn)
+    ops = [c.op.name for c in calls]  # type: ignore[union-attr]
     try:
-        return _Lowering(fn, name).run(ops)
+        return _Lowering(fn, name).run(calls, ops)
     except Unsupported as why:
         if not host_fallback:
             raise CodegenError(
                 f"no compute definition for this group ({', '.join(ops)}): {why}; "
                 "set codegen.host_fallback to run it with numpy"
             ) from None
-        return Lowered("host", name, list(fn.params), function=fn, ops=ops)
+        return Lowered("host", name, function=fn, ops=ops)
 
 
 class _Lowering:
@@ -108,18 +117,16 @@ class _Lowering:
                 raise Unsupported("non-tensor parameter")
             self.buffers[p] = Buffer(f"in{i}", t.dtype, t.shape)
         self.out = Buffer("out", out.dtype, out.shape)
-        self.memo: dict[tuple[Expr, int], LExpr] = {}
-        self.alive: list[Index] = []  # memo keys use id(index): keep those indices alive
+        self.memo: dict[tuple[Expr, Index], LExpr] = {}  # Index hashes by identity
         self.anchor: Call | None = None
         self.loops = 0
 
     # ------------------------------------------------------------ readers
     def reader(self, e: Expr) -> Callable[[Index], LExpr]:
         def read(index: Index) -> LExpr:
-            key = (e, id(index))
+            key = (e, index)
             if key not in self.memo:
                 self.memo[key] = self._element(e, index)
-                self.alive.append(index)
             return self.memo[key]
 
         return read
@@ -411,10 +418,7 @@ class _Lowering:
         return self.nest(outer_shape, inner)
 
     # ------------------------------------------------------------ driver
-    def run(self, ops: list[str]) -> Lowered:
-        calls = [
-            n for n in post_order(self.fn.body) if isinstance(n, Call) and isinstance(n.op, Op)
-        ]
+    def run(self, calls: list[Call], ops: list[str]) -> Lowered:
         anchors = [c for c in calls if _is_anchor(c)]
         if len(anchors) > 1:
             raise Unsupported("more than one anchor")
@@ -442,7 +446,7 @@ class _Lowering:
                 if any(not isinstance(x, Var | Constant) for x in anchor.args):
                     raise Unsupported("library anchors take materialised inputs")
                 routine = library.ROUTINES[name]
-                if name == "conv2d" and _columns_fit(anchor):
+                if name == "conv2d" and conv.columns_fit(anchor):
                     routine = library.conv2d_from_columns
                     if conv.direct_fits(anchor):
                         routine = None
@@ -462,13 +466,11 @@ class _Lowering:
                 buffers,
                 body,
                 _outer_extent(extent_shape),
-                work=float(size(self.out_type.shape)) * max(len(calls), 1),
-                reduces=anchor is not None and routine is None,
+                work=float(size_of(self.out_type.shape)) * max(len(calls), 1),
             )
         lowered = Lowered(
             "library" if routine is not None else "loops",
             self.name,
-            list(self.fn.params),
             dict(self.constants),
             kernel,
             ops=ops,
@@ -477,7 +479,9 @@ class _Lowering:
             operands = [_operand(x, self.fn.params) for x in anchor.args]
             lowered.library = _bind(routine, anchor, operands)
             if routine is library.conv2d_from_columns:
-                lowered.prologue, lowered.scratch = im2col_kernel(anchor, f"{self.name}_im2col")
+                lowered.prologue, lowered.scratch = conv.im2col_kernel(
+                    anchor, f"{self.name}_im2col"
+                )
                 lowered.prologue_input = _param_index(anchor.args[0], self.fn.params)
         if direct is not None:
             lowered.prologue, lowered.scratch = conv.pad_kernel(direct, f"{self.name}_pad")
@@ -547,71 +551,6 @@ def _bind(
         routine(args, attrs, out)
 
     return call
-
-
-def _columns_fit(conv: Call) -> bool:
-    """im2col in JIT code: one group, a float input that is a parameter of the group."""
-    t = conv.args[0].checked_type
-    return (
-        conv.attrs["groups"] == 1
-        and isinstance(conv.args[0], Var)
-        and isinstance(t, TensorType)
-        and t.dtype in ("float32", "float64")
-    )
-
-
-def im2col_kernel(conv: Call, name: str) -> tuple[Kernel, tuple[tuple[int, ...], str]]:
-    """cols[(c, i, j), (n, oh, ow)] = padded x[n, c, oh*sh + i*dh, ow*sw + j*dw].
-
-    The loop over ow is split, per kernel column j, into a left border, an interior where
-    the input column is always in range (a contiguous, vectorisable copy) and a right border.
-    """
-    x_t, w_t, out_t = conv.args[0].checked_type, conv.args[1].checked_type, conv.checked_type
-    assert isinstance(x_t, TensorType) and isinstance(w_t, TensorType)
-    assert isinstance(out_t, TensorType)
-    n, c, h, w = x_t.shape
-    _, _, kh, kw = w_t.shape
-    _, _, oh, ow = out_t.shape
-    top, left, _, _ = conv.attrs["padding"]
-    sh, sw = conv.attrs["strides"]
-    dh, dw = conv.attrs["dilation"]
-    dtype = x_t.dtype
-    shape = (c * kh * kw, n * oh * ow)
-    v = {k: LoopVar(INDEX, k) for k in ("c", "i", "b", "y")}
-
-    ih = add(add(mul(v["y"], idx(sh)), mul(v["i"], idx(dh))), idx(-top))
-    row_ok = within(ih, 0, h)
-    base = add(
-        add(mul(v["b"], idx(c * h * w)), mul(v["c"], idx(h * w))), mul(clamp(ih, 0, h - 1), idx(w))
-    )
-    zero = const(0.0, dtype)
-    segments: list[Stmt] = []
-    for j in range(kw):
-        row = add(add(mul(v["c"], idx(kh * kw)), mul(v["i"], idx(kw))), idx(j))
-        lo = min(ow, max(0, -(-(left - j * dw) // sw)))
-        hi = max(lo, min(ow, (w - 1 + left - j * dw) // sw + 1))
-        for start, stop, checked in ((0, lo, True), (lo, hi, False), (hi, ow, True)):
-            if stop <= start:
-                continue
-            var = LoopVar(INDEX, f"x{j}_{start}")
-            x = add(var, idx(start))
-            iw = add(mul(x, idx(sw)), idx(j * dw - left))
-            ok = Bin("bool", "and", row_ok, within(iw, 0, w)) if checked else row_ok
-            load = Load(dtype, "in0", add(base, clamp(iw, 0, w - 1) if checked else iw))
-            dst = add(
-                mul(row, idx(shape[1])),
-                add(add(mul(v["b"], idx(oh * ow)), mul(v["y"], idx(ow))), x),
-            )
-            segments.append(
-                For(var.name, stop - start, [Store("out", dst, Select(dtype, ok, load, zero))])
-            )
-    body: list[Stmt] = segments
-    for key, extent in (("y", oh), ("b", n), ("i", kh)):
-        body = [For(key, extent, body)]
-    body = [For("c", c, body, outer=True)]
-    buffers = [Buffer("in0", dtype, x_t.shape), Buffer("out", dtype, shape)]
-    kernel = Kernel(name, buffers, body, c, work=float(shape[0] * shape[1]))
-    return kernel, (shape, dtype)
 
 
 def _reduce_ops(op: str, dtype: str) -> tuple[LExpr, Callable[[LExpr, LExpr], LExpr]]:

@@ -18,7 +18,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 ALIGN = 64  # bytes: cache line and AVX-512 vector
+
+
+def nbytes(shape: tuple[int, ...], dtype: str) -> int:
+    return int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
 
 
 def _align(n: int) -> int:
@@ -36,11 +42,15 @@ class Tensor:
 @dataclass
 class MemoryPlan:
     offsets: dict[int, int] = field(default_factory=dict)  # tensor id -> byte offset
-    storage: dict[int, int] = field(default_factory=dict)  # tensor id -> storage id
     bytes: int = 0
     naive: int = 0
     lower_bound: int = 0
     method: str = "arena"
+
+    def storage_ids(self) -> dict[int, int]:
+        """Tensor id -> storage id: tensors placed at the same offset share a storage."""
+        ranked = {off: k for k, off in enumerate(sorted(set(self.offsets.values())))}
+        return {tid: ranked[off] for tid, off in self.offsets.items()}
 
     @property
     def overhead(self) -> float:
@@ -72,6 +82,7 @@ def lower_bound(tensors: list[Tensor]) -> int:
 
 def plan_tokens(tensors: list[Tensor]) -> MemoryPlan:
     plan = MemoryPlan(method="tokens")
+    token_of: dict[int, int] = {}
     sizes: list[int] = []  # token id -> size
     free: list[int] = []
     ending: dict[int, list[int]] = {}
@@ -91,13 +102,13 @@ def plan_tokens(tensors: list[Tensor]) -> MemoryPlan:
         else:
             token = len(sizes)
             sizes.append(need)
-        plan.storage[t.id] = token
+        token_of[t.id] = token
         ending.setdefault(t.last, []).append(token)
     offsets, acc = [], 0
     for s in sizes:
         offsets.append(acc)
         acc += s
-    plan.offsets = {tid: offsets[tok] for tid, tok in plan.storage.items()}
+    plan.offsets = {tid: offsets[tok] for tid, tok in token_of.items()}
     plan.bytes = acc
     _finish(plan, tensors)
     return plan
@@ -121,7 +132,6 @@ def plan_arena(tensors: list[Tensor]) -> MemoryPlan:
         placed.append((offset, need, t))
         plan.offsets[t.id] = offset
         plan.bytes = max(plan.bytes, offset + need)
-    plan.storage = {tid: k for k, tid in enumerate(sorted(plan.offsets, key=plan.offsets.get))}  # type: ignore[arg-type]
     _finish(plan, tensors)
     return plan
 

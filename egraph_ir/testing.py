@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from . import op
+from .compare import tolerance  # re-exported: part of testing's API
 from .errors import TypeInferenceError
 from .expr import Constant, Expr, Function, TupleGetItem, Var, var
 from .infer import infer_type
@@ -25,21 +26,6 @@ from .interp import interpret
 from .module import IRModule
 from .structural import structural_equal
 from .types import TensorType
-
-# Tolerances per dtype for comparing a transformed program with the original. Rewrites may
-# reorder floating-point operations (a sum over K terms moves by about K ulps, and random
-# programs keep K below a few hundred), so float32 allows ~1e-4 relative plus a small
-# absolute term for results that cancel to near zero.
-TOLERANCES: dict[str, tuple[float, float]] = {
-    "float16": (1e-2, 1e-2),
-    "float32": (1e-4, 1e-5),
-    "float64": (1e-9, 1e-12),
-}
-
-
-def tolerance(dtype: str) -> tuple[float, float]:
-    """(rtol, atol) for a dtype; integers and bools compare exactly."""
-    return TOLERANCES.get(dtype, (0.0, 0.0))
 
 
 @dataclass(frozen=True)

@@ -25,10 +25,14 @@ from .expr import (
 )
 
 
-def post_order(expr: Expr, enter: Callable[[Expr], None] | None = None) -> Iterator[Expr]:
+def post_order(
+    expr: Expr, enter: Callable[[Expr], None] | None = None, into_functions: bool = True
+) -> Iterator[Expr]:
     """Yield every node reachable from expr exactly once, children before parents.
 
-    `enter(node)` is called when a node is first reached, before its children.
+    `enter(node)` is called when a node is first reached, before its children. With
+    `into_functions=False`, function literals below expr (fused kernels, closures) are
+    skipped whole: only the dataflow around them is visited.
     """
     seen: set[int] = set()
     stack: list[tuple[Expr, bool]] = [(expr, False)]
@@ -45,8 +49,9 @@ def post_order(expr: Expr, enter: Callable[[Expr], None] | None = None) -> Itera
         stack.append((node, True))
         kids = children(node)
         for child in reversed(kids):
-            if id(child) not in seen:
-                stack.append((child, False))
+            if id(child) in seen or (not into_functions and isinstance(child, Function)):
+                continue
+            stack.append((child, False))
 
 
 def free_vars(expr: Expr) -> list[Var]:

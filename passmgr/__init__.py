@@ -7,7 +7,10 @@ textual pipelines, bisection (`pass.bisect_limit`) and per-pass statistics.
 
 from __future__ import annotations
 
-from . import passes, testing
+import importlib
+from typing import Any
+
+from . import passes
 from .bisect import BisectResult, bisect_pipeline
 from .config import ConfigOption, list_configs, register_config
 from .context import PassContext
@@ -76,3 +79,10 @@ __all__ = [
     "register_pass",
     "verify_module",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """`passmgr.testing` loads hypothesis (~0.1 s): imported on first use only."""
+    if name == "testing":
+        return importlib.import_module(f"{__name__}.testing")
+    raise AttributeError(f"module 'passmgr' has no attribute '{name}'")

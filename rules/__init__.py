@@ -6,13 +6,14 @@ both validate every rule against the op registry and report `file:line:col`.
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
+from typing import Any
 
 from egraph_ir.errors import RuleError, did_you_mean
 
 from .reader import parse_rules
 from .rule import FAST_MATH, Rule, RuleSet
-from .soundness import SoundnessFailure, SoundnessReport, check_soundness
 
 BUILTIN_DIR = Path(__file__).resolve().parent / "builtin"
 
@@ -47,6 +48,16 @@ def builtin(name: str) -> RuleSet:
 def parse(text: str, source: str = "<rules>") -> RuleSet:
     """Rules from a string (as a file would hold them)."""
     return RuleSet(parse_rules(text, source), source)
+
+
+_SOUNDNESS = ("SoundnessFailure", "SoundnessReport", "check_soundness")
+
+
+def __getattr__(name: str) -> Any:
+    """The soundness checker loads hypothesis (~0.1 s): imported on first use only."""
+    if name in _SOUNDNESS:
+        return getattr(importlib.import_module(f"{__name__}.soundness"), name)
+    raise AttributeError(f"module 'rules' has no attribute '{name}'")
 
 
 __all__ = [

@@ -135,9 +135,6 @@ class _Builder:
         t = s.types[name]
         return Constant(np.zeros(t.shape, dtype=t.dtype))  # a typed stand-in
 
-    def attr(self, op_name: str, spec_name: str, kind: str, default: Any, ins: list[Type]) -> Any:
-        return attr_value(self, op_name, spec_name, kind, default, ins)
-
     def _attrs(self, p: PCall, path: int, in_types: list[TensorType]) -> dict[str, Any]:
         """Values for every attribute of a call: fixed, named by a variable, or wildcard."""
         op = get_op(p.op)
@@ -154,7 +151,7 @@ class _Builder:
                     self.s.attrs[value.name] = (
                         hinted
                         if hinted is not None
-                        else self.attr(op.name, spec.name, spec.kind, spec.default, ins)
+                        else attr_value(self, op.name, spec.name, spec.kind, spec.default, ins)
                     )
                 attrs[spec.name] = self.s.attrs[value.name]
             elif spec.name in given:
@@ -162,8 +159,8 @@ class _Builder:
             else:  # not written on the left: the rule matches any value
                 key = (path, spec.name)
                 if key not in self.s.wildcards:
-                    self.s.wildcards[key] = self.attr(
-                        op.name, spec.name, spec.kind, spec.default, ins
+                    self.s.wildcards[key] = attr_value(
+                        self, op.name, spec.name, spec.kind, spec.default, ins
                     )
                 attrs[spec.name] = self.s.wildcards[key]
         return attrs

@@ -7,7 +7,7 @@ numbers — unless the rule is tagged `fast-math`, which claims only real-number
 values are finite, moderate (|x| <= 4) and normal (fast-math code flushes subnormals), so
 rounding differences stay within tolerance.
 Both sides are evaluated with the reference interpreter and compared with the dtype's
-tolerance (egraph_ir.testing.TOLERANCES); NaN must meet NaN, infinities must match in sign,
+tolerance (egraph_ir.compare.TOLERANCES); NaN must meet NaN, infinities must match in sign,
 and 0 equals -0. For a fast-math rule, a float16/float32 difference is re-checked in float64:
 only real-number inequality counts. A difference in type is a failure too. Hypothesis
 shrinks the first failure, which the report prints with both outputs.
@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable
 from hypothesis.extra.numpy import arrays, from_dtype
 
+from egraph_ir.compare import mismatch
 from egraph_ir.egraph import Match
 from egraph_ir.egraph.pattern import AttrVar, Pattern, PCall, PGet, PLit, PVar
 from egraph_ir.errors import CompilerError
@@ -33,7 +34,6 @@ from egraph_ir.expr import Constant, Expr, Function, TupleGetItem
 from egraph_ir.infer import infer_type
 from egraph_ir.interp import interpret
 from egraph_ir.op import call
-from egraph_ir.testing import tolerance
 from egraph_ir.types import TensorType, Type
 
 from .bindings import DTYPES, Structure, build_lhs, draw_structure
@@ -263,7 +263,7 @@ def _compare(
             f"the type changes from {lhs_type} to {rhs_type}", values, s.attrs, None, None
         )
     left, right = _run(lhs), _run(rhs)
-    problem = _differs(left, right)
+    problem = mismatch(left, right)
     if problem and FAST_MATH in rule.tags and _promotable(s):
         # fast-math claims real-number equality: rounding of a low precision is not a bug
         wide = _promote(s)
@@ -273,7 +273,7 @@ def _compare(
         wide_root = infer_type(wide_lhs).checked_type
         wide_rhs = _instantiate(other, wide_consts, wide.attrs, wide_root)
         infer_type(wide_rhs)
-        if _differs(_run(wide_lhs), _run(wide_rhs)) is None:
+        if mismatch(_run(wide_lhs), _run(wide_rhs)) is None:
             return
     if problem:
         raise _Unsound(problem, values, s.attrs, left, right)
@@ -322,31 +322,6 @@ def _instantiate(
     args = [_instantiate(a, consts, attrs, root) for a in p.args]
     given = {k: (attrs[v.name] if isinstance(v, AttrVar) else v) for k, v in p.attrs}
     return call(p.op, *args, **given)
-
-
-def _differs(a: Any, b: Any, where: str = "output") -> str | None:
-    if isinstance(a, tuple) or isinstance(b, tuple):
-        if not (isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b)):
-            return f"{where}: tuple arity differs"
-        for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            problem = _differs(x, y, f"{where}[{i}]")
-            if problem:
-                return problem
-        return None
-    a, b = np.asarray(a), np.asarray(b)
-    if a.shape != b.shape or a.dtype != b.dtype:
-        return f"{where}: {a.dtype}{list(a.shape)} against {b.dtype}{list(b.shape)}"
-    if a.dtype.kind not in "fc":
-        bad = a != b
-    else:
-        rtol, atol = tolerance(str(a.dtype))
-        with np.errstate(all="ignore"):
-            close = np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=True)
-        bad = ~close
-    if np.any(bad):
-        at = tuple(int(k) for k in np.argwhere(bad)[0])
-        return f"{where} differs at {list(at)}: {a[at]!r} against {b[at]!r}"
-    return None
 
 
 def _show(v: Any) -> str:

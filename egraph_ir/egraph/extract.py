@@ -33,8 +33,6 @@ EXTRACTORS = ("greedy", "greedy-dag", "ilp", "auto")
 ILP_AUTO_MAX_NODES = 3000
 GREEDY_DAG_BUDGET = 20_000_000  # set entries merged before greedy-dag gives up
 
-NodeCost = CostModel  # the older name
-default_node_cost = balanced_cost
 
 Choice = dict[Value, ENode]
 
@@ -298,7 +296,7 @@ def extract(
     snap: Snapshot,
     root: Value,
     extractor: str = "greedy",
-    cost_model: CostModel = default_node_cost,
+    cost_model: CostModel = balanced_cost,
     time_limit: float = 10.0,
 ) -> ExtractionResult:
     """Choose the program for `root` with the named extractor under `cost_model`."""

@@ -18,10 +18,10 @@ import numpy as np
 
 from .. import op
 from ..errors import CompilerError, FrontendError
-from ..expr import Call, Constant, Expr, Function, Tuple, TupleGetItem, Var
+from ..expr import Constant, Expr, Function, Tuple, TupleGetItem, Var
+from ..fold import fold
 from ..infer import infer_type
 from ..module import IRModule
-from ..registry import Op
 from ..types import TensorType
 
 MIN_OPSET, MAX_OPSET = 13, 21
@@ -137,7 +137,7 @@ class _Importer:
         try:
             result = CONVERTERS[node.op_type](node)
             results = result if isinstance(result, list) else [result]
-            results = [_fold(infer_type(r)) for r in results]
+            results = [fold(infer_type(r)) for r in results]  # shape arithmetic resolves
         except FrontendError as exc:
             raise FrontendError(f"{node.where}: {exc}") from None
         except CompilerError as exc:
@@ -145,25 +145,6 @@ class _Importer:
         for name, value in zip(node.proto.output, results, strict=False):
             if name:
                 self.env[name] = value
-
-
-def _fold(e: Expr) -> Expr:
-    """Evaluate a call of constants now (shape arithmetic, constant weights transforms)."""
-    if isinstance(e, Call) and (values := _constant_args(e)) is not None:
-        out = e.op.evaluate(values, e.attrs)  # type: ignore[union-attr]
-        if not isinstance(out, tuple):
-            return Constant(np.asarray(out))
-    if isinstance(e, TupleGetItem) and isinstance(e.tuple_value, Call):
-        inner = e.tuple_value
-        if (values := _constant_args(inner)) is not None:
-            out = inner.op.evaluate(values, inner.attrs)  # type: ignore[union-attr]
-            return Constant(np.asarray(out[e.index]))
-    return e
-
-
-def _constant_args(call: Call) -> list[np.ndarray] | None:
-    values = [a.data for a in call.args if isinstance(a, Constant)]
-    return values if len(values) == len(call.args) and isinstance(call.op, Op) else None
 
 
 class _Node:

@@ -8,11 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
-from egraph_ir.expr import Call, Constant, Expr, Function, Tuple, TupleGetItem
+from egraph_ir.expr import Call, Expr, Function, TupleGetItem
+from egraph_ir.fold import as_constant, constant_value, fold
 from egraph_ir.module import IRModule
-from egraph_ir.registry import Op
 from egraph_ir.visitor import ExprMutator
 
 from ..context import PassContext
@@ -29,25 +27,17 @@ class _Folder(ExprMutator):
         self.folded = 0
 
     def rewrite_call(self, pre: Call, post: Call) -> Expr:  # type: ignore[override]
-        if not isinstance(post.op, Op) or not all(isinstance(a, Constant) for a in post.args):
+        value = constant_value(post)
+        if value is None:
             return post
-        try:
-            out = post.op.evaluate([a.data for a in post.args], post.attrs)  # type: ignore[attr-defined]
-        except Exception:
-            return post  # leave it for the error to surface where it is evaluated
-        values = out if isinstance(out, tuple) else (out,)
-        if sum(np.asarray(v).nbytes for v in values) > self.max_bytes:
+        values = value if isinstance(value, tuple) else (value,)
+        if sum(v.nbytes for v in values) > self.max_bytes:
             return post
         self.folded += 1
-        if isinstance(out, tuple):
-            return Tuple(tuple(Constant(v) for v in out))
-        return Constant(out)
+        return as_constant(value)
 
     def rewrite_tuple_getitem(self, pre: TupleGetItem, post: TupleGetItem) -> Expr:  # type: ignore[override]
-        t = post.tuple_value
-        if isinstance(t, Tuple) and isinstance(t.fields[post.index], Constant):
-            return t.fields[post.index]
-        return post
+        return fold(post)
 
 
 def fold_constants(fn: Function, max_bytes: int = DEFAULT_MAX_BYTES) -> Function:

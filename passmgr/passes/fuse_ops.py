@@ -285,19 +285,5 @@ class FuseOps(ModulePass):
 
 def _already_fused(fn: Function) -> bool:
     """True when every call already calls a primitive function (FuseOps ran before)."""
-    return not any(isinstance(n, Call) and isinstance(n.op, Op) for n in _outer_nodes(fn))
-
-
-def _outer_nodes(fn: Function) -> list[Expr]:
-    """Nodes of fn outside nested functions."""
-    out: list[Expr] = []
-    stack: list[Expr] = [fn.body]
-    seen: set[Expr] = set()
-    while stack:
-        n = stack.pop()
-        if n in seen or isinstance(n, Function):
-            continue
-        seen.add(n)
-        out.append(n)
-        stack.extend(children(n))
-    return out
+    outer = post_order(fn.body, into_functions=False)
+    return not any(isinstance(n, Call) and isinstance(n.op, Op) for n in outer)

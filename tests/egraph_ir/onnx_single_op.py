@@ -13,17 +13,12 @@ from onnx import helper, numpy_helper  # noqa: E402
 OPSET = 21
 
 
-def run_onnx(
-    op_type: str,
-    inputs: list[np.ndarray | None],
-    attrs: dict[str, Any] | None = None,
-    n_outputs: int = 1,
-    initializers: dict[int, np.ndarray] | None = None,
-    out_dtype: Any = None,
-) -> list[np.ndarray]:
-    """Evaluate `op_type` on inputs; entries of `initializers` (by input position) are constant
-    inputs such as shapes and axes; None inputs are omitted optional inputs."""
-    model, feeds = single_op_model(op_type, inputs, attrs, n_outputs, initializers, out_dtype)
+def run_onnx(*args: Any, **kwargs: Any) -> list[np.ndarray]:
+    """Evaluate one op (the arguments of single_op_model) with onnxruntime."""
+    return run_model(*single_op_model(*args, **kwargs))
+
+
+def run_model(model: Any, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     return sess.run(None, feeds)
 
@@ -36,7 +31,9 @@ def single_op_model(
     initializers: dict[int, np.ndarray] | None = None,
     out_dtype: Any = None,
 ) -> tuple[Any, dict[str, np.ndarray]]:
-    """A one-node ONNX model (see run_onnx) and the feeds for its graph inputs."""
+    """A one-node ONNX model of `op_type` and the feeds for its graph inputs; entries of
+    `initializers` (by input position) are constant inputs such as shapes and axes; None
+    inputs are omitted optional inputs."""
     initializers = initializers or {}
     names, graph_inputs, inits, feeds = [], [], [], {}
     total = max([len(inputs) - 1, *initializers]) + 1 if (inputs or initializers) else 0

@@ -13,7 +13,7 @@ from egraph_ir import models
 from egraph_ir.frontend import from_onnx, supported_ops
 from egraph_ir.testing import assert_allclose
 
-from ..onnx_single_op import ort, single_op_model
+from ..onnx_single_op import ort, run_model, single_op_model
 
 onnx = pytest.importorskip("onnx")
 from onnx import helper, numpy_helper  # noqa: E402
@@ -111,9 +111,7 @@ def test_op_imports_and_matches_onnxruntime(op_type, inputs, attrs, inits, n_out
     inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)
     for out, typed in zip(model.graph.output, inferred.graph.output, strict=True):
         out.type.tensor_type.elem_type = typed.type.tensor_type.elem_type
-    expected = ort.InferenceSession(
-        model.SerializeToString(), providers=["CPUExecutionProvider"]
-    ).run(None, feeds)
+    expected = run_model(model, feeds)
     mod = from_onnx(model)
     actual = ir.interpret(mod, **feeds)
     actual = list(actual) if isinstance(actual, tuple) else [actual]

@@ -1,0 +1,50 @@
+"""Comparing results with dtype-aware tolerances: one definition for tests, the soundness
+checker and the command line's checks (no hypothesis here, so the CLI starts fast)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+# Tolerances per dtype for comparing a transformed program with the original. Rewrites may
+# reorder floating-point operations (a sum over K terms moves by about K ulps, and random
+# programs keep K below a few hundred), so float32 allows ~1e-4 relative plus a small
+# absolute term for results that cancel to near zero.
+TOLERANCES: dict[str, tuple[float, float]] = {
+    "float16": (1e-2, 1e-2),
+    "float32": (1e-4, 1e-5),
+    "float64": (1e-9, 1e-12),
+}
+
+
+def tolerance(dtype: str) -> tuple[float, float]:
+    """(rtol, atol) for a dtype; integers and bools compare exactly."""
+    return TOLERANCES.get(dtype, (0.0, 0.0))
+
+
+def mismatch(a: Any, b: Any, where: str = "output") -> str | None:
+    """Where a and b (arrays or tuples of arrays) differ beyond the dtype's tolerance, or
+    None: shapes and dtypes must agree, NaN must meet NaN, integers compare exactly."""
+    if isinstance(a, tuple) or isinstance(b, tuple):
+        if not (isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b)):
+            return f"{where}: tuple arity differs"
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            problem = mismatch(x, y, f"{where}[{i}]")
+            if problem:
+                return problem
+        return None
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return f"{where}: {a.dtype}{list(a.shape)} against {b.dtype}{list(b.shape)}"
+    if a.dtype.kind not in "fc":
+        bad = a != b
+    else:
+        rtol, atol = tolerance(str(a.dtype))
+        with np.errstate(all="ignore"):
+            close = np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=True)
+        bad = ~close
+    if np.any(bad):
+        at = tuple(int(k) for k in np.argwhere(bad)[0])
+        return f"{where} differs at {list(at)}: {a[at]!r} against {b[at]!r}"
+    return None
