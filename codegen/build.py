@@ -1,16 +1,20 @@
-"""`codegen.build`: optimise, fuse, lower, plan memory, generate LLVM and JIT — one call.
+"""`codegen.build`: the back end as stages, each returning a typed value.
 
-Runs under the current PassContext: the standard pipeline (codegen/pipelines.py) and then
-FuseOps, so `opt_level`, `disabled_pass` and config keys apply as in TVM's `relay.build`.
-Config: `codegen.num_threads` (0 = every core this process may use),
-`codegen.host_fallback` (run groups without a compute definition with numpy, or fail),
-`codegen.memory_planner` ("arena" or "tokens").
+    optimise (passes) -> fuse (FuseOps) -> lower (Graph of kernels) -> plan memory
+    (MemoryPlan) -> emit LLVM (text) -> JIT (JitLibrary) -> runtime (Runtime)
+
+Runs under the current PassContext, so `opt_level`, `disabled_pass` and config keys apply as
+in TVM's `relay.build`. Config: `codegen.num_threads` (the executable's whole thread budget,
+BLAS included; 0 = every core this process may use), `codegen.host_fallback` (run groups
+without a compute definition with numpy, or fail), `codegen.memory_planner` ("arena" or
+"tokens").
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -23,15 +27,29 @@ from egraph_ir.module import IRModule
 from egraph_ir.types import TensorType
 from egraph_ir.visitor import post_order, rebuild
 
-from .executor import Graph, Runner, build_graph, default_threads, graph_json
-from .memory_plan import MemoryPlan
+from .graph import Graph, build_graph
+from .llvm import JitLibrary, emit_module
+from .loop_ir import Kernel
+from .lower import KernelCache
+from .memory_plan import MemoryPlan, plan_graph
 from .pipelines import standard_pipeline
+from .runtime import Runtime, default_threads
 
 TARGETS = ("llvm",)
 
-pm.register_config("codegen.num_threads", int, 0, "kernel threads (0: all available cores)")
+pm.register_config("codegen.num_threads", int, 0, "thread budget, BLAS included (0: all cores)")
 pm.register_config("codegen.host_fallback", bool, True, "run ops without compute with numpy")
 pm.register_config("codegen.memory_planner", str, "arena", "arena (offset packing) or tokens")
+
+
+@dataclass(frozen=True)
+class KernelTime:
+    """One kernel's median time in `Executable.profile`."""
+
+    name: str
+    kind: str
+    ops: list[str]
+    seconds: float
 
 
 class Executable:
@@ -42,16 +60,25 @@ class Executable:
         optimised: IRModule,
         fused: IRModule,
         graph: Graph,
+        plan: MemoryPlan,
+        library: JitLibrary | None,
+        source: str,
         threads: int,
         times: dict[str, float],
     ) -> None:
         self.optimized_module = optimised  # after the rule-based pipeline, before fusion
         self.module = fused  # the fused IR that was compiled
         self.graph = graph
+        self.library = library
         self.compile_seconds = times
-        self._runner = Runner(graph, threads)
+        self._source = source
+        self._plan = plan
+        t0 = time.perf_counter()
+        self.runtime = Runtime(graph, plan, library, threads)
+        times["bind"] = time.perf_counter() - t0
         fn = fused["main"]
         self.input_types = {p.name_hint: p.checked_type for p in fn.params}
+        self.kernels_reused = 0  # fused groups that reused another group's compiled code
 
     def run(self, *args: np.ndarray, **inputs: np.ndarray) -> Any:
         """Run on numpy inputs (by name, or positionally); returns an array or a tuple."""
@@ -60,6 +87,12 @@ class Executable:
             if len(args) > len(names):
                 raise CodegenError(f"run takes {len(names)} input(s), got {len(args)}")
             inputs = {**dict(zip(names, args, strict=False)), **inputs}
+        results = self.runtime.run(self._feeds(inputs))
+        return tuple(results) if self.graph.tuple_output else results[0]
+
+    def _feeds(self, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
+        """The inputs in parameter order, checked and converted to C-contiguous arrays."""
+        names = list(self.input_types)
         unknown = sorted(set(inputs) - set(names))
         missing = [n for n in names if n not in inputs]
         if unknown or missing:
@@ -75,34 +108,50 @@ class Executable:
             if value.shape != t.shape:
                 raise CodegenError(f"input '{name}' has shape {value.shape}, expected {t.shape}")
             feeds.append(value)
-        results = self._runner.run(feeds)
-        return tuple(results) if self.graph.tuple_output else results[0]
+        return feeds
+
+    def profile(self, inputs: Mapping[str, np.ndarray], repeat: int = 10) -> list[KernelTime]:
+        """Median seconds of every kernel over `repeat` runs, slowest first."""
+        feeds = self._feeds(dict(inputs))
+        samples: dict[int, list[float]] = {}
+        for _ in range(max(1, repeat)):
+            timings: dict[int, float] = {}
+            self.runtime.run(feeds, timings)
+            for node_id, seconds in timings.items():
+                samples.setdefault(node_id, []).append(seconds)
+        rows = []
+        for node_id, values in samples.items():
+            kernel = self.graph.nodes[node_id].kernel
+            assert kernel is not None
+            rows.append(KernelTime(kernel.name, kernel.kind, kernel.ops, float(np.median(values))))
+        return sorted(rows, key=lambda r: -r.seconds)
 
     @property
     def threads(self) -> int:
-        """Threads the large kernels are split over (config codegen.num_threads)."""
-        return self._runner.threads
+        """The thread budget every kernel shares (config codegen.num_threads)."""
+        return self.runtime.threads
 
     def get_source(self) -> str:
         """The LLVM IR of the JIT kernels (before optimisation)."""
-        return self.graph.source
+        return self._source
 
     def get_optimized_source(self) -> str:
-        return self.graph.library.optimized_ir if self.graph.library else ""
+        return self.library.optimized_ir if self.library else ""
 
     @property
     def graph_json(self) -> str:
-        return graph_json(self.graph)
+        return self.graph.to_json(self._plan.bytes)
 
     @property
     def memory_plan(self) -> MemoryPlan:
-        return self.graph.plan
+        return self._plan
 
     def kernel_kinds(self) -> dict[str, int]:
+        """How many kernels of each kind (loops, blas, conv, host) and aliases."""
         kinds: dict[str, int] = {}
         for n in self.graph.nodes:
+            key = n.kernel.kind if n.kernel is not None else n.op
             if n.op in ("kernel", "alias"):
-                key = n.kind or n.op
                 kinds[key] = kinds.get(key, 0) + 1
         return kinds
 
@@ -121,26 +170,65 @@ def build(
         mod = IRModule.from_expr(mod)
     if "main" not in dict(mod.items()):
         raise CodegenError("the module has no 'main' function")
+    ctx = pm.PassContext.current()
     times: dict[str, float] = {}
-    t0 = time.perf_counter()
+    clock = _Clock(times)
+    optimised = clock("optimise", optimise, mod, params, extra_passes)
+    fused = clock("fuse", fuse, optimised)
+    graph, cache = clock("lower", lower, fused, bool(ctx.get_config("codegen.host_fallback")))
+    plan = clock("plan", plan_graph, graph, str(ctx.get_config("codegen.memory_planner")))
+    kernels = unique_kernels(graph)
+    source = clock("emit", emit_module, kernels) if kernels else ""
+    library = clock("jit", JitLibrary, source) if kernels else None
+    if library is not None:
+        times.update({f"llvm {k}": v for k, v in library.seconds.items()})
+    threads = int(ctx.get_config("codegen.num_threads")) or default_threads()
+    exe = Executable(optimised, fused, graph, plan, library, source, threads, times)
+    exe.kernels_reused = cache.hits
+    return exe
+
+
+class _Clock:
+    """Times each stage into `times` under its name."""
+
+    def __init__(self, times: dict[str, float]) -> None:
+        self.times = times
+
+    def __call__(self, stage: str, fn: Any, *args: Any) -> Any:
+        t0 = time.perf_counter()
+        result = fn(*args)
+        self.times[stage] = time.perf_counter() - t0
+        return result
+
+
+def optimise(
+    mod: IRModule, params: Mapping[str, np.ndarray] | None, extra: Sequence[pm.Pass] = ()
+) -> IRModule:
+    """Type inference, parameter binding and the standard pipeline (plus `extra` passes)."""
     mod = infer_type(mod)
     if params:
         mod = bind_params(mod, params)
-    ctx = pm.PassContext.current()
-    optimised = pm.Sequential([standard_pipeline(), *extra_passes], name="Optimise")(mod)
-    fused = pm.passes.FuseOps()(optimised)
-    t1 = time.perf_counter()
-    times["optimise"] = t1 - t0
-    graph = build_graph(
-        fused["main"],
-        bool(ctx.get_config("codegen.host_fallback")),
-        str(ctx.get_config("codegen.memory_planner")),
-    )
-    times["lower+llvm"] = time.perf_counter() - t1
-    if graph.library is not None:
-        times.update({f"llvm {k}": v for k, v in graph.library.seconds.items()})
-    threads = int(ctx.get_config("codegen.num_threads")) or default_threads()
-    return Executable(optimised, fused, graph, threads, times)
+    return pm.Sequential([standard_pipeline(), *extra], name="Optimise")(mod)
+
+
+def fuse(mod: IRModule) -> IRModule:
+    """Group operators into primitive functions (TVM's FuseOps)."""
+    return pm.passes.FuseOps()(mod)
+
+
+def lower(fused: IRModule, host_fallback: bool = True) -> tuple[Graph, KernelCache]:
+    """The execution graph of the fused main function, every group lowered to a kernel."""
+    cache = KernelCache(host_fallback)
+    return build_graph(fused["main"], cache.lower), cache
+
+
+def unique_kernels(graph: Graph) -> list[Kernel]:
+    """The loop-IR kernels to compile, once per name (shared by identical groups)."""
+    seen: dict[str, Kernel] = {}
+    for kernel in graph.kernels():
+        for k in kernel.jit_kernels():
+            seen.setdefault(k.name, k)
+    return list(seen.values())
 
 
 def bind_params(mod: IRModule, params: Mapping[str, np.ndarray]) -> IRModule:

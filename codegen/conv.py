@@ -1,14 +1,15 @@
-"""conv2d in JIT code: a register-blocked direct micro-kernel, and im2col for the rest.
+"""conv2d in JIT code: every form runs natively, through one of four kernels.
 
-For stride-1, single-group float32 convolutions whose output rows are a multiple of 16
-wide. The input is first padded into scratch (a small JIT kernel), then each step of the
-main kernel keeps an OB x XV block of 16-lane accumulators in registers — OB output
-channels times XV*16 output columns of one row — and sweeps the C*KH*KW reduction,
-loading each input vector once for OB fused multiply-adds. Measured on the CNN's second
-convolution (16->32 channels, 64x64): ~160 GFLOP/s on one core, against ~135 for
-im2col + OpenBLAS, without the 2.4 MB column buffer. Threads split the output-channel blocks.
-Other single-group float convolutions get a JIT im2col into scratch, then one GEMM
-(library.conv2d_from_columns).
+- Direct micro-kernel (stride 1, one group, float32, output rows a multiple of 16 wide):
+  the input is padded into scratch, then each step keeps an OB x XV block of 16-lane
+  accumulators in registers — OB output channels times XV*16 columns of one row — and
+  sweeps the C*KH*KW reduction, loading each input vector once for OB fused multiply-adds
+  (~160 GFLOP/s on one core on the CNN's second convolution, against ~135 for im2col + BLAS).
+- 1x1 without stride or padding: the input already is the column matrix; one GEMM.
+- Other one-group float convolutions (strides, dilation, any padding): a JIT im2col into
+  scratch, then one GEMM per batch item.
+- Grouped, depthwise and non-float convolutions: padding into scratch, then direct loops
+  that accumulate each output row in place (grouped_kernel).
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from egraph_ir.expr import Call, Var
+from egraph_ir.op.nn import norm_padding, norm_pair
 from egraph_ir.types import TensorType
 
+from .blas import Product
 from .loop_ir import (
     INDEX,
     Assign,
@@ -76,9 +79,9 @@ class ConvShape:
         n, c, h, w = x_t.shape
         o, _, kh, kw = w_t.shape
         oh, ow = out_t.shape[2:]
-        top, left, bottom, right = conv.attrs["padding"]
-        sh, sw = conv.attrs["strides"]
-        dh, dw = conv.attrs["dilation"]
+        top, left, bottom, right = norm_padding(conv.attrs["padding"])
+        sh, sw = norm_pair(conv.attrs["strides"], "strides")
+        dh, dw = norm_pair(conv.attrs["dilation"], "dilation")
         return ConvShape(
             n, c, h, w, o, kh, kw, oh, ow, top, left, bottom, right, sh, sw, dh, dw, x_t.dtype
         )
@@ -103,11 +106,35 @@ def direct_fits(conv: Call) -> bool:
     """The micro-kernel: float32, stride 1, output rows a multiple of 16 wide."""
     g = ConvShape.of(conv)
     return (
-        g.dtype == "float32"
+        columns_fit(conv)
+        and g.dtype == "float32"
         and conv.attrs["groups"] == 1
         and (g.sh, g.sw) == (1, 1)
         and g.ow % LANES == 0
     )
+
+
+def pointwise(conv: Call) -> bool:
+    """A 1x1 convolution without stride or padding: the input already is the columns."""
+    g = ConvShape.of(conv)
+    no_pad = (g.top, g.left, g.bottom, g.right) == (0, 0, 0, 0)
+    return columns_fit(conv) and (g.kh, g.kw, g.sh, g.sw) == (1, 1, 1, 1) and no_pad
+
+
+def pointwise_product(conv: Call) -> Product:
+    """out[b] (O, H*W) = w (O, C) @ x[b] (C, H*W), one GEMM per batch item."""
+    g = ConvShape.of(conv)
+    hw = g.h * g.w
+    items = tuple((0, b * g.c * hw, b * g.o * hw) for b in range(g.n))
+    return Product(g.dtype, g.o, hw, g.c, False, False, items)
+
+
+def columns_product(conv: Call) -> Product:
+    """out[b] (O, oh*ow) = w (O, C*kh*kw) @ columns[b] (C*kh*kw, oh*ow)."""
+    g = ConvShape.of(conv)
+    k, spatial = g.c * g.kh * g.kw, g.oh * g.ow
+    items = tuple((0, b * k * spatial, b * g.o * spatial) for b in range(g.n))
+    return Product(g.dtype, g.o, spatial, k, False, False, items)
 
 
 def _blocks(out_channels: int, width: int) -> tuple[int, int]:
@@ -131,15 +158,59 @@ def pad_kernel(conv: Call, name: str) -> tuple[Kernel, tuple[tuple[int, ...], st
     plane = mul(add(mul(b, idx(g.c)), ch), idx(g.h * g.w))
     src = add(plane, add(mul(clamp(iy, 0, g.h - 1), idx(g.w)), clamp(ix, 0, g.w - 1)))
     ok = Bin("bool", "and", within(iy, 0, g.h), within(ix, 0, g.w))
-    value = Select("float32", ok, Load("float32", "in0", src), const(0.0, "float32"))
+    value = Select(g.dtype, ok, Load(g.dtype, "in0", src), _zero(g.dtype))
     dst = add(mul(add(mul(b, idx(g.c)), ch), idx(hp * wp)), add(mul(y, idx(wp)), x))
     body: list[Stmt] = [For("x", wp, [Store("out", dst, value)])]
     body = [For("y", hp, body)]
     body = [For("c", g.c, [For("b", g.n, body)], outer=True)]
     shape = (g.n, g.c, hp, wp)
-    buffers = [Buffer("in0", "float32", (g.n, g.c, g.h, g.w)), Buffer("out", "float32", shape)]
+    buffers = [Buffer("in0", g.dtype, (g.n, g.c, g.h, g.w)), Buffer("out", g.dtype, shape)]
     kernel = Kernel(name, buffers, body, g.c, work=float(g.n * g.c * hp * wp))
-    return kernel, (shape, "float32")
+    return kernel, (shape, g.dtype)
+
+
+def _zero(dtype: str) -> Const:
+    return const(0.0 if dtype.startswith("float") else 0, dtype)
+
+
+def grouped_kernel(conv: Call, name: str) -> Kernel:
+    """Any conv2d over the padded input (groups, depthwise, stride, dilation, any dtype):
+    each output row accumulates, in place, one weight times a strided input row per
+    (input channel, i, j); the row stays in L1 and the x loop vectorises."""
+    g = ConvShape.of(conv)
+    groups = int(conv.attrs["groups"])
+    hp, wp = g.padded
+    cg, og = g.c // groups, g.o // groups  # input and output channels per group
+    dtype = g.dtype
+    o, b, y, x, ch, i, j = (_v(k) for k in ("o", "b", "y", "x", "ch", "i", "j"))
+    row = add(mul(add(mul(b, idx(g.o)), o), idx(g.oh * g.ow)), mul(y, idx(g.ow)))
+    out_at = add(row, x)
+    group = o if og == 1 else Bin(INDEX, "div", o, idx(og))
+    channel = add(mul(group, idx(cg)), ch)
+    iy = add(mul(y, idx(g.sh)), mul(i, idx(g.dh)))
+    ix = add(mul(x, idx(g.sw)), mul(j, idx(g.dw)))
+    src = add(mul(add(mul(b, idx(g.c)), channel), idx(hp * wp)), add(mul(iy, idx(wp)), ix))
+    w_at = add(mul(add(mul(o, idx(cg)), ch), idx(g.kh * g.kw)), add(mul(i, idx(g.kw)), j))
+    weight = f"w_{name}"
+    update = Bin(dtype, "mul", Ref(dtype, weight), Load(dtype, "in0", src))
+    taps: list[Stmt] = [
+        Declare(weight, Load(dtype, "in1", w_at)),
+        For(
+            "x", g.ow, [Store("out", out_at, Bin(dtype, "add", Load(dtype, "out", out_at), update))]
+        ),
+    ]
+    body: list[Stmt] = [
+        For("x0", g.ow, [Store("out", add(row, _v("x0")), _zero(dtype))]),
+        For("ch", cg, [For("i", g.kh, [For("j", g.kw, taps)])]),
+    ]
+    nest: list[Stmt] = [For("o", g.o, [For("b", g.n, [For("y", g.oh, body)])], outer=True)]
+    buffers = [
+        Buffer("in0", dtype, (g.n, g.c, hp, wp)),
+        Buffer("in1", dtype, (g.o, cg, g.kh, g.kw)),
+        Buffer("out", dtype, (g.n, g.o, g.oh, g.ow)),
+    ]
+    macs = g.n * g.o * g.oh * g.ow * cg * g.kh * g.kw
+    return Kernel(name, buffers, nest, g.o, work=float(macs))
 
 
 def direct_kernel(conv: Call, name: str) -> Kernel:
@@ -188,7 +259,7 @@ def direct_kernel(conv: Call, name: str) -> Kernel:
 
 
 def im2col_kernel(conv: Call, name: str) -> tuple[Kernel, tuple[tuple[int, ...], str]]:
-    """cols[(c, i, j), (n, oh, ow)] = padded x[n, c, oh*sh + i*dh, ow*sw + j*dw].
+    """cols[n, (c, i, j), (oh, ow)] = padded x[n, c, oh*sh + i*dh, ow*sw + j*dw].
 
     The loop over ow is split, per kernel column j, into a left border, an interior where
     the input column is always in range (a contiguous, vectorisable copy) and a right border.
@@ -196,7 +267,7 @@ def im2col_kernel(conv: Call, name: str) -> tuple[Kernel, tuple[tuple[int, ...],
     g = ConvShape.of(conv)
     n, c, h, w, kh, kw, oh, ow = g.n, g.c, g.h, g.w, g.kh, g.kw, g.oh, g.ow
     dtype = g.dtype
-    shape = (c * kh * kw, n * oh * ow)
+    shape = (n, c * kh * kw, oh * ow)
     ch, i, b, y = _v("c"), _v("i"), _v("b"), _v("y")
     ih = add(add(mul(y, idx(g.sh)), mul(i, idx(g.dh))), idx(-g.top))
     row_ok = within(ih, 0, h)
@@ -216,8 +287,8 @@ def im2col_kernel(conv: Call, name: str) -> tuple[Kernel, tuple[tuple[int, ...],
             iw = add(mul(x, idx(g.sw)), idx(j * g.dw - g.left))
             ok = Bin("bool", "and", row_ok, within(iw, 0, w)) if checked else row_ok
             load = Load(dtype, "in0", add(base, clamp(iw, 0, w - 1) if checked else iw))
-            column = add(add(mul(b, idx(oh * ow)), mul(y, idx(ow))), x)
-            dst = add(mul(row, idx(shape[1])), column)
+            column = add(mul(y, idx(ow)), x)
+            dst = add(mul(add(mul(b, idx(shape[1])), row), idx(shape[2])), column)
             segments.append(
                 For(var.name, stop - start, [Store("out", dst, Select(dtype, ok, load, zero))])
             )
@@ -226,5 +297,5 @@ def im2col_kernel(conv: Call, name: str) -> tuple[Kernel, tuple[tuple[int, ...],
         body = [For(key, extent, body)]
     body = [For("c", c, body, outer=True)]
     buffers = [Buffer("in0", dtype, (n, c, h, w)), Buffer("out", dtype, shape)]
-    kernel = Kernel(name, buffers, body, c, work=float(shape[0] * shape[1]))
+    kernel = Kernel(name, buffers, body, c, work=float(n * shape[1] * shape[2]))
     return kernel, (shape, dtype)

@@ -254,7 +254,10 @@ def render_text(report: dict[str, Any], time_passes: bool = False) -> str:
     for name, counters in passes["statistics"].items():
         lines.append(f"  {name}: " + ", ".join(f"{k} {v:g}" for k, v in counters.items()))
     kernels = ", ".join(f"{k} x{v}" for k, v in report["kernels"].items())
-    lines.append(f"kernels: {kernels} (loops: JIT, library: OpenBLAS + JIT epilogue)")
+    lines.append(
+        f"kernels: {kernels} (loops: JIT nests; blas: GEMM + JIT epilogue; "
+        "conv: JIT convolution or im2col + GEMM; host: numpy)"
+    )
     m = report["memory"]
     over = m["arena_bytes"] / m["lower_bound"] - 1 if m["lower_bound"] else 0.0
     lines.append(

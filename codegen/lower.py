@@ -1,34 +1,42 @@
-"""Lower one primitive function (a fused group) to a kernel.
+"""Lower one primitive function (a fused group) to a kernel (codegen/kernels.py).
 
-Three shapes of kernel, chosen per group:
+Per group:
 
-- *loops*: injective/elementwise groups become one loop nest over the output with every
-  producer inlined; a reduction or softmax anchor becomes its own nest (injective producers
-  inlined into its loads) followed by the elementwise epilogue, in place, in the same kernel;
-- *library + epilogue*: dense, matmul, batch_matmul, conv2d and pooling anchors run in an
-  optimised library routine (OpenBLAS through numpy, as TVM's `-libs=cblas`), then the fused
-  epilogue (bias, activation, residual) runs as a JIT loop over the result, in place;
-- *host*: a group with an op that has no compute definition (or tuple results) runs through
-  the op's numpy reference; `codegen.host_fallback=False` turns that into an error instead.
+- `LoopKernel`: injective/elementwise groups become one loop nest over the output with
+  every producer inlined; a reduction, softmax, pooling or small-product anchor becomes its
+  own nest (injective producers inlined into its loads) followed by the elementwise
+  epilogue, in place, in the same kernel;
+- `GemmKernel`: large dense, matmul and batch_matmul anchors run through BLAS, then the
+  fused epilogue (bias, activation, residual) runs as a JIT loop over the result, in place;
+- `ConvKernel`: every conv2d runs natively — a register-blocked micro-kernel, a GEMM over
+  JIT im2col columns (or over the input itself for 1x1), or direct loops for grouped and
+  depthwise convolutions — with the epilogue after it;
+- `HostKernel`: a group with an op that has no compute definition (or tuple results) runs
+  through the op's numpy reference; `codegen.host_fallback=False` makes that an error.
+
+`KernelCache` lowers every group of a graph and lets identical groups share compiled code.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from egraph_ir.errors import CodegenError
 from egraph_ir.expr import Call, Constant, Expr, Function, Var
+from egraph_ir.expr import children as expr_children
 from egraph_ir.op._common import size_of
+from egraph_ir.op.nn import norm_padding, norm_pair
 from egraph_ir.registry import Op, OpPattern
 from egraph_ir.types import TensorType
 from egraph_ir.visitor import post_order
 
-from . import conv, library
+from . import blas, conv
 from .compute import COMPUTE, Ctx, Index, strides
+from .kernels import CompiledKernel, ConvKernel, GemmKernel, HostKernel, LoopKernel
 from .loop_ir import (
     INDEX,
     Assign,
@@ -56,24 +64,6 @@ REDUCTIONS = {"sum", "mean", "max", "min", "prod"}
 ROW_OPS = {"softmax", "log_softmax"}
 
 
-@dataclass
-class Lowered:
-    """A kernel and how to call it: `kind` is loops, library or host."""
-
-    kind: str
-    name: str
-    constants: dict[str, np.ndarray] = field(default_factory=dict)  # buffer -> bound array
-    kernel: Kernel | None = None  # the JIT part (the epilogue for library kernels)
-    library: Callable[..., None] | None = None  # fn(inputs, out, scratch) for library anchors
-    function: Function | None = None  # host kernels evaluate this
-    ops: list[str] = field(default_factory=list)
-    prologue: Kernel | None = None  # JIT im2col or padding for conv2d: input -> scratch
-    anchor_kernel: Kernel | None = None  # JIT direct conv2d: (scratch, weights, out)
-    anchor_weights: int | np.ndarray | None = None  # a group parameter index or a constant
-    prologue_input: int = 0  # which group parameter the prologue reads
-    scratch: tuple[tuple[int, ...], str] | None = None  # shape and dtype of the columns
-
-
 class Unsupported(Exception):
     pass
 
@@ -87,7 +77,7 @@ def primitive_ops(fn: Function) -> list[str]:
     return [c.op.name for c in _op_calls(fn)]  # type: ignore[union-attr]
 
 
-def lower(fn: Function, name: str, host_fallback: bool = True) -> Lowered:
+def lower(fn: Function, name: str, host_fallback: bool = True) -> CompiledKernel:
     """Lower a primitive function; fall back to the host, or raise CodegenError."""
     calls = _op_calls(fn)
     ops = [c.op.name for c in calls]  # type: ignore[union-attr]
@@ -99,7 +89,52 @@ def lower(fn: Function, name: str, host_fallback: bool = True) -> Lowered:
                 f"no compute definition for this group ({', '.join(ops)}): {why}; "
                 "set codegen.host_fallback to run it with numpy"
             ) from None
-        return Lowered("host", name, function=fn, ops=ops)
+        return HostKernel(name, ops, fn)
+
+
+class KernelCache:
+    """Identical fused groups (same ops, attributes, shapes and scalar constants) share one
+    compiled kernel, as TVM's compile engine does: the second one reuses the first one's
+    JIT functions under their names, bound to its own constants."""
+
+    def __init__(self, host_fallback: bool = True) -> None:
+        self.host_fallback = host_fallback
+        self.first: dict[tuple[Any, ...], CompiledKernel] = {}
+        self.hits = 0
+
+    def lower(self, fn: Function, node_id: int) -> CompiledKernel:
+        ops = primitive_ops(fn)
+        name = f"k{node_id}_{'_'.join(ops[:3])}"
+        kernel = lower(fn, name, self.host_fallback)
+        first = self.first.setdefault(group_key(fn), kernel)
+        if first is not kernel:
+            for mine, theirs in zip(kernel.jit_kernels(), first.jit_kernels(), strict=True):
+                mine.name = theirs.name
+            self.hits += 1
+        return kernel
+
+
+def group_key(fn: Function) -> tuple[Any, ...]:
+    """What the generated code of a primitive function depends on: everything but the
+    values of its non-scalar constants (those are bound as buffers)."""
+    number: dict[Expr, int] = {p: i for i, p in enumerate(fn.params)}
+    key: list[Any] = [tuple(str(p.checked_type) for p in fn.params)]
+    for node in post_order(fn.body):
+        if node in number:
+            continue
+        number[node] = len(number)
+        if isinstance(node, Constant):
+            data = node.data
+            value = data.tobytes() if data.size == 1 else None
+            key.append(("const", data.shape, str(data.dtype), value))
+        elif isinstance(node, Call):
+            attrs = tuple(sorted((k, repr(v)) for k, v in dict(node.attrs).items()))
+            args = tuple(number[a] for a in node.args)
+            key.append((getattr(node.op, "name", "?"), attrs, args, str(node.checked_type)))
+        else:
+            children = tuple(number.get(c, -1) for c in expr_children(node))
+            key.append((type(node).__name__, children, getattr(node, "index", None)))
+    return tuple(key)
 
 
 class _Lowering:
@@ -307,10 +342,10 @@ class _Lowering:
         in_t, out_t = src.checked_type, call.checked_type
         assert isinstance(in_t, TensorType) and isinstance(out_t, TensorType)
         _, _, h, w = in_t.shape
-        kh, kw = call.attrs["pool_size"]
-        sh, sw = call.attrs["strides"]
-        dh, dw = call.attrs["dilation"]
-        top, left, bottom, right = call.attrs["padding"]
+        kh, kw = norm_pair(call.attrs["pool_size"], "pool_size")
+        sh, sw = norm_pair(call.attrs["strides"], "strides")
+        dh, dw = norm_pair(call.attrs["dilation"], "dilation")
+        top, left, bottom, right = norm_padding(call.attrs["padding"])
         is_max = call.op.name == "max_pool2d"  # type: ignore[union-attr]
         include_pad = not is_max and bool(call.attrs["count_include_pad"])
         dtype = out_t.dtype
@@ -418,15 +453,14 @@ class _Lowering:
         return self.nest(outer_shape, inner)
 
     # ------------------------------------------------------------ driver
-    def run(self, calls: list[Call], ops: list[str]) -> Lowered:
+    def run(self, calls: list[Call], ops: list[str]) -> CompiledKernel:
         anchors = [c for c in calls if _is_anchor(c)]
         if len(anchors) > 1:
             raise Unsupported("more than one anchor")
         anchor = anchors[0] if anchors else None
         body: list[Stmt] = []
-        routine = None
-        direct: Call | None = None
         extent_shape = self.out_type.shape
+        name = ""
         if anchor is not None:
             name = anchor.op.name  # type: ignore[union-attr]
             if anchor is not self.fn.body and anchor.checked_type != self.out_type:
@@ -442,58 +476,51 @@ class _Lowering:
             elif name in ROW_OPS:
                 body += self.row_nest(anchor)
                 extent_shape = _row_shape(anchor)
-            elif name in library.ROUTINES:
+            elif name in PRODUCTS or name == "conv2d":
                 if any(not isinstance(x, Var | Constant) for x in anchor.args):
-                    raise Unsupported("library anchors take materialised inputs")
-                routine = library.ROUTINES[name]
-                if name == "conv2d" and conv.columns_fit(anchor):
-                    routine = library.conv2d_from_columns
-                    if conv.direct_fits(anchor):
-                        routine = None
-                        direct = anchor
+                    raise Unsupported(f"{name} takes materialised inputs")
             else:
                 raise Unsupported(f"{name} has no compute definition")
             self.anchor = anchor
         if anchor is not self.fn.body:
             body += self.elementwise_nest(self.fn.body)
-        kernel = None
+        loops = None
         if body:
             buffers = [self.buffers[p] for p in self.fn.params]
             buffers += [b for e, b in self.buffers.items() if isinstance(e, Constant)]
             buffers.append(self.out)
-            kernel = Kernel(
-                self.name,
-                buffers,
-                body,
-                _outer_extent(extent_shape),
-                work=float(size_of(self.out_type.shape)) * max(len(calls), 1),
-            )
-        lowered = Lowered(
-            "library" if routine is not None else "loops",
-            self.name,
-            dict(self.constants),
-            kernel,
-            ops=ops,
-        )
-        if routine is not None and anchor is not None:
-            operands = [_operand(x, self.fn.params) for x in anchor.args]
-            lowered.library = _bind(routine, anchor, operands)
-            if routine is library.conv2d_from_columns:
-                lowered.prologue, lowered.scratch = conv.im2col_kernel(
-                    anchor, f"{self.name}_im2col"
-                )
-                lowered.prologue_input = _param_index(anchor.args[0], self.fn.params)
-        if direct is not None:
-            lowered.prologue, lowered.scratch = conv.pad_kernel(direct, f"{self.name}_pad")
-            lowered.prologue_input = _param_index(direct.args[0], self.fn.params)
-            lowered.anchor_kernel = conv.direct_kernel(direct, f"{self.name}_conv")
-            lowered.anchor_weights = _operand(direct.args[1], self.fn.params)
-        return lowered
+            work = float(size_of(self.out_type.shape)) * max(len(calls), 1)
+            kernel = Kernel(self.name, buffers, body, _outer_extent(extent_shape), work)
+            loops = LoopKernel(self.name, ops, kernel, dict(self.constants))
+        if anchor is not None and name in PRODUCTS and not _small_product(anchor):
+            a, b = (_operand(x, self.fn.params) for x in anchor.args)
+            return GemmKernel(self.name, ops, blas.product_of(anchor), (a, b), loops)
+        if anchor is not None and name == "conv2d":
+            return self.conv_kernel(anchor, ops, loops)
+        assert loops is not None
+        return loops
+
+    def conv_kernel(self, anchor: Call, ops: list[str], epilogue: LoopKernel | None) -> ConvKernel:
+        """Direct micro-kernel, GEMM over columns (or over the input for 1x1), or the
+        general direct loops for grouped, depthwise and non-float convolutions."""
+        if not isinstance(anchor.args[0], Var):
+            raise Unsupported("conv2d of a constant input")
+        source = self.fn.params.index(anchor.args[0])
+        weights = _operand(anchor.args[1], self.fn.params)
+        kernel = partial(ConvKernel, self.name, ops, source, weights, epilogue=epilogue)
+        if conv.direct_fits(anchor):
+            pad, scratch = conv.pad_kernel(anchor, f"{self.name}_pad")
+            return kernel(pad, conv.direct_kernel(anchor, f"{self.name}_conv"), scratch)
+        if conv.pointwise(anchor):
+            return kernel(None, None, gemm=conv.pointwise_product(anchor))
+        if conv.columns_fit(anchor):
+            columns, scratch = conv.im2col_kernel(anchor, f"{self.name}_im2col")
+            return kernel(columns, None, scratch, gemm=conv.columns_product(anchor))
+        pad, scratch = conv.pad_kernel(anchor, f"{self.name}_pad")
+        return kernel(pad, conv.grouped_kernel(anchor, f"{self.name}_conv"), scratch)
 
 
-def _param_index(e: Expr, params: tuple[Var, ...]) -> int:
-    assert isinstance(e, Var)
-    return params.index(e)
+PRODUCTS = ("dense", "matmul", "batch_matmul")
 
 
 SMALL_PRODUCT = 1 << 16  # multiply-adds below which loops beat a BLAS call
@@ -539,20 +566,6 @@ def _operand(x: Expr, params: tuple[Var, ...]) -> int | np.ndarray:
     return params.index(x)
 
 
-def _bind(
-    routine: Callable[..., None], anchor: Call, operands: list[int | np.ndarray]
-) -> Callable[[list[np.ndarray], np.ndarray, np.ndarray | None], None]:
-    attrs = dict(anchor.attrs)
-
-    def call(inputs: list[np.ndarray], out: np.ndarray, scratch: np.ndarray | None) -> None:
-        args = [inputs[o] if isinstance(o, int) else o for o in operands]
-        if scratch is not None:
-            args.append(scratch)
-        routine(args, attrs, out)
-
-    return call
-
-
 def _reduce_ops(op: str, dtype: str) -> tuple[LExpr, Callable[[LExpr, LExpr], LExpr]]:
     is_float = np.dtype(dtype).kind == "f"
     if op in ("sum", "mean"):
@@ -566,4 +579,4 @@ def _reduce_ops(op: str, dtype: str) -> tuple[LExpr, Callable[[LExpr, LExpr], LE
     return const(high, dtype), lambda a, b: Bin(dtype, "min", a, b)
 
 
-__all__ = ["Lowered", "lower"]
+__all__ = ["KernelCache", "group_key", "lower"]

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .graph import Graph, storage_root
+
 ALIGN = 64  # bytes: cache line and AVX-512 vector
 
 
@@ -147,3 +149,36 @@ def make_plan(tensors: list[Tensor], method: str = "arena") -> MemoryPlan:
     if method == "tokens":
         return plan_tokens(tensors)
     raise ValueError(f"unknown memory planner '{method}'; known: arena, tokens")
+
+
+def scratch_id(node_id: int) -> int:
+    """The planned tensor id of a kernel's scratch buffer (im2col columns, padded input)."""
+    return -1 - node_id
+
+
+def plan_graph(graph: Graph, method: str = "arena") -> MemoryPlan:
+    """Lifetimes of the graph's kernel results (aliases extend their source's) and scratch
+    buffers (alive during their kernel only), then a plan; sets each node's storage_id."""
+    nodes = graph.nodes
+    outputs = {storage_root(nodes, nodes[o]).id for o in graph.outputs}
+    last: dict[int, int] = {}
+    for step, n in enumerate(nodes):
+        for i in n.inputs:
+            last[storage_root(nodes, nodes[i]).id] = step
+            if nodes[i].op == "field":
+                last[nodes[i].inputs[0]] = step
+    tensors = []
+    for step, n in enumerate(nodes):
+        if n.kernel is None:
+            continue
+        if n.kernel.scratch is not None:
+            tensors.append(Tensor(scratch_id(n.id), nbytes(*n.kernel.scratch), step, step))
+        if n.shape is None or n.id in outputs:
+            continue
+        size = nbytes(n.shape, n.dtype)  # type: ignore[arg-type]
+        tensors.append(Tensor(n.id, size, step, max(last.get(n.id, step), step)))
+    plan = make_plan(tensors, method)
+    storage = plan.storage_ids()
+    for n in nodes:
+        n.storage_id = storage.get(storage_root(nodes, n).id, -1)
+    return plan

@@ -151,7 +151,7 @@ def norm_padding(padding: tuple[int, ...]) -> tuple[int, int, int, int]:
     raise ShapeError(f"padding must have 1, 2 or 4 values, got {padding}")
 
 
-def _pair(v: tuple[int, ...], what: str) -> tuple[int, int]:
+def norm_pair(v: tuple[int, ...], what: str) -> tuple[int, int]:
     if len(v) == 1:
         return (v[0], v[0])
     if len(v) != 2 or min(v) < 1:
@@ -182,8 +182,8 @@ def _conv_geometry(x, w, attrs):
     if groups < 1 or x[1] % groups or w[0] % groups or x[1] // groups != w[1]:
         raise ShapeError(f"channels do not match: data {x}, weight {w}, groups={groups}")
     pt, pl, pb, pr = norm_padding(attrs["padding"])
-    sh, sw = _pair(attrs["strides"], "strides")
-    dh, dw = _pair(attrs["dilation"], "dilation")
+    sh, sw = norm_pair(attrs["strides"], "strides")
+    dh, dw = norm_pair(attrs["dilation"], "dilation")
     oh = window_out(x[2], pt, pb, w[2], sh, dh)
     ow = window_out(x[3], pl, pr, w[3], sw, dw)
     return (x[0], w[0], oh, ow), (pt, pl, pb, pr), (sh, sw), (dh, dw)
@@ -237,9 +237,9 @@ _reg(
 def _pool_geometry(x, attrs):
     if len(x) != 4:
         raise ShapeError(f"pooling needs NCHW data, got {x}")
-    kh, kw = _pair(attrs["pool_size"], "pool_size")
-    sh, sw = _pair(attrs["strides"], "strides")
-    dh, dw = _pair(attrs["dilation"], "dilation")
+    kh, kw = norm_pair(attrs["pool_size"], "pool_size")
+    sh, sw = norm_pair(attrs["strides"], "strides")
+    dh, dw = norm_pair(attrs["dilation"], "dilation")
     pt, pl, pb, pr = norm_padding(attrs["padding"])
     if max(pt, pb) >= dh * (kh - 1) + 1 or max(pl, pr) >= dw * (kw - 1) + 1:
         raise ShapeError(f"padding {attrs['padding']} must be smaller than the window")
@@ -299,7 +299,7 @@ def _windows_like(mask, attrs, shape):
 
 
 def _pool_flops(a, out, at):
-    return float(size_of(out.shape) * size_of(_pair(at["pool_size"], "pool_size")))
+    return float(size_of(out.shape) * size_of(norm_pair(at["pool_size"], "pool_size")))
 
 
 _reg(

@@ -1,0 +1,213 @@
+"""Products through BLAS, inside the executable's one thread budget.
+
+The BLAS is the OpenBLAS of the `scipy-openblas32` package: a copy of its own, separate
+from numpy's, kept at one thread. Threads come only from the runtime, which splits a
+product into row (or column, or batch) blocks and runs one single-threaded GEMM per block.
+So nothing spins between kernels (numpy's OpenBLAS keeps its workers busy-waiting after
+each call, which took a core from the next kernel and made latency swing 10-80x when
+another process was busy), and numpy's own thread settings stay the user's.
+
+A `Product` is a GEMM described once at compile time: sizes, transposes, leading
+dimensions and, for batched or broadcast products, the element offsets of each item.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import numpy as np
+
+from egraph_ir.expr import Call
+from egraph_ir.registry import Op
+from egraph_ir.types import TensorType
+
+log = logging.getLogger(__name__)
+
+ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
+BLAS_DTYPES = ("float32", "float64")
+
+
+@dataclass(frozen=True)
+class Block:
+    """One GEMM call: element offsets into A, B, C and its m x n extent."""
+
+    a: int
+    b: int
+    c: int
+    m: int
+    n: int
+
+
+@dataclass(frozen=True)
+class Product:
+    """C[item] = op(A[item]) @ op(B[item]) for each batch item, row-major."""
+
+    dtype: str
+    m: int
+    n: int
+    k: int
+    trans_a: bool
+    trans_b: bool
+    items: tuple[tuple[int, int, int], ...]  # element offsets (a, b, c) of each batch item
+
+    @property
+    def lda(self) -> int:
+        return self.m if self.trans_a else self.k
+
+    @property
+    def ldb(self) -> int:
+        return self.k if self.trans_b else self.n
+
+    @property
+    def flops(self) -> float:
+        return 2.0 * self.m * self.n * self.k * len(self.items)
+
+    def blocks(self, parts: int) -> list[Block]:
+        """The product cut into about `parts` independent GEMMs (batch, rows or columns)."""
+        m, n = self.m, self.n
+        if len(self.items) >= parts or parts <= 1:
+            return [Block(a, b, c, m, n) for a, b, c in self.items]
+        per_item = max(1, parts // len(self.items))
+        out = []
+        for a, b, c in self.items:
+            if m >= n:  # rows of A and C
+                cuts = _cuts(m, per_item)
+                step_a = 1 if self.trans_a else self.k
+                out += [Block(a + r0 * step_a, b, c + r0 * n, r1 - r0, n) for r0, r1 in cuts]
+            else:  # columns of B and C
+                cuts = _cuts(n, per_item)
+                step_b = self.k if self.trans_b else 1
+                out += [Block(a, b + c0 * step_b, c + c0, m, c1 - c0) for c0, c1 in cuts]
+        return out
+
+
+def _cuts(extent: int, parts: int) -> list[tuple[int, int]]:
+    parts = max(1, min(parts, extent))
+    bounds = [extent * i // parts for i in range(parts + 1)]
+    return [(bounds[i], bounds[i + 1]) for i in range(parts) if bounds[i + 1] > bounds[i]]
+
+
+def _batch_offsets(
+    a_batch: tuple[int, ...], b_batch: tuple[int, ...], a_size: int, b_size: int, c_size: int
+) -> tuple[tuple[int, int, int], ...]:
+    """numpy broadcasting of the batch axes, as element offsets of each item."""
+    shape = np.broadcast_shapes(a_batch, b_batch)
+    a_idx = np.broadcast_to(
+        np.arange(int(np.prod(a_batch, dtype=np.int64))).reshape(a_batch), shape
+    )
+    b_idx = np.broadcast_to(
+        np.arange(int(np.prod(b_batch, dtype=np.int64))).reshape(b_batch), shape
+    )
+    return tuple(
+        (int(i) * a_size, int(j) * b_size, c * c_size)
+        for c, (i, j) in enumerate(zip(a_idx.reshape(-1), b_idx.reshape(-1), strict=True))
+    )
+
+
+def product_of(call: Call) -> Product:
+    """The GEMM for a dense, matmul or batch_matmul call (any dtype: the runtime sends
+    float32/float64 to BLAS and others to numpy)."""
+    assert isinstance(call.op, Op)
+    a_t, b_t = call.args[0].checked_type, call.args[1].checked_type
+    assert isinstance(a_t, TensorType) and isinstance(b_t, TensorType)
+    name, dtype = call.op.name, a_t.dtype
+    if name == "dense":  # x (..., K) . w (N, K)^T, every leading axis folded into rows
+        k, n = a_t.shape[-1], b_t.shape[0]
+        m = int(np.prod(a_t.shape[:-1], dtype=np.int64))
+        return Product(dtype, m, n, k, False, True, ((0, 0, 0),))
+    a_shape, b_shape = a_t.shape, b_t.shape
+    trans_a = trans_b = False
+    if name == "batch_matmul":
+        trans_a, trans_b = bool(call.attrs["transpose_a"]), bool(call.attrs["transpose_b"])
+    else:  # numpy matmul: 1-D operands become a row / a column
+        a_shape = (1, *a_shape) if len(a_shape) == 1 else a_shape
+        b_shape = (*b_shape, 1) if len(b_shape) == 1 else b_shape
+    m = a_shape[-1] if trans_a else a_shape[-2]
+    k = a_shape[-2] if trans_a else a_shape[-1]
+    n = b_shape[-2] if trans_b else b_shape[-1]
+    a_batch, b_batch = a_shape[:-2], b_shape[:-2]
+    if not trans_a and int(np.prod(b_batch, dtype=np.int64)) == 1:
+        # B is shared by every item and A's items are stacked rows: one tall GEMM
+        rows = int(np.prod(a_batch, dtype=np.int64)) * m
+        return Product(dtype, rows, n, k, False, trans_b, ((0, 0, 0),))
+    items = _batch_offsets(a_batch, b_batch, m * k, k * n, m * n)
+    return Product(dtype, m, n, k, trans_a, trans_b, items)
+
+
+class Blas:
+    """ctypes bindings of one BLAS library's sgemm/dgemm (GIL released during calls)."""
+
+    def __init__(self) -> None:
+        self.gemm: dict[str, Any] = {}
+        self.name = "numpy"
+        try:
+            import scipy_openblas32
+
+            lib = ctypes.CDLL(_library_file(scipy_openblas32))
+        except (ImportError, OSError) as exc:  # pragma: no cover - depends on the install
+            log.warning("no scipy-openblas32 (%s): products run through numpy", exc)
+            return
+        lib.scipy_openblas_set_num_threads(1)
+        p, i = ctypes.c_void_p, ctypes.c_int
+        for dtype, symbol, scalar in (
+            ("float32", "scipy_cblas_sgemm", ctypes.c_float),
+            ("float64", "scipy_cblas_dgemm", ctypes.c_double),
+        ):
+            fn = getattr(lib, symbol)
+            fn.argtypes = [i, i, i, i, i, i, scalar, p, i, p, i, scalar, p, i]
+            fn.restype = None
+            self.gemm[dtype] = fn
+        self.name = "scipy-openblas32 (one thread per call)"
+
+    def run(self, product: Product, block: Block, a: int, b: int, c: int) -> None:
+        """One block: a, b, c are the base addresses of the operands."""
+        size = 4 if product.dtype == "float32" else 8
+        self.gemm[product.dtype](
+            ROW_MAJOR,
+            TRANS if product.trans_a else NO_TRANS,
+            TRANS if product.trans_b else NO_TRANS,
+            block.m,
+            block.n,
+            product.k,
+            1.0,
+            a + block.a * size,
+            product.lda,
+            b + block.b * size,
+            product.ldb,
+            0.0,
+            c + block.c * size,
+            product.n,
+        )
+
+
+def _library_file(module: Any) -> str:
+    from pathlib import Path
+
+    libs = sorted(Path(module.get_lib_dir()).glob("libscipy_openblas*.so*"))
+    if not libs:
+        raise OSError(f"no library in {module.get_lib_dir()}")
+    return str(libs[0])
+
+
+@cache
+def library() -> Blas:
+    """The process's BLAS binding, loaded on first use."""
+    return Blas()
+
+
+def numpy_product(product: Product, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
+    """Any dtype, without BLAS: the same items through numpy (integers, or no library)."""
+    a_flat, b_flat, c_flat = a.reshape(-1), b.reshape(-1), c.reshape(-1)
+    m, n, k = product.m, product.n, product.k
+    a_shape = (k, m) if product.trans_a else (m, k)
+    b_shape = (n, k) if product.trans_b else (k, n)
+    for ao, bo, co in product.items:
+        left = a_flat[ao : ao + m * k].reshape(a_shape)
+        right = b_flat[bo : bo + k * n].reshape(b_shape)
+        left = left.T if product.trans_a else left
+        right = right.T if product.trans_b else right
+        np.matmul(left, right, out=c_flat[co : co + m * n].reshape(m, n))

@@ -1,0 +1,157 @@
+"""The execution graph: the fused main function as a list of steps in execution order.
+
+`build_graph(fn, lower_group)` walks the fused main function (dataflow only) and makes one
+node per graph input, constant, fused kernel, reshape-only group (an alias of its input's
+storage) and tuple field; `lower_group` (codegen/lower.py) turns each primitive function
+into a kernel. Memory planning (codegen/memory_plan.py) and the runtime read this graph.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from egraph_ir.errors import CodegenError
+from egraph_ir.expr import Call, Constant, Expr, Function, Tuple, TupleGetItem, Var
+from egraph_ir.types import TensorType, TupleType
+from egraph_ir.visitor import post_order
+
+from .kernels import CompiledKernel
+
+ALIAS_OPS = {"reshape", "flatten", "squeeze", "expand_dims"}
+
+LowerGroup = Callable[[Function, int], CompiledKernel | None]  # None: an alias (reshape)
+
+
+@dataclass
+class Node:
+    """One entry of the graph: what it is, where its value lives."""
+
+    id: int
+    op: str  # input, param, kernel, alias, field
+    name: str
+    inputs: list[int]
+    shape: tuple[int, ...] | None
+    dtype: str | None
+    kernel: CompiledKernel | None = None
+    index: int = 0  # for fields
+    value: np.ndarray | None = None  # params
+    storage_id: int = -1
+
+    def to_json(self) -> dict[str, Any]:
+        entry: dict[str, Any] = {
+            "op": self.op,
+            "name": self.name,
+            "inputs": self.inputs,
+            "storage_id": self.storage_id,
+            "device_index": 0,
+            "shape": list(self.shape) if self.shape is not None else None,
+            "dtype": self.dtype,
+        }
+        if self.kernel is not None:
+            entry["kind"] = self.kernel.kind
+            entry["ops"] = self.kernel.ops
+        return entry
+
+
+@dataclass
+class Graph:
+    nodes: list[Node]
+    inputs: list[Node]
+    outputs: list[int]
+    tuple_output: bool
+
+    def kernels(self) -> list[CompiledKernel]:
+        return [n.kernel for n in self.nodes if n.kernel is not None]
+
+    def to_json(self, arena_bytes: int) -> str:
+        return json.dumps(
+            {
+                "nodes": [n.to_json() for n in self.nodes],
+                "heads": self.outputs,
+                "arena_bytes": arena_bytes,
+            },
+            indent=1,
+        )
+
+
+def storage_root(nodes: list[Node], n: Node) -> Node:
+    """The node whose storage `n` uses (aliases share their source's)."""
+    while n.op == "alias":
+        n = nodes[n.inputs[0]]
+    return n
+
+
+def is_alias_group(fn: Function) -> bool:
+    """A primitive function that only reshapes its one input (no kernel needed)."""
+    body = fn.body
+    return (
+        isinstance(body, Call)
+        and getattr(body.op, "name", None) in ALIAS_OPS
+        and len(fn.params) == 1
+        and body.args[0] is fn.params[0]
+        and isinstance(body.checked_type, TensorType)
+    )
+
+
+def primitive_ops_name(fn: Function) -> str:
+    body = fn.body
+    return getattr(body.op, "name", "") if isinstance(body, Call) else ""
+
+
+def build_graph(fn: Function, lower_group: LowerGroup) -> Graph:
+    """Nodes for a fused main function (no control flow), kernels lowered on the way."""
+    ids: dict[Expr, int] = {}
+    nodes: list[Node] = []
+
+    def add(node: Node, expr: Expr) -> None:
+        ids[expr] = node.id
+        nodes.append(node)
+
+    inputs = []
+    for p in fn.params:
+        t = p.checked_type
+        if not isinstance(t, TensorType):
+            raise CodegenError(f"input %{p.name_hint} has type {t}; only tensors are supported")
+        node = Node(len(nodes), "input", p.name_hint, [], t.shape, t.dtype)
+        add(node, p)
+        inputs.append(node)
+    for e in post_order(fn.body, into_functions=False):
+        if e in ids:
+            continue
+        t = e.checked_type
+        shape, dtype = (t.shape, t.dtype) if isinstance(t, TensorType) else (None, None)
+        if isinstance(e, Constant):
+            add(Node(len(nodes), "param", f"p{len(nodes)}", [], shape, dtype, value=e.data), e)
+        elif isinstance(e, Call) and isinstance(e.op, Function) and e.op.attrs.get("Primitive"):
+            args = [ids[a] for a in e.args]
+            if is_alias_group(e.op):
+                add(Node(len(nodes), "alias", primitive_ops_name(e.op), args, shape, dtype), e)
+                continue
+            kernel = lower_group(e.op, len(nodes))
+            assert kernel is not None
+            if isinstance(t, TupleType):
+                shape, dtype = None, None
+            add(Node(len(nodes), "kernel", kernel.name, args, shape, dtype, kernel), e)
+        elif isinstance(e, TupleGetItem):
+            field = Node(len(nodes), "field", "field", [ids[e.tuple_value]], shape, dtype)
+            field.index = e.index
+            add(field, e)
+        elif isinstance(e, Tuple) and e is fn.body:
+            continue
+        elif isinstance(e, Var):
+            raise CodegenError(f"free variable %{e.name_hint} in the main function")
+        else:
+            raise CodegenError(
+                f"the graph executor cannot run {type(e).__name__} nodes (control flow, "
+                "calls of non-primitive functions); run FuseOps on a dataflow function"
+            )
+    if isinstance(fn.body, Tuple):
+        outputs, tuple_output = [ids[f] for f in fn.body.fields], True
+    else:
+        outputs, tuple_output = [ids[fn.body]], False
+    return Graph(nodes, inputs, outputs, tuple_output)

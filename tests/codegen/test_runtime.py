@@ -1,0 +1,104 @@
+"""The staged back end: products through the executable's own BLAS (batched, broadcast,
+transposed, split over threads), shared code for identical groups, and the stages."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
+import codegen
+import egraph_ir as ir
+import passmgr as pm
+from codegen import blas
+from codegen.build import fuse, lower, optimise, unique_kernels
+from codegen.memory_plan import plan_graph
+from egraph_ir import op
+from egraph_ir.testing import assert_allclose
+
+BATCHES = st.sampled_from([(), (1,), (3,), (2, 1), (1, 2), (2, 3)])
+
+
+@given(BATCHES, BATCHES, st.sampled_from([1, 40, 67]), st.sampled_from(["float32", "float64"]))
+def test_broadcast_matmul_through_blas_matches_the_interpreter(a_batch, b_batch, m, dtype) -> None:
+    k, n = 48, 40  # above the small-product size, so BLAS runs it
+    try:
+        np.broadcast_shapes(a_batch, b_batch)
+    except ValueError:
+        assume(False)
+    a = ir.var("a", shape=(*a_batch, m, k), dtype=dtype)
+    b = ir.var("b", shape=(*b_batch, k, n), dtype=dtype)
+    fn = ir.Function([a, b], op.matmul(a, b))
+    rng = np.random.default_rng(m)
+    inputs = {
+        "a": rng.standard_normal((*a_batch, m, k)).astype(dtype),
+        "b": rng.standard_normal((*b_batch, k, n)).astype(dtype),
+    }
+    with pm.PassContext(config={"codegen.num_threads": 2}):
+        exe = codegen.build(fn)
+    if m * n * k > 1 << 16:
+        assert exe.kernel_kinds() == {"blas": 1}
+    assert_allclose(exe.run(**inputs), ir.interpret(fn, **inputs))
+
+
+@given(st.booleans(), st.booleans(), st.sampled_from([1, 4]), st.sampled_from([1, 4]))
+def test_batch_matmul_transposes_and_broadcast(ta: bool, tb: bool, bx: int, by: int) -> None:
+    m, k, n = 50, 64, 30
+    x_shape = (bx, k, m) if ta else (bx, m, k)
+    y_shape = (by, n, k) if tb else (by, k, n)
+    x, y = ir.var("x", shape=x_shape), ir.var("y", shape=y_shape)
+    fn = ir.Function([x, y], op.batch_matmul(x, y, transpose_a=ta, transpose_b=tb))
+    rng = np.random.default_rng(0)
+    inputs = {"x": rng.standard_normal(x_shape).astype("float32")}
+    inputs["y"] = rng.standard_normal(y_shape).astype("float32")
+    assert_allclose(codegen.build(fn).run(**inputs), ir.interpret(fn, **inputs))
+
+
+def test_integer_products_run_without_blas() -> None:
+    a, b = ir.var("a", shape=(64, 80), dtype="int32"), ir.var("b", shape=(80, 30), dtype="int32")
+    fn = ir.Function([a, b], op.matmul(a, b))
+    rng = np.random.default_rng(0)
+    inputs = {"a": rng.integers(-5, 5, (64, 80)).astype("int32")}
+    inputs["b"] = rng.integers(-5, 5, (80, 30)).astype("int32")
+    np.testing.assert_array_equal(codegen.build(fn).run(**inputs), ir.interpret(fn, **inputs))
+
+
+def test_product_blocks_cover_the_output_once() -> None:
+    product = blas.Product("float32", 10, 7, 3, False, False, ((0, 0, 0),))
+    for parts in (1, 2, 3, 8, 20):
+        rows = sorted((blk.c // 7, blk.m) for blk in product.blocks(parts))
+        covered = [r for start, count in rows for r in range(start, start + count)]
+        assert covered == list(range(10))
+    wide = blas.Product("float32", 2, 100, 3, False, True, ((0, 0, 0),))
+    columns = sorted((blk.c, blk.n) for blk in wide.blocks(4))
+    assert sum(n for _, n in columns) == 100 and columns[0][0] == 0
+
+
+def test_identical_groups_share_compiled_code() -> None:
+    x = ir.var("x", shape=(8, 64))
+    rng = np.random.default_rng(0)
+    h = x
+    for _ in range(4):  # four blocks of the same shapes, different weights
+        bias = ir.const(rng.standard_normal((64,)).astype("float32"))
+        h = op.tanh(op.add(op.multiply(h, bias), bias))
+        h = op.softmax(h, axis=-1)
+    fn = ir.Function([x], h)
+    exe = codegen.build(fn)
+    assert exe.kernels_reused >= 3
+    assert exe.get_source().count("define void") < len(exe.graph.kernels())
+    value = rng.standard_normal((8, 64)).astype("float32")
+    assert_allclose(exe.run(x=value), ir.interpret(fn, x=value))
+
+
+def test_stages_return_typed_values() -> None:
+    x = ir.var("x", shape=(4, 16))
+    w = ir.const(np.ones((16, 16), "float32"))
+    mod = ir.IRModule.from_expr(ir.Function([x], op.relu(op.matmul(op.exp(x), w))))
+    optimised = optimise(mod, None)
+    fused = fuse(optimised)
+    graph, cache = lower(fused)
+    plan = plan_graph(graph)
+    assert [k.kind for k in graph.kernels()] == ["loops", "loops"]
+    assert plan.bytes >= 4 * 16 * 4  # exp's result lives in the arena until the product
+    assert {k.name for k in unique_kernels(graph)} == {k.name for k in graph.kernels()}
+    assert cache.hits == 0
