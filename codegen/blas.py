@@ -14,18 +14,16 @@ dimensions and, for batched or broadcast products, the element offsets of each i
 from __future__ import annotations
 
 import ctypes
-import logging
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from pathlib import Path
 
 import numpy as np
 
+from egraph_ir.errors import CodegenError
 from egraph_ir.expr import Call
 from egraph_ir.registry import Op
 from egraph_ir.types import TensorType
-
-log = logging.getLogger(__name__)
 
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
 BLAS_DTYPES = ("float32", "float64")
@@ -138,76 +136,30 @@ def product_of(call: Call) -> Product:
     return Product(dtype, m, n, k, trans_a, trans_b, items)
 
 
-class Blas:
-    """ctypes bindings of one BLAS library's sgemm/dgemm (GIL released during calls)."""
+def _library_file() -> str:
+    import scipy_openblas32
 
-    def __init__(self) -> None:
-        self.gemm: dict[str, Any] = {}
-        self.name = "numpy"
-        try:
-            import scipy_openblas32
-
-            lib = ctypes.CDLL(_library_file(scipy_openblas32))
-        except (ImportError, OSError) as exc:  # pragma: no cover - depends on the install
-            log.warning("no scipy-openblas32 (%s): products run through numpy", exc)
-            return
-        lib.scipy_openblas_set_num_threads(1)
-        p, i = ctypes.c_void_p, ctypes.c_int
-        for dtype, symbol, scalar in (
-            ("float32", "scipy_cblas_sgemm", ctypes.c_float),
-            ("float64", "scipy_cblas_dgemm", ctypes.c_double),
-        ):
-            fn = getattr(lib, symbol)
-            fn.argtypes = [i, i, i, i, i, i, scalar, p, i, p, i, scalar, p, i]
-            fn.restype = None
-            self.gemm[dtype] = fn
-        self.name = "scipy-openblas32 (one thread per call)"
-
-    def run(self, product: Product, block: Block, a: int, b: int, c: int) -> None:
-        """One block: a, b, c are the base addresses of the operands."""
-        size = 4 if product.dtype == "float32" else 8
-        self.gemm[product.dtype](
-            ROW_MAJOR,
-            TRANS if product.trans_a else NO_TRANS,
-            TRANS if product.trans_b else NO_TRANS,
-            block.m,
-            block.n,
-            product.k,
-            1.0,
-            a + block.a * size,
-            product.lda,
-            b + block.b * size,
-            product.ldb,
-            0.0,
-            c + block.c * size,
-            product.n,
-        )
-
-
-def _library_file(module: Any) -> str:
-    from pathlib import Path
-
-    libs = sorted(Path(module.get_lib_dir()).glob("libscipy_openblas*.so*"))
+    libs = sorted(Path(scipy_openblas32.get_lib_dir()).glob("libscipy_openblas*.so*"))
     if not libs:
-        raise OSError(f"no library in {module.get_lib_dir()}")
+        raise OSError(f"no OpenBLAS library in {scipy_openblas32.get_lib_dir()}")
     return str(libs[0])
 
 
 @cache
-def library() -> Blas:
-    """The process's BLAS binding, loaded on first use."""
-    return Blas()
+def register_symbols() -> str:
+    """Load the BLAS once, at one thread, and give JIT code its GEMMs as egc_sgemm and
+    egc_dgemm; returns a description for reports."""
+    import llvmlite.binding as llvm
 
-
-def numpy_product(product: Product, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
-    """Any dtype, without BLAS: the same items through numpy (integers, or no library)."""
-    a_flat, b_flat, c_flat = a.reshape(-1), b.reshape(-1), c.reshape(-1)
-    m, n, k = product.m, product.n, product.k
-    a_shape = (k, m) if product.trans_a else (m, k)
-    b_shape = (n, k) if product.trans_b else (k, n)
-    for ao, bo, co in product.items:
-        left = a_flat[ao : ao + m * k].reshape(a_shape)
-        right = b_flat[bo : bo + k * n].reshape(b_shape)
-        left = left.T if product.trans_a else left
-        right = right.T if product.trans_b else right
-        np.matmul(left, right, out=c_flat[co : co + m * n].reshape(m, n))
+    try:
+        lib = ctypes.CDLL(_library_file())
+    except (ImportError, OSError) as exc:
+        raise CodegenError(
+            f"products need the scipy-openblas32 package ({exc}); pip install scipy-openblas32"
+        ) from None
+    lib.scipy_openblas_set_num_threads(1)
+    for ours, theirs in (("egc_sgemm", "scipy_cblas_sgemm"), ("egc_dgemm", "scipy_cblas_dgemm")):
+        address = ctypes.cast(getattr(lib, theirs), ctypes.c_void_p).value
+        assert address is not None
+        llvm.add_symbol(ours, address)
+    return "scipy-openblas32, one thread per call"

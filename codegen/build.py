@@ -1,7 +1,8 @@
 """`codegen.build`: the back end as stages, each returning a typed value.
 
     optimise (passes) -> fuse (FuseOps) -> lower (Graph of kernels) -> plan memory
-    (MemoryPlan) -> emit LLVM (text) -> JIT (JitLibrary) -> runtime (Runtime)
+    (MemoryPlan) -> link (Program: slots, native calls, segments) -> emit LLVM (text)
+    -> JIT (JitLibrary) -> runtime (Runtime)
 
 Runs under the current PassContext, so `opt_level`, `disabled_pass` and config keys apply as
 in TVM's `relay.build`. Config: `codegen.num_threads` (the executable's whole thread budget,
@@ -27,12 +28,15 @@ from egraph_ir.module import IRModule
 from egraph_ir.types import TensorType
 from egraph_ir.visitor import post_order, rebuild
 
+from . import blas
 from .graph import Graph, build_graph
 from .llvm import JitLibrary, emit_module
+from .llvm.native import GemmCall
 from .loop_ir import Kernel
 from .lower import KernelCache
 from .memory_plan import MemoryPlan, plan_graph
 from .pipelines import standard_pipeline
+from .program import Program, link
 from .runtime import Runtime, default_threads
 
 TARGETS = ("llvm",)
@@ -59,22 +63,20 @@ class Executable:
         self,
         optimised: IRModule,
         fused: IRModule,
-        graph: Graph,
-        plan: MemoryPlan,
+        program: Program,
         library: JitLibrary | None,
         source: str,
-        threads: int,
         times: dict[str, float],
     ) -> None:
         self.optimized_module = optimised  # after the rule-based pipeline, before fusion
         self.module = fused  # the fused IR that was compiled
-        self.graph = graph
+        self.graph = program.graph
         self.library = library
         self.compile_seconds = times
         self._source = source
-        self._plan = plan
+        self._plan = program.plan
         t0 = time.perf_counter()
-        self.runtime = Runtime(graph, plan, library, threads)
+        self.runtime = Runtime(program, library)
         times["bind"] = time.perf_counter() - t0
         fn = fused["main"]
         self.input_types = {p.name_hint: p.checked_type for p in fn.params}
@@ -177,13 +179,16 @@ def build(
     fused = clock("fuse", fuse, optimised)
     graph, cache = clock("lower", lower, fused, bool(ctx.get_config("codegen.host_fallback")))
     plan = clock("plan", plan_graph, graph, str(ctx.get_config("codegen.memory_planner")))
-    kernels = unique_kernels(graph)
-    source = clock("emit", emit_module, kernels) if kernels else ""
-    library = clock("jit", JitLibrary, source) if kernels else None
+    threads = int(ctx.get_config("codegen.num_threads")) or default_threads()
+    program = clock("link", link, graph, plan, threads)
+    native = bool(program.calls)
+    source = clock("emit", emit_module, unique_kernels(graph), program.extend) if native else ""
+    if any(isinstance(c, GemmCall) for calls in program.calls.values() for c in calls):
+        blas.register_symbols()
+    library = clock("jit", JitLibrary, source) if native else None
     if library is not None:
         times.update({f"llvm {k}": v for k, v in library.seconds.items()})
-    threads = int(ctx.get_config("codegen.num_threads")) or default_threads()
-    exe = Executable(optimised, fused, graph, plan, library, source, threads, times)
+    exe = Executable(optimised, fused, program, library, source, times)
     exe.kernels_reused = cache.hits
     return exe
 

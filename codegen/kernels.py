@@ -1,9 +1,10 @@
 """Kernel kinds: what one fused group became after lowering, and how it runs.
 
 Each kind is a small type that lists the loop-IR kernels it needs compiled (`jit_kernels`),
-the scratch buffer it needs planned (`scratch`), and binds itself to a runtime (`bind`),
-which resolves compiled functions, constants and buffer addresses once and returns the
-step the runtime calls on every run: `step(inputs, out)`.
+the scratch buffer it needs planned (`scratch`), and how it runs: `native_calls()` gives
+the launches and GEMMs the native runtime (codegen/runtime.py) strings into one entry
+function, with buffers named by `Ref` (a group input, a constant, the output, the scratch);
+kinds that cannot run natively give a Python step instead (`python_step`).
 
 - `LoopKernel`: one JIT loop nest (elementwise groups, reductions, softmax, pooling, small
   products), producers inlined;
@@ -18,7 +19,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -28,26 +29,48 @@ from egraph_ir.interp import interpret
 from . import blas
 from .loop_ir import Kernel
 
-Step = Callable[[list[np.ndarray], np.ndarray], Any]
+PythonStep = Callable[[list[np.ndarray], np.ndarray | None], Any]
 Operand = int | np.ndarray  # a group parameter's index, or a constant array
 
 
-class Launcher(Protocol):
-    """What a kernel needs from the runtime it is bound to."""
+@dataclass(frozen=True, eq=False)
+class Ref:
+    """A buffer a native call reads or writes: `input` i of the group, a `constant`, the
+    group's `out`put or its `scratch`."""
 
-    def function(self, kernel: Kernel) -> Callable[..., None]: ...
+    kind: str
+    index: int = 0
+    array: np.ndarray | None = None
 
-    def launch(
-        self, fn: Callable[..., None], addresses: list[int], extent: int, work: float
-    ) -> None:
-        """Run fn(*addresses, start, end) over [0, extent), split over threads if worth it."""
-
-    def gemm(self, product: blas.Product, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
-        """c = op(a) @ op(b) through BLAS, split over the thread budget."""
+    @staticmethod
+    def operand(value: Operand) -> Ref:
+        if isinstance(value, int):
+            return Ref("input", value)
+        return Ref("constant", array=np.ascontiguousarray(value))
 
 
-def _operand(value: Operand, inputs: list[np.ndarray]) -> np.ndarray:
-    return inputs[value] if isinstance(value, int) else value
+OUT, SCRATCH = Ref("out"), Ref("scratch")
+
+
+@dataclass
+class Launch:
+    """A JIT kernel over its outer extent, buffers in the kernel's order."""
+
+    kernel: Kernel
+    buffers: list[Ref]
+
+
+@dataclass
+class Gemm:
+    """c = a @ b as described by `product` (BLAS dtypes only)."""
+
+    product: blas.Product
+    a: Ref
+    b: Ref
+    c: Ref
+
+
+NativeCall = Launch | Gemm
 
 
 class CompiledKernel(ABC):
@@ -62,9 +85,12 @@ class CompiledKernel(ABC):
     def jit_kernels(self) -> list[Kernel]:
         """The loop-IR kernels to emit and compile."""
 
-    @abstractmethod
-    def bind(self, runtime: Launcher, scratch: np.ndarray | None) -> Step:
-        """Resolve everything that does not change between runs; return the run step."""
+    def native_calls(self) -> list[NativeCall] | None:
+        """The calls that run this group natively (None: use python_step)."""
+        return None
+
+    def python_step(self) -> PythonStep:
+        raise NotImplementedError(f"{self.kind} kernels run natively")
 
 
 @dataclass
@@ -80,28 +106,26 @@ class LoopKernel(CompiledKernel):
     def jit_kernels(self) -> list[Kernel]:
         return [self.kernel]
 
-    def bind(self, runtime: Launcher, scratch: np.ndarray | None) -> Step:
-        fn = runtime.function(self.kernel)
-        named = self.constants
-        consts = [named[b.name].ctypes.data for b in self.kernel.buffers if b.name in named]
-        extent, work = self.kernel.extent, self.kernel.work
+    def native_calls(self) -> list[NativeCall]:
+        refs = []
+        for k, b in enumerate(self.kernel.buffers):
+            if b.name in self.constants:
+                refs.append(Ref("constant", array=self.constants[b.name]))
+            elif b.name == "out":
+                refs.append(OUT)
+            else:
+                refs.append(Ref("input", k))
+        return [Launch(self.kernel, refs)]
 
-        def step(inputs: list[np.ndarray], out: np.ndarray) -> None:
-            addresses = [a.ctypes.data for a in inputs] + consts + [out.ctypes.data]
-            runtime.launch(fn, addresses, extent, work)
 
-        return step
-
-
-def _epilogue(runtime: Launcher, epilogue: LoopKernel | None) -> Step:
-    if epilogue is None:
-        return lambda inputs, out: None
-    return epilogue.bind(runtime, None)
+def _epilogue(epilogue: LoopKernel | None) -> list[NativeCall]:
+    return epilogue.native_calls() if epilogue is not None else []
 
 
 @dataclass
 class GemmKernel(CompiledKernel):
-    """dense / matmul / batch_matmul through BLAS, then the fused epilogue over the result."""
+    """float dense / matmul / batch_matmul through BLAS, then the fused epilogue over the
+    result (integer products are JIT loops, see lower.py)."""
 
     kind: ClassVar[str] = "blas"
     name: str
@@ -113,16 +137,9 @@ class GemmKernel(CompiledKernel):
     def jit_kernels(self) -> list[Kernel]:
         return self.epilogue.jit_kernels() if self.epilogue else []
 
-    def bind(self, runtime: Launcher, scratch: np.ndarray | None) -> Step:
-        epilogue = _epilogue(runtime, self.epilogue)
-        left, right = self.operands
-        product = self.product
-
-        def step(inputs: list[np.ndarray], out: np.ndarray) -> None:
-            runtime.gemm(product, _operand(left, inputs), _operand(right, inputs), out)
-            epilogue(inputs, out)
-
-        return step
+    def native_calls(self) -> list[NativeCall]:
+        a, b = (Ref.operand(x) for x in self.operands)
+        return [Gemm(self.product, a, b, OUT), *_epilogue(self.epilogue)]
 
 
 @dataclass
@@ -146,30 +163,18 @@ class ConvKernel(CompiledKernel):
         own = [k for k in (self.prologue, self.anchor) if k is not None]
         return own + (self.epilogue.jit_kernels() if self.epilogue else [])
 
-    def bind(self, runtime: Launcher, scratch: np.ndarray | None) -> Step:
-        epilogue = _epilogue(runtime, self.epilogue)
-        prologue = runtime.function(self.prologue) if self.prologue else None
-        anchor = runtime.function(self.anchor) if self.anchor else None
-        source, weights, gemm = self.source, self.weights, self.gemm
-        pro, anc = self.prologue, self.anchor
-        scratch_at = scratch.ctypes.data if scratch is not None else 0
-
-        def step(inputs: list[np.ndarray], out: np.ndarray) -> None:
-            x = inputs[source]
-            if prologue is not None and pro is not None:
-                runtime.launch(prologue, [x.ctypes.data, scratch_at], pro.extent, pro.work)
-            w = _operand(weights, inputs)
-            if anchor is not None and anc is not None:
-                addresses = [scratch_at, w.ctypes.data, out.ctypes.data]
-                runtime.launch(anchor, addresses, anc.extent, anc.work)
-            else:
-                assert gemm is not None
-                columns = scratch if prologue is not None else x
-                assert columns is not None
-                runtime.gemm(gemm, w, columns, out)
-            epilogue(inputs, out)
-
-        return step
+    def native_calls(self) -> list[NativeCall]:
+        source, weights = Ref("input", self.source), Ref.operand(self.weights)
+        calls: list[NativeCall] = []
+        if self.prologue is not None:
+            calls.append(Launch(self.prologue, [source, SCRATCH]))
+        if self.anchor is not None:
+            calls.append(Launch(self.anchor, [SCRATCH, weights, OUT]))
+        else:
+            assert self.gemm is not None
+            columns = SCRATCH if self.prologue is not None else source
+            calls.append(Gemm(self.gemm, weights, columns, OUT))
+        return calls + _epilogue(self.epilogue)
 
 
 @dataclass
@@ -184,13 +189,13 @@ class HostKernel(CompiledKernel):
     def jit_kernels(self) -> list[Kernel]:
         return []
 
-    def bind(self, runtime: Launcher, scratch: np.ndarray | None) -> Step:
+    def python_step(self) -> PythonStep:
         fn = self.function
 
         def step(inputs: list[np.ndarray], out: np.ndarray | None) -> Any:
             result = interpret(fn, *inputs)
             if out is None:  # a tuple result
-                return tuple(np.asarray(r) for r in result)
+                return tuple(np.ascontiguousarray(r) for r in result)
             out[...] = result
             return out
 

@@ -286,7 +286,7 @@ class _Lowering:
             step = Assign(acc, Bin(dtype, "add", Ref(dtype, acc), Bin(dtype, "mul", left, right)))
             out = Index(out_t.shape, multi=[i, j]).flat()
             return [
-                Declare(acc, const(0.0, dtype)),
+                Declare(acc, const(0.0 if np.dtype(dtype).kind == "f" else 0, dtype)),
                 For(k.name, k_extent, [step]),
                 Store("out", out, Ref(dtype, acc)),
             ]
@@ -493,6 +493,8 @@ class _Lowering:
             kernel = Kernel(self.name, buffers, body, _outer_extent(extent_shape), work)
             loops = LoopKernel(self.name, ops, kernel, dict(self.constants))
         if anchor is not None and name in PRODUCTS and not _small_product(anchor):
+            if self.out_type.dtype not in blas.BLAS_DTYPES:
+                raise Unsupported(f"{name} of {self.out_type.dtype} beyond two dimensions")
             a, b = (_operand(x, self.fn.params) for x in anchor.args)
             return GemmKernel(self.name, ops, blas.product_of(anchor), (a, b), loops)
         if anchor is not None and name == "conv2d":
@@ -532,11 +534,11 @@ def _small_product(call: Call) -> bool:
     a_t, b_t = call.args[0].checked_type, call.args[1].checked_type
     if not (isinstance(a_t, TensorType) and isinstance(b_t, TensorType)):
         return False
-    if a_t.ndim != 2 or b_t.ndim != 2 or not a_t.dtype.startswith("float"):
+    if a_t.ndim != 2 or b_t.ndim != 2:
         return False
     m, k = a_t.shape
     n = b_t.shape[0] if call.op.name == "dense" else b_t.shape[1]
-    return m * n * k <= SMALL_PRODUCT
+    return m * n * k <= SMALL_PRODUCT or a_t.dtype not in blas.BLAS_DTYPES
 
 
 def _is_anchor(c: Call) -> bool:

@@ -1,175 +1,181 @@
-"""The runtime: bound kernel steps called in order over the planned arena.
+"""The runtime: the linked program run natively, segment by segment, over one arena.
 
-One thread budget (`codegen.num_threads`) covers everything the executable runs: JIT loop
-nests split their outer loop, products are cut into single-threaded GEMM blocks
-(codegen/blas.py), and nothing else starts threads. Work is handed out in chunks that
-whichever thread is free claims next, so when another process holds a core the caller
-finishes the remaining chunks itself instead of waiting for a descheduled worker; it
-waits only for chunks already running.
+A run writes the inputs' and fresh outputs' addresses into the slot table and calls each
+segment's entry function once (codegen/program.py); only host-fallback kernels run in
+Python between segments. Parallel launches and GEMM blocks go to the executable's own
+native pool (codegen/llvm/native.py): `threads - 1` workers started here, each a Python
+thread parked in native code (ctypes releases the GIL), plus the calling thread. That is
+the whole thread budget: the BLAS is single-threaded per call (codegen/blas.py).
 """
 
 from __future__ import annotations
 
-import itertools
+import ctypes
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
-from . import blas
-from .graph import Graph, Node, storage_root
-from .kernels import Step
+from .graph import Graph
 from .llvm import JitLibrary
-from .loop_ir import Kernel
-from .memory_plan import MemoryPlan, nbytes, scratch_id
+from .llvm.native import STATE_SIZE
+from .memory_plan import nbytes, scratch_id
+from .program import Program, Segment
 
-PARALLEL_WORK = 1 << 21  # element-ops below which one thread beats a hand-off (~20 us)
-PARALLEL_FLOPS = 1 << 22  # the same for a GEMM
-CHUNKS_PER_THREAD = 4  # finer chunks keep both cores busy when one is slowed down
+ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
+WORKER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 
 
 def default_threads() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-class Pool:
-    """Runs `task(i)` for i in range(n) on the caller plus `threads - 1` workers."""
-
-    def __init__(self, threads: int) -> None:
-        self.threads = max(1, threads)
-        self._workers = ThreadPoolExecutor(self.threads - 1) if self.threads > 1 else None
-
-    def map(self, task: Callable[[int], None], n: int) -> None:
-        if self._workers is None or n < 2:
-            for i in range(n):
-                task(i)
-            return
-        claim = itertools.count()  # next() is atomic under the GIL
-        done = threading.Event()
-        finished = itertools.count(1)
-        errors: list[BaseException] = []
-
-        def drain() -> None:
-            while (i := next(claim)) < n:
-                try:
-                    task(i)
-                except BaseException as exc:  # re-raised by the caller
-                    errors.append(exc)
-                if next(finished) == n:
-                    done.set()
-
-        for _ in range(min(self.threads - 1, n - 1)):
-            self._workers.submit(drain)
-        drain()
-        done.wait()
-        if errors:
-            raise errors[0]
-
-    def close(self) -> None:
-        if self._workers is not None:
-            self._workers.shutdown(wait=False)
-
-
 class Runtime:
-    """Owns the arena, the compiled library and the pool; `run(feeds)` executes the graph."""
+    """Owns the arena, the slot table and the pool; `run(feeds)` executes the graph."""
 
-    def __init__(
-        self, graph: Graph, plan: MemoryPlan, library: JitLibrary | None, threads: int
-    ) -> None:
-        self.graph, self.plan, self.library = graph, plan, library
-        self.pool = Pool(threads)
-        self.blas = blas.library()
-        self.arena = np.empty(max(plan.bytes, 1) + 64, dtype=np.uint8)
-        self.base = (-self.arena.ctypes.data) % 64
-        self.output_roots = {storage_root(graph.nodes, graph.nodes[o]).id for o in graph.outputs}
-        self.steps: dict[int, tuple[Step, np.ndarray | None]] = {}
+    def __init__(self, program: Program, library: JitLibrary | None) -> None:
+        self.program, self.library = program, library
+        graph = program.graph
+        self.graph: Graph = graph
+        self.arena = np.empty(max(program.plan.bytes, 1) + 64, dtype=np.uint8)
+        self.base = self.arena.ctypes.data + (-self.arena.ctypes.data) % 64
+        self.slots = np.zeros(max(program.slot_count, 1), dtype=np.int64)
+        self.state = np.zeros(STATE_SIZE, dtype=np.int64)
+        for slot, array in program.constants:
+            self.slots[slot] = array.ctypes.data
+        for slot, offset in program.arena_slots:
+            self.slots[slot] = self.base + offset
+        self._constants = [a for _, a in program.constants]  # kept alive with the table
+        self.static: dict[int, np.ndarray] = {}  # values that do not change between runs
         for n in graph.nodes:
-            if n.kernel is not None:
-                scratch = (
-                    self.view(scratch_id(n.id), *n.kernel.scratch) if n.kernel.scratch else None
-                )
-                self.steps[n.id] = (n.kernel.bind(self, scratch), self._planned_out(n))
+            if n.op == "param":
+                assert n.value is not None
+                self.static[n.id] = n.value
+            elif n.op == "kernel" and n.shape is not None and self.planned(n.id):
+                self.static[n.id] = self.view(n.id, n.shape, n.dtype)  # type: ignore[arg-type]
+        self.fresh = [
+            n
+            for n in graph.nodes
+            if n.op == "kernel" and n.shape is not None and not self.planned(n.id)
+        ]
+        self.entries: dict[int, Callable[[int, int], None]] = {}
+        self.step_fns: dict[int, Callable[[int, int], None]] = {}
+        if library is not None:
+            for item in program.schedule:
+                if isinstance(item, Segment):
+                    self.entries[item.index] = self._entry(f"egc_segment_{item.index}")
+                    for node_id in item.nodes:
+                        self.step_fns[node_id] = self._entry(f"egc_step_{node_id}")
+        self.workers: list[threading.Thread] = []
+        if library is not None and program.parallel:
+            self._start_workers(program.threads - 1)
 
     @property
     def threads(self) -> int:
-        return self.pool.threads
+        return self.program.threads
 
-    # ------------------------------------------------------------ Launcher
-    def function(self, kernel: Kernel) -> Callable[..., None]:
-        assert self.library is not None, "a kernel with JIT code needs the compiled library"
-        return self.library.function(kernel.name, len(kernel.buffers))
+    def planned(self, node_id: int) -> bool:
+        return node_id in self.program.plan.offsets
 
-    def launch(
-        self, fn: Callable[..., None], addresses: list[int], extent: int, work: float
-    ) -> None:
-        parts = min(extent, self.pool.threads * CHUNKS_PER_THREAD)
-        if self.pool.threads == 1 or parts < 2 or work < PARALLEL_WORK:
-            fn(*addresses, 0, extent)
-            return
-        bounds = [extent * k // parts for k in range(parts + 1)]
-        self.pool.map(lambda k: fn(*addresses, bounds[k], bounds[k + 1]), parts)
-
-    def gemm(self, product: blas.Product, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
-        if product.dtype not in self.blas.gemm:
-            blas.numpy_product(product, a, b, c)
-            return
-        threads = self.pool.threads if product.flops >= PARALLEL_FLOPS else 1
-        blocks = product.blocks(threads * CHUNKS_PER_THREAD if threads > 1 else 1)
-        pa, pb, pc = a.ctypes.data, b.ctypes.data, c.ctypes.data
-        run = self.blas.run
-        if len(blocks) == 1 or threads == 1:
-            for block in blocks:
-                run(product, block, pa, pb, pc)
-            return
-        self.pool.map(lambda i: run(product, blocks[i], pa, pb, pc), len(blocks))
-
-    # ------------------------------------------------------------ memory
     def view(self, tensor_id: int, shape: tuple[int, ...], dtype: str) -> np.ndarray:
         """A planned tensor's place in the arena."""
-        offset = self.base + self.plan.offsets[tensor_id]
+        offset = self.base - self.arena.ctypes.data + self.program.plan.offsets[tensor_id]
         return self.arena[offset : offset + nbytes(shape, dtype)].view(dtype).reshape(shape)
 
-    def _planned_out(self, n: Node) -> np.ndarray | None:
-        if n.id in self.output_roots or n.shape is None:
-            return None  # a graph output (fresh every run) or a tuple
-        return self.view(n.id, n.shape, n.dtype)  # type: ignore[arg-type]
+    def scratch_view(self, node_id: int, shape: tuple[int, ...], dtype: str) -> np.ndarray:
+        return self.view(scratch_id(node_id), shape, dtype)
+
+    def _entry(self, name: str) -> Callable[[int, int], None]:
+        assert self.library is not None
+        address = self.library.engine.get_function_address(name)
+        return ENTRY(address)
+
+    # ------------------------------------------------------------ workers
+    def _start_workers(self, count: int) -> None:
+        assert self.library is not None
+        worker = WORKER(self.library.engine.get_function_address("egc_worker"))
+        shutdown = WORKER(self.library.engine.get_function_address("egc_shutdown"))
+        state = self.state.ctypes.data
+        for k in range(count):
+            t = threading.Thread(target=worker, args=(state,), name=f"egc-worker-{k}", daemon=True)
+            t.start()
+            self.workers.append(t)
+        # stop the workers before the code they run (and the state they read) is freed
+        weakref.finalize(self, _stop, shutdown, self.state, self.workers, self.library)
 
     # ------------------------------------------------------------ running
     def run(self, feeds: list[np.ndarray], timings: dict[int, float] | None = None) -> list[Any]:
-        """Execute the graph; with `timings`, add each kernel's seconds under its node id."""
-        graph = self.graph
-        env: list[Any] = [None] * len(graph.nodes)
+        """Execute the graph; with `timings`, run kernel by kernel and add each one's
+        seconds under its node id (the profile)."""
+        graph, program, slots = self.graph, self.program, self.slots
+        env: dict[int, Any] = dict(self.static)
         for node, value in zip(graph.inputs, feeds, strict=True):
             env[node.id] = value
-        for n in graph.nodes:
-            if n.op == "param":
-                env[n.id] = n.value
-            elif n.op == "alias":
-                env[n.id] = env[n.inputs[0]].reshape(n.shape)
-            elif n.op == "field":
-                env[n.id] = env[n.inputs[0]][n.index]
-            elif n.op == "kernel":
-                step, out = self.steps[n.id]
-                if out is None and n.shape is not None:
-                    out = np.empty(n.shape, n.dtype)
-                start = time.perf_counter() if timings is not None else 0.0
-                result = step([env[i] for i in n.inputs], out)  # type: ignore[arg-type]
-                env[n.id] = out if out is not None else result
-                if timings is not None:
-                    timings[n.id] = timings.get(n.id, 0.0) + time.perf_counter() - start
-        results: list[Any] = []
-        for o in graph.outputs:
-            value = env[o]
-            if isinstance(value, tuple):
-                results.append(tuple(np.array(v) for v in value))
+            slots[program.slot_of[node.id]] = value.ctypes.data
+        for n in self.fresh:
+            value = np.empty(n.shape, n.dtype)  # type: ignore[arg-type]
+            env[n.id] = value
+            slots[program.slot_of[n.id]] = value.ctypes.data
+        table, state = slots.ctypes.data, self.state.ctypes.data
+        for item in program.schedule:
+            if isinstance(item, Segment):
+                if timings is None:
+                    self.entries[item.index](table, state)
+                    continue
+                for node_id in item.nodes:
+                    start = time.perf_counter()
+                    self.step_fns[node_id](table, state)
+                    timings[node_id] = timings.get(node_id, 0.0) + time.perf_counter() - start
                 continue
-            fresh = graph.nodes[o].op == "kernel" and graph.nodes[o].shape is not None
-            results.append(value if fresh else np.array(value))
-        return results
+            start = time.perf_counter()
+            self._python_step(item, env)
+            if timings is not None:
+                timings[item] = timings.get(item, 0.0) + time.perf_counter() - start
+        return [self._result(o, env) for o in graph.outputs]
 
-    def close(self) -> None:
-        self.pool.close()
+    def _value(self, node_id: int, env: dict[int, Any]) -> Any:
+        """A node's array (aliases and fields resolved)."""
+        if node_id in env:
+            return env[node_id]
+        n = self.graph.nodes[node_id]
+        if n.op == "alias":
+            value = self._value(n.inputs[0], env).reshape(n.shape)
+        elif n.op == "field":
+            value = np.ascontiguousarray(self._value(n.inputs[0], env)[n.index])
+            self.slots[self.program.slot_of[n.id]] = value.ctypes.data
+        else:
+            raise AssertionError(f"node {node_id} ({n.op}) has no value yet")
+        env[node_id] = value
+        return value
+
+    def _python_step(self, node_id: int, env: dict[int, Any]) -> None:
+        n = self.graph.nodes[node_id]
+        out = env.get(node_id)
+        result = self.program.python_steps[node_id]([self._value(i, env) for i in n.inputs], out)
+        env[node_id] = result
+        for m in self.graph.nodes[node_id + 1 :]:  # fields of a tuple result get their slots
+            if m.op == "field" and m.inputs[0] == node_id:
+                self._value(m.id, env)
+
+    def _result(self, node_id: int, env: dict[int, Any]) -> Any:
+        value = self._value(node_id, env)
+        if isinstance(value, tuple):
+            return tuple(np.array(v) for v in value)
+        n = self.graph.nodes[node_id]
+        fresh = n.op == "kernel" and n.shape is not None and not self.planned(node_id)
+        return value if fresh else np.array(value)
+
+
+def _stop(
+    shutdown: Callable[[int], None],
+    state: np.ndarray,
+    workers: list[threading.Thread],
+    library: Any,
+) -> None:
+    shutdown(state.ctypes.data)
+    for t in workers:
+        t.join(timeout=5.0)

@@ -10,6 +10,7 @@ while NaN and infinity keep their IEEE meaning (no `nnan`/`ninf`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -76,12 +77,15 @@ def _unsigned(dtype: str) -> bool:
     return dtype.startswith("uint")
 
 
-def emit_module(kernels: list[Kernel]) -> str:
-    """One LLVM module holding every kernel; returns its text (with vector-width attrs)."""
+def emit_module(kernels: list[Kernel], extend: Callable[[ir.Module], None] | None = None) -> str:
+    """One LLVM module holding every kernel, and whatever `extend` adds (the native
+    runtime's pool and entry functions); returns its text (with vector-width attrs)."""
     module = ir.Module(name="egc")
     math = MathLib(module)
     for k in kernels:
         _KernelEmitter(module, math, k).emit()
+    if extend is not None:
+        extend(module)
     text = str(module)
     lines = []
     for line in text.splitlines():

@@ -85,7 +85,7 @@ def test_identical_groups_share_compiled_code() -> None:
     fn = ir.Function([x], h)
     exe = codegen.build(fn)
     assert exe.kernels_reused >= 3
-    assert exe.get_source().count("define void") < len(exe.graph.kernels())
+    assert exe.get_source().count('define void @"k') < len(exe.graph.kernels())
     value = rng.standard_normal((8, 64)).astype("float32")
     assert_allclose(exe.run(x=value), ir.interpret(fn, x=value))
 

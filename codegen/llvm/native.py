@@ -1,0 +1,430 @@
+"""The native runtime in LLVM IR: a thread pool, parallel launches, BLAS calls and the
+entry functions that run a whole segment of the graph in one call.
+
+The pool is a few dozen lines of IR rather than an OpenMP runtime because of one property
+OpenMP's fork-join cannot give: the caller never waits for a worker that has not started.
+Work is cut into chunks that any thread claims with a compare-and-swap on one word holding
+(generation << 32 | next chunk); the caller claims chunks too and then waits only for
+chunks already claimed. When another process holds a core, a descheduled worker costs
+nothing — the caller finishes the region alone — where a barrier would wait a scheduler
+time slice (milliseconds) per region. Idle workers spin briefly (about 50 us), then sleep
+on a futex, so an idle executable uses no CPU.
+
+State (an int64 array owned by the runtime): see the STATE_* indices.
+"""
+
+from __future__ import annotations
+
+import platform
+from dataclasses import dataclass
+
+from llvmlite import ir
+
+STATE_WORD, STATE_DONE, STATE_FN, STATE_DATA, STATE_N = 0, 1, 2, 3, 4
+STATE_SLEEPERS, STATE_WAKE, STATE_SHUTDOWN = 5, 6, 7
+STATE_SIZE = 16  # int64 fields (two cache lines would be kinder; one suffices for 2 cores)
+SPIN_LIMIT = 2000  # pause instructions (~140 cycles each here) before a worker sleeps
+SYS_FUTEX, FUTEX_WAIT_PRIVATE, FUTEX_WAKE_PRIVATE = 202, 128, 129
+
+I64, I32, I8P = ir.IntType(64), ir.IntType(32), ir.IntType(8).as_pointer()
+STATE = I64.as_pointer()
+TASK = ir.FunctionType(ir.VoidType(), [I8P, I64])  # fn(data, chunk)
+
+
+def _c64(v: int) -> ir.Constant:
+    return ir.Constant(I64, v)
+
+
+@dataclass
+class Pool:
+    """The pool's functions in one module."""
+
+    claim: ir.Function
+    worker: ir.Function
+    parallel: ir.Function
+    shutdown: ir.Function
+
+
+class _Builder:
+    """Helpers shared by the pool functions."""
+
+    def __init__(self, module: ir.Module) -> None:
+        self.module = module
+        self.syscall = ir.Function(module, ir.FunctionType(I64, [I64], var_arg=True), "syscall")
+        self.pause = None
+        if platform.machine() in ("x86_64", "AMD64", "i686"):
+            self.pause = ir.Function(
+                module, ir.FunctionType(ir.VoidType(), []), "llvm.x86.sse2.pause"
+            )
+
+    def field(self, b: ir.IRBuilder, state: ir.Value, index: int) -> ir.Value:
+        return b.gep(state, [_c64(index)], inbounds=True)
+
+    def wake_word(self, b: ir.IRBuilder, state: ir.Value) -> ir.Value:
+        return b.bitcast(self.field(b, state, STATE_WAKE), I32.as_pointer())
+
+    def load(
+        self, b: ir.IRBuilder, state: ir.Value, index: int, order: str = "acquire"
+    ) -> ir.Value:
+        return b.load_atomic(self.field(b, state, index), order, 8)
+
+    def relax(self, b: ir.IRBuilder) -> None:
+        if self.pause is not None:
+            b.call(self.pause, [])
+
+
+def emit_pool(module: ir.Module) -> Pool:
+    h = _Builder(module)
+    claim = _emit_claim(module, h)
+    return Pool(
+        claim,
+        _emit_worker(module, h, claim),
+        _emit_parallel(module, h, claim),
+        _emit_shutdown(module, h),
+    )
+
+
+def _emit_claim(module: ir.Module, h: _Builder) -> ir.Function:
+    """egc_claim(state, gen): run chunks of generation `gen` until none is left."""
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [STATE, I64]), "egc_claim")
+    state, gen = fn.args
+    top = fn.append_basic_block("top")
+    check = fn.append_basic_block("check")
+    take = fn.append_basic_block("take")
+    run = fn.append_basic_block("run")
+    out = fn.append_basic_block("out")
+    b = ir.IRBuilder(top)
+    b.branch(check)
+    b.position_at_end(check)
+    word = h.load(b, state, STATE_WORD)
+    same = b.icmp_unsigned("==", b.lshr(word, _c64(32)), gen)
+    b.cbranch(same, take, out)
+    b.position_at_end(take)
+    chunk = b.and_(word, _c64(0xFFFFFFFF))
+    n = h.load(b, state, STATE_N, "monotonic")
+    b.cbranch(b.icmp_unsigned("<", chunk, n), run, out)
+    b.position_at_end(run)
+    pair = b.cmpxchg(
+        h.field(b, state, STATE_WORD), word, b.add(word, _c64(1)), "acq_rel", "acquire"
+    )
+    won = b.extract_value(pair, 1)
+    go = fn.append_basic_block("go")
+    b.cbranch(won, go, check)
+    b.position_at_end(go)
+    task = b.inttoptr(h.load(b, state, STATE_FN, "monotonic"), TASK.as_pointer())
+    data = b.inttoptr(h.load(b, state, STATE_DATA, "monotonic"), I8P)
+    b.call(task, [data, chunk])
+    b.atomic_rmw("add", h.field(b, state, STATE_DONE), _c64(1), "release")
+    b.branch(check)
+    b.position_at_end(out)
+    b.ret_void()
+    return fn
+
+
+def _emit_worker(module: ir.Module, h: _Builder, claim: ir.Function) -> ir.Function:
+    """egc_worker(state): serve generations until shutdown; spin, then sleep on a futex."""
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [STATE]), "egc_worker")
+    (state,) = fn.args
+    entry = fn.append_basic_block("entry")
+    loop = fn.append_basic_block("loop")
+    alive = fn.append_basic_block("alive")
+    work = fn.append_basic_block("work")
+    idle = fn.append_basic_block("idle")
+    spin = fn.append_basic_block("spin")
+    sleep = fn.append_basic_block("sleep")
+    wait = fn.append_basic_block("wait")
+    woke = fn.append_basic_block("woke")
+    exit_ = fn.append_basic_block("exit")
+    b = ir.IRBuilder(entry)
+    seen = b.alloca(I64)
+    spins = b.alloca(I64)
+    b.store(_c64(0), seen)
+    b.store(_c64(0), spins)
+    b.branch(loop)
+
+    b.position_at_end(loop)
+    stop = h.load(b, state, STATE_SHUTDOWN)
+    b.cbranch(b.icmp_unsigned("!=", stop, _c64(0)), exit_, alive)
+
+    b.position_at_end(alive)
+    gen = b.lshr(h.load(b, state, STATE_WORD), _c64(32))
+    b.cbranch(b.icmp_unsigned("!=", gen, b.load(seen)), work, idle)
+
+    b.position_at_end(work)
+    b.store(gen, seen)
+    b.call(claim, [state, gen])
+    b.store(_c64(0), spins)
+    b.branch(loop)
+
+    b.position_at_end(idle)
+    count = b.add(b.load(spins), _c64(1))
+    b.store(count, spins)
+    b.cbranch(b.icmp_unsigned("<", count, _c64(SPIN_LIMIT)), spin, sleep)
+
+    b.position_at_end(spin)
+    h.relax(b)
+    b.branch(loop)
+
+    b.position_at_end(sleep)
+    wake = h.wake_word(b, state)
+    ticket = b.load_atomic(wake, "seq_cst", 4)
+    b.atomic_rmw("add", h.field(b, state, STATE_SLEEPERS), _c64(1), "seq_cst")
+    again = b.lshr(h.load(b, state, STATE_WORD, "seq_cst"), _c64(32))
+    stopping = b.icmp_unsigned("!=", h.load(b, state, STATE_SHUTDOWN, "seq_cst"), _c64(0))
+    fresh = b.or_(b.icmp_unsigned("!=", again, b.load(seen)), stopping)
+    b.cbranch(fresh, woke, wait)
+
+    b.position_at_end(wait)
+    null = ir.Constant(I8P, None)
+    futex = [
+        _c64(SYS_FUTEX),
+        b.ptrtoint(wake, I64),
+        _c64(FUTEX_WAIT_PRIVATE),
+        b.zext(ticket, I64),
+        null,
+    ]
+    b.call(h.syscall, futex)
+    b.branch(woke)
+
+    b.position_at_end(woke)
+    b.atomic_rmw("sub", h.field(b, state, STATE_SLEEPERS), _c64(1), "seq_cst")
+    b.store(_c64(0), spins)
+    b.branch(loop)
+
+    b.position_at_end(exit_)
+    b.ret_void()
+    return fn
+
+
+def _wake_all(b: ir.IRBuilder, h: _Builder, state: ir.Value, fn: ir.Function) -> None:
+    """Wake sleeping workers (only when some sleep: the common case is a spinning pool)."""
+    sleepers = h.load(b, state, STATE_SLEEPERS, "seq_cst")
+    wake = fn.append_basic_block("wake")
+    done = fn.append_basic_block("woken")
+    b.cbranch(b.icmp_unsigned("!=", sleepers, _c64(0)), wake, done)
+    b.position_at_end(wake)
+    word = h.wake_word(b, state)
+    b.atomic_rmw("add", word, ir.Constant(I32, 1), "seq_cst")
+    args = [_c64(SYS_FUTEX), b.ptrtoint(word, I64), _c64(FUTEX_WAKE_PRIVATE), _c64(1 << 30)]
+    b.call(h.syscall, args)
+    b.branch(done)
+    b.position_at_end(done)
+
+
+def _emit_parallel(module: ir.Module, h: _Builder, claim: ir.Function) -> ir.Function:
+    """egc_parallel(state, task, data, n): run task(data, c) for c < n on every thread."""
+    fnty = ir.FunctionType(ir.VoidType(), [STATE, TASK.as_pointer(), I8P, I64])
+    fn = ir.Function(module, fnty, "egc_parallel")
+    state, task, data, n = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    b.store(b.ptrtoint(task, I64), h.field(b, state, STATE_FN))
+    b.store(b.ptrtoint(data, I64), h.field(b, state, STATE_DATA))
+    b.store(n, h.field(b, state, STATE_N))
+    b.store(_c64(0), h.field(b, state, STATE_DONE))
+    gen = b.add(b.lshr(h.load(b, state, STATE_WORD, "monotonic"), _c64(32)), _c64(1))
+    b.store_atomic(b.shl(gen, _c64(32)), h.field(b, state, STATE_WORD), "seq_cst", 8)
+    _wake_all(b, h, state, fn)
+    b.call(claim, [state, gen])
+    wait = fn.append_basic_block("wait")
+    pause = fn.append_basic_block("pause")
+    out = fn.append_basic_block("out")
+    b.branch(wait)
+    b.position_at_end(wait)
+    finished = h.load(b, state, STATE_DONE)
+    b.cbranch(b.icmp_unsigned("==", finished, n), out, pause)
+    b.position_at_end(pause)
+    h.relax(b)
+    b.branch(wait)
+    b.position_at_end(out)
+    b.ret_void()
+    return fn
+
+
+def _emit_shutdown(module: ir.Module, h: _Builder) -> ir.Function:
+    """egc_shutdown(state): workers return from egc_worker."""
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [STATE]), "egc_shutdown")
+    (state,) = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    b.store_atomic(_c64(1), h.field(b, state, STATE_SHUTDOWN), "seq_cst", 8)
+    word = h.wake_word(b, state)
+    b.atomic_rmw("add", word, ir.Constant(I32, 1), "seq_cst")
+    b.call(
+        h.syscall, [_c64(SYS_FUTEX), b.ptrtoint(word, I64), _c64(FUTEX_WAKE_PRIVATE), _c64(1 << 30)]
+    )
+    b.ret_void()
+    return fn
+
+
+# ---------------------------------------------------------------- entry functions
+@dataclass
+class LaunchCall:
+    """kernel(buffers..., start, end) over [0, extent), in `chunks` pieces (1: inline)."""
+
+    kernel: str
+    slots: list[int]
+    extent: int
+    chunks: int
+
+
+@dataclass
+class GemmCall:
+    """One product: blocks of (a, b, c byte offsets, m, n) of single-threaded GEMMs."""
+
+    dtype: str
+    slots: tuple[int, int, int]
+    trans_a: bool
+    trans_b: bool
+    k: int
+    lda: int
+    ldb: int
+    ldc: int
+    blocks: list[tuple[int, int, int, int, int]]
+    parallel: bool
+
+
+GEMM_SYMBOLS = {"float32": "egc_sgemm", "float64": "egc_dgemm"}
+SLOTS = I64.as_pointer()
+ENTRY = ir.FunctionType(ir.VoidType(), [SLOTS, STATE])  # fn(slots, state)
+
+
+class EntryEmitter:
+    """Step and segment functions: `step_<i>(slots, state)` runs one kernel's calls,
+    `segment_<j>(slots, state)` a run of steps; slots hold every buffer's address."""
+
+    def __init__(self, module: ir.Module, pool: Pool) -> None:
+        self.module, self.pool = module, pool
+        self.chunk_fns: dict[str, ir.Function] = {}
+        self.gemms = 0
+        self.blas: dict[str, ir.Function] = {}
+
+    def step(self, index: int, calls: list[LaunchCall | GemmCall]) -> str:
+        name = f"egc_step_{index}"
+        fn = ir.Function(self.module, ENTRY, name)
+        slots, state = fn.args
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        for call in calls:
+            if isinstance(call, LaunchCall):
+                self._launch(b, fn, slots, state, call)
+            else:
+                self._gemm(b, fn, slots, state, call)
+        b.ret_void()
+        return name
+
+    def segment(self, index: int, steps: list[str]) -> str:
+        name = f"egc_segment_{index}"
+        fn = ir.Function(self.module, ENTRY, name)
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        for step in steps:
+            b.call(self.module.get_global(step), list(fn.args))
+        b.ret_void()
+        return name
+
+    # ------------------------------------------------------------ launches
+    def _address(self, b: ir.IRBuilder, slots: ir.Value, slot: int) -> ir.Value:
+        return b.load(b.gep(slots, [_c64(slot)], inbounds=True))
+
+    def _launch(
+        self, b: ir.IRBuilder, fn: ir.Function, slots: ir.Value, state: ir.Value, call: LaunchCall
+    ) -> None:
+        kernel = self.module.get_global(call.kernel)
+        types = [a.type for a in kernel.args[:-2]]
+        addresses = [self._address(b, slots, s) for s in call.slots]
+        if call.chunks <= 1:
+            pointers = [b.inttoptr(a, t) for a, t in zip(addresses, types, strict=True)]
+            b.call(kernel, [*pointers, _c64(0), _c64(call.extent)])
+            return
+        data = b.alloca(ir.ArrayType(I64, len(addresses) + 2))
+        for k, value in enumerate([*addresses, _c64(call.extent), _c64(call.chunks)]):
+            b.store(value, b.gep(data, [_c64(0), _c64(k)], inbounds=True))
+        task = self._chunk_fn(call.kernel, kernel, types)
+        b.call(self.pool.parallel, [state, task, b.bitcast(data, I8P), _c64(call.chunks)])
+
+    def _chunk_fn(self, name: str, kernel: ir.Function, types: list[ir.Type]) -> ir.Function:
+        """name.chunk(data, c): the kernel over chunk c of data's [0, extent)."""
+        if name in self.chunk_fns:
+            return self.chunk_fns[name]
+        fn = ir.Function(self.module, TASK, f"{name}.chunk")
+        data, chunk = fn.args
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        fields = b.bitcast(data, I64.as_pointer())
+        values = [b.load(b.gep(fields, [_c64(k)], inbounds=True)) for k in range(len(types) + 2)]
+        extent, chunks = values[-2], values[-1]
+        start = b.udiv(b.mul(extent, chunk), chunks)
+        end = b.udiv(b.mul(extent, b.add(chunk, _c64(1))), chunks)
+        pointers = [b.inttoptr(v, t) for v, t in zip(values[:-2], types, strict=True)]
+        b.call(kernel, [*pointers, start, end])
+        b.ret_void()
+        self.chunk_fns[name] = fn
+        return fn
+
+    # ------------------------------------------------------------ products
+    def _blas(self, dtype: str) -> ir.Function:
+        if dtype not in self.blas:
+            scalar = ir.FloatType() if dtype == "float32" else ir.DoubleType()
+            args = [I32] * 6 + [scalar, I8P, I32, I8P, I32, scalar, I8P, I32]
+            fnty = ir.FunctionType(ir.VoidType(), args)
+            self.blas[dtype] = ir.Function(self.module, fnty, GEMM_SYMBOLS[dtype])
+        return self.blas[dtype]
+
+    def _gemm(
+        self, b: ir.IRBuilder, fn: ir.Function, slots: ir.Value, state: ir.Value, call: GemmCall
+    ) -> None:
+        self.gemms += 1
+        rows = ir.ArrayType(ir.ArrayType(I64, 5), len(call.blocks))
+        table = ir.GlobalVariable(self.module, rows, f"egc_gemm_{self.gemms}.blocks")
+        table.global_constant = True
+        table.linkage = "internal"
+        table.initializer = ir.Constant(
+            rows, [ir.Constant(ir.ArrayType(I64, 5), list(r)) for r in call.blocks]
+        )
+        task = self._gemm_chunk_fn(call, table)
+        data = b.alloca(ir.ArrayType(I64, 3))
+        for k, slot in enumerate(call.slots):
+            b.store(self._address(b, slots, slot), b.gep(data, [_c64(0), _c64(k)], inbounds=True))
+        raw = b.bitcast(data, I8P)
+        if call.parallel:
+            b.call(self.pool.parallel, [state, task, raw, _c64(len(call.blocks))])
+            return
+        _serial_loop(b, fn, task, raw, len(call.blocks))
+
+    def _gemm_chunk_fn(self, call: GemmCall, table: ir.GlobalVariable) -> ir.Function:
+        fn = ir.Function(self.module, TASK, f"egc_gemm_{self.gemms}.chunk")
+        data, chunk = fn.args
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        fields = b.bitcast(data, I64.as_pointer())
+        base = [b.load(b.gep(fields, [_c64(k)], inbounds=True)) for k in range(3)]
+        row = [b.load(b.gep(table, [_c64(0), chunk, _c64(k)], inbounds=True)) for k in range(5)]
+        a, bb, c = (b.inttoptr(b.add(base[k], row[k]), I8P) for k in range(3))
+        m, n = (b.trunc(v, I32) for v in row[3:])
+        scalar = ir.FloatType() if call.dtype == "float32" else ir.DoubleType()
+
+        def i32(v: int) -> ir.Constant:
+            return ir.Constant(I32, v)
+
+        args = [
+            i32(101), i32(112 if call.trans_a else 111), i32(112 if call.trans_b else 111),
+            m, n, i32(call.k), ir.Constant(scalar, 1.0), a, i32(call.lda), bb, i32(call.ldb),
+            ir.Constant(scalar, 0.0), c, i32(call.ldc),
+        ]  # fmt: skip
+        b.call(self._blas(call.dtype), args)
+        b.ret_void()
+        return fn
+
+
+def _serial_loop(
+    b: ir.IRBuilder, fn: ir.Function, task: ir.Function, data: ir.Value, n: int
+) -> None:
+    pre = b.block
+    head = fn.append_basic_block("serial.head")
+    body = fn.append_basic_block("serial.body")
+    done = fn.append_basic_block("serial.done")
+    b.branch(head)
+    b.position_at_end(head)
+    i = b.phi(I64)
+    i.add_incoming(_c64(0), pre)
+    b.cbranch(b.icmp_unsigned("<", i, _c64(n)), body, done)
+    b.position_at_end(body)
+    b.call(task, [data, i])
+    i.add_incoming(b.add(i, _c64(1)), body)
+    b.branch(head)
+    b.position_at_end(done)

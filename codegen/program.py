@@ -1,0 +1,152 @@
+"""Link: the graph's kernels as native calls over a table of buffer addresses.
+
+Every value the native code touches gets a slot in one int64 table: graph inputs and
+outputs (written on each run), constants, arena tensors and scratch buffers (written once).
+Each kernel's native calls become a step function; consecutive native steps form a segment
+that runs with one call from Python. A kernel without native code (the numpy host
+fallback) ends a segment and runs in Python between two. The thread budget is fixed here:
+a launch is cut into chunks, or a product into GEMM blocks, only when the work is large
+enough to pay for handing it to another thread.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .blas import Product
+from .graph import Graph, Node, storage_root
+from .kernels import Gemm, Launch, NativeCall, PythonStep, Ref
+from .llvm.native import EntryEmitter, GemmCall, LaunchCall, emit_pool
+from .memory_plan import MemoryPlan, scratch_id
+
+PARALLEL_WORK = 1 << 15  # element-ops below which one thread beats a hand-off (~2 us)
+PARALLEL_FLOPS = 1 << 19  # the same for a GEMM
+CHUNKS_PER_THREAD = 4  # finer chunks keep both cores busy when one is slowed down
+
+
+@dataclass
+class Segment:
+    """Consecutive native steps, run by `egc_segment_<index>`."""
+
+    index: int
+    nodes: list[int]
+
+
+@dataclass
+class Program:
+    """What the runtime needs besides the compiled code."""
+
+    graph: Graph
+    plan: MemoryPlan
+    threads: int
+    slot_count: int = 0
+    slot_of: dict[int, int] = field(default_factory=dict)  # node id -> slot
+    constants: list[tuple[int, np.ndarray]] = field(default_factory=list)  # (slot, array)
+    arena_slots: list[tuple[int, int]] = field(default_factory=list)  # (slot, arena offset)
+    calls: dict[int, list[LaunchCall | GemmCall]] = field(default_factory=dict)  # native steps
+    python_steps: dict[int, PythonStep] = field(default_factory=dict)
+    schedule: list[Segment | int] = field(default_factory=list)  # a segment or a python node
+    parallel: bool = False  # some call is split over threads
+
+    def new_slot(self) -> int:
+        self.slot_count += 1
+        return self.slot_count - 1
+
+    def extend(self, module: object) -> None:
+        """Emit the pool, one function per native step and one per segment."""
+        from llvmlite import ir
+
+        assert isinstance(module, ir.Module)
+        entries = EntryEmitter(module, emit_pool(module))
+        for item in self.schedule:
+            if isinstance(item, Segment):
+                steps = [entries.step(n, self.calls[n]) for n in item.nodes]
+                entries.segment(item.index, steps)
+
+
+def link(graph: Graph, plan: MemoryPlan, threads: int) -> Program:
+    """Slots, native calls and the schedule for a planned graph."""
+    program = Program(graph, plan, max(1, threads))
+    nodes = graph.nodes
+    outputs = {storage_root(nodes, nodes[o]).id for o in graph.outputs}
+    constant_slots: dict[int, int] = {}
+
+    def constant_slot(array: np.ndarray) -> int:
+        if id(array) not in constant_slots:
+            constant_slots[id(array)] = program.new_slot()
+            program.constants.append((constant_slots[id(array)], array))
+        return constant_slots[id(array)]
+
+    for n in nodes:
+        root = storage_root(nodes, n)
+        if root is not n:
+            program.slot_of[n.id] = program.slot_of[root.id]
+            continue
+        if n.op == "kernel" and n.shape is None:
+            continue  # a tuple: its fields get slots
+        slot = program.new_slot()
+        program.slot_of[n.id] = slot
+        if n.op == "param":
+            assert n.value is not None
+            program.constants.append((slot, np.ascontiguousarray(n.value)))
+        elif n.op == "kernel" and n.id not in outputs:
+            program.arena_slots.append((slot, plan.offsets[n.id]))
+    segment: list[int] = []
+    for n in nodes:
+        if n.kernel is None:
+            continue
+        native = n.kernel.native_calls()
+        if native is None:
+            if segment:
+                program.schedule.append(Segment(len(program.schedule), segment))
+                segment = []
+            program.schedule.append(n.id)
+            program.python_steps[n.id] = n.kernel.python_step()
+            continue
+        scratch = None
+        if n.kernel.scratch is not None:
+            scratch = program.new_slot()
+            program.arena_slots.append((scratch, plan.offsets[scratch_id(n.id)]))
+
+        def resolve(ref: Ref, node: Node = n, scratch_slot: int | None = scratch) -> int:
+            if ref.kind == "input":
+                return program.slot_of[node.inputs[ref.index]]
+            if ref.kind == "out":
+                return program.slot_of[node.id]
+            if ref.kind == "scratch":
+                assert scratch_slot is not None
+                return scratch_slot
+            assert ref.array is not None
+            return constant_slot(ref.array)
+
+        program.calls[n.id] = [_resolve(call, resolve, program) for call in native]
+        segment.append(n.id)
+    if segment:
+        program.schedule.append(Segment(len(program.schedule), segment))
+    return program
+
+
+def _resolve(call: NativeCall, resolve: object, program: Program) -> LaunchCall | GemmCall:
+    assert callable(resolve)
+    threads = program.threads
+    if isinstance(call, Launch):
+        k = call.kernel
+        chunks = 1
+        if threads > 1 and k.extent > 1 and k.work >= PARALLEL_WORK:
+            chunks = min(k.extent, threads * CHUNKS_PER_THREAD)
+            program.parallel = True
+        return LaunchCall(k.name, [resolve(r) for r in call.buffers], k.extent, chunks)
+    assert isinstance(call, Gemm)
+    p = call.product
+    parallel = threads > 1 and p.flops >= PARALLEL_FLOPS
+    program.parallel |= parallel
+    blocks = p.blocks(threads * CHUNKS_PER_THREAD if parallel else 1)
+    size = np.dtype(p.dtype).itemsize
+    rows = [(b.a * size, b.b * size, b.c * size, b.m, b.n) for b in blocks]
+    slots = (resolve(call.a), resolve(call.b), resolve(call.c))
+    return GemmCall(p.dtype, slots, p.trans_a, p.trans_b, p.k, p.lda, p.ldb, p.n, rows, parallel)
+
+
+__all__ = ["Product", "Program", "Segment", "link"]
