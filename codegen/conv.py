@@ -103,14 +103,13 @@ def columns_fit(conv: Call) -> bool:
 
 
 def direct_fits(conv: Call) -> bool:
-    """The micro-kernel: float32, stride 1, output rows a multiple of 16 wide."""
+    """The micro-kernel: float32, stride 1, any groups, dilation and padding."""
     g = ConvShape.of(conv)
     return (
-        columns_fit(conv)
+        isinstance(conv.args[0], Var)
         and g.dtype == "float32"
-        and conv.attrs["groups"] == 1
         and (g.sh, g.sw) == (1, 1)
-        and g.ow % LANES == 0
+        and min(g.top, g.left, g.bottom, g.right) >= 0
     )
 
 
@@ -137,36 +136,92 @@ def columns_product(conv: Call) -> Product:
     return Product(g.dtype, g.o, spatial, k, False, False, items)
 
 
-def _blocks(out_channels: int, width: int) -> tuple[int, int]:
-    """(OB, XV): output channels and 16-lane vectors per register block (<= 16 accumulators)."""
-    ob = next(b for b in (8, 4, 2, 1) if out_channels % b == 0)
-    vectors = width // LANES
-    xv = next(v for v in (2, 1) if vectors % v == 0 and ob * v <= 16)
+def _blocks(channels_per_group: int, wide: int) -> tuple[int, int]:
+    """(OB, XV): output channels and 16-lane vectors per register block (<= 16 accumulators;
+    depthwise gets 4 vectors of one channel)."""
+    ob = next(b for b in (8, 4, 2, 1) if channels_per_group % b == 0)
+    xv = max(1, min(16 // ob, 4, -(-wide // LANES)))
     return ob, xv
+
+
+@dataclass(frozen=True)
+class Wide:
+    """The direct kernel's layout: output rows as wide as the padded input (`wp`), so that
+    output q = y*wp + x reads input q + i*dh*wp + j*dw — contiguous for every tap; the
+    extra columns are computed and dropped by the crop kernel."""
+
+    ob: int
+    xv: int
+    wp: int
+    q: int  # oh * wp rounded up to whole register blocks
+    rows: int  # padded input rows, enough for every load of the last block
+
+    @staticmethod
+    def of(conv: Call) -> Wide:
+        g = ConvShape.of(conv)
+        groups = int(conv.attrs["groups"])
+        wp = g.padded[1]
+        ob, xv = _blocks(g.o // groups, g.oh * wp)
+        block = xv * LANES
+        q = -(-(g.oh * wp) // block) * block
+        reach = q + (g.kh - 1) * g.dh * wp + (g.kw - 1) * g.dw
+        return Wide(ob, xv, wp, q, max(g.padded[0], -(-reach // wp)))
+
+
+def direct_rows(conv: Call) -> int:
+    return Wide.of(conv).rows
 
 
 def _v(name: str) -> LoopVar:
     return LoopVar(INDEX, name)
 
 
-def pad_kernel(conv: Call, name: str) -> tuple[Kernel, tuple[tuple[int, ...], str]]:
-    """xp[n, c, y, x] = x[n, c, y - top, x - left], zero outside."""
+def pad_kernel(
+    conv: Call, name: str, rows: int | None = None
+) -> tuple[Kernel, tuple[tuple[int, ...], str]]:
+    """xp[n, c, y, x] = x[n, c, y - top, x - left], zero outside (`rows` tall). Border rows
+    and columns are separate loops, so the interior is a plain vectorised copy."""
     g = ConvShape.of(conv)
     hp, wp = g.padded
-    b, ch, y, x = _v("b"), _v("c"), _v("y"), _v("x")
-    iy, ix = add(y, idx(-g.top)), add(x, idx(-g.left))
-    plane = mul(add(mul(b, idx(g.c)), ch), idx(g.h * g.w))
-    src = add(plane, add(mul(clamp(iy, 0, g.h - 1), idx(g.w)), clamp(ix, 0, g.w - 1)))
-    ok = Bin("bool", "and", within(iy, 0, g.h), within(ix, 0, g.w))
-    value = Select(g.dtype, ok, Load(g.dtype, "in0", src), _zero(g.dtype))
-    dst = add(mul(add(mul(b, idx(g.c)), ch), idx(hp * wp)), add(mul(y, idx(wp)), x))
-    body: list[Stmt] = [For("x", wp, [Store("out", dst, value)])]
-    body = [For("y", hp, body)]
-    body = [For("c", g.c, [For("b", g.n, body)], outer=True)]
+    hp = max(hp, rows or 0)
+    dtype = g.dtype
+    b, ch = _v("b"), _v("c")
+    src_plane = mul(add(mul(b, idx(g.c)), ch), idx(g.h * g.w))
+    dst_plane = mul(add(mul(b, idx(g.c)), ch), idx(hp * wp))
+    zero = _zero(dtype)
+
+    def zeros(name: str, first: int, count: int) -> list[Stmt]:
+        """Rows [first, first + count) of the plane set to zero."""
+        if count <= 0:
+            return []
+        y = _v(name)
+        at = add(dst_plane, add(mul(add(y, idx(first)), idx(wp)), _v(name + "x")))
+        return [For(name, count, [For(name + "x", wp, [Store("out", at, zero)])])]
+
+    y = _v("y")
+    row_dst = add(dst_plane, mul(add(y, idx(g.top)), idx(wp)))
+    row_src = add(src_plane, mul(y, idx(g.w)))
+    inner: list[Stmt] = []
+    if g.left > 0:
+        inner.append(For("xl", g.left, [Store("out", add(row_dst, _v("xl")), zero)]))
+    copy = Store(
+        "out", add(row_dst, add(_v("x"), idx(g.left))), Load(dtype, "in0", add(row_src, _v("x")))
+    )
+    inner.append(For("x", g.w, [copy]))
+    tail = wp - g.left - g.w
+    if tail > 0:
+        at = add(row_dst, add(_v("xr"), idx(g.left + g.w)))
+        inner.append(For("xr", tail, [Store("out", at, zero)]))
+    plane: list[Stmt] = [
+        *zeros("yt", 0, g.top),
+        For("y", g.h, inner),
+        *zeros("yb", g.top + g.h, hp - g.top - g.h),
+    ]
+    body = [For("c", g.c, [For("b", g.n, plane)], outer=True)]
     shape = (g.n, g.c, hp, wp)
-    buffers = [Buffer("in0", g.dtype, (g.n, g.c, g.h, g.w)), Buffer("out", g.dtype, shape)]
+    buffers = [Buffer("in0", dtype, (g.n, g.c, g.h, g.w)), Buffer("out", dtype, shape)]
     kernel = Kernel(name, buffers, body, g.c, work=float(g.n * g.c * hp * wp))
-    return kernel, (shape, g.dtype)
+    return kernel, (shape, dtype)
 
 
 def _zero(dtype: str) -> Const:
@@ -213,49 +268,72 @@ def grouped_kernel(conv: Call, name: str) -> Kernel:
     return Kernel(name, buffers, nest, g.o, work=float(macs))
 
 
-def direct_kernel(conv: Call, name: str) -> Kernel:
-    """out[n, o, y, x] = sum over c, i, j of w[o, c, i, j] * xp[n, c, y + i*dh, x + j*dw]."""
-    g = ConvShape.of(conv)
-    n, c, o, kh, kw, oh, ow = g.n, g.c, g.o, g.kh, g.kw, g.oh, g.ow
-    hp, wp = g.padded
-    ob, xv = _blocks(o, ow)
+def direct_kernel(conv: Call, name: str) -> tuple[Kernel, tuple[tuple[int, ...], str]]:
+    """wide[n, o, q] = sum over c, i, j of w[o, c, i, j] * xp[n, g*cg + c, q + i*dh*wp + j*dw]."""
+    g, lay = ConvShape.of(conv), Wide.of(conv)
+    groups = int(conv.attrs["groups"])
+    cg, og = g.c // groups, g.o // groups
+    n, o, kh, kw = g.n, g.o, g.kh, g.kw
+    ob, xv, wp, q = lay.ob, lay.xv, lay.wp, lay.q
+    plane = lay.rows * wp
     vec = f"float32x{LANES}"
-    ob_, b, y, xb, ch, i, j = (_v(k) for k in ("ob", "b", "y", "xb", "ch", "i", "j"))
-    x0 = mul(xb, idx(xv * LANES))
-    row = add(mul(add(mul(b, idx(c)), ch), idx(hp * wp)), mul(add(y, mul(i, idx(g.dh))), idx(wp)))
-    start = add(add(row, x0), mul(j, idx(g.dw)))
+    ob_, b, qb, ch, i, j = (_v(k) for k in ("ob", "b", "qb", "ch", "i", "j"))
+    first = mul(ob_, idx(ob))
+    group = first if og == 1 else Bin(INDEX, "div", first, idx(og))
+    channel = add(mul(group, idx(cg)), ch)
+    q0 = mul(qb, idx(xv * LANES))
+    start = add(
+        add(mul(add(mul(b, idx(g.c)), channel), idx(plane)), q0),
+        add(mul(i, idx(g.dh * wp)), mul(j, idx(g.dw))),
+    )
     loads = [Load(vec, "in0", add(start, idx(k * LANES))) for k in range(xv)]
     body: list[Stmt] = [
         Declare(f"acc{p}_{k}", Const(vec, 0.0)) for p in range(ob) for k in range(xv)
     ]
     updates: list[Stmt] = []
     for p in range(ob):
-        channel = add(mul(ob_, idx(ob)), idx(p))
-        weight = add(
-            mul(channel, idx(c * kh * kw)), add(mul(ch, idx(kh * kw)), add(mul(i, idx(kw)), j))
+        tap = add(
+            mul(add(first, idx(p)), idx(cg * kh * kw)),
+            add(mul(ch, idx(kh * kw)), add(mul(i, idx(kw)), j)),
         )
-        splat = Splat(vec, Load("float32", "in1", weight))
+        splat = Splat(vec, Load("float32", "in1", tap))
         for k in range(xv):
             acc = f"acc{p}_{k}"
             updates.append(
                 Assign(acc, Bin(vec, "add", Ref(vec, acc), Bin(vec, "mul", splat, loads[k])))
             )
-    body.append(For("ch", c, [For("i", kh, [For("j", kw, updates)])]))
+    body.append(For("ch", cg, [For("i", kh, [For("j", kw, updates)])]))
     for p in range(ob):
-        channel = add(mul(ob_, idx(ob)), idx(p))
-        base = add(mul(add(mul(b, idx(o)), channel), idx(oh * ow)), add(mul(y, idx(ow)), x0))
+        base = add(mul(add(mul(b, idx(o)), add(first, idx(p))), idx(q)), q0)
         for k in range(xv):
             body.append(Store("out", add(base, idx(k * LANES)), Ref(vec, f"acc{p}_{k}")))
-    nest: list[Stmt] = [For("xb", ow // (xv * LANES), body)]
-    nest = [For("y", oh, nest)]
+    nest: list[Stmt] = [For("qb", q // (xv * LANES), body)]
     nest = [For("ob", o // ob, [For("b", n, nest)], outer=True)]
+    wide = (n, o, q)
     buffers = [
-        Buffer("in0", "float32", (n, c, hp, wp)),
-        Buffer("in1", "float32", (o, c, kh, kw)),
-        Buffer("out", "float32", (n, o, oh, ow)),
+        Buffer("in0", "float32", (n, g.c, lay.rows, wp)),
+        Buffer("in1", "float32", (o, cg, kh, kw)),
+        Buffer("out", "float32", wide),
     ]
-    macs = n * o * oh * ow * c * kh * kw
-    return Kernel(name, buffers, nest, o // ob, work=float(macs // LANES))  # vector FMAs
+    macs = n * o * q * cg * kh * kw
+    kernel = Kernel(name, buffers, nest, o // ob, work=float(macs // LANES))  # vector FMAs
+    return kernel, (wide, "float32")
+
+
+def crop_kernel(conv: Call, name: str) -> Kernel:
+    """out[n, o, y, x] = wide[n, o, y*wp + x]: drop the direct kernel's extra columns."""
+    g, lay = ConvShape.of(conv), Wide.of(conv)
+    o, b, y, x = _v("o"), _v("b"), _v("y"), _v("x")
+    plane = add(mul(b, idx(g.o)), o)
+    src = add(mul(plane, idx(lay.q)), add(mul(y, idx(lay.wp)), x))
+    dst = add(mul(plane, idx(g.oh * g.ow)), add(mul(y, idx(g.ow)), x))
+    body: list[Stmt] = [For("x", g.ow, [Store("out", dst, Load("float32", "in0", src))])]
+    nest = [For("o", g.o, [For("b", g.n, [For("y", g.oh, body)])], outer=True)]
+    buffers = [
+        Buffer("in0", "float32", (g.n, g.o, lay.q)),
+        Buffer("out", "float32", (g.n, g.o, g.oh, g.ow)),
+    ]
+    return Kernel(name, buffers, nest, g.o, work=float(g.n * g.o * g.oh * g.ow))
 
 
 def im2col_kernel(conv: Call, name: str) -> tuple[Kernel, tuple[tuple[int, ...], str]]:

@@ -1,7 +1,7 @@
 """Kernel kinds: what one fused group became after lowering, and how it runs.
 
 Each kind is a small type that lists the loop-IR kernels it needs compiled (`jit_kernels`),
-the scratch buffer it needs planned (`scratch`), and how it runs: `native_calls()` gives
+the scratch buffers it needs planned (`scratches`), and how it runs: `native_calls()` gives
 the launches and GEMMs the native runtime (codegen/runtime.py) strings into one entry
 function, with buffers named by `Ref` (a group input, a constant, the output, the scratch);
 kinds that cannot run natively give a Python step instead (`python_step`).
@@ -49,7 +49,7 @@ class Ref:
         return Ref("constant", array=np.ascontiguousarray(value))
 
 
-OUT, SCRATCH = Ref("out"), Ref("scratch")
+OUT, SCRATCH, SCRATCH2 = Ref("out"), Ref("scratch", 0), Ref("scratch", 1)
 
 
 @dataclass
@@ -79,7 +79,7 @@ class CompiledKernel(ABC):
     kind: ClassVar[str]
     name: str
     ops: list[str]
-    scratch: tuple[tuple[int, ...], str] | None = None  # shape and dtype of its scratch buffer
+    scratches: tuple[tuple[tuple[int, ...], str], ...] = ()  # shape and dtype of each scratch
 
     @abstractmethod
     def jit_kernels(self) -> list[Kernel]:
@@ -155,12 +155,13 @@ class ConvKernel(CompiledKernel):
     weights: Operand
     prologue: Kernel | None
     anchor: Kernel | None  # a JIT convolution; None: GEMM over columns
-    scratch: tuple[tuple[int, ...], str] | None = None
+    scratches: tuple[tuple[tuple[int, ...], str], ...] = ()
     gemm: blas.Product | None = None
+    crop: Kernel | None = None  # copies the anchor's wide rows (scratch 1) into out
     epilogue: LoopKernel | None = None
 
     def jit_kernels(self) -> list[Kernel]:
-        own = [k for k in (self.prologue, self.anchor) if k is not None]
+        own = [k for k in (self.prologue, self.anchor, self.crop) if k is not None]
         return own + (self.epilogue.jit_kernels() if self.epilogue else [])
 
     def native_calls(self) -> list[NativeCall]:
@@ -168,7 +169,10 @@ class ConvKernel(CompiledKernel):
         calls: list[NativeCall] = []
         if self.prologue is not None:
             calls.append(Launch(self.prologue, [source, SCRATCH]))
-        if self.anchor is not None:
+        if self.anchor is not None and self.crop is not None:
+            calls.append(Launch(self.anchor, [SCRATCH, weights, SCRATCH2]))
+            calls.append(Launch(self.crop, [SCRATCH2, OUT]))
+        elif self.anchor is not None:
             calls.append(Launch(self.anchor, [SCRATCH, weights, OUT]))
         else:
             assert self.gemm is not None

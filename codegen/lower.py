@@ -510,16 +510,18 @@ class _Lowering:
         source = self.fn.params.index(anchor.args[0])
         weights = _operand(anchor.args[1], self.fn.params)
         kernel = partial(ConvKernel, self.name, ops, source, weights, epilogue=epilogue)
-        if conv.direct_fits(anchor):
-            pad, scratch = conv.pad_kernel(anchor, f"{self.name}_pad")
-            return kernel(pad, conv.direct_kernel(anchor, f"{self.name}_conv"), scratch)
         if conv.pointwise(anchor):
             return kernel(None, None, gemm=conv.pointwise_product(anchor))
+        if conv.direct_fits(anchor):
+            pad, padded = conv.pad_kernel(anchor, f"{self.name}_pad", conv.direct_rows(anchor))
+            direct, wide = conv.direct_kernel(anchor, f"{self.name}_conv")
+            crop = conv.crop_kernel(anchor, f"{self.name}_crop")
+            return kernel(pad, direct, (padded, wide), crop=crop)
         if conv.columns_fit(anchor):
             columns, scratch = conv.im2col_kernel(anchor, f"{self.name}_im2col")
-            return kernel(columns, None, scratch, gemm=conv.columns_product(anchor))
+            return kernel(columns, None, (scratch,), gemm=conv.columns_product(anchor))
         pad, scratch = conv.pad_kernel(anchor, f"{self.name}_pad")
-        return kernel(pad, conv.grouped_kernel(anchor, f"{self.name}_conv"), scratch)
+        return kernel(pad, conv.grouped_kernel(anchor, f"{self.name}_conv"), (scratch,))
 
 
 PRODUCTS = ("dense", "matmul", "batch_matmul")

@@ -151,9 +151,13 @@ def make_plan(tensors: list[Tensor], method: str = "arena") -> MemoryPlan:
     raise ValueError(f"unknown memory planner '{method}'; known: arena, tokens")
 
 
-def scratch_id(node_id: int) -> int:
-    """The planned tensor id of a kernel's scratch buffer (im2col columns, padded input)."""
-    return -1 - node_id
+def scratch_id(node_id: int, k: int = 0) -> int:
+    """The planned tensor id of a kernel's k-th scratch buffer (im2col columns, padded
+    input, wide convolution rows): negative, so it never meets a node id."""
+    return -1 - (node_id * MAX_SCRATCHES + k)
+
+
+MAX_SCRATCHES = 4
 
 
 def plan_graph(graph: Graph, method: str = "arena") -> MemoryPlan:
@@ -171,8 +175,8 @@ def plan_graph(graph: Graph, method: str = "arena") -> MemoryPlan:
     for step, n in enumerate(nodes):
         if n.kernel is None:
             continue
-        if n.kernel.scratch is not None:
-            tensors.append(Tensor(scratch_id(n.id), nbytes(*n.kernel.scratch), step, step))
+        for k, (shape, dtype) in enumerate(n.kernel.scratches):
+            tensors.append(Tensor(scratch_id(n.id, k), nbytes(shape, dtype), step, step))
         if n.shape is None or n.id in outputs:
             continue
         size = nbytes(n.shape, n.dtype)  # type: ignore[arg-type]

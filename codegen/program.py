@@ -105,19 +105,18 @@ def link(graph: Graph, plan: MemoryPlan, threads: int) -> Program:
             program.schedule.append(n.id)
             program.python_steps[n.id] = n.kernel.python_step()
             continue
-        scratch = None
-        if n.kernel.scratch is not None:
-            scratch = program.new_slot()
-            program.arena_slots.append((scratch, plan.offsets[scratch_id(n.id)]))
+        scratches = []
+        for k in range(len(n.kernel.scratches)):
+            scratches.append(program.new_slot())
+            program.arena_slots.append((scratches[-1], plan.offsets[scratch_id(n.id, k)]))
 
-        def resolve(ref: Ref, node: Node = n, scratch_slot: int | None = scratch) -> int:
+        def resolve(ref: Ref, node: Node = n, scratch_slots: list[int] = scratches) -> int:
             if ref.kind == "input":
                 return program.slot_of[node.inputs[ref.index]]
             if ref.kind == "out":
                 return program.slot_of[node.id]
             if ref.kind == "scratch":
-                assert scratch_slot is not None
-                return scratch_slot
+                return scratch_slots[ref.index]
             assert ref.array is not None
             return constant_slot(ref.array)
 

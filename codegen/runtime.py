@@ -23,7 +23,7 @@ import numpy as np
 from .graph import Graph
 from .llvm import JitLibrary
 from .llvm.native import STATE_SIZE
-from .memory_plan import nbytes, scratch_id
+from .memory_plan import nbytes
 from .program import Program, Segment
 
 ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
@@ -85,9 +85,6 @@ class Runtime:
         """A planned tensor's place in the arena."""
         offset = self.base - self.arena.ctypes.data + self.program.plan.offsets[tensor_id]
         return self.arena[offset : offset + nbytes(shape, dtype)].view(dtype).reshape(shape)
-
-    def scratch_view(self, node_id: int, shape: tuple[int, ...], dtype: str) -> np.ndarray:
-        return self.view(scratch_id(node_id), shape, dtype)
 
     def _entry(self, name: str) -> Callable[[int, int], None]:
         assert self.library is not None
