@@ -217,7 +217,7 @@ def pad_kernel(
         For("y", g.h, inner),
         *zeros("yb", g.top + g.h, hp - g.top - g.h),
     ]
-    body = [For("c", g.c, [For("b", g.n, plane)], outer=True)]
+    body: list[Stmt] = [For("c", g.c, [For("b", g.n, plane)], outer=True)]
     shape = (g.n, g.c, hp, wp)
     buffers = [Buffer("in0", dtype, (g.n, g.c, g.h, g.w)), Buffer("out", dtype, shape)]
     kernel = Kernel(name, buffers, body, g.c, work=float(g.n * g.c * hp * wp))
@@ -328,7 +328,7 @@ def crop_kernel(conv: Call, name: str) -> Kernel:
     src = add(mul(plane, idx(lay.q)), add(mul(y, idx(lay.wp)), x))
     dst = add(mul(plane, idx(g.oh * g.ow)), add(mul(y, idx(g.ow)), x))
     body: list[Stmt] = [For("x", g.ow, [Store("out", dst, Load("float32", "in0", src))])]
-    nest = [For("o", g.o, [For("b", g.n, [For("y", g.oh, body)])], outer=True)]
+    nest: list[Stmt] = [For("o", g.o, [For("b", g.n, [For("y", g.oh, body)])], outer=True)]
     buffers = [
         Buffer("in0", "float32", (g.n, g.o, lay.q)),
         Buffer("out", "float32", (g.n, g.o, g.oh, g.ow)),
