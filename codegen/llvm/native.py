@@ -22,6 +22,10 @@ from llvmlite import ir
 
 STATE_WORD, STATE_DONE, STATE_FN, STATE_DATA, STATE_N = 0, 1, 2, 3, 4
 STATE_SLEEPERS, STATE_WAKE, STATE_SHUTDOWN = 5, 6, 7
+STATE_SERIAL_LEFT, STATE_CONTENDED = 8, 9  # regions to run alone; times contention was seen
+STATE_BACKOFF = 10  # the current serial period (doubles while contention lasts)
+SERIAL_REGIONS, SERIAL_MAX = 256, 16384  # serial period after a contended region: first, most
+WAIT_SLACK = 100_000  # cycles (~30 us) of waiting always tolerated
 STATE_SIZE = 16  # int64 fields (two cache lines would be kinder; one suffices for 2 cores)
 SPIN_LIMIT = 2000  # pause instructions (~140 cycles each here) before a worker sleeps
 SYS_FUTEX, FUTEX_WAIT_PRIVATE, FUTEX_WAKE_PRIVATE = 202, 128, 129
@@ -212,11 +216,26 @@ def _wake_all(b: ir.IRBuilder, h: _Builder, state: ir.Value, fn: ir.Function) ->
 
 
 def _emit_parallel(module: ir.Module, h: _Builder, claim: ir.Function) -> ir.Function:
-    """egc_parallel(state, task, data, n): run task(data, c) for c < n on every thread."""
+    """egc_parallel(state, task, data, n): run task(data, c) for c < n on every thread.
+
+    Contention check: when the caller, done with its own chunks, waits for a worker longer
+    than it worked itself (plus WAIT_SLACK), a worker was descheduled — another process
+    holds the core — and the next regions run on the caller alone: SERIAL_REGIONS of them,
+    doubling (up to SERIAL_MAX) while the probes that follow keep finding contention."""
     fnty = ir.FunctionType(ir.VoidType(), [STATE, TASK.as_pointer(), I8P, I64])
     fn = ir.Function(module, fnty, "egc_parallel")
     state, task, data, n = fn.args
+    clock = ir.Function(module, ir.FunctionType(I64, []), "llvm.readcyclecounter")
     b = ir.IRBuilder(fn.append_basic_block("entry"))
+    left = b.load(h.field(b, state, STATE_SERIAL_LEFT))
+    alone = fn.append_basic_block("alone")
+    shared = fn.append_basic_block("shared")
+    b.cbranch(b.icmp_signed(">", left, _c64(0)), alone, shared)
+    b.position_at_end(alone)
+    b.store(b.sub(left, _c64(1)), h.field(b, state, STATE_SERIAL_LEFT))
+    _serial_loop(b, fn, task, data, n)
+    b.ret_void()
+    b.position_at_end(shared)
     b.store(b.ptrtoint(task, I64), h.field(b, state, STATE_FN))
     b.store(b.ptrtoint(data, I64), h.field(b, state, STATE_DATA))
     b.store(n, h.field(b, state, STATE_N))
@@ -224,10 +243,14 @@ def _emit_parallel(module: ir.Module, h: _Builder, claim: ir.Function) -> ir.Fun
     gen = b.add(b.lshr(h.load(b, state, STATE_WORD, "monotonic"), _c64(32)), _c64(1))
     b.store_atomic(b.shl(gen, _c64(32)), h.field(b, state, STATE_WORD), "seq_cst", 8)
     _wake_all(b, h, state, fn)
+    started = b.call(clock, [])
     b.call(claim, [state, gen])
+    claimed = b.call(clock, [])
     wait = fn.append_basic_block("wait")
     pause = fn.append_basic_block("pause")
     out = fn.append_basic_block("out")
+    contended = fn.append_basic_block("contended")
+    finish = fn.append_basic_block("finish")
     b.branch(wait)
     b.position_at_end(wait)
     finished = h.load(b, state, STATE_DONE)
@@ -236,6 +259,25 @@ def _emit_parallel(module: ir.Module, h: _Builder, claim: ir.Function) -> ir.Fun
     h.relax(b)
     b.branch(wait)
     b.position_at_end(out)
+    waited = b.sub(b.call(clock, []), claimed)
+    limit = b.add(b.sub(claimed, started), _c64(WAIT_SLACK))
+    b.cbranch(b.icmp_unsigned(">", waited, limit), contended, finish)
+    b.position_at_end(contended)
+    backoff_at = h.field(b, state, STATE_BACKOFF)
+    period = b.load(backoff_at)
+    longer = b.select(
+        b.icmp_signed("<", period, _c64(SERIAL_REGIONS)),
+        _c64(SERIAL_REGIONS),
+        b.shl(period, _c64(1)),
+    )
+    longer = b.select(b.icmp_signed(">", longer, _c64(SERIAL_MAX)), _c64(SERIAL_MAX), longer)
+    b.store(longer, backoff_at)
+    b.store(longer, h.field(b, state, STATE_SERIAL_LEFT))
+    b.atomic_rmw("add", h.field(b, state, STATE_CONTENDED), _c64(1), "monotonic")
+    b.ret_void()
+    b.position_at_end(finish)
+    backoff_at = h.field(b, state, STATE_BACKOFF)
+    b.store(b.ashr(b.load(backoff_at), _c64(1)), backoff_at)  # contention has passed
     b.ret_void()
     return fn
 
@@ -412,8 +454,10 @@ class EntryEmitter:
 
 
 def _serial_loop(
-    b: ir.IRBuilder, fn: ir.Function, task: ir.Function, data: ir.Value, n: int
+    b: ir.IRBuilder, fn: ir.Function, task: ir.Value, data: ir.Value, n: int | ir.Value
 ) -> None:
+    """task(data, c) for c in [0, n) on this thread."""
+    count = _c64(n) if isinstance(n, int) else n
     pre = b.block
     head = fn.append_basic_block("serial.head")
     body = fn.append_basic_block("serial.body")
@@ -422,7 +466,7 @@ def _serial_loop(
     b.position_at_end(head)
     i = b.phi(I64)
     i.add_incoming(_c64(0), pre)
-    b.cbranch(b.icmp_unsigned("<", i, _c64(n)), body, done)
+    b.cbranch(b.icmp_unsigned("<", i, count), body, done)
     b.position_at_end(body)
     b.call(task, [data, i])
     i.add_incoming(b.add(i, _c64(1)), body)
