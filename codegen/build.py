@@ -30,7 +30,9 @@ from egraph_ir.visitor import post_order, rebuild
 
 from . import blas
 from .graph import Graph, build_graph
-from .llvm import JitLibrary, emit_module
+from .llvm import JitLibrary
+from .llvm.emit import emit_modules
+from .llvm.jit import start_helpers
 from .llvm.native import GemmCall
 from .loop_ir import Kernel
 from .lower import KernelCache
@@ -173,23 +175,28 @@ def build(
     if "main" not in dict(mod.items()):
         raise CodegenError("the module has no 'main' function")
     ctx = pm.PassContext.current()
+    threads = int(ctx.get_config("codegen.num_threads")) or default_threads()
+    start_helpers(threads - 1)  # compile helpers start while the passes run
     times: dict[str, float] = {}
     clock = _Clock(times)
     optimised = clock("optimise", optimise, mod, params, extra_passes)
     fused = clock("fuse", fuse, optimised)
     graph, cache = clock("lower", lower, fused, bool(ctx.get_config("codegen.host_fallback")))
     plan = clock("plan", plan_graph, graph, str(ctx.get_config("codegen.memory_planner")))
-    threads = int(ctx.get_config("codegen.num_threads")) or default_threads()
+    shared = share_identical_kernels(graph)
     program = clock("link", link, graph, plan, threads)
     native = bool(program.calls)
-    source = clock("emit", emit_module, unique_kernels(graph), program.extend) if native else ""
+    t_emit = time.perf_counter()
+    parts = emit_modules(unique_kernels(graph), program.extend, threads) if native else []
+    times["emit"] = time.perf_counter() - t_emit
+    source = "\n".join(parts)
     if any(isinstance(c, GemmCall) for calls in program.calls.values() for c in calls):
         blas.register_symbols()
-    library = clock("jit", JitLibrary, source) if native else None
+    library = clock("jit", JitLibrary, parts) if native else None
     if library is not None:
         times.update({f"llvm {k}": v for k, v in library.seconds.items()})
     exe = Executable(optimised, fused, program, library, source, times)
-    exe.kernels_reused = cache.hits
+    exe.kernels_reused = cache.hits + shared
     return exe
 
 
@@ -234,6 +241,20 @@ def unique_kernels(graph: Graph) -> list[Kernel]:
         for k in kernel.jit_kernels():
             seen.setdefault(k.name, k)
     return list(seen.values())
+
+
+def share_identical_kernels(graph: Graph) -> int:
+    """Kernels with the same loop IR (the padding of two convolutions over one shape, say)
+    take one name, so they compile once; returns how many names were merged."""
+    first: dict[str, str] = {}
+    rename: dict[str, str] = {}
+    for k in unique_kernels(graph):
+        key = repr((k.buffers, k.body, k.extent))
+        rename[k.name] = first.setdefault(key, k.name)
+    for kernel in graph.kernels():
+        for k in kernel.jit_kernels():
+            k.name = rename.get(k.name, k.name)
+    return sum(old != new for old, new in rename.items())
 
 
 def bind_params(mod: IRModule, params: Mapping[str, np.ndarray]) -> IRModule:

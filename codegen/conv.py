@@ -246,7 +246,7 @@ def grouped_kernel(conv: Call, name: str) -> Kernel:
     ix = add(mul(x, idx(g.sw)), mul(j, idx(g.dw)))
     src = add(mul(add(mul(b, idx(g.c)), channel), idx(hp * wp)), add(mul(iy, idx(wp)), ix))
     w_at = add(mul(add(mul(o, idx(cg)), ch), idx(g.kh * g.kw)), add(mul(i, idx(g.kw)), j))
-    weight = f"w_{name}"
+    weight = "weight"
     update = Bin(dtype, "mul", Ref(dtype, weight), Load(dtype, "in0", src))
     taps: list[Stmt] = [
         Declare(weight, Load(dtype, "in1", w_at)),

@@ -113,6 +113,8 @@ class LoopKernel(CompiledKernel):
                 refs.append(Ref("constant", array=self.constants[b.name]))
             elif b.name == "out":
                 refs.append(OUT)
+            elif b.name == "wide":  # a direct convolution's rows (ConvKernel's scratch 1)
+                refs.append(SCRATCH2)
             else:
                 refs.append(Ref("input", k))
         return [Launch(self.kernel, refs)]
@@ -157,7 +159,8 @@ class ConvKernel(CompiledKernel):
     anchor: Kernel | None  # a JIT convolution; None: GEMM over columns
     scratches: tuple[tuple[tuple[int, ...], str], ...] = ()
     gemm: blas.Product | None = None
-    crop: Kernel | None = None  # copies the anchor's wide rows (scratch 1) into out
+    wide: bool = False  # the anchor writes wide rows (scratch 1), read by crop or epilogue
+    crop: Kernel | None = None  # copies the wide rows into out when there is no epilogue
     epilogue: LoopKernel | None = None
 
     def jit_kernels(self) -> list[Kernel]:
@@ -169,9 +172,10 @@ class ConvKernel(CompiledKernel):
         calls: list[NativeCall] = []
         if self.prologue is not None:
             calls.append(Launch(self.prologue, [source, SCRATCH]))
-        if self.anchor is not None and self.crop is not None:
+        if self.anchor is not None and self.wide:
             calls.append(Launch(self.anchor, [SCRATCH, weights, SCRATCH2]))
-            calls.append(Launch(self.crop, [SCRATCH2, OUT]))
+            if self.crop is not None:
+                calls.append(Launch(self.crop, [SCRATCH2, OUT]))
         elif self.anchor is not None:
             calls.append(Launch(self.anchor, [SCRATCH, weights, OUT]))
         else:

@@ -154,6 +154,7 @@ class _Lowering:
         self.out = Buffer("out", out.dtype, out.shape)
         self.memo: dict[tuple[Expr, Index], LExpr] = {}  # Index hashes by identity
         self.anchor: Call | None = None
+        self.wide: conv.Wide | None = None  # the anchor's rows are in buffer "wide" (direct conv)
         self.loops = 0
 
     # ------------------------------------------------------------ readers
@@ -167,6 +168,13 @@ class _Lowering:
         return read
 
     def _element(self, e: Expr, index: Index) -> LExpr:
+        if e is self.anchor and self.wide is not None:
+            b, o, y, x = index.multi()
+            channels = self.out_type.shape[1]
+            row = add(
+                mul(add(mul(b, idx(channels)), o), idx(self.wide.q)), mul(y, idx(self.wide.wp))
+            )
+            return Load(self.out.dtype, "wide", add(row, x))
         if e is self.anchor:
             return Load(self.out.dtype, "out", index.flat())
         if isinstance(e, Var):
@@ -479,6 +487,8 @@ class _Lowering:
             elif name in PRODUCTS or name == "conv2d":
                 if any(not isinstance(x, Var | Constant) for x in anchor.args):
                     raise Unsupported(f"{name} takes materialised inputs")
+                if name == "conv2d" and _direct(anchor):
+                    self.wide = conv.Wide.of(anchor)  # the epilogue reads the wide rows
             else:
                 raise Unsupported(f"{name} has no compute definition")
             self.anchor = anchor
@@ -488,6 +498,8 @@ class _Lowering:
         if body:
             buffers = [self.buffers[p] for p in self.fn.params]
             buffers += [b for e, b in self.buffers.items() if isinstance(e, Constant)]
+            if self.wide is not None:
+                buffers.append(Buffer("wide", self.out.dtype, (size_of(self.out_type.shape),)))
             buffers.append(self.out)
             work = float(size_of(self.out_type.shape)) * max(len(calls), 1)
             kernel = Kernel(self.name, buffers, body, _outer_extent(extent_shape), work)
@@ -512,11 +524,11 @@ class _Lowering:
         kernel = partial(ConvKernel, self.name, ops, source, weights, epilogue=epilogue)
         if conv.pointwise(anchor):
             return kernel(None, None, gemm=conv.pointwise_product(anchor))
-        if conv.direct_fits(anchor):
+        if _direct(anchor):
             pad, padded = conv.pad_kernel(anchor, f"{self.name}_pad", conv.direct_rows(anchor))
             direct, wide = conv.direct_kernel(anchor, f"{self.name}_conv")
-            crop = conv.crop_kernel(anchor, f"{self.name}_crop")
-            return kernel(pad, direct, (padded, wide), crop=crop)
+            crop = conv.crop_kernel(anchor, f"{self.name}_crop") if epilogue is None else None
+            return kernel(pad, direct, (padded, wide), wide=True, crop=crop)
         if conv.columns_fit(anchor):
             columns, scratch = conv.im2col_kernel(anchor, f"{self.name}_im2col")
             return kernel(columns, None, (scratch,), gemm=conv.columns_product(anchor))
@@ -525,6 +537,11 @@ class _Lowering:
 
 
 PRODUCTS = ("dense", "matmul", "batch_matmul")
+
+
+def _direct(anchor: Call) -> bool:
+    """conv2d through the direct micro-kernel (its result is wide rows, not NCHW)."""
+    return not conv.pointwise(anchor) and conv.direct_fits(anchor)
 
 
 SMALL_PRODUCT = 1 << 16  # multiply-adds below which loops beat a BLAS call

@@ -10,7 +10,7 @@ while NaN and infinity keep their IEEE meaning (no `nnan`/`ninf`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -77,13 +77,20 @@ def _unsigned(dtype: str) -> bool:
     return dtype.startswith("uint")
 
 
-def emit_module(kernels: list[Kernel], extend: Callable[[ir.Module], None] | None = None) -> str:
-    """One LLVM module holding every kernel, and whatever `extend` adds (the native
-    runtime's pool and entry functions); returns its text (with vector-width attrs)."""
+def emit_module(
+    kernels: list[Kernel],
+    extend: Callable[[ir.Module], None] | None = None,
+    declare: Sequence[Kernel] = (),
+) -> str:
+    """One LLVM module holding `kernels`, declarations of `declare` (kernels compiled in
+    another module), and whatever `extend` adds (the native runtime's pool and entry
+    functions); returns its text (with vector-width attrs)."""
     module = ir.Module(name="egc")
     math = MathLib(module)
     for k in kernels:
         _KernelEmitter(module, math, k).emit()
+    for k in declare:
+        ir.Function(module, kernel_type(k), name=k.name)
     if extend is not None:
         extend(module)
     text = str(module)
@@ -96,13 +103,35 @@ def emit_module(kernels: list[Kernel], extend: Callable[[ir.Module], None] | Non
     return "\n".join(lines) + "\n" + VECTOR_ATTRS + "\n"
 
 
+def emit_modules(
+    kernels: list[Kernel], extend: Callable[[ir.Module], None] | None, parts: int
+) -> list[str]:
+    """The kernels dealt over `parts` modules that compile in parallel; the first also
+    holds what `extend` adds and declares the kernels of the others."""
+    parts = max(1, min(parts, len(kernels) // 4 or 1))
+    sizes = [len(repr(k.body)) for k in kernels]  # a proxy for LLVM's work
+    loads = [0.0] * parts
+    shares: list[list[Kernel]] = [[] for _ in range(parts)]
+    for size, k in sorted(zip(sizes, kernels, strict=True), key=lambda p: -p[0]):
+        lightest = loads.index(min(loads))
+        shares[lightest].append(k)
+        loads[lightest] += size
+    rest = [k for share in shares[1:] for k in share]
+    return [emit_module(shares[0], extend, rest)] + [emit_module(s) for s in shares[1:]]
+
+
+def kernel_type(kernel: Kernel) -> ir.FunctionType:
+    """void (T* buffers..., i64 start, i64 end)."""
+    i64 = ir.IntType(64)
+    pointers = [storage_type(b.dtype).as_pointer() for b in kernel.buffers]
+    return ir.FunctionType(ir.VoidType(), [*pointers, i64, i64])
+
+
 class _KernelEmitter:
     def __init__(self, module: ir.Module, math: MathLib, kernel: Kernel) -> None:
         self.kernel, self.math = kernel, math
-        arg_types = [storage_type(b.dtype).as_pointer() for b in kernel.buffers]
-        i64 = ir.IntType(64)
-        fnty = ir.FunctionType(ir.VoidType(), [*arg_types, i64, i64])
-        self.fn = ir.Function(module, fnty, name=kernel.name)
+        self.fn = ir.Function(module, kernel_type(kernel), name=kernel.name)
+        self.fn.attributes.add("noinline")  # shared by many steps; inlining only costs time
         for a, buf in zip(self.fn.args, kernel.buffers, strict=False):
             a.name = buf.name
             a.add_attribute("noalias")

@@ -1,62 +1,130 @@
-"""JIT: optimise a module at O3 for the host CPU (name and features) and load it with MCJIT.
+"""JIT: optimise modules at O3 for the host CPU (name and features) and load them with MCJIT.
 
-`llvm.initialize()` raises in llvmlite 0.50; only the native target and asm printer are
-initialised. Kernels carry "prefer-vector-width"="512": LLVM picks 256-bit vectors on this
-CPU otherwise, which halves compute-bound loops (research/perf/FINDINGS.md §4).
+Kernels carry "prefer-vector-width"="512": LLVM picks 256-bit vectors on this CPU otherwise,
+which halves compute-bound loops (research/perf/FINDINGS.md §4). A build's code comes in
+several modules: the first is compiled here while helper processes (objcompile.py, one per
+extra core, started once and kept) turn the others into object files, which are then linked
+into the same engine. llvmlite holds one lock around LLVM, so threads could not do this.
 """
 
 from __future__ import annotations
 
+import atexit
 import ctypes
+import logging
+import subprocess
+import sys
+import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import llvmlite.binding as llvm
 
-_READY = False
+from .objcompile import host_target_machine, init, optimise, read_message, to_object, write_message
+
+log = logging.getLogger(__name__)
+
+__all__ = ["JitLibrary", "host_target_machine"]
 
 
-def _init() -> None:
-    global _READY
-    if not _READY:
-        llvm.initialize_native_target()
-        llvm.initialize_native_asmprinter()
-        _READY = True
+class _Helper:
+    """One compile-server process."""
+
+    def __init__(self) -> None:
+        script = Path(__file__).with_name("objcompile.py")
+        self.proc = subprocess.Popen(
+            [sys.executable, str(script)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+
+    def send(self, text: str) -> None:
+        assert self.proc.stdin is not None
+        write_message(self.proc.stdin, text.encode())  # type: ignore[arg-type]
+
+    def receive(self) -> bytes:
+        assert self.proc.stdout is not None
+        message = read_message(self.proc.stdout)  # type: ignore[arg-type]
+        if message is None or message[1]:
+            raise RuntimeError(message[0].decode() if message else "helper exited")
+        return message[0]
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
 
 
-def host_target_machine() -> Any:
-    _init()
-    target = llvm.Target.from_triple(llvm.get_process_triple())
-    return target.create_target_machine(
-        cpu=llvm.get_host_cpu_name(),
-        features=llvm.get_host_cpu_features().flatten(),
-        opt=3,
-        jit=True,
-    )
+_HELPERS: list[_Helper] = []
+_LOCK = threading.Lock()
+
+
+def start_helpers(count: int) -> None:
+    """Start (once) the helper processes a build will use; they start while passes run."""
+    with _LOCK:
+        _HELPERS[:] = [h for h in _HELPERS if h.proc.poll() is None]
+        while len(_HELPERS) < count:
+            try:
+                _HELPERS.append(_Helper())
+            except OSError as exc:  # pragma: no cover - no way to start a process
+                log.warning("no compile helper (%s): modules compile in this process", exc)
+                return
+
+
+@atexit.register
+def _stop_helpers() -> None:
+    for h in _HELPERS:
+        h.close()
+
+
+def _objects(texts: list[str]) -> list[Any]:
+    """Object files for `texts`, by the helpers (in this process when one fails)."""
+    start_helpers(len(texts))
+    sent: list[tuple[str, _Helper | None]] = []
+    for text, helper in zip(texts, [*_HELPERS, *[None] * len(texts)], strict=False):
+        try:
+            if helper is not None:
+                helper.send(text)
+        except OSError:
+            helper = None
+        sent.append((text, helper))
+    return sent
+
+
+def _collect(sent: list[tuple[str, _Helper | None]]) -> list[bytes]:
+    out = []
+    for text, helper in sent:
+        try:
+            if helper is None:
+                raise RuntimeError("no helper")
+            out.append(helper.receive())
+        except (RuntimeError, OSError) as exc:
+            if helper is not None:
+                log.warning("compile helper failed (%s); compiling in this process", exc)
+                helper.close()
+            out.append(to_object(text))
+    return out
 
 
 class JitLibrary:
-    """A compiled module; `function(name, n_buffers)` gives a ctypes callable."""
+    """Compiled modules in one engine; `function(name, n_buffers)` gives a ctypes callable."""
 
-    def __init__(self, ir_text: str) -> None:
-        _init()
+    def __init__(self, ir_text: str | list[str]) -> None:
+        init()
+        texts = [ir_text] if isinstance(ir_text, str) else ir_text
         t0 = time.perf_counter()
+        sent = _objects(texts[1:]) if len(texts) > 1 else []
         self.tm = host_target_machine()
-        mod = llvm.parse_assembly(ir_text)
-        mod.verify()
-        mod.triple = self.tm.triple
-        mod.data_layout = str(self.tm.target_data)
-        options = llvm.create_pipeline_tuning_options(speed_level=3)
-        options.loop_vectorization = True
-        options.slp_vectorization = True
-        options.loop_interleaving = True
-        options.loop_unrolling = True
-        builder = llvm.create_pass_builder(self.tm, options)
-        builder.getModulePassManager().run(mod, builder)
+        mod = optimise(texts[0], self.tm)
         t1 = time.perf_counter()
-        self.optimized_ir = str(mod)
         self.engine = llvm.create_mcjit_compiler(mod, self.tm)
+        self.objects = _collect(sent)
+        for data in self.objects:
+            self.engine.add_object_file(llvm.ObjectFileRef.from_data(data))
         self.engine.finalize_object()
+        self.optimized_ir = str(mod)  # of the first module (the others arrive as objects)
         self.module = mod
         self.seconds = {"optimise": t1 - t0, "jit": time.perf_counter() - t1}
 

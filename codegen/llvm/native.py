@@ -342,6 +342,7 @@ class EntryEmitter:
     def step(self, index: int, calls: list[LaunchCall | GemmCall]) -> str:
         name = f"egc_step_{index}"
         fn = ir.Function(self.module, ENTRY, name)
+        fn.attributes.add("noinline")  # a segment of 10,000 inlined steps is slow to optimise
         slots, state = fn.args
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         for call in calls:

@@ -19,10 +19,13 @@ from pathlib import Path
 import rules as rules_lib
 from egraph_ir.egraph import EXTRACTORS, CostModel, Limits, get_cost_model, optimize
 from egraph_ir.egraph.graph import ENode
+from egraph_ir.egraph.pattern import PCall, PGet, Rewrite
 from egraph_ir.errors import ConfigError
-from egraph_ir.expr import Function
+from egraph_ir.expr import Call, Constant, Function
 from egraph_ir.module import IRModule
+from egraph_ir.registry import Op
 from egraph_ir.types import Type
+from egraph_ir.visitor import post_order
 from rules import RuleSet
 
 from ..config import register_config
@@ -109,9 +112,13 @@ class EqSat(FunctionPass):
     def transform_function(self, fn: Function, mod: IRModule, ctx: PassContext) -> Function:
         fast = self.fast_math if self.fast_math is not None else ctx.get_config("eqsat.fast_math")
         rule_set = resolve_rules(self.rules).enabled(bool(fast))
+        rewrites = rule_set.rewrites()
+        if rewrites and _nothing_to_do(fn, rewrites, self.fold_constants):
+            ctx.bump("skipped: no rule can match")
+            return fn
         result = optimize(
             fn,
-            rule_set.rewrites(),
+            rewrites,
             self.limits(ctx),
             cost_model=avoiding(get_cost_model(self.cost_model), self.avoid),
             fold_constants=self.fold_constants,
@@ -133,6 +140,26 @@ class EqSat(FunctionPass):
         if result.cost_after > result.cost_before:
             return fn
         return result.function
+
+
+def _pattern_ops(p: object) -> set[str]:
+    if isinstance(p, PCall):
+        return {p.op}.union(*(_pattern_ops(a) for a in p.args))
+    if isinstance(p, PGet):
+        return _pattern_ops(p.tuple_value)
+    return set()
+
+
+def _nothing_to_do(fn: Function, rewrites: list[Rewrite], fold_constants: bool) -> bool:
+    """No rule's left-hand side can match (an op it needs is absent) and, when constants
+    fold, no call has only constant arguments: saturating would only cost time."""
+    present: set[str] = set()
+    for node in post_order(fn.body):
+        if isinstance(node, Call) and isinstance(node.op, Op):
+            present.add(node.op.name)
+            if fold_constants and node.args and all(isinstance(a, Constant) for a in node.args):
+                return False
+    return not any(_pattern_ops(r.lhs) <= present for r in rewrites)
 
 
 @register_pass
