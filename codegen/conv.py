@@ -138,23 +138,27 @@ def columns_product(conv: Call) -> Product:
 
 def _blocks(channels_per_group: int, wide: int) -> tuple[int, int]:
     """(OB, XV): output channels and 16-lane vectors per register block (<= 16 accumulators;
-    depthwise gets 4 vectors of one channel)."""
+    depthwise gets 4 vectors of one channel). XV divides the row exactly when it can, so
+    a 1x1 convolution needs neither padding nor cropping."""
     ob = next(b for b in (8, 4, 2, 1) if channels_per_group % b == 0)
-    xv = max(1, min(16 // ob, 4, -(-wide // LANES)))
-    return ob, xv
+    most = max(1, min(16 // ob, 4, -(-wide // LANES)))
+    exact = [v for v in range(most, 0, -1) if wide % (v * LANES) == 0]
+    return ob, exact[0] if exact else most
 
 
 @dataclass(frozen=True)
 class Wide:
     """The direct kernel's layout: output rows as wide as the padded input (`wp`), so that
     output q = y*wp + x reads input q + i*dh*wp + j*dw — contiguous for every tap; the
-    extra columns are computed and dropped by the crop kernel."""
+    extra columns are computed and dropped by the epilogue that reads them."""
 
     ob: int
     xv: int
     wp: int
     q: int  # oh * wp rounded up to whole register blocks
     rows: int  # padded input rows, enough for every load of the last block
+    pad_free: bool  # the input itself can be read: no padding and no load beyond it
+    into_out: bool  # the wide rows are the NCHW output (q == oh*ow, wp == ow)
 
     @staticmethod
     def of(conv: Call) -> Wide:
@@ -165,11 +169,9 @@ class Wide:
         block = xv * LANES
         q = -(-(g.oh * wp) // block) * block
         reach = q + (g.kh - 1) * g.dh * wp + (g.kw - 1) * g.dw
-        return Wide(ob, xv, wp, q, max(g.padded[0], -(-reach // wp)))
-
-
-def direct_rows(conv: Call) -> int:
-    return Wide.of(conv).rows
+        rows = max(g.padded[0], -(-reach // wp))
+        no_pad = (g.top, g.left, g.bottom, g.right) == (0, 0, 0, 0)
+        return Wide(ob, xv, wp, q, rows, no_pad and rows == g.h, wp == g.ow and q == g.oh * g.ow)
 
 
 def _v(name: str) -> LoopVar:
@@ -268,16 +270,18 @@ def grouped_kernel(conv: Call, name: str) -> Kernel:
     return Kernel(name, buffers, nest, g.o, work=float(macs))
 
 
-def direct_kernel(conv: Call, name: str) -> tuple[Kernel, tuple[tuple[int, ...], str]]:
-    """wide[n, o, q] = sum over c, i, j of w[o, c, i, j] * xp[n, g*cg + c, q + i*dh*wp + j*dw]."""
+def direct_block(conv: Call, ob_: LoopVar, source: str, weight: str, dest: str) -> list[Stmt]:
+    """One block of OB output channels (ob_ counts blocks), for every batch item:
+    dest[n, o, q] = sum over c, i, j of w[o, c, i, j] * source[n, g*cg + c, q + i*dh*wp + j*dw],
+    where source holds `rows` x wp elements per channel (the padded input, or the input)."""
     g, lay = ConvShape.of(conv), Wide.of(conv)
     groups = int(conv.attrs["groups"])
     cg, og = g.c // groups, g.o // groups
-    n, o, kh, kw = g.n, g.o, g.kh, g.kw
+    kh, kw = g.kh, g.kw
     ob, xv, wp, q = lay.ob, lay.xv, lay.wp, lay.q
     plane = lay.rows * wp
     vec = f"float32x{LANES}"
-    ob_, b, qb, ch, i, j = (_v(k) for k in ("ob", "b", "qb", "ch", "i", "j"))
+    b, qb, ch, i, j = (_v(k) for k in ("b", "qb", "ch", "i", "j"))
     first = mul(ob_, idx(ob))
     group = first if og == 1 else Bin(INDEX, "div", first, idx(og))
     channel = add(mul(group, idx(cg)), ch)
@@ -286,7 +290,7 @@ def direct_kernel(conv: Call, name: str) -> tuple[Kernel, tuple[tuple[int, ...],
         add(mul(add(mul(b, idx(g.c)), channel), idx(plane)), q0),
         add(mul(i, idx(g.dh * wp)), mul(j, idx(g.dw))),
     )
-    loads = [Load(vec, "in0", add(start, idx(k * LANES))) for k in range(xv)]
+    loads = [Load(vec, source, add(start, idx(k * LANES))) for k in range(xv)]
     body: list[Stmt] = [
         Declare(f"acc{p}_{k}", Const(vec, 0.0)) for p in range(ob) for k in range(xv)
     ]
@@ -296,7 +300,7 @@ def direct_kernel(conv: Call, name: str) -> tuple[Kernel, tuple[tuple[int, ...],
             mul(add(first, idx(p)), idx(cg * kh * kw)),
             add(mul(ch, idx(kh * kw)), add(mul(i, idx(kw)), j)),
         )
-        splat = Splat(vec, Load("float32", "in1", tap))
+        splat = Splat(vec, Load("float32", weight, tap))
         for k in range(xv):
             acc = f"acc{p}_{k}"
             updates.append(
@@ -304,36 +308,15 @@ def direct_kernel(conv: Call, name: str) -> tuple[Kernel, tuple[tuple[int, ...],
             )
     body.append(For("ch", cg, [For("i", kh, [For("j", kw, updates)])]))
     for p in range(ob):
-        base = add(mul(add(mul(b, idx(o)), add(first, idx(p))), idx(q)), q0)
+        base = add(mul(add(mul(b, idx(g.o)), add(first, idx(p))), idx(q)), q0)
         for k in range(xv):
-            body.append(Store("out", add(base, idx(k * LANES)), Ref(vec, f"acc{p}_{k}")))
-    nest: list[Stmt] = [For("qb", q // (xv * LANES), body)]
-    nest = [For("ob", o // ob, [For("b", n, nest)], outer=True)]
-    wide = (n, o, q)
-    buffers = [
-        Buffer("in0", "float32", (n, g.c, lay.rows, wp)),
-        Buffer("in1", "float32", (o, cg, kh, kw)),
-        Buffer("out", "float32", wide),
-    ]
-    macs = n * o * q * cg * kh * kw
-    kernel = Kernel(name, buffers, nest, o // ob, work=float(macs // LANES))  # vector FMAs
-    return kernel, (wide, "float32")
+            body.append(Store(dest, add(base, idx(k * LANES)), Ref(vec, f"acc{p}_{k}")))
+    return [For("b", g.n, [For("qb", q // (xv * LANES), body)])]
 
 
-def crop_kernel(conv: Call, name: str) -> Kernel:
-    """out[n, o, y, x] = wide[n, o, y*wp + x]: drop the direct kernel's extra columns."""
+def direct_macs(conv: Call) -> int:
     g, lay = ConvShape.of(conv), Wide.of(conv)
-    o, b, y, x = _v("o"), _v("b"), _v("y"), _v("x")
-    plane = add(mul(b, idx(g.o)), o)
-    src = add(mul(plane, idx(lay.q)), add(mul(y, idx(lay.wp)), x))
-    dst = add(mul(plane, idx(g.oh * g.ow)), add(mul(y, idx(g.ow)), x))
-    body: list[Stmt] = [For("x", g.ow, [Store("out", dst, Load("float32", "in0", src))])]
-    nest: list[Stmt] = [For("o", g.o, [For("b", g.n, [For("y", g.oh, body)])], outer=True)]
-    buffers = [
-        Buffer("in0", "float32", (g.n, g.o, lay.q)),
-        Buffer("out", "float32", (g.n, g.o, g.oh, g.ow)),
-    ]
-    return Kernel(name, buffers, nest, g.o, work=float(g.n * g.o * g.oh * g.ow))
+    return g.n * g.o * lay.q * (g.c // int(conv.attrs["groups"])) * g.kh * g.kw
 
 
 def im2col_kernel(conv: Call, name: str) -> tuple[Kernel, tuple[tuple[int, ...], str]]:

@@ -49,7 +49,7 @@ class Ref:
         return Ref("constant", array=np.ascontiguousarray(value))
 
 
-OUT, SCRATCH, SCRATCH2 = Ref("out"), Ref("scratch", 0), Ref("scratch", 1)
+OUT, SCRATCH = Ref("out"), Ref("scratch", 0)
 
 
 @dataclass
@@ -102,6 +102,7 @@ class LoopKernel(CompiledKernel):
     ops: list[str]
     kernel: Kernel
     constants: dict[str, np.ndarray] = field(default_factory=dict)  # buffer name -> array
+    special: dict[str, Ref] = field(default_factory=dict)  # other named buffers (scratch)
 
     def jit_kernels(self) -> list[Kernel]:
         return [self.kernel]
@@ -113,8 +114,8 @@ class LoopKernel(CompiledKernel):
                 refs.append(Ref("constant", array=self.constants[b.name]))
             elif b.name == "out":
                 refs.append(OUT)
-            elif b.name == "wide":  # a direct convolution's rows (ConvKernel's scratch 1)
-                refs.append(SCRATCH2)
+            elif b.name in self.special:
+                refs.append(self.special[b.name])
             else:
                 refs.append(Ref("input", k))
         return [Launch(self.kernel, refs)]
@@ -159,12 +160,10 @@ class ConvKernel(CompiledKernel):
     anchor: Kernel | None  # a JIT convolution; None: GEMM over columns
     scratches: tuple[tuple[tuple[int, ...], str], ...] = ()
     gemm: blas.Product | None = None
-    wide: bool = False  # the anchor writes wide rows (scratch 1), read by crop or epilogue
-    crop: Kernel | None = None  # copies the wide rows into out when there is no epilogue
-    epilogue: LoopKernel | None = None
+    epilogue: LoopKernel | None = None  # for the direct kernel: the convolution itself too
 
     def jit_kernels(self) -> list[Kernel]:
-        own = [k for k in (self.prologue, self.anchor, self.crop) if k is not None]
+        own = [k for k in (self.prologue, self.anchor) if k is not None]
         return own + (self.epilogue.jit_kernels() if self.epilogue else [])
 
     def native_calls(self) -> list[NativeCall]:
@@ -172,14 +171,9 @@ class ConvKernel(CompiledKernel):
         calls: list[NativeCall] = []
         if self.prologue is not None:
             calls.append(Launch(self.prologue, [source, SCRATCH]))
-        if self.anchor is not None and self.wide:
-            calls.append(Launch(self.anchor, [SCRATCH, weights, SCRATCH2]))
-            if self.crop is not None:
-                calls.append(Launch(self.crop, [SCRATCH2, OUT]))
-        elif self.anchor is not None:
+        if self.anchor is not None:
             calls.append(Launch(self.anchor, [SCRATCH, weights, OUT]))
-        else:
-            assert self.gemm is not None
+        elif self.gemm is not None:
             columns = SCRATCH if self.prologue is not None else source
             calls.append(Gemm(self.gemm, weights, columns, OUT))
         return calls + _epilogue(self.epilogue)

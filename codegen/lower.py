@@ -37,6 +37,7 @@ from egraph_ir.visitor import post_order
 from . import blas, conv
 from .compute import COMPUTE, Ctx, Index, strides
 from .kernels import CompiledKernel, ConvKernel, GemmKernel, HostKernel, LoopKernel
+from .kernels import Ref as BufferRef
 from .loop_ir import (
     INDEX,
     Assign,
@@ -168,7 +169,7 @@ class _Lowering:
         return read
 
     def _element(self, e: Expr, index: Index) -> LExpr:
-        if e is self.anchor and self.wide is not None:
+        if e is self.anchor and self.wide is not None and not self.wide.into_out:
             b, o, y, x = index.multi()
             channels = self.out_type.shape[1]
             row = add(
@@ -492,14 +493,15 @@ class _Lowering:
             else:
                 raise Unsupported(f"{name} has no compute definition")
             self.anchor = anchor
+        if self.wide is not None:
+            assert anchor is not None
+            return self.direct_conv(anchor, ops)
         if anchor is not self.fn.body:
             body += self.elementwise_nest(self.fn.body)
         loops = None
         if body:
             buffers = [self.buffers[p] for p in self.fn.params]
             buffers += [b for e, b in self.buffers.items() if isinstance(e, Constant)]
-            if self.wide is not None:
-                buffers.append(Buffer("wide", self.out.dtype, (size_of(self.out_type.shape),)))
             buffers.append(self.out)
             work = float(size_of(self.out_type.shape)) * max(len(calls), 1)
             kernel = Kernel(self.name, buffers, body, _outer_extent(extent_shape), work)
@@ -514,6 +516,64 @@ class _Lowering:
         assert loops is not None
         return loops
 
+    def direct_conv(self, anchor: Call, ops: list[str]) -> ConvKernel:
+        """The direct micro-kernel and the epilogue in one loop over blocks of output
+        channels: each block's rows are still in cache when its epilogue reads them."""
+        lay, g = self.wide, conv.ConvShape.of(anchor)
+        assert lay is not None
+        x, w = anchor.args
+        if not isinstance(x, Var):
+            raise Unsupported("conv2d of a constant input")
+        special: dict[str, BufferRef] = {}
+        scratches: list[tuple[tuple[int, ...], str]] = []
+        pad = None
+        source = self.buffers[x].name
+        if not lay.pad_free:
+            pad, padded = conv.pad_kernel(anchor, f"{self.name}_pad", lay.rows)
+            source, special["xpad"] = "xpad", BufferRef("scratch", len(scratches))
+            scratches.append(padded)
+        dest = "out"
+        if not lay.into_out:
+            dest, special["wide"] = "wide", BufferRef("scratch", len(scratches))
+            scratches.append(((g.n, g.o, lay.q), "float32"))
+        block = LoopVar(INDEX, "ob")
+        stmts = conv.direct_block(anchor, block, source, self.buffer_of(w), dest)
+        if not (lay.into_out and anchor is self.fn.body):
+            stmts += self.channel_block(block, lay.ob)
+        buffers = [self.buffers[p] for p in self.fn.params]
+        buffers += [b for e, b in self.buffers.items() if isinstance(e, Constant)]
+        buffers += [
+            Buffer(name, "float32", shape)
+            for name, (shape, _) in zip(special, scratches, strict=True)
+        ]
+        buffers.append(self.out)
+        work = conv.direct_macs(anchor) / conv.LANES + size_of(self.out_type.shape)
+        nest: list[Stmt] = [For("ob", g.o // lay.ob, stmts, outer=True)]
+        kernel = Kernel(self.name, buffers, nest, g.o // lay.ob, work)
+        fused = LoopKernel(self.name, ops, kernel, dict(self.constants), special)
+        source_index = self.fn.params.index(x)
+        weights = _operand(w, self.fn.params)
+        return ConvKernel(
+            self.name, ops, source_index, weights, pad, None, tuple(scratches), epilogue=fused
+        )
+
+    def buffer_of(self, e: Expr) -> str:
+        """The kernel buffer holding a group parameter or a (non-scalar) constant."""
+        if isinstance(e, Constant) and e not in self.buffers:
+            buf = Buffer(f"c{len(self.constants)}", str(e.data.dtype), e.data.shape)
+            self.buffers[e] = buf
+            self.constants[buf.name] = np.ascontiguousarray(e.data)
+        return self.buffers[e].name
+
+    def channel_block(self, block: LExpr, ob: int) -> list[Stmt]:
+        """The epilogue (or a plain copy) for output channels block*ob .. block*ob + ob - 1."""
+        shape = self.out_type.shape
+        n, _, oh, ow = shape
+        p, b, y, x = (LoopVar(INDEX, k) for k in ("ep", "eb", "ey", "ex"))
+        index = Index(shape, multi=[b, add(mul(block, idx(ob)), p), y, x])
+        store = Store("out", index.flat(), self.reader(self.fn.body)(index))
+        return [For("ep", ob, [For("eb", n, [For("ey", oh, [For("ex", ow, [store])])])])]
+
     def conv_kernel(self, anchor: Call, ops: list[str], epilogue: LoopKernel | None) -> ConvKernel:
         """Direct micro-kernel, GEMM over columns (or over the input for 1x1), or the
         general direct loops for grouped, depthwise and non-float convolutions."""
@@ -524,11 +584,6 @@ class _Lowering:
         kernel = partial(ConvKernel, self.name, ops, source, weights, epilogue=epilogue)
         if conv.pointwise(anchor):
             return kernel(None, None, gemm=conv.pointwise_product(anchor))
-        if _direct(anchor):
-            pad, padded = conv.pad_kernel(anchor, f"{self.name}_pad", conv.direct_rows(anchor))
-            direct, wide = conv.direct_kernel(anchor, f"{self.name}_conv")
-            crop = conv.crop_kernel(anchor, f"{self.name}_crop") if epilogue is None else None
-            return kernel(pad, direct, (padded, wide), wide=True, crop=crop)
         if conv.columns_fit(anchor):
             columns, scratch = conv.im2col_kernel(anchor, f"{self.name}_im2col")
             return kernel(columns, None, (scratch,), gemm=conv.columns_product(anchor))
@@ -540,8 +595,15 @@ PRODUCTS = ("dense", "matmul", "batch_matmul")
 
 
 def _direct(anchor: Call) -> bool:
-    """conv2d through the direct micro-kernel (its result is wide rows, not NCHW)."""
-    return not conv.pointwise(anchor) and conv.direct_fits(anchor)
+    """conv2d through the direct micro-kernel with its epilogue (codegen/conv.py); a 1x1
+    convolution only when its rows split into whole register blocks (no copy of the input
+    and no wide rows), else a GEMM on the input measures faster."""
+    if not conv.direct_fits(anchor):
+        return False
+    if not conv.pointwise(anchor):
+        return True
+    layout = conv.Wide.of(anchor)
+    return layout.pad_free and layout.into_out
 
 
 SMALL_PRODUCT = 1 << 16  # multiply-adds below which loops beat a BLAS call

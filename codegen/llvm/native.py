@@ -22,10 +22,11 @@ from llvmlite import ir
 
 STATE_WORD, STATE_DONE, STATE_FN, STATE_DATA, STATE_N = 0, 1, 2, 3, 4
 STATE_SLEEPERS, STATE_WAKE, STATE_SHUTDOWN = 5, 6, 7
-STATE_SERIAL_LEFT, STATE_CONTENDED = 8, 9  # regions to run alone; times contention was seen
-STATE_BACKOFF = 10  # the current serial period (doubles while contention lasts)
-SERIAL_REGIONS, SERIAL_MAX = 256, 16384  # serial period after a contended region: first, most
-WAIT_SLACK = 100_000  # cycles (~30 us) of waiting always tolerated
+STATE_SERIAL_UNTIL, STATE_CONTENDED = 8, 9  # cycle count until which regions run alone; times
+STATE_BACKOFF = 10  # the current serial period in cycles (doubles while contention lasts)
+SERIAL_MIN, SERIAL_MAX = 30_000_000, 1_000_000_000  # serial period: ~10 ms first, ~0.4 s most
+WAIT_SLACK = 1_000_000  # cycles (~0.3 ms) of waiting always tolerated: a late wake-up, not a
+# descheduled worker (that costs a scheduler slice, milliseconds)
 STATE_SIZE = 16  # int64 fields (two cache lines would be kinder; one suffices for 2 cores)
 SPIN_LIMIT = 2000  # pause instructions (~140 cycles each here) before a worker sleeps
 SYS_FUTEX, FUTEX_WAIT_PRIVATE, FUTEX_WAKE_PRIVATE = 202, 128, 129
@@ -220,19 +221,19 @@ def _emit_parallel(module: ir.Module, h: _Builder, claim: ir.Function) -> ir.Fun
 
     Contention check: when the caller, done with its own chunks, waits for a worker longer
     than it worked itself (plus WAIT_SLACK), a worker was descheduled — another process
-    holds the core — and the next regions run on the caller alone: SERIAL_REGIONS of them,
+    holds the core — and regions run on the caller alone for a while: SERIAL_MIN cycles,
     doubling (up to SERIAL_MAX) while the probes that follow keep finding contention."""
     fnty = ir.FunctionType(ir.VoidType(), [STATE, TASK.as_pointer(), I8P, I64])
     fn = ir.Function(module, fnty, "egc_parallel")
     state, task, data, n = fn.args
     clock = ir.Function(module, ir.FunctionType(I64, []), "llvm.readcyclecounter")
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    left = b.load(h.field(b, state, STATE_SERIAL_LEFT))
+    now = b.call(clock, [])
+    until = b.load(h.field(b, state, STATE_SERIAL_UNTIL))
     alone = fn.append_basic_block("alone")
     shared = fn.append_basic_block("shared")
-    b.cbranch(b.icmp_signed(">", left, _c64(0)), alone, shared)
+    b.cbranch(b.icmp_unsigned("<", now, until), alone, shared)
     b.position_at_end(alone)
-    b.store(b.sub(left, _c64(1)), h.field(b, state, STATE_SERIAL_LEFT))
     _serial_loop(b, fn, task, data, n)
     b.ret_void()
     b.position_at_end(shared)
@@ -259,20 +260,21 @@ def _emit_parallel(module: ir.Module, h: _Builder, claim: ir.Function) -> ir.Fun
     h.relax(b)
     b.branch(wait)
     b.position_at_end(out)
-    waited = b.sub(b.call(clock, []), claimed)
+    ended = b.call(clock, [])
+    waited = b.sub(ended, claimed)
     limit = b.add(b.sub(claimed, started), _c64(WAIT_SLACK))
     b.cbranch(b.icmp_unsigned(">", waited, limit), contended, finish)
     b.position_at_end(contended)
     backoff_at = h.field(b, state, STATE_BACKOFF)
     period = b.load(backoff_at)
     longer = b.select(
-        b.icmp_signed("<", period, _c64(SERIAL_REGIONS)),
-        _c64(SERIAL_REGIONS),
+        b.icmp_signed("<", period, _c64(SERIAL_MIN)),
+        _c64(SERIAL_MIN),
         b.shl(period, _c64(1)),
     )
     longer = b.select(b.icmp_signed(">", longer, _c64(SERIAL_MAX)), _c64(SERIAL_MAX), longer)
     b.store(longer, backoff_at)
-    b.store(longer, h.field(b, state, STATE_SERIAL_LEFT))
+    b.store(b.add(ended, longer), h.field(b, state, STATE_SERIAL_UNTIL))
     b.atomic_rmw("add", h.field(b, state, STATE_CONTENDED), _c64(1), "monotonic")
     b.ret_void()
     b.position_at_end(finish)
