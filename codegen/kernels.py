@@ -121,6 +121,12 @@ class LoopKernel(CompiledKernel):
         return [Launch(self.kernel, refs)]
 
 
+class JitGemmKernel(LoopKernel):
+    """A product on weights packed at compile time, with its epilogue (codegen/gemm.py)."""
+
+    kind: ClassVar[str] = "gemm"
+
+
 def _epilogue(epilogue: LoopKernel | None) -> list[NativeCall]:
     return epilogue.native_calls() if epilogue is not None else []
 

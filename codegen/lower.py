@@ -34,9 +34,16 @@ from egraph_ir.registry import Op, OpPattern
 from egraph_ir.types import TensorType
 from egraph_ir.visitor import post_order
 
-from . import blas, conv
+from . import blas, conv, gemm
 from .compute import COMPUTE, Ctx, Index, strides
-from .kernels import CompiledKernel, ConvKernel, GemmKernel, HostKernel, LoopKernel
+from .kernels import (
+    CompiledKernel,
+    ConvKernel,
+    GemmKernel,
+    HostKernel,
+    JitGemmKernel,
+    LoopKernel,
+)
 from .kernels import Ref as BufferRef
 from .loop_ir import (
     INDEX,
@@ -156,6 +163,7 @@ class _Lowering:
         self.memo: dict[tuple[Expr, Index], LExpr] = {}  # Index hashes by identity
         self.anchor: Call | None = None
         self.wide: conv.Wide | None = None  # the anchor's rows are in buffer "wide" (direct conv)
+        self.packed: gemm.Packed | None = None  # a product on packed constant weights
         self.loops = 0
 
     # ------------------------------------------------------------ readers
@@ -478,6 +486,8 @@ class _Lowering:
                 body += self.reduction_nest(anchor)
             elif name == "argmax":
                 body += self.argmax_nest(anchor)
+            elif gemm.packed_fits(anchor) and isinstance(anchor.args[0], Var):
+                self.packed = gemm.pack(anchor)
             elif _small_product(anchor):
                 body += self.product_nest(anchor)
             elif name in ("max_pool2d", "avg_pool2d"):
@@ -496,6 +506,9 @@ class _Lowering:
         if self.wide is not None:
             assert anchor is not None
             return self.direct_conv(anchor, ops)
+        if self.packed is not None:
+            assert anchor is not None
+            return self.packed_gemm(anchor, ops)
         if anchor is not self.fn.body:
             body += self.elementwise_nest(self.fn.body)
         loops = None
@@ -556,6 +569,33 @@ class _Lowering:
         return ConvKernel(
             self.name, ops, source_index, weights, pad, None, tuple(scratches), epilogue=fused
         )
+
+    def packed_gemm(self, anchor: Call, ops: list[str]) -> LoopKernel:
+        """The packed-weights micro-kernel and the epilogue, one column panel at a time."""
+        p = self.packed
+        assert p is not None
+        panel = LoopVar(INDEX, "panel")
+        a = self.buffers[anchor.args[0]].name
+        stmts = gemm.panel_block(p, panel, a, self.buffer_of(Constant(p.panels)), "out")
+        if anchor is not self.fn.body:
+            stmts += self.panel_epilogue(panel, p)
+        buffers = [self.buffers[q] for q in self.fn.params]
+        buffers += [b for e, b in self.buffers.items() if isinstance(e, Constant)]
+        buffers.append(self.out)
+        panels = p.n // p.width
+        work = p.macs / gemm.LANES + size_of(self.out_type.shape)
+        kernel = Kernel(self.name, buffers, [For("panel", panels, stmts, outer=True)], panels, work)
+        return JitGemmKernel(self.name, ops, kernel, dict(self.constants))
+
+    def panel_epilogue(self, panel: LExpr, p: gemm.Packed) -> list[Stmt]:
+        """The epilogue over the columns of one panel, every row."""
+        shape = self.out_type.shape
+        m, j = LoopVar(INDEX, "em"), LoopVar(INDEX, "ej")
+        column = add(mul(panel, idx(p.width)), j)
+        lead = Index(shape[:-1], flat=m).multi() if len(shape) > 2 else [m]
+        index = Index(shape, multi=[*lead, column], flat=add(mul(m, idx(p.n)), column))
+        store = Store("out", index.flat(), self.reader(self.fn.body)(index))
+        return [For("em", p.m, [For("ej", p.width, [store])])]
 
     def buffer_of(self, e: Expr) -> str:
         """The kernel buffer holding a group parameter or a (non-scalar) constant."""

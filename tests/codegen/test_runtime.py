@@ -98,7 +98,41 @@ def test_stages_return_typed_values() -> None:
     fused = fuse(optimised)
     graph, cache = lower(fused)
     plan = plan_graph(graph)
-    assert [k.kind for k in graph.kernels()] == ["loops", "loops"]
+    assert [k.kind for k in graph.kernels()] == ["loops", "gemm"]
     assert plan.bytes >= 4 * 16 * 4  # exp's result lives in the arena until the product
     assert {k.name for k in unique_kernels(graph)} == {k.name for k in graph.kernels()}
     assert cache.hits == 0
+
+
+@given(
+    st.sampled_from([(64, 784), (1, 48), (3, 5, 32), (12, 100)]),
+    st.sampled_from([16, 32, 48, 96]),
+    st.sampled_from(["dense", "matmul"]),
+    st.booleans(),
+)
+def test_products_on_constant_weights_use_packed_panels(shape, n, kind, epilogue) -> None:
+    k = shape[-1]
+    rng = np.random.default_rng(n)
+    x = ir.var("x", shape=shape)
+    w = rng.standard_normal((n, k)).astype("float32")  # as dense's weight; matmul takes w.T
+    bias = rng.standard_normal((n,)).astype("float32")
+    if kind == "dense":
+        y = op.dense(x, ir.const(w))
+    else:
+        y = op.matmul(x, ir.const(np.ascontiguousarray(w.T)))
+    if epilogue:
+        y = op.relu(op.add(y, ir.const(bias)))
+    fn = ir.Function([x], y)
+    exe = codegen.build(fn)
+    assert exe.kernel_kinds() == {"gemm": 1}
+    value = rng.standard_normal(shape).astype("float32")
+    # any float32 summation order of K products is within K * 2^-24 * sum|x_i w_i| of the
+    # exact value (the standard recursive-summation bound); relu and + bias keep that
+    exact = value.astype("float64") @ w.T.astype("float64")
+    bound = k * 2.0**-24 * (np.abs(value).astype("float64") @ np.abs(w.T).astype("float64"))
+    if epilogue:
+        exact = np.maximum(exact + bias, 0.0)
+        bound = bound + 2.0**-24 * np.abs(exact)
+    got = exe.run(x=value)
+    assert got.dtype == np.float32 and got.shape == exact.shape
+    assert np.all(np.abs(got - exact) <= bound + 1e-30)

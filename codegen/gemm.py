@@ -1,0 +1,122 @@
+"""Products with a constant right-hand side as a JIT micro-kernel on weights packed at
+compile time, with the fused epilogue applied panel by panel.
+
+The weights (dense's W, or matmul's constant B) are repacked once into panels of PW = 16*XV
+columns, each K x PW contiguous; a step keeps an MR x XV block of 16-lane accumulators in
+registers and, for every k, loads XV vectors of the panel and broadcasts MR elements of A:
+MR*XV fused multiply-adds per MR+XV loads. OpenBLAS reaches ~90 GFLOP/s on one core for
+the MLP's 64x784x512 product (its packing of A and B is redone on every call); this kernel
+needs no run-time packing at all. Threads split the panels; each panel's epilogue runs
+right after it, while its columns are still in cache.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from egraph_ir.expr import Call, Constant
+from egraph_ir.registry import Op
+from egraph_ir.types import TensorType
+
+from .loop_ir import (
+    INDEX,
+    Assign,
+    Bin,
+    Const,
+    Declare,
+    For,
+    Load,
+    LoopVar,
+    Ref,
+    Splat,
+    Stmt,
+    Store,
+    add,
+    idx,
+    mul,
+)
+
+LANES = 16
+
+
+@dataclass(frozen=True)
+class Packed:
+    """C (M, N) = A (M, K) @ B (K, N), B constant and packed."""
+
+    m: int
+    n: int
+    k: int
+    mr: int  # rows per register block
+    xv: int  # vectors per panel
+    panels: np.ndarray  # (N / PW, K, PW)
+
+    @property
+    def width(self) -> int:
+        return self.xv * LANES
+
+    @property
+    def macs(self) -> int:
+        return self.m * self.n * self.k
+
+
+def packed_fits(call: Call) -> bool:
+    """float32 dense / 2-D-or-more matmul whose right operand is a constant with a
+    multiple of 16 columns."""
+    if not isinstance(call.op, Op) or call.op.name not in ("dense", "matmul"):
+        return False
+    a_t, b_t = call.args[0].checked_type, call.args[1].checked_type
+    if not isinstance(a_t, TensorType) or not isinstance(b_t, TensorType):
+        return False
+    if (
+        a_t.dtype != "float32"
+        or b_t.ndim != 2
+        or a_t.ndim < 2
+        or not isinstance(call.args[1], Constant)
+    ):
+        return False
+    n = b_t.shape[0] if call.op.name == "dense" else b_t.shape[1]
+    return n % LANES == 0
+
+
+def pack(call: Call) -> Packed:
+    a_t = call.args[0].checked_type
+    assert isinstance(a_t, TensorType) and isinstance(call.op, Op)
+    weights = call.args[1]
+    assert isinstance(weights, Constant)
+    b = weights.data if call.op.name == "matmul" else weights.data.T  # (K, N)
+    k, n = b.shape
+    m = int(np.prod(a_t.shape[:-1], dtype=np.int64))
+    xv = 2 if n % (2 * LANES) == 0 else 1
+    mr = next(r for r in (8, 4, 2, 1) if m % r == 0 and r * xv <= 16)
+    width = xv * LANES
+    panels = np.ascontiguousarray(b.reshape(k, n // width, width).transpose(1, 0, 2), "float32")
+    return Packed(m, n, k, mr, xv, panels)
+
+
+def panel_block(p: Packed, panel: LoopVar, a: str, packed: str, dest: str) -> list[Stmt]:
+    """dest[:, panel*PW : (panel+1)*PW] = a @ the panel, MR rows at a time."""
+    vec = f"float32x{LANES}"
+    mb, kk = LoopVar(INDEX, "mb"), LoopVar(INDEX, "kk")
+    row0 = mul(mb, idx(p.mr))
+    column = mul(panel, idx(p.width))
+    at_k = add(mul(add(mul(panel, idx(p.k)), kk), idx(p.width)), idx(0))
+    loads = [Load(vec, packed, add(at_k, idx(v * LANES))) for v in range(p.xv)]
+    body: list[Stmt] = [
+        Declare(f"acc{r}_{v}", Const(vec, 0.0)) for r in range(p.mr) for v in range(p.xv)
+    ]
+    updates: list[Stmt] = []
+    for r in range(p.mr):
+        splat = Splat(vec, Load("float32", a, add(mul(add(row0, idx(r)), idx(p.k)), kk)))
+        for v in range(p.xv):
+            acc = f"acc{r}_{v}"
+            updates.append(
+                Assign(acc, Bin(vec, "add", Ref(vec, acc), Bin(vec, "mul", splat, loads[v])))
+            )
+    body.append(For("kk", p.k, updates))
+    for r in range(p.mr):
+        base = add(mul(add(row0, idx(r)), idx(p.n)), column)
+        for v in range(p.xv):
+            body.append(Store(dest, add(base, idx(v * LANES)), Ref(vec, f"acc{r}_{v}")))
+    return [For("mb", p.m // p.mr, body)]
