@@ -103,7 +103,7 @@ def measure(
     for _ in range(rounds):
         for label, fn in backends.items():
             samples[label] += timed(fn, count)
-            time.sleep(0.05)  # let another backend's spinning threads settle
+            time.sleep(0.3)  # OpenBLAS (numpy eager) and ORT threads spin for a while after a run
     return samples
 
 

@@ -71,6 +71,7 @@ class Runtime:
                     for node_id in item.nodes:
                         self.step_fns[node_id] = self._entry(f"egc_step_{node_id}")
         self.workers: list[threading.Thread] = []
+        self._lock = threading.Lock()  # one run at a time: runs share the arena and slots
         if library is not None and program.parallel:
             self._start_workers(program.threads - 1)
 
@@ -107,7 +108,11 @@ class Runtime:
     # ------------------------------------------------------------ running
     def run(self, feeds: list[np.ndarray], timings: dict[int, float] | None = None) -> list[Any]:
         """Execute the graph; with `timings`, run kernel by kernel and add each one's
-        seconds under its node id (the profile)."""
+        seconds under its node id (the profile). Runs from several threads take turns."""
+        with self._lock:
+            return self._run(feeds, timings)
+
+    def _run(self, feeds: list[np.ndarray], timings: dict[int, float] | None) -> list[Any]:
         graph, program, slots = self.graph, self.program, self.slots
         env: dict[int, Any] = dict(self.static)
         for node, value in zip(graph.inputs, feeds, strict=True):

@@ -136,3 +136,19 @@ def test_products_on_constant_weights_use_packed_panels(shape, n, kind, epilogue
     got = exe.run(x=value)
     assert got.dtype == np.float32 and got.shape == exact.shape
     assert np.all(np.abs(got - exact) <= bound + 1e-30)
+
+
+def test_runs_from_several_python_threads_take_turns() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from egraph_ir import models
+
+    with pm.PassContext(opt_level=3):
+        exe = codegen.build(models.cnn())
+    rng = np.random.default_rng(0)
+    inputs = [rng.standard_normal((1, 3, 64, 64)).astype("float32") for _ in range(8)]
+    expected = [exe.run(x=v) for v in inputs]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda v: exe.run(x=v), inputs * 3))
+    for k, value in enumerate(got):
+        np.testing.assert_array_equal(value, expected[k % len(inputs)])
