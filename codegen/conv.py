@@ -103,12 +103,11 @@ def columns_fit(conv: Call) -> bool:
 
 
 def direct_fits(conv: Call) -> bool:
-    """The micro-kernel: float32, stride 1, any groups, dilation and padding."""
+    """The micro-kernel: float32, any stride, groups, dilation and padding."""
     g = ConvShape.of(conv)
     return (
         isinstance(conv.args[0], Var)
         and g.dtype == "float32"
-        and (g.sh, g.sw) == (1, 1)
         and min(g.top, g.left, g.bottom, g.right) >= 0
     )
 
@@ -148,30 +147,76 @@ def _blocks(channels_per_group: int, wide: int) -> tuple[int, int]:
 
 @dataclass(frozen=True)
 class Wide:
-    """The direct kernel's layout: output rows as wide as the padded input (`wp`), so that
-    output q = y*wp + x reads input q + i*dh*wp + j*dw — contiguous for every tap; the
-    extra columns are computed and dropped by the epilogue that reads them."""
+    """The direct kernel's layout. The padded input is split by stride phase — plane (a, b)
+    holds rows a, a+sh, ... and columns b, b+sw, ... — and output rows are as wide as a
+    phase plane (`wp`): output q = y*wp + x then reads, for tap (i, j), plane
+    (i*dh % sh, j*dw % sw) at q + (i*dh // sh)*wp + j*dw // sw, contiguous for every tap.
+    The extra columns are computed and dropped by the epilogue that reads them. With
+    stride 1 there is one plane: the padded input itself."""
 
     ob: int
     xv: int
-    wp: int
+    wp: int  # width of a phase plane and of an output row
     q: int  # oh * wp rounded up to whole register blocks
-    rows: int  # padded input rows, enough for every load of the last block
-    pad_free: bool  # the input itself can be read: no padding and no load beyond it
+    rows: int  # rows of a phase plane, enough for every load of the last block
+    phases: tuple[tuple[int, int], ...]  # the (row, column) phases some tap reads
+    pad_free: bool  # the input itself can be read: stride 1, no padding, no load beyond it
     into_out: bool  # the wide rows are the NCHW output (q == oh*ow, wp == ow)
 
     @staticmethod
     def of(conv: Call) -> Wide:
         g = ConvShape.of(conv)
         groups = int(conv.attrs["groups"])
-        wp = g.padded[1]
+        hp, wpad = g.padded
+        wp = -(-wpad // g.sw)
         ob, xv = _blocks(g.o // groups, g.oh * wp)
         block = xv * LANES
         q = -(-(g.oh * wp) // block) * block
-        reach = q + (g.kh - 1) * g.dh * wp + (g.kw - 1) * g.dw
-        rows = max(g.padded[0], -(-reach // wp))
+        reach = q + ((g.kh - 1) * g.dh // g.sh) * wp + (g.kw - 1) * g.dw // g.sw
+        rows = max(-(-hp // g.sh), -(-reach // wp))
+        phases = sorted(
+            {(i * g.dh % g.sh, j * g.dw % g.sw) for i in range(g.kh) for j in range(g.kw)}
+        )
         no_pad = (g.top, g.left, g.bottom, g.right) == (0, 0, 0, 0)
-        return Wide(ob, xv, wp, q, rows, no_pad and rows == g.h, wp == g.ow and q == g.oh * g.ow)
+        pad_free = no_pad and (g.sh, g.sw) == (1, 1) and rows == g.h
+        return Wide(ob, xv, wp, q, rows, tuple(phases), pad_free, wp == g.ow and q == g.oh * g.ow)
+
+    @property
+    def plane(self) -> int:
+        return self.rows * self.wp
+
+    def tap(self, g: ConvShape, i: int, j: int) -> int:
+        """Where tap (i, j) starts within one channel's phase planes."""
+        phase = self.phases.index((i * g.dh % g.sh, j * g.dw % g.sw))
+        return phase * self.plane + (i * g.dh // g.sh) * self.wp + j * g.dw // g.sw
+
+
+def phase_kernel(conv: Call, name: str) -> tuple[Kernel, tuple[tuple[int, ...], str]]:
+    """xph[n, c, phase (a, b), r, t] = x[n, c, r*sh + a - top, t*sw + b - left], zero
+    outside: the strided direct kernel's input, every tap a contiguous row."""
+    g, lay = ConvShape.of(conv), Wide.of(conv)
+    dtype = g.dtype
+    b, ch = _v("b"), _v("c")
+    body: list[Stmt] = []
+    for k, (pa, pb) in enumerate(lay.phases):
+        r, t = _v(f"r{k}"), _v(f"t{k}")
+        iy = add(mul(r, idx(g.sh)), idx(pa - g.top))
+        ix = add(mul(t, idx(g.sw)), idx(pb - g.left))
+        src = add(
+            mul(add(mul(b, idx(g.c)), ch), idx(g.h * g.w)),
+            add(mul(clamp(iy, 0, g.h - 1), idx(g.w)), clamp(ix, 0, g.w - 1)),
+        )
+        ok = Bin("bool", "and", within(iy, 0, g.h), within(ix, 0, g.w))
+        value = Select(dtype, ok, Load(dtype, "in0", src), _zero(dtype))
+        channel = add(mul(b, idx(g.c)), ch)
+        within_plane = add(idx(k * lay.plane), add(mul(r, idx(lay.wp)), t))
+        dst = add(mul(channel, idx(len(lay.phases) * lay.plane)), within_plane)
+        body.append(For(f"r{k}", lay.rows, [For(f"t{k}", lay.wp, [Store("out", dst, value)])]))
+    nest: list[Stmt] = [For("c", g.c, [For("b", g.n, body)], outer=True)]
+    shape = (g.n, g.c, len(lay.phases), lay.rows, lay.wp)
+    buffers = [Buffer("in0", dtype, (g.n, g.c, g.h, g.w)), Buffer("out", dtype, shape)]
+    work = float(g.n * g.c * len(lay.phases) * lay.plane)
+    return Kernel(name, buffers, nest, g.c, work=work), (shape, dtype)
 
 
 def _v(name: str) -> LoopVar:
@@ -272,45 +317,46 @@ def grouped_kernel(conv: Call, name: str) -> Kernel:
 
 def direct_block(conv: Call, ob_: LoopVar, source: str, weight: str, dest: str) -> list[Stmt]:
     """One block of OB output channels (ob_ counts blocks), for every batch item:
-    dest[n, o, q] = sum over c, i, j of w[o, c, i, j] * source[n, g*cg + c, q + i*dh*wp + j*dw],
-    where source holds `rows` x wp elements per channel (the padded input, or the input)."""
+    dest[n, o, q] = sum over c, i, j of w[o, c, i, j] * source[n, g*cg + c, tap(i, j) + q],
+    where source holds each channel's phase planes (the padded input, or the input)."""
     g, lay = ConvShape.of(conv), Wide.of(conv)
     groups = int(conv.attrs["groups"])
     cg, og = g.c // groups, g.o // groups
     kh, kw = g.kh, g.kw
-    ob, xv, wp, q = lay.ob, lay.xv, lay.wp, lay.q
-    plane = lay.rows * wp
+    ob, xv, q = lay.ob, lay.xv, lay.q
     vec = f"float32x{LANES}"
-    b, qb, ch, i, j = (_v(k) for k in ("b", "qb", "ch", "i", "j"))
+    b, qb, ch = _v("b"), _v("qb"), _v("ch")
     first = mul(ob_, idx(ob))
     group = first if og == 1 else Bin(INDEX, "div", first, idx(og))
     channel = add(mul(group, idx(cg)), ch)
-    q0 = mul(qb, idx(xv * LANES))
-    start = add(
-        add(mul(add(mul(b, idx(g.c)), channel), idx(plane)), q0),
-        add(mul(i, idx(g.dh * wp)), mul(j, idx(g.dw))),
+    base = add(
+        mul(add(mul(b, idx(g.c)), channel), idx(len(lay.phases) * lay.plane)),
+        mul(qb, idx(xv * LANES)),
     )
-    loads = [Load(vec, source, add(start, idx(k * LANES))) for k in range(xv)]
     body: list[Stmt] = [
         Declare(f"acc{p}_{k}", Const(vec, 0.0)) for p in range(ob) for k in range(xv)
     ]
     updates: list[Stmt] = []
+    for i in range(kh):
+        for j in range(kw):
+            start = add(base, idx(lay.tap(g, i, j)))
+            loads = [Load(vec, source, add(start, idx(k * LANES))) for k in range(xv)]
+            for p in range(ob):
+                tap = add(
+                    mul(add(first, idx(p)), idx(cg * kh * kw)),
+                    add(mul(ch, idx(kh * kw)), idx(i * kw + j)),
+                )
+                splat = Splat(vec, Load("float32", weight, tap))
+                for k in range(xv):
+                    acc = f"acc{p}_{k}"
+                    product = Bin(vec, "mul", splat, loads[k])
+                    updates.append(Assign(acc, Bin(vec, "add", Ref(vec, acc), product)))
+    body.append(For("ch", cg, updates))
+    q0 = mul(qb, idx(xv * LANES))
     for p in range(ob):
-        tap = add(
-            mul(add(first, idx(p)), idx(cg * kh * kw)),
-            add(mul(ch, idx(kh * kw)), add(mul(i, idx(kw)), j)),
-        )
-        splat = Splat(vec, Load("float32", weight, tap))
+        out_at = add(mul(add(mul(b, idx(g.o)), add(first, idx(p))), idx(q)), q0)
         for k in range(xv):
-            acc = f"acc{p}_{k}"
-            updates.append(
-                Assign(acc, Bin(vec, "add", Ref(vec, acc), Bin(vec, "mul", splat, loads[k])))
-            )
-    body.append(For("ch", cg, [For("i", kh, [For("j", kw, updates)])]))
-    for p in range(ob):
-        base = add(mul(add(mul(b, idx(g.o)), add(first, idx(p))), idx(q)), q0)
-        for k in range(xv):
-            body.append(Store(dest, add(base, idx(k * LANES)), Ref(vec, f"acc{p}_{k}")))
+            body.append(Store(dest, add(out_at, idx(k * LANES)), Ref(vec, f"acc{p}_{k}")))
     return [For("b", g.n, [For("qb", q // (xv * LANES), body)])]
 
 

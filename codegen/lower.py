@@ -541,8 +541,12 @@ class _Lowering:
         scratches: list[tuple[tuple[int, ...], str]] = []
         pad = None
         source = self.buffers[x].name
-        if not lay.pad_free:
+        if not lay.pad_free and (g.sh, g.sw) == (1, 1):
             pad, padded = conv.pad_kernel(anchor, f"{self.name}_pad", lay.rows)
+            source, special["xpad"] = "xpad", BufferRef("scratch", len(scratches))
+            scratches.append(padded)
+        elif not lay.pad_free:
+            pad, padded = conv.phase_kernel(anchor, f"{self.name}_phases")
             source, special["xpad"] = "xpad", BufferRef("scratch", len(scratches))
             scratches.append(padded)
         dest = "out"
