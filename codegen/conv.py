@@ -30,6 +30,7 @@ from .loop_ir import (
     Declare,
     For,
     Kernel,
+    LExpr,
     Load,
     LoopVar,
     Ref,
@@ -174,9 +175,10 @@ class Wide:
         q = -(-(g.oh * wp) // block) * block
         reach = q + ((g.kh - 1) * g.dh // g.sh) * wp + (g.kw - 1) * g.dw // g.sw
         rows = max(-(-hp // g.sh), -(-reach // wp))
-        phases = sorted(
-            {(i * g.dh % g.sh, j * g.dw % g.sw) for i in range(g.kh) for j in range(g.kw)}
-        )
+        used = {(i * g.dh % g.sh, j * g.dw % g.sw) for i in range(g.kh) for j in range(g.kw)}
+        # one plane when every tap reads the same phase (1x1 stride 2), else the full grid
+        grid = [(a, b) for a in range(g.sh) for b in range(g.sw)]
+        phases = sorted(used) if len(used) == 1 else grid
         no_pad = (g.top, g.left, g.bottom, g.right) == (0, 0, 0, 0)
         pad_free = no_pad and (g.sh, g.sw) == (1, 1) and rows == g.h
         return Wide(ob, xv, wp, q, rows, tuple(phases), pad_free, wp == g.ow and q == g.oh * g.ow)
@@ -185,10 +187,19 @@ class Wide:
     def plane(self) -> int:
         return self.rows * self.wp
 
-    def tap(self, g: ConvShape, i: int, j: int) -> int:
-        """Where tap (i, j) starts within one channel's phase planes."""
-        phase = self.phases.index((i * g.dh % g.sh, j * g.dw % g.sw))
-        return phase * self.plane + (i * g.dh // g.sh) * self.wp + j * g.dw // g.sw
+    def tap(self, g: ConvShape, i: LExpr, j: int) -> LExpr:
+        """Where tap (i, j) starts within one channel's phase planes (row i may be a loop
+        variable; with several planes they form the full sh x sw grid)."""
+        rows: LExpr = mul(i, idx(g.dh))
+        phase_row: LExpr = idx(0)
+        if g.sh > 1:
+            phase_row = Bin(INDEX, "rem", rows, idx(g.sh))
+            rows = Bin(INDEX, "div", rows, idx(g.sh))
+        phase: LExpr = idx(0)
+        if len(self.phases) > 1:
+            phase = add(mul(phase_row, idx(g.sw)), idx(j * g.dw % g.sw))
+        columns = j * g.dw // g.sw
+        return add(add(mul(phase, idx(self.plane)), mul(rows, idx(self.wp))), idx(columns))
 
 
 def phase_kernel(conv: Call, name: str) -> tuple[Kernel, tuple[tuple[int, ...], str]]:
@@ -337,16 +348,13 @@ def direct_block(conv: Call, ob_: LoopVar, source: str, weight: str, dest: str) 
         Declare(f"acc{p}_{k}", Const(vec, 0.0)) for p in range(ob) for k in range(xv)
     ]
     updates: list[Stmt] = []
-    for i in range(kh):
+    for i in range(kh):  # every tap unrolled: LLVM's own unrolling is off (compile time)
         for j in range(kw):
-            start = add(base, idx(lay.tap(g, i, j)))
+            start = add(base, lay.tap(g, idx(i), j))
             loads = [Load(vec, source, add(start, idx(k * LANES))) for k in range(xv)]
             for p in range(ob):
-                tap = add(
-                    mul(add(first, idx(p)), idx(cg * kh * kw)),
-                    add(mul(ch, idx(kh * kw)), idx(i * kw + j)),
-                )
-                splat = Splat(vec, Load("float32", weight, tap))
+                w_row = add(mul(add(mul(add(first, idx(p)), idx(cg)), ch), idx(kh)), idx(i))
+                splat = Splat(vec, Load("float32", weight, add(mul(w_row, idx(kw)), idx(j))))
                 for k in range(xv):
                     acc = f"acc{p}_{k}"
                     product = Bin(vec, "mul", splat, loads[k])

@@ -39,7 +39,9 @@ def host_target_machine() -> Any:
 
 
 def optimise(ir_text: str, tm: Any, context: Any = None) -> Any:
-    """Parse and run the O3 pipeline (vectorisers, interleaving, unrolling)."""
+    """Parse and run the O3 pipeline (vectorisers, interleaving, unrolling). Unrolling
+    doubles compile time, but LLVM 22 without it vectorises a 10-element maxnum reduction
+    that skips its last two elements (tests/codegen/test_reductions.py keeps that caught)."""
     mod = llvm.parse_assembly(ir_text, context=context)
     mod.verify()
     mod.triple = tm.triple
