@@ -227,7 +227,7 @@ def phase_kernel(conv: Call, name: str) -> tuple[Kernel, tuple[tuple[int, ...], 
     shape = (g.n, g.c, len(lay.phases), lay.rows, lay.wp)
     buffers = [Buffer("in0", dtype, (g.n, g.c, g.h, g.w)), Buffer("out", dtype, shape)]
     work = float(g.n * g.c * len(lay.phases) * lay.plane)
-    return Kernel(name, buffers, nest, g.c, work=work), (shape, dtype)
+    return Kernel(name, buffers, nest, g.c, work=work, unroll=False), (shape, dtype)
 
 
 def _v(name: str) -> LoopVar:
@@ -278,7 +278,7 @@ def pad_kernel(
     body: list[Stmt] = [For("c", g.c, [For("b", g.n, plane)], outer=True)]
     shape = (g.n, g.c, hp, wp)
     buffers = [Buffer("in0", dtype, (g.n, g.c, g.h, g.w)), Buffer("out", dtype, shape)]
-    kernel = Kernel(name, buffers, body, g.c, work=float(g.n * g.c * hp * wp))
+    kernel = Kernel(name, buffers, body, g.c, work=float(g.n * g.c * hp * wp), unroll=False)
     return kernel, (shape, dtype)
 
 
@@ -359,7 +359,7 @@ def direct_block(conv: Call, ob_: LoopVar, source: str, weight: str, dest: str) 
                     acc = f"acc{p}_{k}"
                     product = Bin(vec, "mul", splat, loads[k])
                     updates.append(Assign(acc, Bin(vec, "add", Ref(vec, acc), product)))
-    body.append(For("ch", cg, updates))
+    body.append(For("ch", cg, updates, unroll=False))
     q0 = mul(qb, idx(xv * LANES))
     for p in range(ob):
         out_at = add(mul(add(mul(b, idx(g.o)), add(first, idx(p))), idx(q)), q0)

@@ -114,7 +114,7 @@ def panel_block(p: Packed, panel: LoopVar, a: str, packed: str, dest: str) -> li
             updates.append(
                 Assign(acc, Bin(vec, "add", Ref(vec, acc), Bin(vec, "mul", splat, loads[v])))
             )
-    body.append(For("kk", p.k, updates))
+    body.append(For("kk", p.k, updates, unroll=False))
     for r in range(p.mr):
         base = add(mul(add(row0, idx(r)), idx(p.n)), column)
         for v in range(p.xv):

@@ -131,6 +131,7 @@ class For(Stmt):
     extent: int
     body: list[Stmt]
     outer: bool = False  # runs over the thread's [start, end) instead of [0, extent)
+    unroll: bool = True  # False: LLVM must not unroll it (a micro-kernel's long reduction)
 
 
 @dataclass
@@ -171,3 +172,4 @@ class Kernel:
     body: list[Stmt]
     extent: int
     work: float = 0.0  # element operations, to decide whether threads are worth it
+    unroll: bool = True  # False: no loop of it is unrolled by LLVM (micro-kernels, copies)

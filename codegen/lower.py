@@ -566,7 +566,7 @@ class _Lowering:
         buffers.append(self.out)
         work = conv.direct_macs(anchor) / conv.LANES + size_of(self.out_type.shape)
         nest: list[Stmt] = [For("ob", g.o // lay.ob, stmts, outer=True)]
-        kernel = Kernel(self.name, buffers, nest, g.o // lay.ob, work)
+        kernel = Kernel(self.name, buffers, nest, g.o // lay.ob, work, unroll=False)
         fused = LoopKernel(self.name, ops, kernel, dict(self.constants), special)
         source_index = self.fn.params.index(x)
         weights = _operand(w, self.fn.params)
@@ -588,7 +588,8 @@ class _Lowering:
         buffers.append(self.out)
         panels = p.n // p.width
         work = p.macs / gemm.LANES + size_of(self.out_type.shape)
-        kernel = Kernel(self.name, buffers, [For("panel", panels, stmts, outer=True)], panels, work)
+        nest: list[Stmt] = [For("panel", panels, stmts, outer=True)]
+        kernel = Kernel(self.name, buffers, nest, panels, work, unroll=False)
         return JitGemmKernel(self.name, ops, kernel, dict(self.constants))
 
     def panel_epilogue(self, panel: LExpr, p: gemm.Packed) -> list[Stmt]:

@@ -10,6 +10,7 @@ while NaN and infinity keep their IEEE meaning (no `nnan`/`ninf`).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -99,8 +100,22 @@ def emit_module(
         if line.startswith("define void @"):
             line = line.rstrip()
             line = line[:-1].rstrip() + " #0 {" if line.endswith("{") else line + " #0"
+        elif line.startswith("!") and SELF in line:  # a loop ID refers to itself
+            name = line.split(" = ", 1)[0]
+            line = re.sub(rf'!"{SELF}\.[0-9]+"', name, line).replace(" = !{", " = distinct !{", 1)
         lines.append(line)
     return "\n".join(lines) + "\n" + VECTOR_ATTRS + "\n"
+
+
+SELF = "egc.self"
+
+
+def _no_unroll(module: ir.Module) -> ir.Value:
+    """A fresh loop ID asking LLVM not to unroll (its self-reference is made in the text)."""
+    disable = module.add_metadata([ir.MetaDataString(module, "llvm.loop.unroll.disable")])
+    count = getattr(module, "_egc_loops", 0) + 1
+    module._egc_loops = count
+    return module.add_metadata([ir.MetaDataString(module, f"{SELF}.{count}"), disable])
 
 
 def emit_modules(
@@ -198,7 +213,9 @@ class _KernelEmitter:
         self.scopes.pop()
         nxt = self.b.add(phi, ir.Constant(i64, 1), name=f"{s.var}.next")
         phi.add_incoming(nxt, self.b.block)
-        self.b.branch(header)
+        latch = self.b.branch(header)
+        if not (s.unroll and self.kernel.unroll):
+            latch.set_metadata("llvm.loop", _no_unroll(self.fn.module))
         self.b.position_at_end(done)
 
     # ------------------------------------------------------------ expressions
