@@ -1,14 +1,17 @@
 """conv2d in JIT code: every form runs natively, through one of four kernels.
 
-- Direct micro-kernel (stride 1, one group, float32, output rows a multiple of 16 wide):
-  the input is padded into scratch, then each step keeps an OB x XV block of 16-lane
-  accumulators in registers — OB output channels times XV*16 columns of one row — and
-  sweeps the C*KH*KW reduction, loading each input vector once for OB fused multiply-adds
-  (~160 GFLOP/s on one core on the CNN's second convolution, against ~135 for im2col + BLAS).
-- 1x1 without stride or padding: the input already is the column matrix; one GEMM.
-- Other one-group float convolutions (strides, dilation, any padding): a JIT im2col into
-  scratch, then one GEMM per batch item.
-- Grouped, depthwise and non-float convolutions: padding into scratch, then direct loops
+- Direct micro-kernel (float32; any stride, groups, depthwise, dilation, padding, batch):
+  the input is padded — and for strides split into phase planes — into scratch, then each
+  step keeps an OB x XV block of 16-lane accumulators in registers (OB output channels
+  times XV*16 output columns) and sweeps the C*KH*KW reduction, loading each input vector
+  once for OB fused multiply-adds (~160 GFLOP/s on one core). Output rows are as wide as
+  the (phase) input rows, so every tap is a contiguous load; the fused epilogue drops the
+  extra columns (codegen/lower.py: direct_conv). A 1x1 convolution whose rows split into
+  whole register blocks reads its input directly and writes NCHW directly.
+- Other 1x1 without stride or padding: the input already is the column matrix; a GEMM.
+- Other one-group float convolutions (float64): a JIT im2col into scratch, then one GEMM
+  per batch item.
+- Other grouped convolutions (float64, float16): padding into scratch, then direct loops
   that accumulate each output row in place (grouped_kernel).
 """
 
@@ -187,9 +190,16 @@ class Wide:
     def plane(self) -> int:
         return self.rows * self.wp
 
-    def tap(self, g: ConvShape, i: LExpr, j: int) -> LExpr:
-        """Where tap (i, j) starts within one channel's phase planes (row i may be a loop
-        variable; with several planes they form the full sh x sw grid)."""
+    def tap(self, g: ConvShape, i: int, j: int) -> int:
+        """Where tap (i, j) starts within one channel's phase planes (with several planes
+        they form the full sh x sw grid)."""
+        phase = 0
+        if len(self.phases) > 1:
+            phase = (i * g.dh % g.sh) * g.sw + j * g.dw % g.sw
+        return phase * self.plane + (i * g.dh // g.sh) * self.wp + j * g.dw // g.sw
+
+    def row_tap(self, g: ConvShape, i: LExpr, j: int) -> LExpr:
+        """`tap` with the kernel row a loop variable (large kernels keep a row loop)."""
         rows: LExpr = mul(i, idx(g.dh))
         phase_row: LExpr = idx(0)
         if g.sh > 1:
@@ -198,8 +208,8 @@ class Wide:
         phase: LExpr = idx(0)
         if len(self.phases) > 1:
             phase = add(mul(phase_row, idx(g.sw)), idx(j * g.dw % g.sw))
-        columns = j * g.dw // g.sw
-        return add(add(mul(phase, idx(self.plane)), mul(rows, idx(self.wp))), idx(columns))
+        offset = add(mul(phase, idx(self.plane)), mul(rows, idx(self.wp)))
+        return add(offset, idx(j * g.dw // g.sw))
 
 
 def phase_kernel(conv: Call, name: str) -> tuple[Kernel, tuple[tuple[int, ...], str]]:
@@ -347,18 +357,32 @@ def direct_block(conv: Call, ob_: LoopVar, source: str, weight: str, dest: str) 
     body: list[Stmt] = [
         Declare(f"acc{p}_{k}", Const(vec, 0.0)) for p in range(ob) for k in range(xv)
     ]
+    # the weights of output channel first + p, input channel ch: one base per p, shared
+    weights = [
+        add(mul(add(first, idx(p)), idx(cg * kh * kw)), mul(ch, idx(kh * kw))) for p in range(ob)
+    ]
+    # taps unrolled (LLVM does not unroll these loops); a kernel row loop stays for large
+    # kernels (7x7), where unrolling every tap only costs compile time
+    unrolled = kh * kw <= 16
+    row_var = _v("i")
     updates: list[Stmt] = []
-    for i in range(kh):  # every tap unrolled: LLVM's own unrolling is off (compile time)
+    for i in range(kh) if unrolled else [0]:
         for j in range(kw):
-            start = add(base, lay.tap(g, idx(i), j))
+            if unrolled:
+                offset: LExpr = idx(lay.tap(g, i, j))
+                tap: LExpr = idx(i * kw + j)
+            else:
+                offset, tap = lay.row_tap(g, row_var, j), add(mul(row_var, idx(kw)), idx(j))
+            start = add(base, offset)
             loads = [Load(vec, source, add(start, idx(k * LANES))) for k in range(xv)]
             for p in range(ob):
-                w_row = add(mul(add(mul(add(first, idx(p)), idx(cg)), ch), idx(kh)), idx(i))
-                splat = Splat(vec, Load("float32", weight, add(mul(w_row, idx(kw)), idx(j))))
+                splat = Splat(vec, Load("float32", weight, add(weights[p], tap)))
                 for k in range(xv):
                     acc = f"acc{p}_{k}"
                     product = Bin(vec, "mul", splat, loads[k])
                     updates.append(Assign(acc, Bin(vec, "add", Ref(vec, acc), product)))
+    if not unrolled:
+        updates = [For("i", kh, updates, unroll=False)]
     body.append(For("ch", cg, updates, unroll=False))
     q0 = mul(qb, idx(xv * LANES))
     for p in range(ob):

@@ -153,9 +153,10 @@ class GemmKernel(CompiledKernel):
 
 @dataclass
 class ConvKernel(CompiledKernel):
-    """conv2d: a prologue (padding or im2col) from one input into scratch, then either a JIT
-    convolution (scratch, weights, out) or a GEMM of the weights with the columns, then the
-    epilogue in place. Without a prologue the input itself is the column matrix (1x1)."""
+    """conv2d: a prologue (padding, stride phases or im2col) from one input into scratch 0,
+    then a JIT convolution (scratch, weights, out) or a GEMM of the weights with the columns
+    (the input itself for 1x1), then the epilogue. For the direct micro-kernel, anchor and
+    gemm are None: the epilogue kernel is the convolution and its epilogue in one."""
 
     kind: ClassVar[str] = "conv"
     name: str
@@ -163,7 +164,7 @@ class ConvKernel(CompiledKernel):
     source: int  # the group parameter the prologue (or a 1x1 GEMM) reads
     weights: Operand
     prologue: Kernel | None
-    anchor: Kernel | None  # a JIT convolution; None: GEMM over columns
+    anchor: Kernel | None  # grouped_kernel's direct loops
     scratches: tuple[tuple[tuple[int, ...], str], ...] = ()
     gemm: blas.Product | None = None
     epilogue: LoopKernel | None = None  # for the direct kernel: the convolution itself too

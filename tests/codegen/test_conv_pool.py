@@ -157,3 +157,19 @@ def test_one_thread_and_many_give_the_same_results() -> None:
     np.testing.assert_array_equal(results[0], results[1])
     np.testing.assert_array_equal(results[0], results[2])
     assert_allclose(results[0], ir.interpret(fn, x=value))
+
+
+@pytest.mark.parametrize(
+    ("kernel", "strides", "dilation", "groups"),
+    [((7, 7), (2, 2), (1, 1), 1), ((5, 5), (1, 1), (2, 2), 1), ((5, 3), (2, 1), (1, 2), 2)],
+)
+def test_large_kernels_keep_a_row_loop_and_agree(kernel, strides, dilation, groups) -> None:
+    rng = np.random.default_rng(3)
+    x = ir.var("x", shape=(2, 4, 23, 21))
+    w = ir.const(rng.standard_normal((8, 4 // groups, *kernel)).astype("float32"))
+    body = op.conv2d(x, w, strides=strides, padding=(3, 1, 2, 0), dilation=dilation, groups=groups)
+    fn = ir.Function([x], op.relu(body))
+    value = rng.standard_normal((2, 4, 23, 21)).astype("float32")
+    exe = codegen.build(fn)
+    assert exe.kernel_kinds() == {"conv": 1}
+    assert_allclose(exe.run(x=value), ir.interpret(fn, x=value))
