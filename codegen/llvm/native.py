@@ -28,7 +28,8 @@ SERIAL_MIN, SERIAL_MAX = 30_000_000, 1_000_000_000  # serial period: ~10 ms firs
 WAIT_SLACK = 1_000_000  # cycles (~0.3 ms) of waiting always tolerated: a late wake-up, not a
 # descheduled worker (that costs a scheduler slice, milliseconds)
 STATE_SIZE = 16  # int64 fields (two cache lines would be kinder; one suffices for 2 cores)
-SPIN_LIMIT = 2000  # pause instructions (~140 cycles each here) before a worker sleeps
+SPIN_CYCLES = 600_000  # ~0.2 ms: how long an idle worker spins before it sleeps (pause
+# costs 10-140 cycles depending on the CPU, so the limit is measured in cycles, not pauses)
 SYS_FUTEX, FUTEX_WAIT_PRIVATE, FUTEX_WAKE_PRIVATE = 202, 128, 129
 
 I64, I32, I8P = ir.IntType(64), ir.IntType(32), ir.IntType(8).as_pointer()
@@ -76,6 +77,16 @@ class _Builder:
     def relax(self, b: ir.IRBuilder) -> None:
         if self.pause is not None:
             b.call(self.pause, [])
+
+
+def _cycle_counter(module: ir.Module) -> ir.Function:
+    """llvm.readcyclecounter (the TSC on x86), declared once per module."""
+    name = "llvm.readcyclecounter"
+    if name in module.globals:
+        found = module.globals[name]
+        assert isinstance(found, ir.Function)
+        return found
+    return ir.Function(module, ir.FunctionType(I64, []), name)
 
 
 def emit_pool(module: ir.Module) -> Pool:
@@ -142,9 +153,10 @@ def _emit_worker(module: ir.Module, h: _Builder, claim: ir.Function) -> ir.Funct
     exit_ = fn.append_basic_block("exit")
     b = ir.IRBuilder(entry)
     seen = b.alloca(I64)
-    spins = b.alloca(I64)
+    spins = b.alloca(I64)  # the cycle count when the worker last had work
     b.store(_c64(0), seen)
-    b.store(_c64(0), spins)
+    clock = _cycle_counter(module)
+    b.store(b.call(clock, []), spins)
     b.branch(loop)
 
     b.position_at_end(loop)
@@ -158,13 +170,12 @@ def _emit_worker(module: ir.Module, h: _Builder, claim: ir.Function) -> ir.Funct
     b.position_at_end(work)
     b.store(gen, seen)
     b.call(claim, [state, gen])
-    b.store(_c64(0), spins)
+    b.store(b.call(clock, []), spins)
     b.branch(loop)
 
     b.position_at_end(idle)
-    count = b.add(b.load(spins), _c64(1))
-    b.store(count, spins)
-    b.cbranch(b.icmp_unsigned("<", count, _c64(SPIN_LIMIT)), spin, sleep)
+    quiet_for = b.sub(b.call(clock, []), b.load(spins))
+    b.cbranch(b.icmp_unsigned("<", quiet_for, _c64(SPIN_CYCLES)), spin, sleep)
 
     b.position_at_end(spin)
     h.relax(b)
@@ -193,7 +204,7 @@ def _emit_worker(module: ir.Module, h: _Builder, claim: ir.Function) -> ir.Funct
 
     b.position_at_end(woke)
     b.atomic_rmw("sub", h.field(b, state, STATE_SLEEPERS), _c64(1), "seq_cst")
-    b.store(_c64(0), spins)
+    b.store(b.call(clock, []), spins)
     b.branch(loop)
 
     b.position_at_end(exit_)
@@ -226,7 +237,7 @@ def _emit_parallel(module: ir.Module, h: _Builder, claim: ir.Function) -> ir.Fun
     fnty = ir.FunctionType(ir.VoidType(), [STATE, TASK.as_pointer(), I8P, I64])
     fn = ir.Function(module, fnty, "egc_parallel")
     state, task, data, n = fn.args
-    clock = ir.Function(module, ir.FunctionType(I64, []), "llvm.readcyclecounter")
+    clock = _cycle_counter(module)
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     now = b.call(clock, [])
     until = b.load(h.field(b, state, STATE_SERIAL_UNTIL))
