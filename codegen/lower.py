@@ -284,24 +284,50 @@ class _Lowering:
         return self.nest(out_shape, inner)
 
     def product_nest(self, call: Call) -> list[Stmt]:
-        """A small 2-D matmul/dense as loops: cheaper than a BLAS call (and its threads)."""
+        """dense / matmul / batch_matmul as loops — any rank, broadcast batches, 1-D
+        operands, transposes: small products (cheaper than a BLAS call) and integer ones."""
         a, b = call.args
         a_t, b_t, out_t = a.checked_type, b.checked_type, call.checked_type
         assert isinstance(a_t, TensorType) and isinstance(b_t, TensorType)
         assert isinstance(out_t, TensorType)
-        k_extent = a_t.shape[1]
-        dense = call.op.name == "dense"  # type: ignore[union-attr]
+        name = call.op.name  # type: ignore[union-attr]
+        ta = bool(call.attrs["transpose_a"]) if name == "batch_matmul" else False
+        tb = bool(call.attrs["transpose_b"]) if name == "batch_matmul" else name == "dense"
+        a_vec = name == "matmul" and a_t.ndim == 1
+        b_vec = name == "matmul" and b_t.ndim == 1
+        k_extent = a_t.shape[-2] if ta else a_t.shape[-1]
         read_a, read_b = self.reader(a), self.reader(b)
         dtype = out_t.dtype
 
+        def batch(vs: list[LExpr], shape: tuple[int, ...]) -> list[LExpr]:
+            """The batch indices of an operand, broadcast (right-aligned) from the output's."""
+            offset = len(vs) - len(shape)
+            return [idx(0) if d == 1 else vs[offset + n] for n, d in enumerate(shape)]
+
         def inner(vs: list[LExpr]) -> list[Stmt]:
-            i, j = vs
             k = self.var("k")
+            if name == "dense":  # x (..., K) . w (N, K)
+                a_multi, b_multi = [*vs[:-1], k], [vs[-1], k]
+            else:
+                j = None if b_vec else vs[-1]
+                rest = vs if b_vec else vs[:-1]
+                i = None if a_vec else rest[-1]
+                outer = rest if a_vec else rest[:-1]
+                a_multi = (
+                    [k]
+                    if i is None
+                    else [*batch(outer, a_t.shape[:-2]), *([k, i] if ta else [i, k])]
+                )
+                b_multi = (
+                    [k]
+                    if j is None
+                    else [*batch(outer, b_t.shape[:-2]), *([j, k] if tb else [k, j])]
+                )
             acc = f"acc{self.loops}"
-            left = read_a(Index(a_t.shape, multi=[i, k]))
-            right = read_b(Index(b_t.shape, multi=[j, k] if dense else [k, j]))
+            left = read_a(Index(a_t.shape, multi=a_multi))
+            right = read_b(Index(b_t.shape, multi=b_multi))
             step = Assign(acc, Bin(dtype, "add", Ref(dtype, acc), Bin(dtype, "mul", left, right)))
-            out = Index(out_t.shape, multi=[i, j]).flat()
+            out = Index(out_t.shape, multi=vs).flat() if vs else idx(0)
             return [
                 Declare(acc, const(0.0 if np.dtype(dtype).kind == "f" else 0, dtype)),
                 For(k.name, k_extent, [step]),
@@ -520,8 +546,6 @@ class _Lowering:
             kernel = Kernel(self.name, buffers, body, _outer_extent(extent_shape), work)
             loops = LoopKernel(self.name, ops, kernel, dict(self.constants))
         if anchor is not None and name in PRODUCTS and not _small_product(anchor):
-            if self.out_type.dtype not in blas.BLAS_DTYPES:
-                raise Unsupported(f"{name} of {self.out_type.dtype} beyond two dimensions")
             a, b = (_operand(x, self.fn.params) for x in anchor.args)
             return GemmKernel(self.name, ops, blas.product_of(anchor), (a, b), loops)
         if anchor is not None and name == "conv2d":
@@ -655,16 +679,16 @@ SMALL_PRODUCT = 1 << 16  # multiply-adds below which loops beat a BLAS call
 
 
 def _small_product(call: Call) -> bool:
-    if not isinstance(call.op, Op) or call.op.name not in ("matmul", "dense"):
+    """Products that run as loops: under SMALL_PRODUCT multiply-adds, or not float (BLAS
+    has no integer GEMM)."""
+    if not isinstance(call.op, Op) or call.op.name not in PRODUCTS:
         return False
-    a_t, b_t = call.args[0].checked_type, call.args[1].checked_type
-    if not (isinstance(a_t, TensorType) and isinstance(b_t, TensorType)):
+    a_t, out_t = call.args[0].checked_type, call.checked_type
+    if not (isinstance(a_t, TensorType) and isinstance(out_t, TensorType)):
         return False
-    if a_t.ndim != 2 or b_t.ndim != 2:
-        return False
-    m, k = a_t.shape
-    n = b_t.shape[0] if call.op.name == "dense" else b_t.shape[1]
-    return m * n * k <= SMALL_PRODUCT or a_t.dtype not in blas.BLAS_DTYPES
+    transposed = call.op.name == "batch_matmul" and call.attrs["transpose_a"]
+    k = a_t.shape[-2] if transposed else a_t.shape[-1]
+    return size_of(out_t.shape) * k <= SMALL_PRODUCT or a_t.dtype not in blas.BLAS_DTYPES
 
 
 def _is_anchor(c: Call) -> bool:

@@ -152,3 +152,34 @@ def test_runs_from_several_python_threads_take_turns() -> None:
         got = list(pool.map(lambda v: exe.run(x=v), inputs * 3))
     for k, value in enumerate(got):
         np.testing.assert_array_equal(value, expected[k % len(inputs)])
+
+
+@given(
+    st.sampled_from(
+        [
+            ("matmul", (5,), (5,)),
+            ("matmul", (5,), (5, 3)),
+            ("matmul", (2, 3, 5), (5,)),
+            ("matmul", (2, 1, 4, 5), (3, 5, 6)),
+            ("batch_matmul", (1, 4, 5), (3, 6, 5)),
+            ("dense", (2, 3, 5), (4, 5)),
+        ]
+    ),
+    st.sampled_from(["int32", "int64", "float32"]),
+    st.booleans(),
+)
+def test_loop_products_of_every_rank_and_dtype(case, dtype, transpose_a) -> None:
+    """Integer products (no BLAS) and small ones run as JIT loops, never the interpreter."""
+    name, a_shape, b_shape = case
+    attrs = {}
+    if name == "batch_matmul" and transpose_a:
+        a_shape = (a_shape[0], a_shape[2], a_shape[1])
+        attrs = {"transpose_a": True}
+    a, b = ir.var("a", shape=a_shape, dtype=dtype), ir.var("b", shape=b_shape, dtype=dtype)
+    fn = ir.Function([a, b], op.call(name, a, b, **attrs))
+    rng = np.random.default_rng(len(a_shape))
+    inputs = {"a": rng.integers(-4, 5, a_shape).astype(dtype)}
+    inputs["b"] = rng.integers(-4, 5, b_shape).astype(dtype)
+    exe = codegen.build(fn)
+    assert exe.kernel_kinds() == {"loops": 1}
+    np.testing.assert_array_equal(exe.run(**inputs), ir.interpret(fn, **inputs))
