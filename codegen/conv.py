@@ -214,25 +214,53 @@ class Wide:
 
 def phase_kernel(conv: Call, name: str) -> tuple[Kernel, tuple[tuple[int, ...], str]]:
     """xph[n, c, phase (a, b), r, t] = x[n, c, r*sh + a - top, t*sw + b - left], zero
-    outside: the strided direct kernel's input, every tap a contiguous row."""
+    outside: the strided direct kernel's input, every tap a contiguous row. Bounds are
+    worked out here, so border rows and columns are plain zero loops and the interior a
+    strided copy without selects."""
     g, lay = ConvShape.of(conv), Wide.of(conv)
     dtype = g.dtype
     b, ch = _v("b"), _v("c")
+    src_plane = mul(add(mul(b, idx(g.c)), ch), idx(g.h * g.w))
+    dst_channel = mul(add(mul(b, idx(g.c)), ch), idx(len(lay.phases) * lay.plane))
+    zero = _zero(dtype)
     body: list[Stmt] = []
+
+    def span(first: int, step: int, size: int, extent: int) -> tuple[int, int]:
+        """The k in [0, extent) with 0 <= k*step + first < size."""
+        lo = max(0, -(first // step))  # ceil(-first / step)
+        hi = min(extent, max(lo, -(-(size - first) // step)))
+        return lo, hi
+
     for k, (pa, pb) in enumerate(lay.phases):
-        r, t = _v(f"r{k}"), _v(f"t{k}")
-        iy = add(mul(r, idx(g.sh)), idx(pa - g.top))
-        ix = add(mul(t, idx(g.sw)), idx(pb - g.left))
-        src = add(
-            mul(add(mul(b, idx(g.c)), ch), idx(g.h * g.w)),
-            add(mul(clamp(iy, 0, g.h - 1), idx(g.w)), clamp(ix, 0, g.w - 1)),
+        plane = add(dst_channel, idx(k * lay.plane))
+        r0, r1 = span(pa - g.top, g.sh, g.h, lay.rows)
+        t0, t1 = span(pb - g.left, g.sw, g.w, lay.wp)
+        for rows_first, rows_count in ((0, r0), (r1, lay.rows - r1)):
+            if rows_count > 0:
+                r, t = _v(f"zr{k}_{rows_first}"), _v(f"zt{k}_{rows_first}")
+                at = add(plane, add(mul(add(r, idx(rows_first)), idx(lay.wp)), t))
+                body.append(
+                    For(r.name, rows_count, [For(t.name, lay.wp, [Store("out", at, zero)])])
+                )
+        r = _v(f"r{k}")
+        row = add(plane, mul(add(r, idx(r0)), idx(lay.wp)))
+        src_row = add(
+            src_plane, mul(add(mul(add(r, idx(r0)), idx(g.sh)), idx(pa - g.top)), idx(g.w))
         )
-        ok = Bin("bool", "and", within(iy, 0, g.h), within(ix, 0, g.w))
-        value = Select(dtype, ok, Load(dtype, "in0", src), _zero(dtype))
-        channel = add(mul(b, idx(g.c)), ch)
-        within_plane = add(idx(k * lay.plane), add(mul(r, idx(lay.wp)), t))
-        dst = add(mul(channel, idx(len(lay.phases) * lay.plane)), within_plane)
-        body.append(For(f"r{k}", lay.rows, [For(f"t{k}", lay.wp, [Store("out", dst, value)])]))
+        inner: list[Stmt] = []
+        for first, count in ((0, t0), (t1, lay.wp - t1)):
+            if count > 0:
+                t = _v(f"zc{k}_{first}")
+                inner.append(For(t.name, count, [Store("out", add(row, add(t, idx(first))), zero)]))
+        if t1 > t0:
+            t = _v(f"t{k}")
+            column = add(t, idx(t0))
+            src = add(src_row, add(mul(column, idx(g.sw)), idx(pb - g.left)))
+            inner.append(
+                For(t.name, t1 - t0, [Store("out", add(row, column), Load(dtype, "in0", src))])
+            )
+        if r1 > r0:
+            body.append(For(r.name, r1 - r0, inner))
     nest: list[Stmt] = [For("c", g.c, [For("b", g.n, body)], outer=True)]
     shape = (g.n, g.c, len(lay.phases), lay.rows, lay.wp)
     buffers = [Buffer("in0", dtype, (g.n, g.c, g.h, g.w)), Buffer("out", dtype, shape)]

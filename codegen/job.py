@@ -255,8 +255,8 @@ def render_text(report: dict[str, Any], time_passes: bool = False) -> str:
         lines.append(f"  {name}: " + ", ".join(f"{k} {v:g}" for k, v in counters.items()))
     kernels = ", ".join(f"{k} x{v}" for k, v in report["kernels"].items())
     lines.append(
-        f"kernels: {kernels} (loops: JIT nests; blas: GEMM + JIT epilogue; "
-        "conv: JIT convolution or im2col + GEMM; host: numpy)"
+        f"kernels: {kernels} (loops: JIT nests; gemm: JIT product on packed weights; "
+        "blas: BLAS GEMM + JIT epilogue; conv: JIT convolution (or GEMM); host: numpy)"
     )
     m = report["memory"]
     over = m["arena_bytes"] / m["lower_bound"] - 1 if m["lower_bound"] else 0.0
