@@ -543,6 +543,8 @@ class _Lowering:
             buffers += [b for e, b in self.buffers.items() if isinstance(e, Constant)]
             buffers.append(self.out)
             work = float(size_of(self.out_type.shape)) * max(len(calls), 1)
+            if anchor is not None:  # a reduction reads more than it writes
+                work += _anchor_work(anchor)
             kernel = Kernel(self.name, buffers, body, _outer_extent(extent_shape), work)
             loops = LoopKernel(self.name, ops, kernel, dict(self.constants))
         if anchor is not None and name in PRODUCTS and not _small_product(anchor):
@@ -689,6 +691,19 @@ def _small_product(call: Call) -> bool:
     transposed = call.op.name == "batch_matmul" and call.attrs["transpose_a"]
     k = a_t.shape[-2] if transposed else a_t.shape[-1]
     return size_of(out_t.shape) * k <= SMALL_PRODUCT or a_t.dtype not in blas.BLAS_DTYPES
+
+
+def _anchor_work(anchor: Call) -> float:
+    """Element operations of a loop anchor: its input elements (reductions, pooling,
+    softmax), or multiply-adds for a product."""
+    out_t = anchor.checked_type
+    assert isinstance(out_t, TensorType)
+    if _small_product(anchor):
+        a_t = anchor.args[0].checked_type
+        assert isinstance(a_t, TensorType)
+        return float(size_of(out_t.shape) * a_t.shape[-1])
+    inputs = [a.checked_type for a in anchor.args]
+    return float(sum(size_of(t.shape) for t in inputs if isinstance(t, TensorType)))
 
 
 def _is_anchor(c: Call) -> bool:
