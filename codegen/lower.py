@@ -370,7 +370,7 @@ class _Lowering:
             ]
             out = Index(out_t.shape, multi=vs).flat() if vs else idx(0)
             return [
-                Declare(best, const(-np.inf, dtype)),
+                Declare(best, const(_lowest(dtype), dtype)),
                 Declare(where, idx(0)),
                 For(k.name, extent, step),
                 Store("out", out, Ref(INDEX, where)),
@@ -691,6 +691,15 @@ def _small_product(call: Call) -> bool:
     transposed = call.op.name == "batch_matmul" and call.attrs["transpose_a"]
     k = a_t.shape[-2] if transposed else a_t.shape[-1]
     return size_of(out_t.shape) * k <= SMALL_PRODUCT or a_t.dtype not in blas.BLAS_DTYPES
+
+
+def _lowest(dtype: str) -> float | int:
+    """The value every element of `dtype` is at least (argmax's starting best)."""
+    if np.dtype(dtype).kind == "f":
+        return -np.inf
+    if np.dtype(dtype).kind == "b":
+        return False
+    return int(np.iinfo(dtype).min)
 
 
 def _anchor_work(anchor: Call) -> float:

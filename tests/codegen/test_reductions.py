@@ -24,3 +24,15 @@ def test_softmax_and_max_see_the_whole_row(length: int, data: st.DataObject) -> 
     for body in (op.softmax(x, axis=-1), op.max(x, axis=[1]), op.argmax(x, axis=1)):
         fn = ir.Function([x], body)
         assert_allclose(codegen.build(fn).run(x=value), ir.interpret(fn, x=value), what=str(body))
+
+
+@given(st.sampled_from(["int8", "uint8", "int32", "int64"]), st.integers(1, 20))
+def test_argmax_of_integers_compiles_and_picks_the_first_maximum(dtype: str, length: int) -> None:
+    rng = np.random.default_rng(length)
+    info = np.iinfo(dtype)
+    value = rng.integers(info.min, info.max, (3, length), endpoint=True).astype(dtype)
+    value[0] = info.min  # all equal to the lowest value: index 0
+    x = ir.var("x", shape=(3, length), dtype=dtype)
+    for body in (op.argmax(x, axis=1), op.argmax(x)):
+        fn = ir.Function([x], body)
+        np.testing.assert_array_equal(codegen.build(fn).run(x=value), ir.interpret(fn, x=value))
