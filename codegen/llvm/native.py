@@ -25,7 +25,7 @@ STATE_SLEEPERS, STATE_WAKE, STATE_SHUTDOWN = 5, 6, 7
 STATE_SERIAL_UNTIL, STATE_CONTENDED = 8, 9  # cycle count until which regions run alone; times
 STATE_BACKOFF = 10  # the current serial period in cycles (doubles while contention lasts)
 SERIAL_MIN, SERIAL_MAX = 30_000_000, 1_000_000_000  # serial period: ~10 ms first, ~0.4 s most
-WAIT_SLACK = 1_000_000  # cycles (~0.3 ms) of waiting always tolerated: a late wake-up, not a
+WAIT_SLACK = 300_000  # cycles (~0.1 ms) of waiting always tolerated: a late wake-up, not a
 # descheduled worker (that costs a scheduler slice, milliseconds)
 STATE_SIZE = 16  # int64 fields (two cache lines would be kinder; one suffices for 2 cores)
 SPIN_CYCLES = 600_000  # ~0.2 ms: how long an idle worker spins before it sleeps (pause
