@@ -11,9 +11,11 @@ enough to pay for handing it to another thread.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
+from llvmlite import ir
 
 from .blas import Product
 from .graph import Graph, Node, storage_root
@@ -54,11 +56,8 @@ class Program:
         self.slot_count += 1
         return self.slot_count - 1
 
-    def extend(self, module: object) -> None:
+    def extend(self, module: ir.Module) -> None:
         """Emit the pool, one function per native step and one per segment."""
-        from llvmlite import ir
-
-        assert isinstance(module, ir.Module)
         entries = EntryEmitter(module, emit_pool(module))
         for item in self.schedule:
             if isinstance(item, Segment):
@@ -127,8 +126,10 @@ def link(graph: Graph, plan: MemoryPlan, threads: int) -> Program:
     return program
 
 
-def _resolve(call: NativeCall, resolve: object, program: Program) -> LaunchCall | GemmCall:
-    assert callable(resolve)
+def _resolve(
+    call: NativeCall, resolve: Callable[[Ref], int], program: Program
+) -> LaunchCall | GemmCall:
+    """A native call with its buffers as slots, cut into chunks or GEMM blocks."""
     threads = program.threads
     if isinstance(call, Launch):
         k = call.kernel
