@@ -402,12 +402,23 @@ class _KernelEmitter:
             if op == "mul":
                 return b.mul(x, y)
             if op in ("div", "rem"):
+                # x / 0 is 0; and x / -1 is computed as -x (wrapping), since the hardware
+                # traps on INT_MIN / -1 (SIGFPE would kill the process)
                 is_zero = b.icmp_unsigned("==", y, zero)
-                safe = b.select(is_zero, ir.Constant(ty, 1), y)
+                odd = is_zero
+                minus_one = None
+                if not _unsigned(dtype):
+                    minus_one = b.icmp_signed("==", y, ir.Constant(ty, -1))
+                    odd = b.or_(is_zero, minus_one)
+                safe = b.select(odd, ir.Constant(ty, 1), y)
                 if op == "div":
                     q = b.udiv(x, safe) if _unsigned(dtype) else b.sdiv(x, safe)
+                    if minus_one is not None:
+                        q = b.select(minus_one, b.sub(zero, x), q)
                 else:
                     q = b.urem(x, safe) if _unsigned(dtype) else b.srem(x, safe)
+                    if minus_one is not None:
+                        q = b.select(minus_one, zero, q)
                 return b.select(is_zero, zero, q)
             if op in ("max", "min"):
                 sym = ">" if op == "max" else "<"

@@ -1,10 +1,12 @@
-"""Row reductions compiled by LLVM's vectoriser see every element, whatever the row length
-and wherever the extreme sits (remainder iterations included); a regression test for a
-maxnum reduction that skipped the tail of a 10-element row."""
+"""Compiled reductions and integer arithmetic at their edges: row reductions see every
+element whatever the row length and wherever the extreme sits (a regression test for a
+vectorised maxnum reduction that skipped the tail of a 10-element row), argmax over
+integers, and integer division by -1 and 0."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -36,3 +38,17 @@ def test_argmax_of_integers_compiles_and_picks_the_first_maximum(dtype: str, len
     for body in (op.argmax(x, axis=1), op.argmax(x)):
         fn = ir.Function([x], body)
         np.testing.assert_array_equal(codegen.build(fn).run(x=value), ir.interpret(fn, x=value))
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int16", "int32", "int64"])
+def test_integer_division_by_minus_one_and_zero_does_not_trap(dtype: str) -> None:
+    """INT_MIN / -1 traps in hardware (SIGFPE would kill the process): compiled code
+    gives the wrapped value, as the interpreter does; x / 0 is 0."""
+    info = np.iinfo(dtype)
+    x = np.array([7, -7, info.min, info.min, 5, info.max], dtype)
+    y = np.array([2, 2, -1, 1, 0, -1], dtype)
+    a, b = ir.var("a", shape=(6,), dtype=dtype), ir.var("b", shape=(6,), dtype=dtype)
+    fn = ir.Function([a, b], op.divide(a, b))
+    with np.errstate(all="ignore"):
+        expected = ir.interpret(fn, a=x, b=y)
+    np.testing.assert_array_equal(codegen.build(fn).run(a=x, b=y), expected)
