@@ -194,6 +194,13 @@ class _KernelEmitter:
 
     def loop(self, s: For) -> None:
         i64 = ir.IntType(64)
+        if s.extent == 1 and not s.outer:  # no loop: nests of trip-count-1 loops sent
+            self.loop_vars[s.var] = ir.Constant(i64, 0)  # LLVM's vectoriser exponential
+            self.scopes.append({})
+            for inner in s.body:
+                self.stmt(inner)
+            self.scopes.pop()
+            return
         lo = self.start if s.outer else ir.Constant(i64, 0)
         hi = self.end if s.outer else ir.Constant(i64, s.extent)
         pre = self.b.block
@@ -387,11 +394,8 @@ class _KernelEmitter:
                 return self.math.call(b, "pow", x, y)
             if op == "maxnum":  # NaN-skipping max: vectorises as a reduction
                 return self.math.call(b, "maxnum", x, y)
-            if op in ("max", "min"):
-                pick = b.fcmp_ordered(">" if op == "max" else "<", x, y)
-                chosen = b.select(pick, x, y)
-                chosen = b.select(self.math.isnan(b, y), y, chosen)
-                return b.select(self.math.isnan(b, x), x, chosen)
+            if op in ("max", "min"):  # NaN-propagating (IEEE 754-2019 maximum/minimum)
+                return self.math.call(b, "maximum" if op == "max" else "minimum", x, y)
         else:
             ty = value_type(dtype)
             zero = ir.Constant(ty, 0)
