@@ -308,6 +308,11 @@ class _KernelEmitter:
 
     def cast(self, v: ir.Value, src: str, dst: str) -> ir.Value:
         b = self.b
+        if dst == "float16" and src != "float16":  # computed in float32, but rounded now
+            # through float32: float <-> half are instructions (F16C/AVX-512), while
+            # double -> half would call a compiler-rt helper the JIT cannot resolve
+            single = self.cast(v, src, "float32")
+            return b.fpext(b.fptrunc(single, ir.HalfType()), ir.FloatType())
         if src == dst or (value_type(src) == value_type(dst) and _is_float(src) == _is_float(dst)):
             return v
         st, dt = value_type(src), value_type(dst)

@@ -72,3 +72,15 @@ def test_reductions_over_unit_and_broadcast_axes_compile(text: str) -> None:
     value = np.random.default_rng(0).standard_normal(shape).astype(dtype)
     value.reshape(-1)[0] = np.nan
     assert_allclose(codegen.build(mod).run(x=value), ir.interpret(mod, x=value))
+
+
+@pytest.mark.parametrize("source", ["float32", "float64", "int32", "uint8", "bool"])
+def test_casts_to_float16_round_in_compiled_code(source: str) -> None:
+    """float16 values are computed in float32 registers, but a cast to float16 rounds
+    there and then: cast(cast(x, float16), float32) is not the identity."""
+    value = np.array([1e5, 1.0001, -0.1488, 3, 0, 70000], dtype="float64").astype(source)
+    x = ir.var("x", shape=(6,), dtype=source)
+    fn = ir.Function([x], op.cast(op.cast(x, dtype="float16"), dtype="float32"))
+    with np.errstate(all="ignore"):
+        expected = ir.interpret(fn, x=value)
+    np.testing.assert_array_equal(codegen.build(fn).run(x=value), expected)
