@@ -47,10 +47,14 @@ def divide_ref(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Float division; integer division truncates toward zero (C, ONNX, LLVM sdiv); x/0 -> 0."""
     if a.dtype.kind == "f":
         return np.divide(a, b)
-    safe = np.where(b == 0, 1, b)
-    q = np.abs(a) // np.abs(safe)
-    q = np.where((a < 0) != (safe < 0), -q, q)
-    return np.where(b == 0, 0, q).astype(np.result_type(a, b))
+    dtype = np.result_type(a, b)
+    safe = np.where(b == 0, 1, b).astype(dtype)
+    with np.errstate(all="ignore"):  # INT_MIN // -1 wraps to INT_MIN, as compiled code does
+        q = np.floor_divide(a, safe)
+        inexact = (a - q * safe) != 0
+    # floor to truncation: one up where the signs differ and the division is inexact
+    q = np.where(inexact & ((a < 0) != (safe < 0)), q + 1, q)
+    return np.where(b == 0, 0, q).astype(dtype)
 
 
 def _cast_like(fn):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import egraph_ir as ir
 from egraph_ir import op
@@ -61,3 +63,28 @@ def test_padding_a_scalar_is_the_identity() -> None:
     x = ir.var("x", shape=())
     fn = ir.Function([x], op.pad(x, pad_width=()))
     assert ir.interpret(fn, np.float32(2.5)) == np.float32(2.5)
+
+
+@given(
+    st.sampled_from(["int8", "int16", "int32", "int64", "uint8", "uint64"]),
+    st.lists(st.integers(0, 2**64 - 1), min_size=1, max_size=30),
+    st.lists(st.sampled_from([0, 1, -1, 2, 3, 7, -7, 8, 2**62]), min_size=1, max_size=30),
+)
+def test_integer_division_truncates_even_at_the_extremes(dtype, a_bits, divisors) -> None:
+    """Truncation toward zero, x / 0 = 0, INT_MIN / -1 wraps; against Python's integers
+    (np.abs(INT_MIN) overflowing once made -128 / 8 come out as 16)."""
+    from egraph_ir.op.elementwise import divide_ref
+
+    info = np.iinfo(dtype)
+    span = info.max - info.min + 1
+    n = min(len(a_bits), len(divisors))
+    a = [info.min + bits % span for bits in a_bits[:n]]
+    a[0] = info.min
+    b = [d if info.min <= d <= info.max else 1 for d in divisors[:n]]
+    expected = []
+    for x, y in zip(a, b, strict=True):
+        q = 0 if y == 0 else abs(x) // abs(y) * (-1 if (x < 0) != (y < 0) else 1)
+        expected.append((q - info.min) % span + info.min)  # wrap into the dtype
+    got = divide_ref(np.array(a, dtype), np.array(b, dtype))
+    assert got.dtype == np.dtype(dtype)
+    assert [int(v) for v in got] == expected
