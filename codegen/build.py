@@ -186,9 +186,8 @@ def build(
     shared = share_identical_kernels(graph)
     program = clock("link", link, graph, plan, threads)
     native = bool(program.calls)
-    t_emit = time.perf_counter()
-    parts = emit_modules(unique_kernels(graph), program.extend, threads) if native else []
-    times["emit"] = time.perf_counter() - t_emit
+    kernels = unique_kernels(graph)
+    parts = clock("emit", emit_modules, kernels, program.extend, threads) if native else []
     source = "\n".join(parts)
     if any(isinstance(c, GemmCall) for calls in program.calls.values() for c in calls):
         blas.register_symbols()

@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from egraph_ir.expr import Call, Var
@@ -212,16 +213,38 @@ class Wide:
         return add(offset, idx(j * g.dw // g.sw))
 
 
-def phase_kernel(conv: Call, name: str) -> tuple[Kernel, tuple[tuple[int, ...], str]]:
-    """xph[n, c, phase (a, b), r, t] = x[n, c, r*sh + a - top, t*sw + b - left], zero
-    outside: the strided direct kernel's input, every tap a contiguous row. Bounds are
-    worked out here, so border rows and columns are plain zero loops and the interior a
-    strided copy without selects."""
-    g, lay = ConvShape.of(conv), Wide.of(conv)
+def phase_kernel(conv: Call, lay: Wide, name: str) -> tuple[Kernel, tuple[tuple[int, ...], str]]:
+    """The direct kernel's input: xph[n, c, phase (a, b), r, t] = x[n, c, r*sh + a - top,
+    t*sw + b - left], zero outside, so every tap reads a contiguous row."""
+    g = ConvShape.of(conv)
+    return _split_copy(g, lay.phases, lay.rows, lay.wp, (g.sh, g.sw), name)
+
+
+def pad_kernel(conv: Call, name: str) -> tuple[Kernel, tuple[tuple[int, ...], str]]:
+    """xp[n, c, y, x] = x[n, c, y - top, x - left], zero outside (for grouped_kernel)."""
+    g = ConvShape.of(conv)
+    hp, wp = g.padded
+    return _split_copy(g, ((0, 0),), hp, wp, (1, 1), name)
+
+
+def _split_copy(
+    g: ConvShape,
+    phases: Sequence[tuple[int, int]],
+    rows: int,
+    width: int,
+    stride: tuple[int, int],
+    name: str,
+) -> tuple[Kernel, tuple[tuple[int, ...], str]]:
+    """Per channel, one rows x width plane per stride phase (a, b) holding input rows
+    a, a+sh, ... and columns b, b+sw, ... shifted by the padding, zero outside. Bounds are
+    worked out here: border rows and columns are plain zero loops and the interior a
+    (strided) copy without selects, which vectorises."""
+    sh, sw = stride
     dtype = g.dtype
+    plane_size = rows * width
     b, ch = _v("b"), _v("c")
     src_plane = mul(add(mul(b, idx(g.c)), ch), idx(g.h * g.w))
-    dst_channel = mul(add(mul(b, idx(g.c)), ch), idx(len(lay.phases) * lay.plane))
+    dst_channel = mul(add(mul(b, idx(g.c)), ch), idx(len(phases) * plane_size))
     zero = _zero(dtype)
     body: list[Stmt] = []
 
@@ -231,93 +254,41 @@ def phase_kernel(conv: Call, name: str) -> tuple[Kernel, tuple[tuple[int, ...], 
         hi = min(extent, max(lo, -(-(size - first) // step)))
         return lo, hi
 
-    for k, (pa, pb) in enumerate(lay.phases):
-        plane = add(dst_channel, idx(k * lay.plane))
-        r0, r1 = span(pa - g.top, g.sh, g.h, lay.rows)
-        t0, t1 = span(pb - g.left, g.sw, g.w, lay.wp)
-        for rows_first, rows_count in ((0, r0), (r1, lay.rows - r1)):
-            if rows_count > 0:
-                r, t = _v(f"zr{k}_{rows_first}"), _v(f"zt{k}_{rows_first}")
-                at = add(plane, add(mul(add(r, idx(rows_first)), idx(lay.wp)), t))
-                body.append(
-                    For(r.name, rows_count, [For(t.name, lay.wp, [Store("out", at, zero)])])
-                )
+    for k, (pa, pb) in enumerate(phases):
+        plane = add(dst_channel, idx(k * plane_size))
+        r0, r1 = span(pa - g.top, sh, g.h, rows)
+        t0, t1 = span(pb - g.left, sw, g.w, width)
+        for first, count in ((0, r0), (r1, rows - r1)):
+            if count > 0:
+                r, t = _v(f"zr{k}_{first}"), _v(f"zt{k}_{first}")
+                at = add(plane, add(mul(add(r, idx(first)), idx(width)), t))
+                body.append(For(r.name, count, [For(t.name, width, [Store("out", at, zero)])]))
         r = _v(f"r{k}")
-        row = add(plane, mul(add(r, idx(r0)), idx(lay.wp)))
-        src_row = add(
-            src_plane, mul(add(mul(add(r, idx(r0)), idx(g.sh)), idx(pa - g.top)), idx(g.w))
-        )
+        row = add(plane, mul(add(r, idx(r0)), idx(width)))
+        src_row = add(src_plane, mul(add(mul(add(r, idx(r0)), idx(sh)), idx(pa - g.top)), idx(g.w)))
         inner: list[Stmt] = []
-        for first, count in ((0, t0), (t1, lay.wp - t1)):
+        for first, count in ((0, t0), (t1, width - t1)):
             if count > 0:
                 t = _v(f"zc{k}_{first}")
                 inner.append(For(t.name, count, [Store("out", add(row, add(t, idx(first))), zero)]))
         if t1 > t0:
             t = _v(f"t{k}")
             column = add(t, idx(t0))
-            src = add(src_row, add(mul(column, idx(g.sw)), idx(pb - g.left)))
+            src = add(src_row, add(mul(column, idx(sw)), idx(pb - g.left)))
             inner.append(
                 For(t.name, t1 - t0, [Store("out", add(row, column), Load(dtype, "in0", src))])
             )
         if r1 > r0:
             body.append(For(r.name, r1 - r0, inner))
     nest: list[Stmt] = [For("c", g.c, [For("b", g.n, body)], outer=True)]
-    shape = (g.n, g.c, len(lay.phases), lay.rows, lay.wp)
+    shape = (g.n, g.c, len(phases), rows, width) if len(phases) > 1 else (g.n, g.c, rows, width)
     buffers = [Buffer("in0", dtype, (g.n, g.c, g.h, g.w)), Buffer("out", dtype, shape)]
-    work = float(g.n * g.c * len(lay.phases) * lay.plane)
+    work = float(g.n * g.c * len(phases) * plane_size)
     return Kernel(name, buffers, nest, g.c, work=work, unroll=False), (shape, dtype)
 
 
 def _v(name: str) -> LoopVar:
     return LoopVar(INDEX, name)
-
-
-def pad_kernel(
-    conv: Call, name: str, rows: int | None = None
-) -> tuple[Kernel, tuple[tuple[int, ...], str]]:
-    """xp[n, c, y, x] = x[n, c, y - top, x - left], zero outside (`rows` tall). Border rows
-    and columns are separate loops, so the interior is a plain vectorised copy."""
-    g = ConvShape.of(conv)
-    hp, wp = g.padded
-    hp = max(hp, rows or 0)
-    dtype = g.dtype
-    b, ch = _v("b"), _v("c")
-    src_plane = mul(add(mul(b, idx(g.c)), ch), idx(g.h * g.w))
-    dst_plane = mul(add(mul(b, idx(g.c)), ch), idx(hp * wp))
-    zero = _zero(dtype)
-
-    def zeros(name: str, first: int, count: int) -> list[Stmt]:
-        """Rows [first, first + count) of the plane set to zero."""
-        if count <= 0:
-            return []
-        y = _v(name)
-        at = add(dst_plane, add(mul(add(y, idx(first)), idx(wp)), _v(name + "x")))
-        return [For(name, count, [For(name + "x", wp, [Store("out", at, zero)])])]
-
-    y = _v("y")
-    row_dst = add(dst_plane, mul(add(y, idx(g.top)), idx(wp)))
-    row_src = add(src_plane, mul(y, idx(g.w)))
-    inner: list[Stmt] = []
-    if g.left > 0:
-        inner.append(For("xl", g.left, [Store("out", add(row_dst, _v("xl")), zero)]))
-    copy = Store(
-        "out", add(row_dst, add(_v("x"), idx(g.left))), Load(dtype, "in0", add(row_src, _v("x")))
-    )
-    inner.append(For("x", g.w, [copy]))
-    tail = wp - g.left - g.w
-    if tail > 0:
-        at = add(row_dst, add(_v("xr"), idx(g.left + g.w)))
-        inner.append(For("xr", tail, [Store("out", at, zero)]))
-    plane: list[Stmt] = [
-        *zeros("yt", 0, g.top),
-        For("y", g.h, inner),
-        *zeros("yb", g.top + g.h, hp - g.top - g.h),
-    ]
-    body: list[Stmt] = [For("c", g.c, [For("b", g.n, plane)], outer=True)]
-    shape = (g.n, g.c, hp, wp)
-    buffers = [Buffer("in0", dtype, (g.n, g.c, g.h, g.w)), Buffer("out", dtype, shape)]
-    kernel = Kernel(name, buffers, body, g.c, work=float(g.n * g.c * hp * wp), unroll=False)
-    return kernel, (shape, dtype)
 
 
 def _zero(dtype: str) -> Const:
@@ -364,11 +335,13 @@ def grouped_kernel(conv: Call, name: str) -> Kernel:
     return Kernel(name, buffers, nest, g.o, work=float(macs))
 
 
-def direct_block(conv: Call, ob_: LoopVar, source: str, weight: str, dest: str) -> list[Stmt]:
+def direct_block(
+    conv: Call, lay: Wide, ob_: LoopVar, source: str, weight: str, dest: str
+) -> list[Stmt]:
     """One block of OB output channels (ob_ counts blocks), for every batch item:
     dest[n, o, q] = sum over c, i, j of w[o, c, i, j] * source[n, g*cg + c, tap(i, j) + q],
     where source holds each channel's phase planes (the padded input, or the input)."""
-    g, lay = ConvShape.of(conv), Wide.of(conv)
+    g = ConvShape.of(conv)
     groups = int(conv.attrs["groups"])
     cg, og = g.c // groups, g.o // groups
     kh, kw = g.kh, g.kw
@@ -420,8 +393,8 @@ def direct_block(conv: Call, ob_: LoopVar, source: str, weight: str, dest: str) 
     return [For("b", g.n, [For("qb", q // (xv * LANES), body)])]
 
 
-def direct_macs(conv: Call) -> int:
-    g, lay = ConvShape.of(conv), Wide.of(conv)
+def direct_macs(conv: Call, lay: Wide) -> int:
+    g = ConvShape.of(conv)
     return g.n * g.o * lay.q * (g.c // int(conv.attrs["groups"])) * g.kh * g.kw
 
 

@@ -24,7 +24,7 @@ from .kernels import CompiledKernel
 
 ALIAS_OPS = {"reshape", "flatten", "squeeze", "expand_dims"}
 
-LowerGroup = Callable[[Function, int], CompiledKernel | None]  # None: an alias (reshape)
+LowerGroup = Callable[[Function, int], CompiledKernel]  # a primitive function, its node id
 
 
 @dataclass
@@ -86,21 +86,14 @@ def storage_root(nodes: list[Node], n: Node) -> Node:
     return n
 
 
-def is_alias_group(fn: Function) -> bool:
-    """A primitive function that only reshapes its one input (no kernel needed)."""
+def alias_op(fn: Function) -> str | None:
+    """The op of a primitive function that only reshapes its one input (no kernel needed:
+    the result shares the input's storage), else None."""
     body = fn.body
-    return (
-        isinstance(body, Call)
-        and getattr(body.op, "name", None) in ALIAS_OPS
-        and len(fn.params) == 1
-        and body.args[0] is fn.params[0]
-        and isinstance(body.checked_type, TensorType)
-    )
-
-
-def primitive_ops_name(fn: Function) -> str:
-    body = fn.body
-    return getattr(body.op, "name", "") if isinstance(body, Call) else ""
+    if not isinstance(body, Call) or len(fn.params) != 1 or body.args[0] is not fn.params[0]:
+        return None
+    name = getattr(body.op, "name", None)
+    return name if name in ALIAS_OPS and isinstance(body.checked_type, TensorType) else None
 
 
 def build_graph(fn: Function, lower_group: LowerGroup) -> Graph:
@@ -129,11 +122,11 @@ def build_graph(fn: Function, lower_group: LowerGroup) -> Graph:
             add(Node(len(nodes), "param", f"p{len(nodes)}", [], shape, dtype, value=e.data), e)
         elif isinstance(e, Call) and isinstance(e.op, Function) and e.op.attrs.get("Primitive"):
             args = [ids[a] for a in e.args]
-            if is_alias_group(e.op):
-                add(Node(len(nodes), "alias", primitive_ops_name(e.op), args, shape, dtype), e)
+            alias = alias_op(e.op)
+            if alias is not None:
+                add(Node(len(nodes), "alias", alias, args, shape, dtype), e)
                 continue
             kernel = lower_group(e.op, len(nodes))
-            assert kernel is not None
             if isinstance(t, TupleType):
                 shape, dtype = None, None
             add(Node(len(nodes), "kernel", kernel.name, args, shape, dtype, kernel), e)

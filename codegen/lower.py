@@ -19,7 +19,7 @@ Per group:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
@@ -539,9 +539,7 @@ class _Lowering:
             body += self.elementwise_nest(self.fn.body)
         loops = None
         if body:
-            buffers = [self.buffers[p] for p in self.fn.params]
-            buffers += [b for e, b in self.buffers.items() if isinstance(e, Constant)]
-            buffers.append(self.out)
+            buffers = self.kernel_buffers()
             work = float(size_of(self.out_type.shape)) * max(len(calls), 1)
             if anchor is not None:  # a reduction reads more than it writes
                 work += _anchor_work(anchor)
@@ -567,12 +565,8 @@ class _Lowering:
         scratches: list[tuple[tuple[int, ...], str]] = []
         pad = None
         source = self.buffers[x].name
-        if not lay.pad_free and (g.sh, g.sw) == (1, 1):
-            pad, padded = conv.pad_kernel(anchor, f"{self.name}_pad", lay.rows)
-            source, special["xpad"] = "xpad", BufferRef("scratch", len(scratches))
-            scratches.append(padded)
-        elif not lay.pad_free:
-            pad, padded = conv.phase_kernel(anchor, f"{self.name}_phases")
+        if not lay.pad_free:  # padded (and for strides, phase-split) input in scratch 0
+            pad, padded = conv.phase_kernel(anchor, lay, f"{self.name}_pad")
             source, special["xpad"] = "xpad", BufferRef("scratch", len(scratches))
             scratches.append(padded)
         dest = "out"
@@ -580,17 +574,14 @@ class _Lowering:
             dest, special["wide"] = "wide", BufferRef("scratch", len(scratches))
             scratches.append(((g.n, g.o, lay.q), "float32"))
         block = LoopVar(INDEX, "ob")
-        stmts = conv.direct_block(anchor, block, source, self.buffer_of(w), dest)
+        stmts = conv.direct_block(anchor, lay, block, source, self.buffer_of(w), dest)
         if not (lay.into_out and anchor is self.fn.body):
             stmts += self.channel_block(block, lay.ob)
-        buffers = [self.buffers[p] for p in self.fn.params]
-        buffers += [b for e, b in self.buffers.items() if isinstance(e, Constant)]
-        buffers += [
-            Buffer(name, "float32", shape)
-            for name, (shape, _) in zip(special, scratches, strict=True)
-        ]
-        buffers.append(self.out)
-        work = conv.direct_macs(anchor) / conv.LANES + size_of(self.out_type.shape)
+        named = zip(special, scratches, strict=True)
+        buffers = self.kernel_buffers(
+            [Buffer(name, "float32", shape) for name, (shape, _) in named]
+        )
+        work = conv.direct_macs(anchor, lay) / conv.LANES + size_of(self.out_type.shape)
         nest: list[Stmt] = [For("ob", g.o // lay.ob, stmts, outer=True)]
         kernel = Kernel(self.name, buffers, nest, g.o // lay.ob, work, unroll=False)
         fused = LoopKernel(self.name, ops, kernel, dict(self.constants), special)
@@ -609,9 +600,7 @@ class _Lowering:
         stmts = gemm.panel_block(p, panel, a, self.buffer_of(Constant(p.panels)), "out")
         if anchor is not self.fn.body:
             stmts += self.panel_epilogue(panel, p)
-        buffers = [self.buffers[q] for q in self.fn.params]
-        buffers += [b for e, b in self.buffers.items() if isinstance(e, Constant)]
-        buffers.append(self.out)
+        buffers = self.kernel_buffers()
         panels = p.n // p.width
         work = p.macs / gemm.LANES + size_of(self.out_type.shape)
         nest: list[Stmt] = [For("panel", panels, stmts, outer=True)]
@@ -627,6 +616,11 @@ class _Lowering:
         index = Index(shape, multi=[*lead, column], flat=add(mul(m, idx(p.n)), column))
         store = Store("out", index.flat(), self.reader(self.fn.body)(index))
         return [For("em", p.m, [For("ej", p.width, [store])])]
+
+    def kernel_buffers(self, scratch: Sequence[Buffer] = ()) -> list[Buffer]:
+        """A kernel's buffers in calling order: group inputs, constants, scratch, out."""
+        constants = [b for e, b in self.buffers.items() if isinstance(e, Constant)]
+        return [*(self.buffers[p] for p in self.fn.params), *constants, *scratch, self.out]
 
     def buffer_of(self, e: Expr) -> str:
         """The kernel buffer holding a group parameter or a (non-scalar) constant."""
@@ -646,8 +640,9 @@ class _Lowering:
         return [For("ep", ob, [For("eb", n, [For("ey", oh, [For("ex", ow, [store])])])])]
 
     def conv_kernel(self, anchor: Call, ops: list[str], epilogue: LoopKernel | None) -> ConvKernel:
-        """Direct micro-kernel, GEMM over columns (or over the input for 1x1), or the
-        general direct loops for grouped, depthwise and non-float convolutions."""
+        """The convolutions the direct micro-kernel does not take: a 1x1 as a GEMM on the
+        input, float64 as a GEMM over JIT im2col columns, the rest (grouped float64 or
+        float16, negative padding) as direct loops over the padded input."""
         if not isinstance(anchor.args[0], Var):
             raise Unsupported("conv2d of a constant input")
         source = self.fn.params.index(anchor.args[0])

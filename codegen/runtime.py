@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .graph import Graph
+from .graph import Graph, storage_root
 from .llvm import JitLibrary
 from .llvm.native import STATE_SIZE
 from .memory_plan import nbytes
@@ -57,11 +57,17 @@ class Runtime:
                 self.static[n.id] = n.value
             elif n.op == "kernel" and n.shape is not None and self.planned(n.id):
                 self.static[n.id] = self.view(n.id, n.shape, n.dtype)  # type: ignore[arg-type]
+        # graph outputs computed by kernels: a new array on every run
         self.fresh = [
             n
             for n in graph.nodes
             if n.op == "kernel" and n.shape is not None and not self.planned(n.id)
         ]
+        self.fresh_ids = {n.id for n in self.fresh}
+        self.fields: dict[int, list[int]] = {}  # a tuple-valued host kernel -> its fields
+        for n in graph.nodes:
+            if n.op == "field":
+                self.fields.setdefault(n.inputs[0], []).append(n.id)
         self.entries: dict[int, Callable[[int, int], None]] = {}
         self.step_fns: dict[int, Callable[[int, int], None]] = {}
         if library is not None:
@@ -89,14 +95,13 @@ class Runtime:
 
     def _entry(self, name: str) -> Callable[[int, int], None]:
         assert self.library is not None
-        address = self.library.engine.get_function_address(name)
-        return ENTRY(address)
+        return ENTRY(self.library.address(name))
 
     # ------------------------------------------------------------ workers
     def _start_workers(self, count: int) -> None:
         assert self.library is not None
-        worker = WORKER(self.library.engine.get_function_address("egc_worker"))
-        shutdown = WORKER(self.library.engine.get_function_address("egc_shutdown"))
+        worker = WORKER(self.library.address("egc_worker"))
+        shutdown = WORKER(self.library.address("egc_shutdown"))
         state = self.state.ctypes.data
         for k in range(count):
             t = threading.Thread(target=worker, args=(state,), name=f"egc-worker-{k}", daemon=True)
@@ -143,9 +148,10 @@ class Runtime:
         """A node's array (aliases and fields resolved)."""
         if node_id in env:
             return env[node_id]
-        n = self.graph.nodes[node_id]
-        if n.op == "alias":
-            value = self._value(n.inputs[0], env).reshape(n.shape)
+        nodes = self.graph.nodes
+        n = nodes[node_id]
+        if n.op == "alias":  # a reshape of its storage root, which is never an alias
+            value = self._value(storage_root(nodes, n).id, env).reshape(n.shape)
         elif n.op == "field":
             value = np.ascontiguousarray(self._value(n.inputs[0], env)[n.index])
             self.slots[self.program.slot_of[n.id]] = value.ctypes.data
@@ -159,17 +165,14 @@ class Runtime:
         out = env.get(node_id)
         result = self.program.python_steps[node_id]([self._value(i, env) for i in n.inputs], out)
         env[node_id] = result
-        for m in self.graph.nodes[node_id + 1 :]:  # fields of a tuple result get their slots
-            if m.op == "field" and m.inputs[0] == node_id:
-                self._value(m.id, env)
+        for field in self.fields.get(node_id, ()):  # fields of a tuple result get their slots
+            self._value(field, env)
 
     def _result(self, node_id: int, env: dict[int, Any]) -> Any:
         value = self._value(node_id, env)
         if isinstance(value, tuple):
             return tuple(np.array(v) for v in value)
-        n = self.graph.nodes[node_id]
-        fresh = n.op == "kernel" and n.shape is not None and not self.planned(node_id)
-        return value if fresh else np.array(value)
+        return value if node_id in self.fresh_ids else np.array(value)
 
 
 def _stop(

@@ -10,6 +10,7 @@ while NaN and infinity keep their IEEE meaning (no `nnan`/`ninf`).
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -108,14 +109,13 @@ def emit_module(
 
 
 SELF = "egc.self"
+_LOOP_IDS = itertools.count()  # a distinct loop ID each (llvmlite merges equal metadata)
 
 
 def _no_unroll(module: ir.Module) -> ir.Value:
     """A fresh loop ID asking LLVM not to unroll (its self-reference is made in the text)."""
     disable = module.add_metadata([ir.MetaDataString(module, "llvm.loop.unroll.disable")])
-    count = getattr(module, "_egc_loops", 0) + 1
-    module._egc_loops = count
-    return module.add_metadata([ir.MetaDataString(module, f"{SELF}.{count}"), disable])
+    return module.add_metadata([ir.MetaDataString(module, f"{SELF}.{next(_LOOP_IDS)}"), disable])
 
 
 def emit_modules(

@@ -10,14 +10,12 @@ into the same engine. llvmlite holds one lock around LLVM, so threads could not 
 from __future__ import annotations
 
 import atexit
-import ctypes
 import logging
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import llvmlite.binding as llvm
 
@@ -79,11 +77,12 @@ def _stop_helpers() -> None:
         h.close()
 
 
-def _objects(texts: list[str]) -> list[Any]:
-    """Object files for `texts`, by the helpers (in this process when one fails)."""
+def _send(texts: list[str]) -> list[tuple[str, _Helper | None]]:
+    """Hand each text to a helper (None: compile it here, later)."""
     start_helpers(len(texts))
     sent: list[tuple[str, _Helper | None]] = []
-    for text, helper in zip(texts, [*_HELPERS, *[None] * len(texts)], strict=False):
+    for k, text in enumerate(texts):
+        helper = _HELPERS[k] if k < len(_HELPERS) else None
         try:
             if helper is not None:
                 helper.send(text)
@@ -94,6 +93,7 @@ def _objects(texts: list[str]) -> list[Any]:
 
 
 def _collect(sent: list[tuple[str, _Helper | None]]) -> list[bytes]:
+    """The object files, in order; a failed helper's text compiles in this process."""
     out = []
     for text, helper in sent:
         try:
@@ -109,33 +109,25 @@ def _collect(sent: list[tuple[str, _Helper | None]]) -> list[bytes]:
 
 
 class JitLibrary:
-    """Compiled modules in one engine; `function(name, n_buffers)` gives a ctypes callable."""
+    """Compiled modules in one engine; `address(name)` finds a function."""
 
     def __init__(self, ir_text: str | list[str]) -> None:
         init()
         texts = [ir_text] if isinstance(ir_text, str) else ir_text
         t0 = time.perf_counter()
-        sent = _objects(texts[1:]) if len(texts) > 1 else []
+        sent = _send(texts[1:])
         self.tm = host_target_machine()
         mod = optimise(texts[0], self.tm)
         t1 = time.perf_counter()
         self.engine = llvm.create_mcjit_compiler(mod, self.tm)
-        self.objects = _collect(sent)
-        for data in self.objects:
+        for data in _collect(sent):
             self.engine.add_object_file(llvm.ObjectFileRef.from_data(data))
         self.engine.finalize_object()
         self.optimized_ir = str(mod)  # of the first module (the others arrive as objects)
-        self.module = mod
         self.seconds = {"optimise": t1 - t0, "jit": time.perf_counter() - t1}
 
-    def function(self, name: str, n_buffers: int) -> Any:
+    def address(self, name: str) -> int:
         address = self.engine.get_function_address(name)
         if not address:
             raise KeyError(name)
-        signature = ctypes.CFUNCTYPE(
-            None, *([ctypes.c_void_p] * n_buffers), ctypes.c_int64, ctypes.c_int64
-        )
-        return signature(address)
-
-    def assembly(self) -> str:
-        return str(self.tm.emit_assembly(self.module))
+        return int(address)

@@ -79,6 +79,10 @@ class _Builder:
             b.call(self.pause, [])
 
 
+def _blocks(fn: ir.Function, *names: str) -> list[ir.Block]:
+    return [fn.append_basic_block(name) for name in names]
+
+
 def _cycle_counter(module: ir.Module) -> ir.Function:
     """llvm.readcyclecounter (the TSC on x86), declared once per module."""
     name = "llvm.readcyclecounter"
@@ -104,11 +108,7 @@ def _emit_claim(module: ir.Module, h: _Builder) -> ir.Function:
     """egc_claim(state, gen): run chunks of generation `gen` until none is left."""
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [STATE, I64]), "egc_claim")
     state, gen = fn.args
-    top = fn.append_basic_block("top")
-    check = fn.append_basic_block("check")
-    take = fn.append_basic_block("take")
-    run = fn.append_basic_block("run")
-    out = fn.append_basic_block("out")
+    top, check, take, run, out = _blocks(fn, "top", "check", "take", "run", "out")
     b = ir.IRBuilder(top)
     b.branch(check)
     b.position_at_end(check)
@@ -141,16 +141,8 @@ def _emit_worker(module: ir.Module, h: _Builder, claim: ir.Function) -> ir.Funct
     """egc_worker(state): serve generations until shutdown; spin, then sleep on a futex."""
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [STATE]), "egc_worker")
     (state,) = fn.args
-    entry = fn.append_basic_block("entry")
-    loop = fn.append_basic_block("loop")
-    alive = fn.append_basic_block("alive")
-    work = fn.append_basic_block("work")
-    idle = fn.append_basic_block("idle")
-    spin = fn.append_basic_block("spin")
-    sleep = fn.append_basic_block("sleep")
-    wait = fn.append_basic_block("wait")
-    woke = fn.append_basic_block("woke")
-    exit_ = fn.append_basic_block("exit")
+    names = ("entry", "loop", "alive", "work", "idle", "spin", "sleep", "wait", "woke", "exit")
+    entry, loop, alive, work, idle, spin, sleep, wait, woke, exit_ = _blocks(fn, *names)
     b = ir.IRBuilder(entry)
     seen = b.alloca(I64)
     spins = b.alloca(I64)  # the cycle count when the worker last had work

@@ -141,3 +141,14 @@ def test_eliminate_common_subexpr_computes_equal_terms_once() -> None:
     assert_structural_equal(out, ir.parse(expected))
     x = np.random.default_rng(0).standard_normal((2, 3)).astype("float32")
     assert_same_outputs(out, mod, {"x": x})
+
+
+def test_a_pass_skips_functions_no_rule_can_match() -> None:
+    """No e-graph is built when no rule's left-hand side has all its ops in the function;
+    a function with one of those ops is still saturated."""
+    plain = ir.parse("def @main(%x: Tensor[(2, 4), float32]) { tanh(relu(%x)) }")
+    out, ctx = run(plain, pm.passes.SimplifyInference())
+    assert out["main"] is plain["main"]
+    assert ctx.statistics["SimplifyInference"]["skipped: no rule can match"] == 1
+    _, ctx = run(models.transformer(), pm.passes.SimplifyInference())
+    assert "skipped: no rule can match" not in ctx.statistics["SimplifyInference"]
