@@ -147,7 +147,7 @@ def bench(name: str, rounds: int, count: int, loaded: bool) -> None:
         with BusyProcess():
             report("loaded (one core busy in another process)", measure(backends, rounds, count))
     shares: dict[str, float] = {}
-    for row in exe.profile(inputs, repeat=count):
+    for row in exe.profile(inputs, repeats=count):
         shares[row.kind] = shares.get(row.kind, 0.0) + row.seconds
     total = sum(shares.values()) or 1.0
     print("  time per kernel kind: " + ", ".join(f"{k} {v / total:.0%}" for k, v in shares.items()))

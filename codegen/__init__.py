@@ -3,11 +3,13 @@
 `build(mod, target="llvm", params=None)` runs the standard pipeline and FuseOps under the
 current PassContext, lowers each fused group to loops (or a library anchor plus a JIT
 epilogue), plans memory, emits LLVM with llvmlite, JIT-compiles it and returns an
-`Executable`. The `egc` command line lives in cli.py.
+`Executable`, which `save` writes to one file that `load` runs elsewhere without
+compiling. The `egc` command line lives in cli.py.
 """
 
 from __future__ import annotations
 
-from .build import Executable, bind_params, build
+from .artifact import load
+from .build import Executable, KernelTime, Profile, bind_params, build
 
-__all__ = ["Executable", "bind_params", "build"]
+__all__ = ["Executable", "KernelTime", "Profile", "bind_params", "build", "load"]

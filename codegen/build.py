@@ -15,149 +15,36 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 import passmgr as pm
 from egraph_ir.errors import CodegenError
-from egraph_ir.expr import Constant, Expr, Function, Var
+from egraph_ir.expr import Constant, Expr, Function, Tuple, Var
 from egraph_ir.infer import infer_type
 from egraph_ir.module import IRModule
-from egraph_ir.types import TensorType
+from egraph_ir.types import TensorType, TupleType, Type
 from egraph_ir.visitor import post_order, rebuild
 
 from . import blas
+from .executable import Executable, KernelTime, Profile
 from .graph import Graph, build_graph
 from .llvm import JitLibrary
 from .llvm.emit import emit_modules
 from .llvm.jit import start_helpers
-from .llvm.native import GemmCall
 from .loop_ir import Kernel
 from .lower import KernelCache
-from .memory_plan import MemoryPlan, plan_graph
+from .memory_plan import plan_graph
 from .pipelines import standard_pipeline
-from .program import Program, link
-from .runtime import Runtime, default_threads
+from .program import link
+from .runtime import default_threads
 
 TARGETS = ("llvm",)
 
 pm.register_config("codegen.num_threads", int, 0, "thread budget, BLAS included (0: all cores)")
 pm.register_config("codegen.host_fallback", bool, True, "run ops without compute with numpy")
 pm.register_config("codegen.memory_planner", str, "arena", "arena (offset packing) or tokens")
-
-
-@dataclass(frozen=True)
-class KernelTime:
-    """One kernel's median time in `Executable.profile`."""
-
-    name: str
-    kind: str
-    ops: list[str]
-    seconds: float
-
-
-class Executable:
-    """A compiled module: `run(**inputs)`, `get_source()`, `graph_json`, `memory_plan`."""
-
-    def __init__(
-        self,
-        optimised: IRModule,
-        fused: IRModule,
-        program: Program,
-        library: JitLibrary | None,
-        source: str,
-        times: dict[str, float],
-    ) -> None:
-        self.optimized_module = optimised  # after the rule-based pipeline, before fusion
-        self.module = fused  # the fused IR that was compiled
-        self.graph = program.graph
-        self.library = library
-        self.compile_seconds = times
-        self._source = source
-        self._plan = program.plan
-        t0 = time.perf_counter()
-        self.runtime = Runtime(program, library)
-        times["bind"] = time.perf_counter() - t0
-        fn = fused["main"]
-        self.input_types = {p.name_hint: p.checked_type for p in fn.params}
-        self.kernels_reused = 0  # fused groups that reused another group's compiled code
-
-    def run(self, *args: np.ndarray, **inputs: np.ndarray) -> Any:
-        """Run on numpy inputs (by name, or positionally); returns an array or a tuple."""
-        names = list(self.input_types)
-        if args:
-            if len(args) > len(names):
-                raise CodegenError(f"run takes {len(names)} input(s), got {len(args)}")
-            inputs = {**dict(zip(names, args, strict=False)), **inputs}
-        results = self.runtime.run(self._feeds(inputs))
-        return tuple(results) if self.graph.tuple_output else results[0]
-
-    def _feeds(self, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
-        """The inputs in parameter order, checked and converted to C-contiguous arrays."""
-        names = list(self.input_types)
-        unknown = sorted(set(inputs) - set(names))
-        missing = [n for n in names if n not in inputs]
-        if unknown or missing:
-            raise CodegenError(
-                f"inputs do not match the function: missing {missing}, unknown {unknown}; "
-                f"expected {names}"
-            )
-        feeds = []
-        for name in names:
-            t = self.input_types[name]
-            assert isinstance(t, TensorType)
-            value = np.require(inputs[name], dtype=t.dtype, requirements="C")  # keeps 0-d
-            if value.shape != t.shape:
-                raise CodegenError(f"input '{name}' has shape {value.shape}, expected {t.shape}")
-            feeds.append(value)
-        return feeds
-
-    def profile(self, inputs: Mapping[str, np.ndarray], repeat: int = 10) -> list[KernelTime]:
-        """Median seconds of every kernel over `repeat` runs, slowest first."""
-        feeds = self._feeds(dict(inputs))
-        samples: dict[int, list[float]] = {}
-        for _ in range(max(1, repeat)):
-            timings: dict[int, float] = {}
-            self.runtime.run(feeds, timings)
-            for node_id, seconds in timings.items():
-                samples.setdefault(node_id, []).append(seconds)
-        rows = []
-        for node_id, values in samples.items():
-            kernel = self.graph.nodes[node_id].kernel
-            assert kernel is not None
-            rows.append(KernelTime(kernel.name, kernel.kind, kernel.ops, float(np.median(values))))
-        return sorted(rows, key=lambda r: -r.seconds)
-
-    @property
-    def threads(self) -> int:
-        """The thread budget every kernel shares (config codegen.num_threads)."""
-        return self.runtime.threads
-
-    def get_source(self) -> str:
-        """The LLVM IR of the JIT kernels (before optimisation)."""
-        return self._source
-
-    def get_optimized_source(self) -> str:
-        return self.library.optimized_ir if self.library else ""
-
-    @property
-    def graph_json(self) -> str:
-        return self.graph.to_json(self._plan.bytes)
-
-    @property
-    def memory_plan(self) -> MemoryPlan:
-        return self._plan
-
-    def kernel_kinds(self) -> dict[str, int]:
-        """How many kernels of each kind (loops, blas, conv, host) and aliases."""
-        kinds: dict[str, int] = {}
-        for n in self.graph.nodes:
-            key = n.kernel.kind if n.kernel is not None else n.op
-            if n.op in ("kernel", "alias"):
-                kinds[key] = kinds.get(key, 0) + 1
-        return kinds
 
 
 def build(
@@ -189,14 +76,28 @@ def build(
     kernels = unique_kernels(graph)
     parts = clock("emit", emit_modules, kernels, program.extend, threads) if native else []
     source = "\n".join(parts)
-    if any(isinstance(c, GemmCall) for calls in program.calls.values() for c in calls):
+    if program.uses_blas:
         blas.register_symbols()
     library = clock("jit", JitLibrary, parts) if native else None
     if library is not None:
         times.update({f"llvm {k}": v for k, v in library.seconds.items()})
-    exe = Executable(optimised, fused, program, library, source, times)
+    t0 = time.perf_counter()
+    types, names = outputs_of(fused["main"])
+    exe = Executable(program, library, types, names, source, times, optimised, fused)
+    times["bind"] = time.perf_counter() - t0
     exe.kernels_reused = cache.hits + shared
     return exe
+
+
+def outputs_of(fn: Function) -> tuple[list[Type], list[str]]:
+    """The types of main's outputs (the fields of a tuple result) and their names: the
+    function's `output_names` attribute (ONNX import sets it), else output, output1, ..."""
+    t = fn.body.checked_type
+    types = list(t.fields) if isinstance(fn.body, Tuple) and isinstance(t, TupleType) else [t]
+    names = [str(n) for n in fn.attrs.get("output_names", ())]
+    if len(names) != len(types):
+        names = ["output"] if len(types) == 1 else [f"output{i}" for i in range(len(types))]
+    return types, names
 
 
 class _Clock:
@@ -281,3 +182,6 @@ def bind_params(mod: IRModule, params: Mapping[str, np.ndarray]) -> IRModule:
     kept = tuple(p for p in fn.params if p.name_hint not in params)
     new = Function(kept, memo[fn.body], fn.ret_type, fn.attrs)
     return infer_type(mod.with_function("main", new))
+
+
+__all__ = ["Executable", "KernelTime", "Profile", "bind_params", "build", "optimise"]

@@ -25,7 +25,7 @@ def demo(model: str, show_ir: int) -> int:
     """The main job on a built-in model, with the optimised IR's first lines."""
     report, exe = run_job(model, JobOptions(repeats=3), Progress())
     print(render_text(report, time_passes=True))
-    if show_ir:
+    if show_ir and exe.optimized_module is not None:
         lines = exe.optimized_module.astext(show_meta=False).splitlines()
         print(f"\noptimised IR ({len(lines)} lines, first {min(show_ir, len(lines))}):")
         print("\n".join(lines[:show_ir]))
@@ -45,7 +45,7 @@ def compile_model(args: argparse.Namespace) -> int:
         if not Path(path).is_file():
             raise CompilerError(f"{path}: no such rule file")
     report, exe = run_job(args.model, opts, Progress(enabled=not args.json))
-    if args.dot:
+    if args.dot and exe.optimized_module is not None:
         Path(args.dot).write_text(module_to_dot(exe.optimized_module))
         report["dot"] = args.dot
     if args.egraph_dot:

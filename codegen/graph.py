@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from egraph_ir.errors import CodegenError
 from egraph_ir.expr import Call, Constant, Expr, Function, Tuple, TupleGetItem, Var
-from egraph_ir.types import TensorType, TupleType
+from egraph_ir.registry import Op
+from egraph_ir.types import TensorType, TupleType, tensor_types
 from egraph_ir.visitor import post_order
 
 from .kernels import CompiledKernel
@@ -41,6 +42,10 @@ class Node:
     index: int = 0  # for fields
     value: np.ndarray | None = None  # params
     storage_id: int = -1
+    kind: str = ""  # the kernel's kind (kept when the kernel object is not: a loaded file)
+    ops: list[str] = field(default_factory=list)
+    flops: float = 0.0  # of the kernel's ops, from the registry's cost estimates
+    bytes: float = 0.0  # the kernel's inputs read and output written
 
     def to_json(self) -> dict[str, Any]:
         entry: dict[str, Any] = {
@@ -52,9 +57,8 @@ class Node:
             "shape": list(self.shape) if self.shape is not None else None,
             "dtype": self.dtype,
         }
-        if self.kernel is not None:
-            entry["kind"] = self.kernel.kind
-            entry["ops"] = self.kernel.ops
+        if self.op == "kernel":
+            entry.update(kind=self.kind, ops=self.ops, flops=self.flops, bytes=self.bytes)
         return entry
 
 
@@ -96,6 +100,24 @@ def alias_op(fn: Function) -> str | None:
     return name if name in ALIAS_OPS and isinstance(body.checked_type, TensorType) else None
 
 
+def group_cost(call: Call) -> tuple[float, float]:
+    """FLOPs of a fused group's ops (the registry's estimates) and the bytes it must move:
+    its inputs and constants (weights) read once and its outputs written once (fusion keeps
+    the rest in registers)."""
+    fn = call.op
+    assert isinstance(fn, Function)
+    flops = moved = 0.0
+    for node in post_order(fn.body, into_functions=False):
+        if isinstance(node, Constant):
+            moved += node.data.nbytes
+        elif isinstance(node, Call) and isinstance(node.op, Op):
+            args = [a.checked_type for a in node.args]
+            flops += node.op.cost(args, node.checked_type, node.attrs).flops  # type: ignore[arg-type]
+    moved += sum(t.nbytes for a in call.args for t in tensor_types(a.checked_type))
+    moved += sum(t.nbytes for t in tensor_types(call.checked_type))
+    return flops, float(moved)
+
+
 def build_graph(fn: Function, lower_group: LowerGroup) -> Graph:
     """Nodes for a fused main function (no control flow), kernels lowered on the way."""
     ids: dict[Expr, int] = {}
@@ -129,7 +151,10 @@ def build_graph(fn: Function, lower_group: LowerGroup) -> Graph:
             kernel = lower_group(e.op, len(nodes))
             if isinstance(t, TupleType):
                 shape, dtype = None, None
-            add(Node(len(nodes), "kernel", kernel.name, args, shape, dtype, kernel), e)
+            node = Node(len(nodes), "kernel", kernel.name, args, shape, dtype, kernel)
+            node.kind, node.ops = kernel.kind, kernel.ops
+            node.flops, node.bytes = group_cost(e)
+            add(node, e)
         elif isinstance(e, TupleGetItem):
             field = Node(len(nodes), "field", "field", [ids[e.tuple_value]], shape, dtype)
             field.index = e.index

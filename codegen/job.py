@@ -182,6 +182,7 @@ def run_job(
         exe, passes = compile_model(mod, opts)
         report["compile_ms"] = 1e3 * (time.perf_counter() - t0)
     report["compile_stages_ms"] = {k: 1e3 * v for k, v in exe.compile_seconds.items()}
+    assert exe.module is not None  # a built (not loaded) executable keeps its IR
     report["after"] = _program_summary(exe.module)
     report["passes"] = passes
     report["kernels"] = exe.kernel_kinds()

@@ -51,6 +51,7 @@ class Program:
     python_steps: dict[int, PythonStep] = field(default_factory=dict)
     schedule: list[Segment | int] = field(default_factory=list)  # a segment or a python node
     parallel: bool = False  # some call is split over threads
+    uses_blas: bool = False  # some call is a BLAS product (its symbols must be registered)
 
     def new_slot(self) -> int:
         self.slot_count += 1
@@ -140,6 +141,7 @@ def _resolve(
         return LaunchCall(k.name, [resolve(r) for r in call.buffers], k.extent, chunks)
     assert isinstance(call, Gemm)
     p = call.product
+    program.uses_blas = True
     parallel = threads > 1 and p.flops >= PARALLEL_FLOPS
     program.parallel |= parallel
     blocks = p.blocks(threads * CHUNKS_PER_THREAD if parallel else 1)

@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from egraph_ir.errors import ConfigError
+from egraph_ir.errors import ConfigError, did_you_mean
 from egraph_ir.module import IRModule
 
 from .config import config_option
@@ -31,6 +31,20 @@ def _stack() -> list[PassContext]:
     return _local.stack
 
 
+PASS_NAMES: set[str] = set()  # every pass name defined so far (classes, PassInfos, registry)
+
+
+def check_pass_names(what: str, names: Sequence[str]) -> None:
+    """A name in required_pass / disabled_pass (or --disable) that no pass has is a typo:
+    an error with a did-you-mean, rather than a setting that silently does nothing."""
+    for name in names:
+        if name not in PASS_NAMES:
+            raise ConfigError(
+                f"{what}: unknown pass '{name}'{did_you_mean(name, PASS_NAMES)}; "
+                f"known: {', '.join(sorted(n for n in PASS_NAMES if not n.startswith('_')))}"
+            )
+
+
 class PassContext:
     """Configuration of the passes run in a `with PassContext(...):` block."""
 
@@ -47,6 +61,7 @@ class PassContext:
         for what, names in (("required_pass", required_pass), ("disabled_pass", disabled_pass)):
             if isinstance(names, str) or not all(isinstance(n, str) for n in names):
                 raise ConfigError(f"{what} must be a list of pass names, got {names!r}")
+            check_pass_names(what, names)
         self.opt_level = opt_level
         self.required_pass = tuple(required_pass)
         self.disabled_pass = tuple(disabled_pass)

@@ -17,7 +17,7 @@ from egraph_ir.expr import Function
 from egraph_ir.module import IRModule
 from egraph_ir.structural import structural_equal
 
-from .context import PassContext
+from .context import PASS_NAMES, PassContext
 
 SKIP_ATTRS = ("SkipOptimization", "Primitive", "Compiler")
 
@@ -40,6 +40,7 @@ class PassInfo:
                 f"required must be a list or tuple of pass names, got {self.required!r}"
             )
         object.__setattr__(self, "required", tuple(self.required))
+        PASS_NAMES.add(self.name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +70,10 @@ class Pass:
     always_run: ClassVar[bool] = False
     pass_name: ClassVar[str | None] = None
     idempotent: ClassVar[bool] = False  # a second run changes nothing (checked by testing)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        PASS_NAMES.add(cls.pass_name or cls.__name__)
 
     @property
     def info(self) -> PassInfo:

@@ -22,65 +22,98 @@ from .registry import get_pass, pass_factory
 _TOKEN = re.compile(r"\s*([A-Za-z_./~][\w.\-/+~]*|-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|[(),=\[\]])")
 
 
-def _tokens(text: str) -> list[str]:
+def _tokens(text: str) -> list[tuple[str, int]]:
+    """(token, column) pairs; columns count from 1."""
     out, pos = [], 0
-    text = text.strip()
     while pos < len(text):
+        if text[pos].isspace():
+            pos += 1
+            continue
         m = _TOKEN.match(text, pos)
         if not m:
             raise ConfigError(f"pipeline: unexpected {text[pos : pos + 10]!r} at column {pos + 1}")
-        out.append(m.group(1))
+        out.append((m.group(1), m.start(1) + 1))
         pos = m.end()
     return out
 
 
-def parse_pipeline(text: str) -> Sequential:
-    """Build a Sequential from pipeline text; unknown passes and options are errors."""
-    toks = _tokens(text)
-    i = 0
-    passes: list[Pass] = []
+class _Reader:
+    """A cursor over the tokens; every error names the column (or the end of the text)."""
 
-    def expect(t: str) -> None:
-        nonlocal i
-        if i >= len(toks) or toks[i] != t:
-            found = toks[i] if i < len(toks) else "end of text"
-            raise ConfigError(f"pipeline: expected '{t}', found '{found}'")
-        i += 1
+    def __init__(self, text: str) -> None:
+        self.toks = _tokens(text)
+        self.end = len(text) + 1
+        self.i = 0
 
-    def value() -> Any:
-        nonlocal i
-        if i < len(toks) and toks[i] == "[":
-            i += 1
-            items = []
-            while toks[i] != "]":
-                items.append(value())
-                if toks[i] == ",":
-                    i += 1
-            expect("]")
-            return items
-        if i >= len(toks):
-            raise ConfigError("pipeline: missing option value")
-        tok = toks[i]
-        i += 1
+    def peek(self) -> str | None:
+        return self.toks[self.i][0] if self.i < len(self.toks) else None
+
+    def where(self) -> str:
+        if self.i < len(self.toks):
+            tok, col = self.toks[self.i]
+            return f"'{tok}' at column {col}"
+        return f"end of text at column {self.end}"
+
+    def take(self) -> str:
+        tok = self.peek()
+        if tok is None:
+            raise ConfigError(f"pipeline: text ends early ({self.where()})")
+        self.i += 1
         return tok
 
-    while i < len(toks):
-        name = toks[i]
-        i += 1
+    def expect(self, t: str, alternative: str = "") -> None:
+        if self.peek() != t:
+            also = f" or '{alternative}'" if alternative else ""
+            raise ConfigError(f"pipeline: expected '{t}'{also}, found {self.where()}")
+        self.i += 1
+
+    def name(self, what: str) -> str:
+        tok = self.peek()
+        if tok is None or not (tok[0].isalpha() or tok[0] == "_"):
+            raise ConfigError(f"pipeline: expected {what}, found {self.where()}")
+        self.i += 1
+        return tok
+
+    def value(self) -> Any:
+        if self.peek() == "[":
+            self.i += 1
+            items = []
+            while self.peek() != "]":
+                items.append(self.value())
+                if self.peek() != "]":
+                    self.expect(",", "]")
+            self.expect("]")
+            return items
+        tok = self.peek()
+        if tok is None or tok in "(),=]":
+            raise ConfigError(f"pipeline: expected an option value, found {self.where()}")
+        self.i += 1
+        return tok
+
+
+def parse_pipeline(text: str) -> Sequential:
+    """Build a Sequential from pipeline text; unknown passes and options, and malformed
+    text, are ConfigErrors naming the column."""
+    if not isinstance(text, str):
+        raise ConfigError(f"pipeline text must be a string, got {type(text).__name__}")
+    r = _Reader(text)
+    passes: list[Pass] = []
+    while r.peek() is not None or passes:
+        name = r.name("a pass name")
         options: dict[str, Any] = {}
-        if i < len(toks) and toks[i] == "(":
-            i += 1
-            while toks[i] != ")":
-                key = toks[i]
-                i += 1
-                expect("=")
-                options[key] = value()
-                if toks[i] == ",":
-                    i += 1
-            expect(")")
+        if r.peek() == "(":
+            r.i += 1
+            while r.peek() != ")":
+                key = r.name("an option name")
+                r.expect("=")
+                options[key] = r.value()
+                if r.peek() != ")":
+                    r.expect(",", ")")
+            r.expect(")")
         passes.append(get_pass(name, **_convert_options(name, options)))
-        if i < len(toks):
-            expect(",")
+        if r.peek() is None:
+            break
+        r.expect(",")
     return Sequential(passes)
 
 

@@ -109,22 +109,41 @@ def _collect(sent: list[tuple[str, _Helper | None]]) -> list[bytes]:
 
 
 class JitLibrary:
-    """Compiled modules in one engine; `address(name)` finds a function."""
+    """Compiled modules in one engine; `address(name)` finds a function. Every module is
+    kept as an object file (`objects`), so a library can be saved and loaded again
+    (`from_objects`) without LLVM optimising or generating code."""
 
     def __init__(self, ir_text: str | list[str]) -> None:
         init()
         texts = [ir_text] if isinstance(ir_text, str) else ir_text
         t0 = time.perf_counter()
         sent = _send(texts[1:])
-        self.tm = host_target_machine()
-        mod = optimise(texts[0], self.tm)
+        tm = host_target_machine()
+        mod = optimise(texts[0], tm)
+        self.optimized_ir = str(mod)  # of the first module (the others arrive as objects)
+        first = bytes(tm.emit_object(mod))
         t1 = time.perf_counter()
-        self.engine = llvm.create_mcjit_compiler(mod, self.tm)
-        for data in _collect(sent):
+        self.objects = [first, *_collect(sent)]
+        self._load(self.objects)
+        self.seconds = {"optimise": t1 - t0, "jit": time.perf_counter() - t1}
+
+    @classmethod
+    def from_objects(cls, objects: list[bytes]) -> JitLibrary:
+        """A library of object files made by this class (relocated here, not recompiled)."""
+        init()
+        lib = cls.__new__(cls)
+        t0 = time.perf_counter()
+        lib.objects, lib.optimized_ir = list(objects), ""
+        lib._load(lib.objects)
+        lib.seconds = {"jit": time.perf_counter() - t0}
+        return lib
+
+    def _load(self, objects: list[bytes]) -> None:
+        self.tm = host_target_machine()
+        self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), self.tm)
+        for data in objects:
             self.engine.add_object_file(llvm.ObjectFileRef.from_data(data))
         self.engine.finalize_object()
-        self.optimized_ir = str(mod)  # of the first module (the others arrive as objects)
-        self.seconds = {"optimise": t1 - t0, "jit": time.perf_counter() - t1}
 
     def address(self, name: str) -> int:
         address = self.engine.get_function_address(name)

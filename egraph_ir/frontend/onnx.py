@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from .. import op
+from ..attrs import Attrs
 from ..errors import CompilerError, FrontendError
 from ..expr import Constant, Expr, Function, Tuple, TupleGetItem, Var
 from ..fold import fold
@@ -115,8 +116,9 @@ class _Importer:
                 raise FrontendError(f"graph output '{out.name}' is not produced by any node")
             outputs.append(self.env[out.name])
         body = outputs[0] if len(outputs) == 1 else Tuple(tuple(outputs))
-        mod = IRModule({"main": Function(tuple(params), body)})
-        return infer_type(mod)
+        names = tuple(out.name for out in self.graph.output)
+        fn = Function(tuple(params), body, attrs=Attrs({"output_names": names}))
+        return infer_type(IRModule({"main": fn}))
 
     def _input_type(self, value_info: Any) -> TensorType:
         t = value_info.type.tensor_type

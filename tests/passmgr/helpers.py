@@ -18,11 +18,11 @@ class Rename(pm.ModulePass):
 
     def __init__(self, tag: str, opt_level: int = 0, required: tuple[str, ...] = ()) -> None:
         self.tag = tag
-        self._opt, self._req = opt_level, required
+        self._info = pm.PassInfo(tag, opt_level, required)  # makes the name known
 
     @property
     def info(self) -> pm.PassInfo:
-        return pm.PassInfo(self.tag, self._opt, self._req)
+        return self._info
 
     def transform_module(self, mod: ir.IRModule, ctx: pm.PassContext) -> ir.IRModule:
         x = ir.var("x", shape=(1,))

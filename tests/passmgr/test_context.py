@@ -73,8 +73,9 @@ def test_disabled_beats_required_beats_opt_level() -> None:
 
 
 def test_a_disabled_pass_never_runs_even_when_called_directly() -> None:
+    solo = Rename("solo")
     with pm.PassContext(disabled_pass=["solo"]):
-        assert ran(Rename("solo")(small_module())) == []
+        assert ran(solo(small_module())) == []
     assert ran(Rename("solo", opt_level=4)(small_module())) == ["solo"]  # direct call: TVM rule
 
 
@@ -99,3 +100,14 @@ def test_statistics_are_kept_per_pass() -> None:
         counter(small_module())
     assert ctx.statistics["Counter"]["things seen"] == 4
     assert "things seen" in ctx.render_statistics()
+
+
+def test_unknown_pass_names_in_the_context_are_errors_with_a_hint() -> None:
+    with pytest.raises(
+        ir.ConfigError,
+        match=r"disabled_pass: unknown pass 'FoldScaleAxsi' \(did you mean 'FoldScaleAxis'\?\)",
+    ):
+        pm.PassContext(disabled_pass=["FoldScaleAxsi"])
+    with pytest.raises(ir.ConfigError, match=r"required_pass: unknown pass 'InferTyp'"):
+        pm.PassContext(required_pass=["InferTyp"])
+    pm.PassContext(disabled_pass=["FoldScaleAxis"], required_pass=["Rename"])  # known names

@@ -71,8 +71,9 @@ def test_should_run_can_veto_and_then_no_before_or_after_runs() -> None:
 
 def test_required_passes_skip_should_run() -> None:
     log: list[str] = []
+    p = Rename("p")
     with pm.PassContext(required_pass=["p"], instruments=[Recorder("A", log, veto="p")]):
-        Rename("p")(small_module())
+        p(small_module())
     assert "A.should_run(p)" not in log and "A.run_before_pass(p)" in log
 
 

@@ -1,0 +1,252 @@
+"""`Executable`: a compiled module ready to run, profile, inspect or save.
+
+It holds the linked program (codegen/program.py), the compiled code (a JitLibrary) and the
+runtime over them. A built executable also keeps its IR (`optimized_module`, `module`); one
+read back by `codegen.load` has only what running needs, so those are None there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from egraph_ir.errors import CodegenError
+from egraph_ir.module import IRModule
+from egraph_ir.types import TensorType, Type
+
+from .llvm import JitLibrary
+from .memory_plan import MemoryPlan
+from .program import Program
+from .runtime import Runtime
+
+
+@dataclass(frozen=True)
+class KernelTime:
+    """One kernel's share of a profiled run. `seconds` is the median over the runs,
+    `low`/`high` the 10th and 90th percentiles (the spread on a noisy machine)."""
+
+    name: str
+    kind: str
+    ops: list[str]
+    seconds: float
+    low: float
+    high: float
+    flops: float
+    bytes: float
+    share: float  # of the summed kernel medians
+
+    @property
+    def gflops_per_s(self) -> float:
+        return self.flops / self.seconds / 1e9 if self.seconds > 0 else 0.0
+
+    @property
+    def gbytes_per_s(self) -> float:
+        return self.bytes / self.seconds / 1e9 if self.seconds > 0 else 0.0
+
+
+@dataclass
+class Profile:
+    """Per-kernel times of `Executable.profile`, slowest first; `str()` gives a table."""
+
+    kernels: list[KernelTime] = field(default_factory=list)
+    repeats: int = 0
+
+    def __iter__(self) -> Any:
+        return iter(self.kernels)
+
+    def __len__(self) -> int:
+        return len(self.kernels)
+
+    @property
+    def total_seconds(self) -> float:
+        return sum(k.seconds for k in self.kernels)
+
+    def rows(self) -> list[list[str]]:
+        """Table cells: kernel, kind, ops, median us, p10-p90 us, GFLOP/s, GB/s, share."""
+        out = []
+        for k in self.kernels:
+            ops = ",".join(k.ops)
+            out.append(
+                [
+                    k.name,
+                    k.kind,
+                    ops if len(ops) <= 40 else ops[:37] + "...",
+                    f"{1e6 * k.seconds:.1f}",
+                    f"{1e6 * k.low:.1f}-{1e6 * k.high:.1f}",
+                    f"{k.gflops_per_s:.2f}",
+                    f"{k.gbytes_per_s:.2f}",
+                    f"{100 * k.share:.1f}%",
+                ]
+            )
+        return out
+
+    HEADER = ("kernel", "kind", "ops", "median us", "p10-p90 us", "GFLOP/s", "GB/s", "share")
+
+    def __str__(self) -> str:
+        rows = [list(self.HEADER), *self.rows()]
+        widths = [max(len(r[c]) for r in rows) for c in range(len(self.HEADER))]
+        lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)) for r in rows]
+        lines.append(f"total {1e6 * self.total_seconds:.1f} us over {len(self)} kernels")
+        return "\n".join(line.rstrip() for line in lines)
+
+
+class Executable:
+    """A compiled module: call it (or `run`) on numpy inputs; `profile`, `save`,
+    `get_source()`, `graph_json`, `memory_plan`, `input_types`, `output_types`."""
+
+    def __init__(
+        self,
+        program: Program,
+        library: JitLibrary | None,
+        output_types: list[Type],
+        output_names: list[str],
+        source: str = "",
+        times: dict[str, float] | None = None,
+        optimised: IRModule | None = None,
+        fused: IRModule | None = None,
+    ) -> None:
+        self.program = program
+        self.graph = program.graph
+        self.library = library
+        self.optimized_module = optimised  # after the rule-based pipeline, before fusion
+        self.module = fused  # the fused IR that was compiled
+        self.output_types = output_types
+        self.output_names = output_names
+        self.compile_seconds = times if times is not None else {}
+        self._source = source
+        self.input_types = {
+            n.name: TensorType(n.shape, n.dtype)  # type: ignore[arg-type]
+            for n in self.graph.inputs
+        }
+        self.runtime = Runtime(program, library)
+        self.kernels_reused = 0  # fused groups that reused another group's compiled code
+
+    # ------------------------------------------------------------ running
+    def run(self, *args: Any, **inputs: Any) -> Any:
+        """Run on numpy inputs (by name, or positionally); returns an array or a tuple."""
+        names = list(self.input_types)
+        if args:
+            if len(args) > len(names):
+                raise CodegenError(f"run takes {len(names)} input(s), got {len(args)}")
+            clash = sorted(set(names[: len(args)]) & set(inputs))
+            if clash:
+                raise CodegenError(f"input(s) {clash} given both by position and by name")
+            inputs = {**dict(zip(names, args, strict=False)), **inputs}
+        results = self.runtime.run(self._feeds(inputs))
+        return tuple(results) if self.graph.tuple_output else results[0]
+
+    __call__ = run
+
+    def _feeds(self, inputs: Mapping[str, Any]) -> list[np.ndarray]:
+        """The inputs in parameter order, checked and made C-contiguous. A value of another
+        dtype is cast only when the cast is exact (ints to float, say); otherwise an error."""
+        names = list(self.input_types)
+        unknown = sorted(set(inputs) - set(names))
+        missing = [n for n in names if n not in inputs]
+        if unknown or missing:
+            raise CodegenError(
+                f"inputs do not match the function: missing {missing}, unknown {unknown}; "
+                f"expected {names}"
+            )
+        return [_feed(name, inputs[name], self.input_types[name]) for name in names]
+
+    def profile(self, inputs: Mapping[str, Any], repeats: int = 10) -> Profile:
+        """Run `repeats` times kernel by kernel; per kernel the median time, its spread,
+        FLOPs, achieved GFLOP/s and GB/s and share of the run, slowest first."""
+        feeds = self._feeds(inputs)
+        samples: dict[int, list[float]] = {}
+        repeats = max(1, int(repeats))
+        for _ in range(repeats):
+            timings: dict[int, float] = {}
+            self.runtime.run(feeds, timings)
+            for node_id, seconds in timings.items():
+                samples.setdefault(node_id, []).append(seconds)
+        medians = {i: float(np.median(v)) for i, v in samples.items()}
+        total = sum(medians.values()) or 1.0
+        rows = []
+        for node_id, values in samples.items():
+            n = self.graph.nodes[node_id]
+            low, high = np.percentile(values, [10, 90])
+            rows.append(
+                KernelTime(
+                    n.name, n.kind, n.ops, medians[node_id], float(low), float(high),
+                    n.flops, n.bytes, medians[node_id] / total,
+                )
+            )  # fmt: skip
+        return Profile(sorted(rows, key=lambda r: -r.seconds), repeats)
+
+    # ------------------------------------------------------------ inspecting
+    @property
+    def threads(self) -> int:
+        """The thread budget every kernel shares (config codegen.num_threads)."""
+        return self.runtime.threads
+
+    def get_source(self) -> str:
+        """The LLVM IR of the JIT kernels (before optimisation)."""
+        return self._source
+
+    def get_optimized_source(self) -> str:
+        return self.library.optimized_ir if self.library else ""
+
+    @property
+    def graph_json(self) -> str:
+        return self.graph.to_json(self.program.plan.bytes)
+
+    @property
+    def memory_plan(self) -> MemoryPlan:
+        return self.program.plan
+
+    def kernel_kinds(self) -> dict[str, int]:
+        """How many kernels of each kind (loops, gemm, blas, conv, host) and aliases."""
+        kinds: dict[str, int] = {}
+        for n in self.graph.nodes:
+            if n.op in ("kernel", "alias"):
+                key = n.kind if n.op == "kernel" else n.op
+                kinds[key] = kinds.get(key, 0) + 1
+        return kinds
+
+    def save(self, path: str) -> None:
+        """Write one file that `codegen.load` runs in another process without compiling."""
+        from .artifact import save
+
+        save(self, path)
+
+    def __repr__(self) -> str:
+        ins = ", ".join(f"{k}: {t}" for k, t in self.input_types.items())
+        outs = ", ".join(
+            f"{n}: {t}" for n, t in zip(self.output_names, self.output_types, strict=True)
+        )
+        kinds = ", ".join(f"{v} {k}" for k, v in sorted(self.kernel_kinds().items()))
+        plan = self.program.plan
+        return (
+            f"<Executable ({ins}) -> ({outs}); kernels: {kinds or 'none'}; "
+            f"arena {plan.bytes:,} bytes; {self.threads} thread(s)>"
+        )
+
+
+def _feed(name: str, value: Any, t: TensorType) -> np.ndarray:
+    """One input as a C-contiguous array of the parameter's type (or a clear error)."""
+    array = np.asarray(value)
+    if str(array.dtype) != t.dtype:
+        if array.dtype == object or array.dtype.kind in "USV":
+            raise CodegenError(f"input '{name}' is {array.dtype}, expected {t.dtype}")
+        with np.errstate(all="ignore"):
+            cast = array.astype(t.dtype)
+            back = cast.astype(array.dtype)
+        same = (
+            (back == array) | (np.isnan(back) & np.isnan(array))
+            if array.dtype.kind in "fc"
+            else back == array
+        )
+        if not np.all(same):
+            raise CodegenError(
+                f"input '{name}' is {array.dtype}, expected {t.dtype}, and casting would "
+                f"change its values; convert it first (e.g. x.astype('{t.dtype}'))"
+            )
+        array = cast
+    if array.shape != t.shape:
+        raise CodegenError(f"input '{name}' has shape {array.shape}, expected {t.shape}")
+    return np.require(array, requirements="C")
