@@ -23,6 +23,7 @@ import egraph_ir as ir
 import passmgr as pm
 from egraph_ir import models
 from egraph_ir.compare import mismatch
+from egraph_ir.errors import did_you_mean
 from egraph_ir.summary import input_types, summarize
 
 from .build import Executable, build
@@ -37,6 +38,8 @@ class JobOptions:
     check: bool = False
     repeats: int = 10
     seed: int = 0
+    config: dict[str, Any] = field(default_factory=dict)  # PassContext config keys
+    shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)  # symbolic input dims
 
 
 class Progress:
@@ -63,11 +66,18 @@ class Progress:
         yield
 
 
-def load_model(source: str) -> tuple[ir.IRModule, str, dict[str, np.ndarray] | None]:
+def load_model(
+    source: str, shapes: dict[str, tuple[int, ...]] | None = None
+) -> tuple[ir.IRModule, str, dict[str, np.ndarray] | None]:
     """An ONNX file, or the name of a built-in model (with its seeded inputs)."""
     if source in models.NAMES and not Path(source).exists():
         return ir.infer_type(models.get(source)), "built-in", models.example_inputs(source)
-    return ir.frontend.from_onnx(source), "onnx", None
+    if not Path(source).exists() and not source.endswith(".onnx"):
+        raise ir.CompilerError(
+            f"{source}: no such file or built-in model{did_you_mean(source, models.NAMES)}; "
+            f"built-in models: {', '.join(models.NAMES)}"
+        )
+    return ir.frontend.from_onnx(source, shapes=shapes or None), "onnx", None
 
 
 def random_inputs(mod: ir.IRModule, seed: int) -> dict[str, np.ndarray]:
@@ -139,7 +149,10 @@ def _context(opts: JobOptions, timing: pm.PassTimingInstrument) -> pm.PassContex
     if opts.print_ir_after:
         instruments.append(pm.PrintIRAfter(passes=opts.print_ir_after))
     return pm.PassContext(
-        opt_level=opts.opt_level, disabled_pass=opts.disabled, instruments=instruments
+        opt_level=opts.opt_level,
+        disabled_pass=opts.disabled,
+        instruments=instruments,
+        config=opts.config,
     )
 
 
@@ -172,7 +185,7 @@ def run_job(
     report: dict[str, Any] = {"model": source, "opt_level": opts.opt_level}
     with progress.stage("importing"):
         t0 = time.perf_counter()
-        mod, kind, inputs = load_model(source)
+        mod, kind, inputs = load_model(source, opts.shapes)
         report["import_ms"] = 1e3 * (time.perf_counter() - t0)
     report["kind"] = kind
     report["inputs"] = {k: str(t) for k, t in input_types(mod).items()}

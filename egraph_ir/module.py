@@ -86,4 +86,11 @@ class IRModule:
         return self.astext()
 
     def __repr__(self) -> str:
-        return f"IRModule({', '.join('@' + n for n in self._funcs)})"
+        """The program itself (large constants as meta references), capped at 200 lines."""
+        lines = self.astext(show_meta=False).splitlines()
+        if len(lines) > 200:
+            lines = [*lines[:200], f"... ({len(lines) - 200} more lines)"]
+        return "IRModule:\n" + "\n".join(lines)
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(repr(self))

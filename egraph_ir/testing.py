@@ -39,6 +39,10 @@ class ProgramCase:
         shapes = {k: (v.shape, str(v.dtype)) for k, v in self.inputs.items()}
         return f"ProgramCase(inputs={shapes})\n{self.mod.astext(show_meta=False)}"
 
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        """hypothesis prints dataclasses field by field unless this exists: show the program."""
+        printer.text(repr(self))
+
 
 # ---------------------------------------------------------------- strategies
 def shapes(min_rank: int = 0, max_rank: int = 4, max_dim: int = 5) -> st.SearchStrategy:

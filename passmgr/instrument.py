@@ -19,6 +19,7 @@ from egraph_ir.infer import infer_type
 from egraph_ir.module import IRModule
 from egraph_ir.visitor import free_vars
 
+from .context import check_pass_names
 from .pass_base import PassInfo
 
 HOOKS = ("enter_pass_ctx", "exit_pass_ctx", "should_run", "run_before_pass", "run_after_pass")
@@ -120,6 +121,7 @@ class PrintIRBefore(PassInstrument):
 
     def __init__(self, passes: Iterable[str] | None = None, out: TextIO | None = None) -> None:
         self.passes = None if passes is None else set(passes)
+        check_pass_names(type(self).__name__, sorted(self.passes or ()))
         self.out = out
 
     def run_before_pass(self, mod: IRModule, info: PassInfo) -> None:
@@ -135,6 +137,7 @@ class PrintIRAfter(PassInstrument):
 
     def __init__(self, passes: Iterable[str] | None = None, out: TextIO | None = None) -> None:
         self.passes = None if passes is None else set(passes)
+        check_pass_names(type(self).__name__, sorted(self.passes or ()))
         self.out = out
 
     def run_after_pass(self, mod: IRModule, info: PassInfo) -> None:
@@ -150,6 +153,7 @@ class PrintIRAfterChange(PassInstrument):
 
     def __init__(self, passes: Iterable[str] | None = None, out: TextIO | None = None) -> None:
         self.passes = None if passes is None else set(passes)
+        check_pass_names(type(self).__name__, sorted(self.passes or ()))
         self.out = out
         self._before: list[str] = []
 

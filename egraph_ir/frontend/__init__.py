@@ -1,7 +1,9 @@
-"""Frontends: other formats to IRModule. `onnx` is imported only when a model is read."""
+"""Frontends: ONNX to IRModule (`from_onnx`) and back (`to_onnx`). The `onnx` package is
+imported only when a model is read or written."""
 
 from __future__ import annotations
 
 from .onnx import from_onnx, supported_ops
+from .onnx_export import to_onnx
 
-__all__ = ["from_onnx", "supported_ops"]
+__all__ = ["from_onnx", "supported_ops", "to_onnx"]
