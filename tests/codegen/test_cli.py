@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
 import pytest
 
+import egraph_ir as ir
 from codegen.cli import main
+from egraph_ir import models
 
 
 def test_demo_prints_a_summary_and_runs_the_model(capsys: pytest.CaptureFixture[str]) -> None:
@@ -33,7 +41,7 @@ def test_rules_check_exit_status_and_report(capsys: pytest.CaptureFixture[str]) 
     out = capsys.readouterr().out
     assert "rule 'sqrt-of-square' is unsound" in out and "left gives" in out
     assert main(["rules", "check", str(data / "missing.rules")]) == 2
-    assert "cannot read rule file" in capsys.readouterr().err
+    assert "no such rule file or built-in rule set" in capsys.readouterr().err
 
 
 def _onnx_with(tmp_path, nodes, name="m.onnx"):
@@ -111,3 +119,116 @@ def test_opt_reads_and_writes_the_text_format(tmp_path, capsys) -> None:
     assert "{\n  %x\n}" in out.read_text()
     assert main(["opt", str(src), "--passes", "InferType,Bogus"]) == 2
     assert "unknown pass 'Bogus'" in capsys.readouterr().err
+
+
+def egc(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """The installed command, in a fresh process (what a user runs)."""
+    exe = Path(sys.executable).with_name("egc")
+    return subprocess.run([str(exe), *args], capture_output=True, text=True, cwd=cwd, timeout=300)
+
+
+def test_compile_saves_and_run_loads_in_another_process(tmp_path: Path) -> None:
+    out = tmp_path / "mlp.egc"
+    r = egc("compile", "mlp", "-o", str(out), "--repeats", "1", "--profile")
+    assert r.returncode == 0, r.stderr
+    assert f"wrote {out}" in r.stdout and "per-kernel profile" in r.stdout
+    x = models.example_inputs("mlp")["x"]
+    np.save(tmp_path / "x.npy", x)
+    r = egc(
+        "run", str(out), "--input", f"x={tmp_path / 'x.npy'}", "--output", str(tmp_path / "y.npz")
+    )
+    assert r.returncode == 0, r.stderr
+    expected = ir.interpret(models.mlp(), x=x)
+    np.testing.assert_allclose(
+        np.load(tmp_path / "y.npz")["output"], expected, rtol=1e-4, atol=1e-5
+    )
+    r = egc("run", str(out))
+    assert r.returncode == 2 and "missing ['x']" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_emit_onnx_runs_in_onnxruntime(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import onnxruntime as ort
+
+    path = tmp_path / "cnn.onnx"
+    assert main(["compile", "cnn", "--emit-onnx", str(path), "--repeats", "1"]) == 0
+    inputs = models.example_inputs("cnn")
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    got = session.run(None, inputs)[0]
+    np.testing.assert_allclose(got, ir.interpret(models.cnn(), **inputs), rtol=1e-4, atol=1e-5)
+
+
+def test_version_list_and_config(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0 and capsys.readouterr().out.startswith("egc ")
+    for what, expected in [
+        ("passes", "FoldScaleAxis"),
+        ("rules", "algebraic"),
+        ("ops", "conv2d"),
+        ("targets", "llvm"),
+        ("configs", "eqsat.node_limit"),
+    ]:
+        assert main(["list", what]) == 0
+        assert expected in capsys.readouterr().out
+    args = ["compile", "mlp", "--repeats", "1", "--json", "--config", "codegen.num_threads=1"]
+    assert main(args) == 0
+    assert json.loads(capsys.readouterr().out)["backend"] == "llvm (1 threads)"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["compile", "transformr"], "did you mean 'transformer'"),
+        (["compile", "mlp", "--rules", "algebrac"], "did you mean 'algebraic'"),
+        (["compile", "mlp", "--disable", "FoldScaleAxsi"], "did you mean 'FoldScaleAxis'"),
+        (["compile", "mlp", "--print-ir-after", "FuseOp"], "did you mean 'FuseOps'"),
+        (["opt", "-", "--passes", "EqSat(rules=algebraic"], "expected ',' or ')'"),
+    ],
+)
+def test_bad_names_are_one_line_errors_with_a_hint(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str], monkeypatch
+) -> None:
+    import io
+
+    monkeypatch.setattr("sys.stdin", io.StringIO("def @main(%x: float32) { %x }"))
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err and err.count("egc: error:") == 1
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["compile", "mlp", "--config", "eqsat.node_limt=5"],
+        ["compile", "mlp", "--config", "eqsat.node_limit=many"],
+        ["rules", "check", "cast", "--max-examples", "0"],
+        ["rules", "check", "cast", "--seed", "-1"],
+        ["compile", "mlp", "--shape", "x=a,b"],
+    ],
+)
+def test_bad_values_are_usage_errors(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(args)
+    assert info.value.code == 2
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_several_rule_files_and_built_in_sets(tmp_path: Path, capsys) -> None:
+    rules = tmp_path / "mine.rules"
+    rules.write_text("rule neg-neg [algebraic]\n    negative(negative(?x)) => ?x\n")
+    args = ["compile", "mlp", "--repeats", "1", "--rules", str(rules), "algebraic", "--json"]
+    assert main(args) == 0
+    assert json.loads(capsys.readouterr().out)["ok"]
+
+
+def test_unreadable_and_unwritable_files_are_one_line_errors(tmp_path: Path, capsys) -> None:
+    latin = tmp_path / "latin.ir"
+    latin.write_bytes("def @main(%x: float32) { %x } # caf\xe9".encode("latin-1"))
+    assert main(["opt", str(latin), "--passes", "InferType"]) == 2
+    assert "not UTF-8" in capsys.readouterr().err
+    src = tmp_path / "ok.ir"
+    src.write_text("def @main(%x: float32) { %x }")
+    assert main(["opt", str(src), "--passes", "InferType", "-o", "/nonexistent/dir/out.ir"]) == 2
+    assert "cannot write" in capsys.readouterr().err
+    assert main(["compile", "mlp", "--repeats", "1", "--dot", "/nonexistent/d.dot"]) == 2
+    assert "cannot write" in capsys.readouterr().err
