@@ -46,5 +46,19 @@ def mismatch(a: Any, b: Any, where: str = "output") -> str | None:
         bad = ~close
     if np.any(bad):
         at = tuple(int(k) for k in np.argwhere(bad)[0])
-        return f"{where} differs at {list(at)}: {a[at]!r} against {b[at]!r}"
+        first = f"{where} differs at {list(at)}: {a[at].item()!r} against {b[at].item()!r}"
+        if a.dtype.kind not in "fc":
+            return first
+        with np.errstate(all="ignore"):
+            diff = np.abs(a.astype(np.complex128 if a.dtype.kind == "c" else np.float64) - b)
+            finite = np.isfinite(diff)
+            worst = float(np.max(diff[finite])) if np.any(finite) else float("inf")
+            scale = np.abs(b.astype(np.float64) if b.dtype.kind == "f" else b)
+            rel = np.where(diff == 0, 0.0, diff / np.where(scale > 0, scale, np.nan))[finite]
+            rel = np.where(np.isnan(rel), np.inf, rel)
+            worst_rel = float(np.max(rel)) if rel.size else float("inf")
+        return (
+            f"{first} (tolerance rtol={rtol:g}, atol={atol:g}; largest difference "
+            f"{worst:.3g} absolute, {worst_rel:.3g} relative)"
+        )
     return None

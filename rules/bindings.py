@@ -157,7 +157,7 @@ class _Builder:
             elif spec.name in given:
                 attrs[spec.name] = value
             else:  # not written on the left: the rule matches any value
-                key = (path, spec.name)
+                key = (path, f"{op.name}.{spec.name}")
                 if key not in self.s.wildcards:
                     self.s.wildcards[key] = attr_value(
                         self, op.name, spec.name, spec.kind, spec.default, ins

@@ -40,15 +40,29 @@ from .rule import Rule
 _TOKEN = re.compile(
     r"""(?P<ws>\s+)
       | (?P<arrow><=>|=>)
+      | (?P<wrongarrow>->|<->|-->|==>|<==>)
       | (?P<cmp>==|!=|<=|>=|<|>)
       | (?P<var>\?[A-Za-z_]\w*)
-      | (?P<number>-?(?:\d+\.\d*(?:[eE][-+]?\d+)?|\d+[eE][-+]?\d+|\d+|inf)(?![\w.]))
+      | (?P<number>-?(?:\d+\.\d*(?:[eE][-+]?\d+)?|\d+[eE][-+]?\d+|\d+|inf|nan)
+          (?:f16|f32|f64|f|i8|i16|i32|i64|u8)?(?![\w.]))
       | (?P<string>"[^"\n]*")
       | (?P<ident>[A-Za-z_][\w-]*)
       | (?P<punct>[()\[\],=.])
       | (?P<bad>.)""",
     re.VERBOSE,
 )
+SUFFIX = re.compile(r"(f16|f32|f64|f|i8|i16|i32|i64|u8)$")
+
+
+def number(text: str) -> int | float:
+    """A numeric literal; a dtype suffix as in the IR text (1f, 0.5f, 2i64) is accepted and
+    only its value counts: a pattern's literal takes the dtype of what it matches or makes."""
+    suffix = SUFFIX.search(text) if not text.endswith("inf") else None
+    body = text[: suffix.start()] if suffix else text
+    is_float = any(c in body for c in ".eEin") or (suffix is not None and suffix.group(1)[0] == "f")
+    return float(body) if is_float else int(body)
+
+
 NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
 
 
@@ -72,6 +86,12 @@ class _Line:
             tok = Tok(kind, m.group(), first_col + m.start())
             if kind == "bad":
                 raise self.error(f"unexpected character {m.group()!r}", tok)
+            if kind == "wrongarrow":
+                raise self.error(
+                    f"'{m.group()}' is not an arrow here: write '=>' (left to right) or "
+                    "'<=>' (both directions)",
+                    tok,
+                )
             self.toks.append(tok)
         self.end_col = first_col + len(text)
         self.i = 0
@@ -120,7 +140,7 @@ class _PatternReader:
         if tok.kind == "var":
             p = self._tensor_var(tok)
         elif tok.kind == "number":
-            p = PLit(float(tok.text))
+            p = PLit(float(number(tok.text)))
         elif tok.kind == "ident":
             p = self._call(tok, depth)
         else:
@@ -209,7 +229,7 @@ class _PatternReader:
         if tok.kind == "var":
             return AttrVar(self._bind(tok, "attr"))
         if tok.kind == "number":
-            return float(tok.text) if any(c in tok.text for c in ".eEi") else int(tok.text)
+            return number(tok.text)
         if tok.kind == "string":
             return tok.text[1:-1]
         if tok.kind == "ident":
@@ -272,7 +292,7 @@ class _GuardReader:
     def expr(self) -> Any:
         tok = self.line.next()
         if tok.kind == "number":
-            value: Any = float(tok.text) if any(c in tok.text for c in ".eEi") else int(tok.text)
+            value: Any = number(tok.text)
             return lambda m: value
         if tok.kind == "string":
             s = tok.text[1:-1]

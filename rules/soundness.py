@@ -53,6 +53,7 @@ class SoundnessFailure:
     attrs: dict[str, Any]
     lhs_output: Any = None
     rhs_output: Any = None
+    drawn: dict[str, Any] = field(default_factory=dict)  # attributes the rule leaves unwritten
 
     def __str__(self) -> str:
         lines = [f"{self.location}: rule '{self.rule}' is unsound: {self.problem}"]
@@ -60,6 +61,8 @@ class SoundnessFailure:
             lines.append(f"    ?{name}: {value.dtype}{list(value.shape)} = {_show(value)}")
         for name, value in self.attrs.items():
             lines.append(f"    ?{name} = {value!r}")
+        for name, value in self.drawn.items():
+            lines.append(f"    {name} = {value!r}  (not written in the rule: drawn)")
         if self.lhs_output is not None or self.rhs_output is not None:
             lines.append(f"    left gives  {_show(self.lhs_output)}")
             lines.append(f"    right gives {_show(self.rhs_output)}")
@@ -92,15 +95,11 @@ class SoundnessReport:
 
 
 class _Unsound(Exception):
-    def __init__(self, problem: str, bindings: dict, attrs: dict, lhs: Any, rhs: Any) -> None:
+    def __init__(self, problem: str, bindings: dict, s: Structure, lhs: Any, rhs: Any) -> None:
         super().__init__(problem)
-        self.problem, self.bindings, self.attrs, self.lhs, self.rhs = (
-            problem,
-            bindings,
-            attrs,
-            lhs,
-            rhs,
-        )
+        self.problem, self.bindings, self.lhs, self.rhs = problem, bindings, lhs, rhs
+        self.attrs = dict(s.attrs)
+        self.drawn = {name: value for (_, name), value in s.wildcards.items()}
 
 
 def check_soundness(
@@ -159,7 +158,7 @@ def _check_rule(rule: Rule, max_examples: int, seed: int) -> SoundnessFailure | 
         prop()
     except _Unsound as u:
         return SoundnessFailure(
-            rule.name, rule.location, u.problem, u.bindings, u.attrs, u.lhs, u.rhs
+            rule.name, rule.location, u.problem, u.bindings, u.attrs, u.lhs, u.rhs, u.drawn
         )
     except Unsatisfiable:
         return "no binding satisfies the types and guards"
@@ -257,10 +256,10 @@ def _compare(
         rhs_type = infer_type(rhs).checked_type
     except CompilerError as exc:
         ill_typed = f"the other side is ill-typed here: {exc}"
-        raise _Unsound(ill_typed, values, s.attrs, None, None) from None
+        raise _Unsound(ill_typed, values, s, None, None) from None
     if rhs_type != lhs_type:
         raise _Unsound(
-            f"the type changes from {lhs_type} to {rhs_type}", values, s.attrs, None, None
+            f"the type changes from {lhs_type} to {rhs_type}", values, s, None, None
         )
     left, right = _run(lhs), _run(rhs)
     problem = mismatch(left, right)
@@ -276,7 +275,7 @@ def _compare(
         if mismatch(_run(wide_lhs), _run(wide_rhs)) is None:
             return
     if problem:
-        raise _Unsound(problem, values, s.attrs, left, right)
+        raise _Unsound(problem, values, s, left, right)
 
 
 def _run(e: Expr) -> Any:
@@ -330,5 +329,7 @@ def _show(v: Any) -> str:
     if isinstance(v, tuple):
         return "(" + ", ".join(_show(x) for x in v) + ")"
     a = np.asarray(v)
-    flat = np.array2string(a.ravel(), threshold=12, precision=6, separator=", ", max_line_width=200)
+    flat = np.array2string(  # every digit that tells two floats apart
+        a.ravel(), threshold=12, floatmode="unique", separator=", ", max_line_width=200
+    )
     return flat if a.ndim <= 1 else f"{flat} (flattened {list(a.shape)})"

@@ -1,5 +1,6 @@
 """The real PyTorch exports in ../shared/models/real compile with codegen.build and agree
-with the outputs ONNX Runtime computed for them (skipped where the folder is absent)."""
+with the outputs ONNX Runtime computed for them, save and load, and export back to ONNX
+(skipped where the folder is absent)."""
 
 from __future__ import annotations
 
@@ -11,14 +12,18 @@ import pytest
 import codegen
 import passmgr as pm
 from egraph_ir.errors import FrontendError
-from egraph_ir.frontend import from_onnx
+from egraph_ir.frontend import from_onnx, to_onnx
+
+ort = pytest.importorskip("onnxruntime")
 
 REAL = ["resnet18", "mobilenet_v2", "bert_tiny2", "lstm1"]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", REAL)
-def test_real_model_compiles_and_agrees_with_expected(name: str, shared_models: Path) -> None:
+def test_real_model_compiles_saves_exports_and_agrees(
+    name: str, shared_models: Path, tmp_path: Path
+) -> None:
     path = shared_models / "real" / f"{name}.onnx"
     if not path.exists():
         pytest.skip(f"{path} is not present")
@@ -32,8 +37,18 @@ def test_real_model_compiles_and_agrees_with_expected(name: str, shared_models: 
         exe = codegen.build(mod)
     kinds = exe.kernel_kinds()
     assert "host" not in kinds, kinds  # every convolution and product runs natively
-    out = exe.run(**data)
+    out = exe(**data)
+    # saved and loaded, the same code gives the same bits
+    exe.save(tmp_path / f"{name}.egc")
+    np.testing.assert_array_equal(codegen.load(tmp_path / f"{name}.egc")(**data), out)
+    # exported back to ONNX, the optimised program runs in ONNX Runtime
+    assert exe.optimized_module is not None
+    session = ort.InferenceSession(
+        to_onnx(exe.optimized_module).SerializeToString(), providers=["CPUExecutionProvider"]
+    )
+    exported = session.run(None, data)[0]
     # float32 through a different summation order than ONNX Runtime over up to ~2,300-term
     # dot products (3x3x256): relative 1e-4 of the output scale covers it
     scale = float(np.abs(expected).max())
     np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4 * scale)
+    np.testing.assert_allclose(exported, expected, rtol=1e-4, atol=1e-4 * scale)

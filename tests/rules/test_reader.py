@@ -140,3 +140,21 @@ def test_builtin_rule_files_hold_at_least_sixty_named_tagged_rules() -> None:
     assert all(r.tags for r in total)
     names = [r.name for r in total]
     assert len(names) == len(set(names)), "rule names are unique across the built-in files"
+
+
+def test_ir_text_literals_are_accepted_in_rules() -> None:
+    text = (
+        "rule half [algebraic]\n    multiply(?x, 0.5f) => divide(?x, 2f)\n"
+        "rule plus-zero [algebraic]\n    add(?x, 0i64) => ?x\n"
+    )
+    half, plus_zero = list(rules.parse_rules(text, "lit.rules"))
+    assert str(half.lhs.args[1]) == "PLit(value=0.5)"  # type: ignore[union-attr]
+    assert str(plus_zero.lhs.args[1]) == "PLit(value=0.0)"  # type: ignore[union-attr]
+    assert rules.check_soundness(half, max_examples=20).ok
+
+
+@pytest.mark.parametrize("arrow", ["->", "-->", "==>"])
+def test_a_wrong_arrow_gets_a_hint(arrow: str) -> None:
+    text = f"rule r\n    negative(negative(?x)) {arrow} ?x\n"
+    with pytest.raises(rules.RuleError, match=r"w.rules:2:28: .* write '=>' .* or '<=>'"):
+        rules.parse_rules(text, "w.rules")

@@ -56,3 +56,14 @@ def test_a_rule_no_binding_fits_is_reported_as_unchecked() -> None:
     )
     report = rules.check_soundness(impossible, max_examples=5)
     assert report.ok and "never" in report.unchecked
+
+
+def test_reports_show_drawn_attributes_and_the_tolerance() -> None:
+    wrong = rules.parse_rules("rule s [algebraic]\n    sum(?x) => max(?x)\n", "s.rules")
+    text = str(rules.check_soundness(wrong, max_examples=30))
+    assert "sum.axis = " in text and "(not written in the rule: drawn)" in text
+    near = rules.parse_rules(
+        "rule n [algebraic]\n    multiply(?x, 0.5f) => divide(?x, 2.0001f)\n", "n.rules"
+    )
+    text = str(rules.check_soundness(near, max_examples=30))
+    assert "tolerance rtol=" in text and "relative)" in text
