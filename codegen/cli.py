@@ -58,6 +58,21 @@ def print_table(title: str, header: Sequence[str], rows: list[list[str]]) -> Non
         print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
 
 
+def print_report(text: str) -> None:
+    """The job report: highlighted by rich on a terminal (numbers, a green ok or a red
+    FAILED/MISMATCH), plain text otherwise."""
+    if not sys.stdout.isatty():
+        print(text)
+        return
+    from rich.console import Console
+    from rich.text import Text
+
+    styled = Text(text)
+    styled.highlight_words(["result: ok", "(agrees)"], "bold green")
+    styled.highlight_words(["FAILED", "MISMATCH"], "bold red")
+    Console().print(styled, highlight=True)
+
+
 def write_text(path: str, text: str) -> None:
     try:
         Path(path).write_text(text)
@@ -149,7 +164,7 @@ def rule_source(source: str) -> str:
 def demo(model: str, show_ir: int) -> int:
     """The main job on a built-in model, with the optimised IR's first lines."""
     report, exe = run_job(model, JobOptions(repeats=3), Progress())
-    print(render_text(report, time_passes=True))
+    print_report(render_text(report, time_passes=True))
     if show_ir and exe.optimized_module is not None:
         lines = exe.optimized_module.astext(show_meta=False).splitlines()
         print(f"\noptimised IR ({len(lines)} lines, first {min(show_ir, len(lines))}):")
@@ -197,7 +212,7 @@ def compile_model(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report, indent=2, default=str))
         return 0 if report["ok"] else 1
-    print(render_text(report, time_passes=args.time_passes))
+    print_report(render_text(report, time_passes=args.time_passes))
     for key in ("saved", "onnx"):
         if key in report:
             print(f"wrote {report[key]}")

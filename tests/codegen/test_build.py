@@ -42,7 +42,9 @@ def _single_op_cases(name: str, count: int = 2):
             ir.var(f"a{i}", shape=s.types[f"a{i}"].shape, dtype=s.types[f"a{i}"].dtype)
             for i in range(arity)
         ]
-        attrs = {spec: value for (path, spec), value in s.wildcards.items() if path == 0}
+        attrs = {  # wildcard keys are (path, "op.attr")
+            key.split(".")[-1]: value for (path, key), value in s.wildcards.items() if path == 0
+        }
         try:
             body = op.call(name, *params, **attrs)
             fn = ir.infer_type(ir.Function(params, body))
