@@ -338,15 +338,33 @@ def _take(ctx: Ctx) -> LExpr:
     position: LExpr = Cast(
         INDEX, ctx.readers[1](Index(ind_shape, multi=out[axis : axis + len(ind_shape)]))
     )
-    n = data_shape[axis]
+    position = _index_mode(position, data_shape[axis], mode)
+    multi = [*out[:axis], position, *out[axis + len(ind_shape) :]]
+    return ctx.readers[0](Index(data_shape, multi=multi))
+
+
+def _index_mode(position: LExpr, n: int, mode: str) -> LExpr:
+    """An index into a dimension of n as take/gather_elements define it: wrap, or clamp
+    (after counting negative indices from the end in fast mode, as numpy does)."""
     if mode == "wrap":
-        position = Bin(
+        return Bin(
             INDEX, "rem", Bin(INDEX, "add", Bin(INDEX, "rem", position, idx(n)), idx(n)), idx(n)
         )
-    else:
-        if mode == "fast":  # negative indices count from the end, as in numpy
-            negative = Bin("bool", "lt", position, idx(0))
-            position = Select(INDEX, negative, Bin(INDEX, "add", position, idx(n)), position)
-        position = clamp(position, 0, n - 1)  # clip mode; keeps a bad index from reading wild
-    multi = [*out[:axis], position, *out[axis + len(ind_shape) :]]
+    if mode == "fast":
+        negative = Bin("bool", "lt", position, idx(0))
+        position = Select(INDEX, negative, Bin(INDEX, "add", position, idx(n)), position)
+    return clamp(position, 0, n - 1)  # clip mode; keeps a bad index from reading wild
+
+
+@compute("gather_elements")
+def _gather_elements(ctx: Ctx) -> LExpr:
+    data_shape, ind_shape = ctx.in_types[0].shape, ctx.in_types[1].shape
+    axis = ctx.attrs["axis"] % len(data_shape)
+    out = ctx.index.multi()
+    position: LExpr = Cast(INDEX, ctx.readers[1](Index(ind_shape, multi=out)))
+    multi = [
+        *out[:axis],
+        _index_mode(position, data_shape[axis], ctx.attrs["mode"]),
+        *out[axis + 1 :],
+    ]
     return ctx.readers[0](Index(data_shape, multi=multi))

@@ -25,7 +25,8 @@ from ..infer import infer_type
 from ..module import IRModule
 from ..types import TensorType
 
-MIN_OPSET, MAX_OPSET = 13, 21
+MIN_OPSET, MAX_OPSET = 13, 21  # the opsets the converters are written against
+OLDEST_OPSET = 7  # older models are converted up to MIN_OPSET by onnx.version_converter
 
 Converter = Callable[["_Node"], Expr | list[Expr]]
 CONVERTERS: dict[str, Converter] = {}
@@ -49,9 +50,7 @@ def from_onnx(model_or_path: Any, shapes: dict[str, tuple[int, ...]] | None = No
     """Import an ONNX model. `shapes` fixes graph inputs whose dimensions are symbolic."""
     onnx = _onnx()
     model = _load(model_or_path, onnx)
-    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
-    if opset is None or not MIN_OPSET <= opset <= MAX_OPSET:
-        raise FrontendError(f"ONNX opset {opset} is not supported; supported: 13 to 21")
+    model, opset = _supported_opset(model, onnx)
     graph = model.graph
     unsupported: dict[str, list[str]] = {}
     for i, node in enumerate(graph.node):
@@ -61,13 +60,79 @@ def from_onnx(model_or_path: Any, shapes: dict[str, tuple[int, ...]] | None = No
             )
             unsupported.setdefault(key, []).append(node.name or f"#{i}")
     if unsupported:
-        listing = "; ".join(f"{k} (nodes: {', '.join(v)})" for k, v in sorted(unsupported.items()))
-        raise FrontendError(f"unsupported ONNX ops: {listing}")
+        raise FrontendError(f"unsupported ONNX ops: {_listing(unsupported)}")
+    names = {i.name for i in graph.input} - {init.name for init in graph.initializer}
+    unknown = sorted(set(shapes or {}) - names)
+    if unknown:
+        raise FrontendError(
+            f"shapes= names {unknown}, which are not graph inputs; the inputs: {sorted(names)}"
+        )
     return _Importer(onnx, graph, opset, shapes or {}).run()
+
+
+def _listing(nodes_by_op: dict[str, list[str]], shown: int = 3) -> str:
+    """'Op x2 (nodes: a, b); ...' with at most `shown` node names per op."""
+    parts = []
+    for op_type, names in sorted(nodes_by_op.items()):
+        more = f", ... {len(names) - shown} more" if len(names) > shown else ""
+        parts.append(f"{op_type} x{len(names)} (nodes: {', '.join(names[:shown])}{more})")
+    return "; ".join(parts)
+
+
+def _supported_opset(model: Any, onnx: Any) -> tuple[Any, int]:
+    """The model at an opset the converters read, and that opset. Opsets 7-12 are converted
+    up to 13; newer opsets than 21 are read as 21 where every node's operator is unchanged
+    since (the error names the operators that changed)."""
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+    newest = int(onnx.defs.onnx_opset_version())
+    if opset is None or not OLDEST_OPSET <= opset <= newest:
+        raise FrontendError(
+            f"ONNX opset {opset} is not supported; supported: {OLDEST_OPSET} to {newest}"
+        )
+    if opset < MIN_OPSET:
+        try:
+            model = onnx.version_converter.convert_version(model, MIN_OPSET)
+        except Exception as exc:  # the converter raises RuntimeError/ValueError/its own
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise FrontendError(f"cannot convert opset {opset} to {MIN_OPSET}: {first}") from None
+        return model, MIN_OPSET
+    if opset > MAX_OPSET:
+        changed = sorted({p for node in model.graph.node if (p := _changed(node, opset, onnx))})
+        if changed:
+            raise FrontendError(
+                f"opset {opset}: operators changed after opset {MAX_OPSET}, which the importer "
+                f"reads: {'; '.join(changed)}"
+            )
+        return model, MAX_OPSET
+    return model, opset
+
+
+def _changed(node: Any, opset: int, onnx: Any) -> str:
+    """Why `node` cannot be read as its opset-21 definition ('' when it can). Opsets 22-28
+    mostly added element types (bfloat16, float8, int4): the inputs, outputs and attributes
+    stay, so a node that sets no new attribute means the same at opset 21."""
+    if node.domain not in ("", "ai.onnx") or node.op_type not in CONVERTERS:
+        return ""  # reported as unsupported later
+    try:
+        new = onnx.defs.get_schema(node.op_type, opset)
+        old = onnx.defs.get_schema(node.op_type, MAX_OPSET)
+    except Exception:  # not an operator at one of the two opsets
+        return f"{node.op_type} (not defined at opset {MAX_OPSET})"
+    if new.since_version <= MAX_OPSET:
+        return ""
+    if [i.name for i in new.inputs] != [i.name for i in old.inputs] or len(new.outputs) != len(
+        old.outputs
+    ):
+        return f"{node.op_type} (its inputs changed in opset {new.since_version})"
+    added = sorted({a.name for a in node.attribute} - set(old.attributes))
+    if added:
+        return f"{node.op_type} (attribute {', '.join(added)} of opset {new.since_version})"
+    return ""
 
 
 def _onnx() -> Any:
     import onnx
+    import onnx.version_converter
 
     return onnx
 
@@ -520,6 +585,23 @@ def _gather(n: _Node) -> Expr:
         dim = n.type().shape[int(n.attr("axis", 0))]
         indices = Constant(np.where(indices.data < 0, indices.data + dim, indices.data))
     return op.take(n.x(), indices, axis=int(n.attr("axis", 0)), mode="fast")
+
+
+@converter("GatherElements")
+def _gather_elements(n: _Node) -> Expr:
+    return op.gather_elements(n.x(0), n.x(1), axis=int(n.attr("axis", 0)), mode="fast")
+
+
+@converter("ConstantOfShape")
+def _constant_of_shape(n: _Node) -> Expr:
+    shape = tuple(int(d) for d in np.asarray(n.const(0)).reshape(-1))
+    if any(d < 0 for d in shape):
+        raise FrontendError(f"negative dimension in shape {list(shape)}")
+    value = n.attr("value")
+    fill = np.zeros(1, np.float32) if value is None else np.asarray(value).reshape(-1)
+    if fill.size != 1:
+        raise FrontendError(f"value must hold one element, got {fill.size}")
+    return Constant(np.full(shape, fill[0], dtype=fill.dtype))
 
 
 @converter("Expand")

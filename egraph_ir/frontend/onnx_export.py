@@ -292,7 +292,7 @@ def _convert(g: _Graph, call: Call, ins: list[str]) -> list[str]:
         steps = [1] * len(begin) if attrs["strides"] is None else list(attrs["strides"])
         bounds = (begin, list(attrs["end"]), [a % x.ndim for a in axes], steps)
         return g.node("Slice", [ins[0], *(g.const(np.array(v, np.int64)) for v in bounds)])
-    if name == "take":
+    if name in ("take", "gather_elements"):
         data, idx = ins
         x = _arg(call, 0)
         axis = attrs["axis"]
@@ -301,12 +301,13 @@ def _convert(g: _Graph, call: Call, ins: list[str]) -> list[str]:
         else:
             axis, size = axis % x.ndim, x.shape[axis % x.ndim]
         idx = g.one("Cast", [idx], to=g.onnx.TensorProto.INT64)
+        gather = "Gather" if name == "take" else "GatherElements"
         if attrs["mode"] == "clip":
             limits = [g.const(np.array(v, np.int64)) for v in (0, size - 1)]
             idx = g.one("Clip", [idx, *limits])
         elif attrs["mode"] == "wrap":
             idx = g.one("Mod", [idx, g.const(np.array(size, np.int64))])
-        return g.node("Gather", [data, idx], axis=axis)
+        return g.node(gather, [data, idx], axis=axis)
     if name == "pad":
         width = [tuple(p) for p in attrs["pad_width"]]
         pads = [b for b, _ in width] + [a for _, a in width]

@@ -297,6 +297,46 @@ _reg(
 )
 
 
+def _gather_elements_infer(args: list[TensorType], attrs: Attrs) -> Type:
+    data, idx = args
+    if idx.dtype not in INTEGER:
+        raise ShapeError(f"indices must be integers, got {idx.dtype}")
+    if data.ndim != idx.ndim or data.ndim == 0:
+        raise ShapeError(f"data {data.shape} and indices {idx.shape} need the same rank >= 1")
+    axis = norm_axis(attrs["axis"], data.ndim)
+    if data.shape[axis] == 0 and size_of(idx.shape):
+        raise ShapeError("cannot gather from an empty axis")
+    for k, (d, i) in enumerate(zip(data.shape, idx.shape, strict=True)):
+        if k != axis and i > d:
+            raise ShapeError(f"indices {idx.shape} exceed data {data.shape} on axis {k}")
+    return TensorType(idx.shape, data.dtype)
+
+
+def _gather_elements_ref(data: np.ndarray, indices: np.ndarray, axis: int, mode: str) -> np.ndarray:
+    axis = axis % data.ndim
+    n = data.shape[axis]
+    idx = indices.astype(np.int64)
+    if mode == "clip":
+        idx = np.clip(idx, 0, n - 1)
+    elif mode == "wrap":
+        idx = np.mod(idx, n)
+    elif np.any((idx < -n) | (idx >= n)):
+        raise IndexError(f"gather_elements: index out of range for a dimension of {n}")
+    idx = np.where(idx < 0, idx + n, idx)
+    window = tuple(slice(0, d) if k != axis else slice(None) for k, d in enumerate(idx.shape))
+    return np.take_along_axis(data[window], idx, axis=axis)
+
+
+_reg(
+    "gather_elements",
+    ("data", "indices"),
+    _gather_elements_infer,
+    _gather_elements_ref,
+    (AttrSpec("axis", "int", 0), AttrSpec("mode", "str", "clip", ("clip", "wrap", "fast"))),
+    doc="out[i][j][k] = data[i][indices[i][j][k]][k] on axis (ONNX GatherElements); modes as take",
+)
+
+
 # ---------------------------------------------------------------- pad
 def _pad_infer(args: list[TensorType], attrs: Attrs) -> Type:
     t = args[0]

@@ -101,7 +101,7 @@ def test_compile_reports_bad_input_with_status_two(tmp_path, capsys) -> None:
 
     path = _onnx_with(tmp_path, [helper.make_node("Hardmax", ["x"], ["y"], name="hm")])
     assert main(["compile", str(path)]) == 2
-    assert "unsupported ONNX ops: Hardmax (nodes: hm)" in capsys.readouterr().err
+    assert "unsupported ONNX ops: Hardmax x1 (nodes: hm)" in capsys.readouterr().err
     assert main(["compile", str(tmp_path / "missing.onnx")]) == 2
     bad = tmp_path / "bad.onnx"
     bad.write_bytes(b"garbage")

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import codegen
+import egraph_ir as ir
 import passmgr as pm
 from egraph_ir.errors import FrontendError
 from egraph_ir.frontend import from_onnx, to_onnx
@@ -38,6 +39,7 @@ def test_real_model_compiles_saves_exports_and_agrees(
     kinds = exe.kernel_kinds()
     assert "host" not in kinds, kinds  # every convolution and product runs natively
     out = exe(**data)
+    reference = ir.interpret(mod, **data)
     # saved and loaded, the same code gives the same bits
     exe.save(tmp_path / f"{name}.egc")
     np.testing.assert_array_equal(codegen.load(tmp_path / f"{name}.egc")(**data), out)
@@ -51,4 +53,5 @@ def test_real_model_compiles_saves_exports_and_agrees(
     # dot products (3x3x256): relative 1e-4 of the output scale covers it
     scale = float(np.abs(expected).max())
     np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4 * scale)
+    np.testing.assert_allclose(reference, expected, rtol=1e-4, atol=1e-4 * scale)
     np.testing.assert_allclose(exported, expected, rtol=1e-4, atol=1e-4 * scale)

@@ -283,6 +283,16 @@ def test_take_against_onnxruntime_and_modes() -> None:
     close(ir_eval("take", [x, wild]), x.reshape(-1)[[0, 9, 2]])
 
 
+def test_gather_elements_against_onnxruntime_and_modes() -> None:
+    x = rnd(3, 4)
+    idx = np.array([[0, 3, -1], [2, -4, 1]], dtype=np.int64)
+    theirs = run_onnx("GatherElements", [x, idx], {"axis": 1})[0]
+    close(ir_eval("gather_elements", [x, idx], axis=1, mode="fast"), theirs)
+    wild = np.array([[5, -9]], dtype=np.int32)
+    close(ir_eval("gather_elements", [x, wild], axis=0), x[[2, 0], [0, 1]][None])
+    close(ir_eval("gather_elements", [x, wild], axis=0, mode="wrap"), x[[2, 0], [0, 1]][None])
+
+
 @pytest.mark.parametrize("mode", ["constant", "edge", "reflect"])
 def test_pad_against_onnxruntime(mode: str) -> None:
     x = rnd(3, 4)
@@ -535,6 +545,7 @@ COVERED = (
         "split",
         "strided_slice",
         "take",
+        "gather_elements",
         "pad",
         "argmax",
         "softmax",
