@@ -221,11 +221,24 @@ def _full(ctx: Ctx) -> LExpr:
 _BINARY = {
     "add": "add", "subtract": "sub", "multiply": "mul", "divide": "div", "power": "pow",
     "maximum": "max", "minimum": "min", "logical_and": "and", "logical_or": "or",
+    "fmod": "rem",
 }  # fmt: skip
 _COMPARE = {
     "equal": "eq", "not_equal": "ne", "less": "lt", "less_equal": "le", "greater": "gt",
     "greater_equal": "ge",
 }  # fmt: skip
+
+
+@compute("mod")
+def _mod(ctx: Ctx) -> LExpr:
+    """Floor modulo from the truncated remainder: add the divisor where the signs differ."""
+    t = ctx.out.dtype
+    x, y = ctx.arg(0), ctx.arg(1)
+    r = Bin(t, "rem", x, y)
+    zero = ctx.c(0.0 if _is_float(t) else 0)
+    differ = Bin("bool", "ne", Bin("bool", "lt", r, zero), Bin("bool", "lt", y, zero))
+    fix = Bin("bool", "and", Bin("bool", "ne", r, zero), differ)
+    return Select(t, fix, Bin(t, "add", r, y), r)
 
 
 def _binary(op: str) -> Compute:

@@ -125,7 +125,7 @@ class Executable:
         self.kernels_reused = 0  # fused groups that reused another group's compiled code
 
     # ------------------------------------------------------------ running
-    def run(self, *args: Any, **inputs: Any) -> Any:
+    def run(self, /, *args: Any, **inputs: Any) -> Any:
         """Run on numpy inputs (by name, or positionally); returns an array or a tuple."""
         names = list(self.input_types)
         if args:

@@ -65,6 +65,15 @@ class FrontendError(CompilerError):
     """A model cannot be imported: unreadable file, unsupported ops, bad shapes (names nodes)."""
 
 
+class ConstantInputError(FrontendError):
+    """An ONNX input that sets a static attribute (axes, shape, bounds) is not a constant.
+    `tensor` names it, so a caller that knows its value can bind it and import again."""
+
+    def __init__(self, message: str, tensor: str) -> None:
+        super().__init__(message)
+        self.tensor = tensor
+
+
 class CodegenError(CompilerError):
     """Code generation cannot handle a program (unsupported op, target or parameter)."""
 

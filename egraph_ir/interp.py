@@ -54,7 +54,7 @@ class _Frame:
         raise UnboundVariableError(f"unbound variable %{v.name_hint} during evaluation")
 
 
-def interpret(target: IRModule | Function | Expr, *args: Any, **kwargs: Any) -> Value:
+def interpret(target: IRModule | Function | Expr, /, *args: Any, **kwargs: Any) -> Value:
     """Run a module's main (or a function) on numpy inputs, given by position or by name.
 
     Inputs must match the parameters' annotated shapes and dtypes. Returns an array, or a

@@ -258,9 +258,7 @@ def _compare(
         ill_typed = f"the other side is ill-typed here: {exc}"
         raise _Unsound(ill_typed, values, s, None, None) from None
     if rhs_type != lhs_type:
-        raise _Unsound(
-            f"the type changes from {lhs_type} to {rhs_type}", values, s, None, None
-        )
+        raise _Unsound(f"the type changes from {lhs_type} to {rhs_type}", values, s, None, None)
     left, right = _run(lhs), _run(rhs)
     problem = mismatch(left, right)
     if problem and FAST_MATH in rule.tags and _promotable(s):

@@ -395,6 +395,8 @@ class _KernelEmitter:
                 return b.fmul(x, y, flags=FLAGS)
             if op == "div":
                 return b.fdiv(x, y)
+            if op == "rem":  # C fmod: the dividend's sign
+                return b.frem(x, y)
             if op == "pow":
                 return self.math.call(b, "pow", x, y)
             if op == "maxnum":  # NaN-skipping max: vectorises as a reduction

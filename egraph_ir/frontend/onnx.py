@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import op
 from ..attrs import Attrs
-from ..errors import CompilerError, FrontendError
+from ..errors import CompilerError, ConstantInputError, FrontendError
 from ..expr import Constant, Expr, Function, Tuple, TupleGetItem, Var
 from ..fold import fold
 from ..infer import infer_type
@@ -205,6 +205,8 @@ class _Importer:
             result = CONVERTERS[node.op_type](node)
             results = result if isinstance(result, list) else [result]
             results = [fold(infer_type(r)) for r in results]  # shape arithmetic resolves
+        except ConstantInputError as exc:
+            raise ConstantInputError(f"{node.where}: {exc}", exc.tensor) from None
         except FrontendError as exc:
             raise FrontendError(f"{node.where}: {exc}") from None
         except CompilerError as exc:
@@ -252,7 +254,11 @@ class _Node:
         if e is None:
             return default
         if not isinstance(e, Constant):
-            raise FrontendError(f"input {i} must be a constant (it sets a static attribute)")
+            raise ConstantInputError(
+                f"input {i} ('{self.proto.input[i]}') must be a constant: it sets a static "
+                "attribute",
+                self.proto.input[i],
+            )
         return e.data
 
     def type(self, i: int = 0) -> TensorType:
@@ -475,9 +481,19 @@ def _layer_norm(n: _Node) -> list[Expr]:
     t = n.type()
     axis = n.attr("axis", -1) % t.ndim
     eps = float(n.attr("epsilon", 1e-5))
-    if any(o for o in n.proto.output[1:]):
-        raise FrontendError("the Mean and InvStdDev outputs are not supported")
     gamma = n.x(1)
+    if any(o for o in n.proto.output[1:]):  # Mean and InvStdDev over the normalised axes
+        axes = tuple(range(axis, t.ndim))
+        mean = op.mean(n.x(), axis=axes, keepdims=True)
+        centred = op.subtract(n.x(), mean)
+        var = op.mean(op.multiply(centred, centred), axis=axes, keepdims=True)
+        inv_std = op.rsqrt(op.add(var, Constant(np.asarray(eps, dtype=t.dtype))))
+        normed = op.multiply(centred, inv_std)
+        normed = op.multiply(normed, gamma)
+        beta_in = n.input(2)
+        if beta_in is not None:
+            normed = op.add(normed, beta_in)
+        return [normed, mean, inv_std]
     beta = n.input(2)
     if beta is None:
         beta = Constant(np.zeros(n.type(1).shape, dtype=t.dtype))
@@ -619,7 +635,7 @@ def _expand(n: _Node) -> Expr:
 def _reduce(n: _Node) -> Expr:
     name = n.op_type[len("Reduce") :].lower()
     axes = _axes(n, 1)
-    if axes is None and n.attr("noop_with_empty_axes", 0):
+    if not axes and n.attr("noop_with_empty_axes", 0):  # absent or empty: nothing to reduce
         return n.x()
     keep = bool(n.attr("keepdims", 1))
     return op.call(name, n.x(), axis=tuple(axes) if axes else None, keepdims=keep)

@@ -172,6 +172,13 @@ def _convert(g: _Graph, call: Call, ins: list[str]) -> list[str]:
         if name == "sum":
             return g.node("ReduceSum", [ins[0], g.const(np.array(axes, np.int64))], keepdims=keep)
         return g.node(REDUCE[name], ins, axes=axes, keepdims=keep)
+    if name == "fmod":
+        return g.node("Mod", ins, fmod=1)
+    if name == "mod":
+        if _out(call).dtype.startswith("float"):  # ONNX's Mod needs fmod=1 on floats
+            floor = g.one("Floor", [g.one("Div", ins)])
+            return g.node("Sub", [ins[0], g.one("Mul", [floor, ins[1]])])
+        return g.node("Mod", ins, fmod=0)
     if name == "dropout":  # inference: (data, a mask of ones)
         x = _arg(call, 0)
         return [g.one("Identity", ins), g.const(np.ones(x.shape, x.dtype))]

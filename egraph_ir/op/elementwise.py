@@ -57,6 +57,27 @@ def divide_ref(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where(b == 0, 0, q).astype(dtype)
 
 
+def fmod_ref(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """C fmod: the remainder takes the dividend's sign; on integers x fmod 0 is 0."""
+    dtype = np.result_type(a, b)
+    with np.errstate(all="ignore"):
+        if dtype.kind == "f":
+            return np.fmod(a, b).astype(dtype)
+        safe = np.where(b == 0, 1, b).astype(dtype)
+        return np.where(b == 0, 0, np.fmod(a, safe)).astype(dtype)
+
+
+def mod_ref(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Floor modulo (Python's %): the remainder takes the divisor's sign; x mod 0 is 0 on
+    integers and NaN on floats."""
+    dtype = np.result_type(a, b)
+    with np.errstate(all="ignore"):
+        if dtype.kind == "f":
+            return np.mod(a, b).astype(dtype)
+        safe = np.where(b == 0, 1, b).astype(dtype)
+        return np.where(b == 0, 0, np.mod(a, safe)).astype(dtype)
+
+
 def _cast_like(fn):
     """Wrap a numpy function so the result keeps the first input's dtype."""
 
@@ -171,6 +192,8 @@ _binary("add", _keep(np.add))
 _binary("subtract", _keep(np.subtract))
 _binary("multiply", _keep(np.multiply))
 _binary("divide", divide_ref, doc="true division for floats; integers truncate, x / 0 = 0")
+_binary("fmod", fmod_ref, doc="remainder with the dividend's sign (C fmod); ints: x fmod 0 = 0")
+_binary("mod", mod_ref, doc="remainder with the divisor's sign (Python %); ints: x mod 0 = 0")
 _binary("power", _keep(np.power), FLOAT_DTYPES, flops=TRANSCENDENTAL)
 _binary("maximum", _keep(np.maximum), doc="elementwise max (NaN propagates)")
 _binary("minimum", _keep(np.minimum), doc="elementwise min (NaN propagates)")

@@ -376,7 +376,12 @@ _reg(
 
 # ---------------------------------------------------------------- flatten
 def flatten_shape(shape: tuple[int, ...], axis: int) -> tuple[int, int]:
-    axis = norm_axis(axis, len(shape) + 1) if shape else 0
+    """ONNX Flatten: axis in [-rank, rank]; a negative axis counts from the end (-1 keeps
+    the last dimension as the columns)."""
+    rank = len(shape)
+    if not -rank <= axis <= rank:
+        raise ShapeError(f"axis {axis} out of range for rank {rank} (allowed -{rank} to {rank})")
+    axis = axis + rank if axis < 0 else axis
     return size_of(shape[:axis]), size_of(shape[axis:])
 
 

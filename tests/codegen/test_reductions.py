@@ -48,10 +48,22 @@ def test_integer_division_by_minus_one_and_zero_does_not_trap(dtype: str) -> Non
     x = np.array([7, -7, info.min, info.min, 5, info.max], dtype)
     y = np.array([2, 2, -1, 1, 0, -1], dtype)
     a, b = ir.var("a", shape=(6,), dtype=dtype), ir.var("b", shape=(6,), dtype=dtype)
-    fn = ir.Function([a, b], op.divide(a, b))
-    with np.errstate(all="ignore"):
-        expected = ir.interpret(fn, a=x, b=y)
-    np.testing.assert_array_equal(codegen.build(fn).run(a=x, b=y), expected)
+    for make in (op.divide, op.mod, op.fmod):
+        fn = ir.Function([a, b], make(a, b))
+        with np.errstate(all="ignore"):
+            expected = ir.interpret(fn, a=x, b=y)
+        np.testing.assert_array_equal(codegen.build(fn).run(a=x, b=y), expected, make.__name__)
+
+
+def test_float_mod_and_fmod_compile() -> None:
+    x = np.array([-7.5, 7.5, -6.0, 5.25, 3.0, -0.0], "float32")
+    y = np.array([2.0, -3.0, 4.0, -5.0, 0.0, 3.0], "float32")
+    a, b = ir.var("a", shape=(6,)), ir.var("b", shape=(6,))
+    for make in (op.mod, op.fmod):
+        fn = ir.Function([a, b], make(a, b))
+        got = codegen.build(fn).run(a=x, b=y)
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(ir.interpret(fn, a=x, b=y)))
+        assert_allclose(got, ir.interpret(fn, a=x, b=y))
 
 
 @pytest.mark.parametrize(

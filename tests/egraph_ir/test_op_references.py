@@ -283,6 +283,19 @@ def test_take_against_onnxruntime_and_modes() -> None:
     close(ir_eval("take", [x, wild]), x.reshape(-1)[[0, 9, 2]])
 
 
+@pytest.mark.parametrize("dtype", ["int32", "int64", "float32"])
+def test_mod_and_fmod_against_onnxruntime(dtype: str) -> None:
+    a = np.array([[-7, 7, -6, 5], [3, -3, 0, 9]], dtype=dtype)
+    b = np.array([2, -3, 4, -5], dtype=dtype)
+    close(ir_eval("fmod", [a, b]), run_onnx("Mod", [a, b], {"fmod": 1})[0])
+    if dtype.startswith("int"):
+        close(ir_eval("mod", [a, b]), run_onnx("Mod", [a, b], {"fmod": 0})[0])
+        zero = np.zeros_like(b)
+        close(ir_eval("mod", [a, zero]), np.zeros_like(a))  # our definition: x mod 0 = 0
+    else:
+        close(ir_eval("mod", [a, b]), np.mod(a, b))
+
+
 def test_gather_elements_against_onnxruntime_and_modes() -> None:
     x = rnd(3, 4)
     idx = np.array([[0, 3, -1], [2, -4, 1]], dtype=np.int64)
@@ -546,6 +559,8 @@ COVERED = (
         "strided_slice",
         "take",
         "gather_elements",
+        "mod",
+        "fmod",
         "pad",
         "argmax",
         "softmax",

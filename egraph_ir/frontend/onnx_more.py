@@ -1,0 +1,123 @@
+"""More ONNX converters, written as compositions of registry ops (no new op needed):
+CastLike, Size, Range, ArgMin, ReduceL1/L2/LogSum/LogSumExp/SumSquare, Mod, Xor, Trilu,
+Hardmax.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import op
+from ..errors import FrontendError
+from ..expr import Constant, Expr
+from .onnx import _axes, _Node, converter
+
+
+@converter("CastLike")
+def _cast_like(n: _Node) -> Expr:
+    return op.cast(n.x(0), dtype=n.type(1).dtype)
+
+
+@converter("Size")
+def _size(n: _Node) -> Expr:
+    return Constant(np.asarray(int(np.prod(n.type().shape)), dtype=np.int64))
+
+
+@converter("Range")
+def _range(n: _Node) -> Expr:
+    start, limit, delta = (np.asarray(n.const(i)) for i in range(3))
+    if start is None or limit is None or delta is None:
+        raise FrontendError("start, limit and delta are required")
+    if float(delta) == 0:
+        raise FrontendError("delta must not be 0")
+    count = max(math.ceil((float(limit) - float(start)) / float(delta)), 0)
+    values = start + np.arange(count, dtype=start.dtype) * delta  # ONNX: start + i * delta
+    return Constant(values.astype(start.dtype))
+
+
+@converter("ArgMin")
+def _argmin(n: _Node) -> Expr:
+    if n.attr("select_last_index", 0):
+        raise FrontendError("select_last_index=1 is not supported")
+    x, t = n.x(), n.type()
+    # an order-reversing map that cannot overflow: -x for floats, -1 - x (= ~x) for integers
+    if t.dtype.startswith("float"):
+        flipped = op.negative(x)
+    elif t.dtype.startswith("int"):
+        flipped = op.subtract(Constant(np.asarray(-1, dtype=t.dtype)), x)
+    else:
+        raise FrontendError(f"ArgMin over {t.dtype} is not supported")
+    return op.argmax(flipped, axis=int(n.attr("axis", 0)), keepdims=bool(n.attr("keepdims", 1)))
+
+
+REDUCE_FORMS = ("ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare")
+
+
+@converter(*REDUCE_FORMS)
+def _reduce_form(n: _Node) -> Expr:
+    x = n.x()
+    axes = _axes(n, 1)
+    if not axes and n.attr("noop_with_empty_axes", 0):  # the per-element part only
+        if n.op_type in ("ReduceL1", "ReduceL2"):
+            return op.abs(x)
+        if n.op_type == "ReduceSumSquare":
+            return op.multiply(x, x)
+        return op.log(x) if n.op_type == "ReduceLogSum" else x
+    keep = bool(n.attr("keepdims", 1))
+
+    def total(v: Expr) -> Expr:
+        return op.sum(v, axis=tuple(axes) if axes else None, keepdims=keep)
+
+    if n.op_type == "ReduceL1":
+        return total(op.abs(x))
+    if n.op_type == "ReduceL2":
+        return op.sqrt(total(op.multiply(x, x)))
+    if n.op_type == "ReduceSumSquare":
+        return total(op.multiply(x, x))
+    if n.op_type == "ReduceLogSum":
+        return op.log(total(x))
+    # log-sum-exp, shifted by the maximum so large inputs do not overflow
+    peak = op.max(x, axis=tuple(axes) if axes else None, keepdims=True)
+    shifted = op.log(op.sum(op.exp(op.subtract(x, peak)), axis=tuple(axes) if axes else None,
+                            keepdims=keep))  # fmt: skip
+    return op.add(shifted, peak if keep else op.max(x, axis=tuple(axes) if axes else None))
+
+
+@converter("Mod")
+def _mod(n: _Node) -> Expr:
+    a, b = n.x(0), n.x(1)
+    if n.attr("fmod", 0):
+        return op.fmod(a, b)
+    if n.type(0).dtype.startswith("float"):
+        raise FrontendError("Mod with fmod=0 is defined for integers only")
+    return op.mod(a, b)
+
+
+@converter("Xor")
+def _xor(n: _Node) -> Expr:
+    return op.not_equal(n.x(0), n.x(1))
+
+
+@converter("Trilu")
+def _trilu(n: _Node) -> Expr:
+    t = n.type()
+    if t.ndim < 2:
+        raise FrontendError(f"Trilu needs rank >= 2, got {t.ndim}")
+    k = int(np.asarray(n.const(1, 0)).reshape(-1)[0]) if n.input(1) is not None else 0
+    rows, cols = t.shape[-2:]
+    band = np.triu if n.attr("upper", 1) else np.tril
+    keep = band(np.ones((rows, cols), dtype=bool), k)
+    return op.where(Constant(keep), n.x(), Constant(np.zeros((), dtype=t.dtype)))
+
+
+@converter("Hardmax")
+def _hardmax(n: _Node) -> Expr:
+    t = n.type()
+    axis = int(n.attr("axis", -1)) % max(t.ndim, 1)
+    first = op.argmax(n.x(), axis=axis, keepdims=True)  # the first maximum, as ONNX wants
+    shape = [1] * t.ndim
+    shape[axis] = t.shape[axis]
+    positions = Constant(np.arange(t.shape[axis], dtype=np.int64).reshape(shape))
+    return op.cast(op.equal(positions, first), dtype=t.dtype)
