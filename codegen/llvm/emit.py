@@ -354,7 +354,9 @@ class _KernelEmitter:
                 return getattr(m, e.op)(b, x)
             if e.op == "sign":
                 one, zero = ir.Constant(ty, 1.0), ir.Constant(ty, 0.0)
-                pos = b.select(b.fcmp_ordered(">", x, zero), one, x)
+                # +0.0 for both zeros (as numpy), NaN stays NaN
+                rest = b.select(b.fcmp_ordered("==", x, zero), zero, x)
+                pos = b.select(b.fcmp_ordered(">", x, zero), one, rest)
                 return b.select(b.fcmp_ordered("<", x, zero), b.fneg(one), pos)
         else:
             zero = ir.Constant(ty, 0)

@@ -123,6 +123,23 @@ class RooflineCost:
         return 1e6 * seconds
 
 
+def _checked(model: CostModel) -> CostModel:
+    def cost(node: ENode, child_types: list[Type], out_type: Type) -> float:
+        value = model(node, child_types, out_type)
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            number = float("nan")
+        if not (number >= 0.0 and np.isfinite(number)):
+            raise ConfigError(
+                f"cost model {getattr(model, '__name__', model)!r} returned {value!r} for "
+                f"an e-node {node.ctor}; costs must be finite and >= 0"
+            )
+        return number
+
+    return cost
+
+
 COST_MODELS: dict[str, Callable[[], CostModel]] = {
     "nodes": lambda: nodes_cost,
     "flops": lambda: flops_cost,
@@ -132,9 +149,11 @@ COST_MODELS: dict[str, Callable[[], CostModel]] = {
 
 
 def get_cost_model(spec: str | CostModel) -> CostModel:
-    """A built-in cost model by name, or the callable itself."""
+    """A built-in cost model by name, or the user's callable, checked on every call:
+    extraction needs finite, non-negative costs (a negative one lets a cycle look ever
+    cheaper, so the search would never end)."""
     if callable(spec):
-        return spec
+        return _checked(spec)
     try:
         return COST_MODELS[spec]()
     except KeyError:

@@ -23,7 +23,7 @@ from ..expr import Constant, Expr, Function, Tuple, TupleGetItem, Var
 from ..fold import fold
 from ..infer import infer_type
 from ..module import IRModule
-from ..types import TensorType
+from ..types import DTYPES, TensorType
 
 MIN_OPSET, MAX_OPSET = 13, 21  # the opsets the converters are written against
 OLDEST_OPSET = 7  # older models are converted up to MIN_OPSET by onnx.version_converter
@@ -187,7 +187,15 @@ class _Importer:
 
     def _input_type(self, value_info: Any) -> TensorType:
         t = value_info.type.tensor_type
-        dtype = str(self.onnx.helper.tensor_dtype_to_np_dtype(t.elem_type))
+        try:
+            dtype = str(self.onnx.helper.tensor_dtype_to_np_dtype(t.elem_type))
+        except (KeyError, ValueError):
+            dtype = f"element type {t.elem_type}"
+        if dtype not in DTYPES:
+            raise FrontendError(
+                f"input '{value_info.name}' is {dtype}, which the IR does not have; "
+                f"supported: {', '.join(DTYPES)}"
+            )
         if value_info.name in self.shapes:
             return TensorType(tuple(self.shapes[value_info.name]), dtype)
         dims = []

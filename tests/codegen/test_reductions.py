@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 import codegen
 import egraph_ir as ir
+import passmgr as pm
 from egraph_ir import op
 from egraph_ir.testing import assert_allclose
 
@@ -96,3 +97,19 @@ def test_casts_to_float16_round_in_compiled_code(source: str) -> None:
     with np.errstate(all="ignore"):
         expected = ir.interpret(fn, x=value)
     np.testing.assert_array_equal(codegen.build(fn).run(x=value), expected)
+
+
+def test_signed_zeros_follow_numpy_through_sign_and_add_zero() -> None:
+    """sign(-0.0) is +0.0 as in numpy, and x + 0 is not folded to x without fast-math
+    (for x = -0.0 the sum is +0.0): 1 / result shows the sign."""
+    x = np.array([-0.0, 0.0, np.nan, -2.0], "float32")
+    for text in (
+        "def @main(%x: Tensor[(4,), float32]) { divide(1f, sign(%x)) }",
+        "def @main(%x: Tensor[(4,), float32]) { divide(1f, add(%x, 0f)) }",
+    ):
+        mod = ir.parse(text)
+        with np.errstate(all="ignore"):
+            expected = ir.interpret(mod, x=x)
+        with pm.PassContext(opt_level=3):
+            got = codegen.build(mod).run(x=x)
+        np.testing.assert_array_equal(got, expected)

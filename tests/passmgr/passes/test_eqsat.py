@@ -11,7 +11,7 @@ from hypothesis import given
 import egraph_ir as ir
 import passmgr as pm
 import rules
-from egraph_ir import models
+from egraph_ir import models, op
 from egraph_ir.summary import summarize
 from egraph_ir.testing import assert_same_outputs, assert_structural_equal, programs
 
@@ -152,3 +152,12 @@ def test_a_pass_skips_functions_no_rule_can_match() -> None:
     assert ctx.statistics["SimplifyInference"]["skipped: no rule can match"] == 1
     _, ctx = run(models.transformer(), pm.passes.SimplifyInference())
     assert "skipped: no rule can match" not in ctx.statistics["SimplifyInference"]
+
+
+@pytest.mark.parametrize("bad", [-1.0, float("nan"), float("inf"), "cheap"])
+def test_a_cost_model_must_return_finite_non_negative_costs(bad: object) -> None:
+    x = ir.var("x", shape=(4,))
+    mod = ir.IRModule.from_expr(ir.Function([x], op.negative(op.negative(op.exp(x)))))
+    eqsat = pm.passes.EqSat(rules="algebraic", cost_model=lambda node, kids, out: bad)
+    with pytest.raises(ir.CompilerError, match="costs must be finite and >= 0"):
+        pm.Sequential([pm.passes.InferType(), eqsat])(mod)
