@@ -12,14 +12,20 @@ from typing import Any
 AttrValue = Any  # int | float | bool | str | None | tuple[AttrValue, ...]
 
 
+NAN = float("nan")  # every NaN attribute is this object, so equal attrs compare equal
+
+
 def freeze(value: Any) -> AttrValue:
-    """Turn lists and numpy scalars into hashable attribute values."""
+    """Turn lists and numpy scalars into hashable attribute values (NaN made canonical:
+    `nan == nan` is false, but tuples compare items by identity first)."""
     if isinstance(value, list | tuple):
         return tuple(freeze(v) for v in value)
     if hasattr(value, "item") and getattr(value, "ndim", None) == 0:
-        return value.item()
+        return freeze(value.item())
     if hasattr(value, "tolist"):
         return freeze(value.tolist())
+    if isinstance(value, float) and value != value:
+        return NAN
     return value
 
 

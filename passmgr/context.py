@@ -167,6 +167,11 @@ class PassContext:
         for inst in self.instruments:
             inst.run_after_pass(mod, info)
 
+    def instrument_failed(self, mod: IRModule, info: PassInfo) -> None:
+        """A pass that had run_before_pass raised: instruments close what they opened."""
+        for inst in self.instruments:
+            inst.run_failed_pass(mod, info)
+
     # ---------------------------------------------------------------- statistics
     def bump(self, counter: str, amount: float = 1) -> None:
         """Add to a named counter of the pass now running (e.g. 'rules fired')."""

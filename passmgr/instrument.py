@@ -43,6 +43,9 @@ class PassInstrument:
     def run_after_pass(self, mod: IRModule, info: PassInfo) -> None:
         return None
 
+    def run_failed_pass(self, mod: IRModule, info: PassInfo) -> None:
+        """The pass raised (run_after_pass is not called for it); `mod` is its input."""
+
 
 def pass_instrument(cls: type) -> type:
     """Make an instrument class from a plain class that defines some of the hooks."""
@@ -94,6 +97,11 @@ class PassTimingInstrument(PassInstrument):
     def run_after_pass(self, mod: IRModule, info: PassInfo) -> None:
         node, start = self._open.pop()
         node.seconds = time.perf_counter() - start
+
+    def run_failed_pass(self, mod: IRModule, info: PassInfo) -> None:
+        node, start = self._open.pop()
+        node.seconds = time.perf_counter() - start
+        node.name += " (failed)"
 
     def exit_pass_ctx(self) -> None:
         now = time.perf_counter()

@@ -144,8 +144,10 @@ def run_pass(p: Pass, mod: IRModule, ctx: PassContext) -> PassResult:
     try:
         out = p.transform(mod, ctx)
     except (PassError, ConfigError):
+        ctx.instrument_failed(mod, info)
         raise  # already names the pass, or a configuration mistake rather than a pass failure
     except Exception as exc:
+        ctx.instrument_failed(mod, info)
         ran = ", ".join(before) or "no passes"
         raise PassError(f"pass '{info.name}' failed after [{ran}]: {exc}") from exc
     finally:

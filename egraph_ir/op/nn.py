@@ -141,7 +141,9 @@ _reg(
 
 # ---------------------------------------------------------------- conv2d and pooling helpers
 def norm_padding(padding: tuple[int, ...]) -> tuple[int, int, int, int]:
-    """1, 2 or 4 ints to (top, left, bottom, right)."""
+    """1, 2 or 4 non-negative ints to (top, left, bottom, right)."""
+    if any(p < 0 for p in padding):
+        raise ShapeError(f"padding must not be negative, got {tuple(padding)}")
     if len(padding) == 1:
         return (padding[0],) * 4
     if len(padding) == 2:

@@ -8,7 +8,10 @@ ParseErrors that start with `line:col`.
 from __future__ import annotations
 
 import base64
+import binascii
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +37,7 @@ from ..types import DTYPES, FuncType, TensorType, TupleType, Type
 from .printer import METADATA_MARKER
 
 MAX_NESTING = 150  # keeps recursive descent far from Python's recursion limit
+MAX_TENSOR_RANK = 32  # numpy arrays have at most 64 dimensions
 SUFFIX_DTYPE = {
     "f": "float32",
     "f32": "float32",
@@ -113,7 +117,10 @@ def _read_metadata(text: str, first_line: int) -> list[np.ndarray]:
         if not m or int(m.group(1)) != len(out) or m.group(2) not in DTYPES:
             raise ParseError(f"{where}: malformed metadata line")
         shape = tuple(int(d) for d in m.group(3).replace(" ", "").split(",") if d)
-        raw = base64.b64decode(m.group(4))
+        try:
+            raw = base64.b64decode(m.group(4), validate=True)
+        except binascii.Error as exc:
+            raise ParseError(f"{where}: metadata is not valid base64 ({exc})") from None
         dtype = np.dtype(m.group(2)).newbyteorder("<")
         if len(raw) != int(np.prod(shape, dtype=np.int64)) * dtype.itemsize:
             raise ParseError(f"{where}: metadata size does not match shape {shape}")
@@ -256,6 +263,17 @@ class Parser:
             result = Let(v, value, result, self.span(tok))
         self.scopes.pop()
         return result
+
+    @contextmanager
+    def nested(self, what: str) -> Iterator[None]:
+        """One level of recursive descent; too many is a ParseError, not a RecursionError."""
+        self.depth += 1
+        try:
+            if self.depth > MAX_NESTING:
+                raise self.error(f"{what} nested deeper than {MAX_NESTING} levels")
+            yield
+        finally:
+            self.depth -= 1
 
     # ---------------------------------------------------------------- expressions
     def expr(self) -> Expr:
@@ -422,6 +440,10 @@ class Parser:
             if self.accept("["):
                 counts.append(0)
                 depth += 1
+                if depth > MAX_TENSOR_RANK:
+                    raise self.error(
+                        f"tensor literal nested deeper than {MAX_TENSOR_RANK} levels", start
+                    )
                 if depth > len(shape):
                     shape.append(-1)
                 continue
@@ -456,15 +478,19 @@ class Parser:
             return num.item()
         if tok.kind == "string":
             self.i += 1
-            return bytes(tok.text[1:-1], "utf-8").decode("unicode_escape")
+            try:
+                return bytes(tok.text[1:-1], "utf-8").decode("unicode_escape")
+            except UnicodeDecodeError as exc:
+                raise self.error(f"bad escape in string ({exc.reason})", tok) from None
         if self.at("[") or self.at("("):
             close = "]" if self.tok.text == "[" else ")"
             self.i += 1
             items = []
-            while not self.at(close):
-                items.append(self.attr_value())
-                if not self.accept(","):
-                    break
+            with self.nested("attribute list"):
+                while not self.at(close):
+                    items.append(self.attr_value())
+                    if not self.accept(","):
+                        break
             self.expect(close)
             return tuple(items)
         if tok.kind == "ident":
@@ -496,22 +522,25 @@ class Parser:
         if self.at("("):
             self.i += 1
             fields: list[Type] = []
-            while not self.at(")"):
-                fields.append(self.type_())
-                if not self.accept(","):
-                    break
+            with self.nested("tuple type"):
+                while not self.at(")"):
+                    fields.append(self.type_())
+                    if not self.accept(","):
+                        break
             self.expect(")")
             return TupleType(tuple(fields))
         if self.accept("fn"):
             self.expect("(")
             params: list[Type] = []
-            while not self.at(")"):
-                params.append(self.type_())
-                if not self.accept(","):
-                    break
-            self.expect(")")
-            self.expect("->")
-            return FuncType(tuple(params), self.type_())
+            with self.nested("function type"):
+                while not self.at(")"):
+                    params.append(self.type_())
+                    if not self.accept(","):
+                        break
+                self.expect(")")
+                self.expect("->")
+                result = self.type_()
+            return FuncType(tuple(params), result)
         if tok.kind == "ident" and tok.text in DTYPES:
             return TensorType((), self.dtype())
         raise self.error(f"expected a type, found '{tok.text or 'end of input'}'")

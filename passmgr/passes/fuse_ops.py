@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
+from egraph_ir.errors import ConfigError
 from egraph_ir.expr import Call, Constant, Expr, Function, If, Let, TupleGetItem, Var, children
 from egraph_ir.infer import infer_type
 from egraph_ir.module import IRModule
@@ -37,7 +38,8 @@ from ..context import PassContext
 from ..pass_base import ModulePass
 from ..registry import register_pass
 
-register_config("fuse.max_depth", int, 64, "most ops in one fused group")
+MAX_GROUP_DEPTH = 200  # code generation inlines a group's producers recursively
+register_config("fuse.max_depth", int, 64, f"most ops in one fused group (1 to {MAX_GROUP_DEPTH})")
 
 ANCHORS = (OpPattern.COMM_REDUCE, OpPattern.OUT_ELEMWISE_FUSABLE)
 SINK = None  # the post-dominator of values that leave the dataflow (outputs, tuples)
@@ -267,6 +269,11 @@ class FuseOps(ModulePass):
         depth = (
             self.max_depth if self.max_depth is not None else int(ctx.get_config("fuse.max_depth"))
         )
+        if not 1 <= depth <= MAX_GROUP_DEPTH:
+            raise ConfigError(
+                f"fuse.max_depth must be 1 to {MAX_GROUP_DEPTH}, got {depth} (code generation "
+                "inlines a fused group's ops recursively)"
+            )
         if any(not fn.body.has_type for _, fn in mod.items()):
             infer_type(mod)  # also callable on its own, outside a Sequential
         new = {}

@@ -124,3 +124,11 @@ def test_inferred_types_match_what_the_interpreter_computes(case) -> None:
     leaves = out if isinstance(out, tuple) else (out,)
     types = tensor_types(case.mod["main"].body.checked_type)
     assert [(a.shape, str(a.dtype)) for a in leaves] == [(t.shape, t.dtype) for t in types]
+
+
+@pytest.mark.parametrize("call", ["avg_pool2d(%x, pool_size=[2, 2], padding=[-1, -1, -1, -1])",
+                                  "conv2d(%x, %x, padding=[0, -1])"])  # fmt: skip
+def test_negative_padding_is_a_type_error(call: str) -> None:
+    mod = ir.parse(f"def @main(%x: Tensor[(1, 1, 4, 4), float32]) {{ {call} }}")
+    with pytest.raises(ir.CompilerError, match="padding must not be negative"):
+        ir.infer_type(mod)

@@ -117,3 +117,31 @@ def test_names_are_made_unique_and_valid() -> None:
     assert "%in_put, " in str(mod) or "%in_put:" in str(mod)
     assert "%in_put_1" in str(mod)
     assert_structural_equal(ir.parse(str(mod)), mod)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "def @main(%x: Tensor[(2,), float32]) { add(%x, meta[Constant][0]) }\n"
+            "#[metadata]\nmeta[Constant][0] = float32 (2) AAAAAAAAAAA",
+            "metadata is not valid base64",
+        ),
+        ('def @main(%x: Tensor[(2,), float32]) { take(%x, [0], mode="\\x") }', "bad escape"),
+        ("def @main(%x: float32) { add(%x, " + "[" * 100 + "1f" + "]" * 100 + ") }",
+         "tensor literal nested deeper"),
+        ("def @main(%x: Tensor[(2, 3), float32]) { sum(%x, axis=" + "[" * 5000 + "1"
+         + "]" * 5000 + ") }", "attribute list nested deeper"),
+        ("def @main(%x: " + "(" * 5000 + "float32" + ")" * 5000 + ") { %x }",
+         "tuple type nested deeper"),
+    ],
+)  # fmt: skip
+def test_malformed_text_is_a_parse_error_with_the_place(text: str, message: str) -> None:
+    with pytest.raises(ir.ParseError, match=rf"^\d+:\d+: {message}"):
+        ir.parse(text)
+
+
+def test_nan_attributes_round_trip_exactly() -> None:
+    mod = ir.parse("def @main(%x: float32) { leaky_relu(%x, alpha=nan) }")
+    assert ir.structural_equal(ir.parse(str(mod)), mod)
+    assert ir.structural_hash(ir.parse(str(mod))) == ir.structural_hash(mod)

@@ -216,3 +216,18 @@ def test_verify_each_names_the_pass_that_broke_the_ir() -> None:
         pm.PassContext(instruments=[pm.VerifyEach()]),
     ):
         bad_shape(small_module())
+
+
+def test_timing_closes_a_failed_pass_and_later_pipelines_are_not_nested_under_it() -> None:
+    @pm.function_pass(opt_level=0, name="Boom")
+    def boom(fn, mod, ctx):
+        raise RuntimeError("boom")
+
+    timing = pm.PassTimingInstrument()
+    with pm.PassContext(instruments=[timing]):
+        with pytest.raises(ir.CompilerError):
+            pm.Sequential([pm.passes.InferType(), boom])(small_module())
+        pm.Sequential([pm.passes.InferType()])(small_module())
+    first, second = timing.root.children
+    assert first.name == "Sequential (failed)" and first.children[-1].name == "Boom (failed)"
+    assert not first.children[-1].children and second.name == "Sequential"

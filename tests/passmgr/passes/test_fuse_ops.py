@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import egraph_ir as ir
 import passmgr as pm
@@ -90,3 +91,11 @@ def test_models_fuse_and_keep_their_results() -> None:
 def test_fuse_ops_is_sound_and_idempotent_on_random_programs() -> None:
     report = check_pass(pm.passes.FuseOps(), max_examples=30)
     assert report.ok, str(report)
+
+
+def test_fuse_depth_is_bounded_with_a_clear_error() -> None:
+    x = ir.var("x", shape=(4,))
+    mod = ir.IRModule.from_expr(ir.Function([x], ir.op.exp(x)))
+    ctx = pm.PassContext(config={"fuse.max_depth": 300})
+    with ctx, pytest.raises(ir.ConfigError, match=r"fuse\.max_depth must be 1 to 200, got 300"):
+        pm.passes.FuseOps()(mod)
