@@ -23,6 +23,8 @@ class ConfigOption:
             ok = False
         else:
             ok = isinstance(value, self.type)
+        if ok and self.type is float and value != value:
+            raise ConfigError(f"config '{self.key}' expects a number, got NaN")
         if not ok:
             raise ConfigError(
                 f"config '{self.key}' expects {self.type.__name__}, got {value!r} "

@@ -58,7 +58,9 @@ def encode(g: TensorEGraph, root: Expr) -> int:
         ty = node.checked_type
         refs = " ".join(f"(H {handle[k]})" for k in kids)
         if isinstance(node, Var):
-            key = f"{node.name_hint}#{id(node)}"
+            # the key goes into egglog program text: only the name's safe characters
+            safe = "".join(c if c.isalnum() or c == "_" else "_" for c in node.name_hint)
+            key = f"{safe}#{id(node)}"
             g.leaves[key] = node
             handle[node] = g.add(f'(Var "{key}")', ty)
         elif isinstance(node, Constant):

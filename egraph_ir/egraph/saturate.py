@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import CompilerError
+from ..errors import CompilerError, ConfigError
 from ..expr import Constant
 from ..registry import Op, ShapeError, get_op
 from ..types import TensorType, TupleType, Type
@@ -50,6 +50,19 @@ class Limits:
     ban_length: int = 2  # iterations a backed-off rule sits out (doubles each time)
     fold_max_elements: int = 1024  # constants folded inside the e-graph up to this size
     explore_iterations: int = 2  # rounds of the expensive phase (rules tagged `expensive`)
+
+    def __post_init__(self) -> None:
+        """Every bound must bound: a NaN, infinite or negative limit would silently turn
+        it off (a NaN time limit let an e-graph grow past 4 GB)."""
+        for name in ("iterations", "nodes", "match_limit", "ban_length", "fold_max_elements",
+                     "explore_iterations"):  # fmt: skip
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ConfigError(f"limit {name} must be an integer >= 0, got {value!r}")
+        if not (isinstance(self.seconds, int | float) and 0 < self.seconds < float("inf")):
+            raise ConfigError(
+                f"limit seconds must be a positive finite number, got {self.seconds!r}"
+            )
 
 
 @dataclass

@@ -161,3 +161,21 @@ def test_a_cost_model_must_return_finite_non_negative_costs(bad: object) -> None
     eqsat = pm.passes.EqSat(rules="algebraic", cost_model=lambda node, kids, out: bad)
     with pytest.raises(ir.CompilerError, match="costs must be finite and >= 0"):
         pm.Sequential([pm.passes.InferType(), eqsat])(mod)
+
+
+def test_odd_variable_names_do_not_break_the_egraph() -> None:
+    x = ir.var('x"y\\z', shape=(4,))
+    mod = ir.IRModule.from_expr(ir.Function([x], op.negative(op.negative(x))))
+    out = pm.Sequential([pm.passes.InferType(), pm.passes.EqSat("algebraic")])(mod)
+    assert out["main"].body is out["main"].params[0]
+
+
+@pytest.mark.parametrize("seconds", [float("nan"), -1.0, 0.0, float("inf")])
+def test_limits_that_would_not_bound_are_errors(seconds: float) -> None:
+    x = ir.var("x", shape=(4,))
+    mod = ir.IRModule.from_expr(ir.Function([x], op.negative(op.negative(x))))
+    pipeline = pm.Sequential([pm.passes.InferType(), pm.passes.EqSat("algebraic")])
+    with pytest.raises(ir.ConfigError, match="seconds must be a positive finite|got NaN"):
+        with_limit = pm.PassContext(config={"eqsat.time_limit_s": seconds})
+        with with_limit:
+            pipeline(mod)
