@@ -7,6 +7,7 @@ its argument types.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import overload
 
 from .errors import TypeInferenceError, UnboundVariableError
@@ -42,6 +43,18 @@ def infer_type(target: IRModule | Expr) -> IRModule | Expr:
     else:
         _Inferrer(None, "<expr>", {}, allow_free_vars=True).run(target)
     return target
+
+
+def infer_new_nodes(expr: Expr) -> Expr:
+    """infer_type for an expression built on typed sub-expressions (an importer adding one
+    node at a time): the walk stops at typed dataflow nodes instead of revisiting the whole
+    graph each time, so building n nodes costs O(n), not O(n^2)."""
+    _Inferrer(None, "<expr>", {}, allow_free_vars=True).run(expr, stop=_typed_dataflow)
+    return expr
+
+
+def _typed_dataflow(node: Expr) -> bool:
+    return node.has_type and isinstance(node, Call | Tuple | TupleGetItem | Constant)
 
 
 def _signature(fn: Function) -> FuncType | None:
@@ -115,8 +128,8 @@ class _Inferrer:
         elif isinstance(node, Function):
             self.bound.update(node.params)
 
-    def run(self, expr: Expr) -> Type:
-        for node in post_order(expr, self._enter):
+    def run(self, expr: Expr, stop: Callable[[Expr], bool] | None = None) -> Type:
+        for node in post_order(expr, self._enter, stop=stop):
             if not node.has_type or isinstance(node, Var | GlobalVar):
                 node._set_type(self.type_of(node))
         return expr.checked_type

@@ -26,13 +26,17 @@ from .expr import (
 
 
 def post_order(
-    expr: Expr, enter: Callable[[Expr], None] | None = None, into_functions: bool = True
+    expr: Expr,
+    enter: Callable[[Expr], None] | None = None,
+    into_functions: bool = True,
+    stop: Callable[[Expr], bool] | None = None,
 ) -> Iterator[Expr]:
     """Yield every node reachable from expr exactly once, children before parents.
 
     `enter(node)` is called when a node is first reached, before its children. With
     `into_functions=False`, function literals below expr (fused kernels, closures) are
-    skipped whole: only the dataflow around them is visited.
+    skipped whole: only the dataflow around them is visited. A node for which `stop(node)`
+    is true is yielded without its children.
     """
     seen: set[int] = set()
     stack: list[tuple[Expr, bool]] = [(expr, False)]
@@ -47,6 +51,8 @@ def post_order(
         if enter is not None:
             enter(node)
         stack.append((node, True))
+        if stop is not None and node is not expr and stop(node):
+            continue
         kids = children(node)
         for child in reversed(kids):
             if id(child) in seen or (not into_functions and isinstance(child, Function)):

@@ -21,7 +21,7 @@ from ..attrs import Attrs
 from ..errors import CompilerError, ConstantInputError, FrontendError
 from ..expr import Constant, Expr, Function, Tuple, TupleGetItem, Var
 from ..fold import fold
-from ..infer import infer_type
+from ..infer import infer_new_nodes, infer_type
 from ..module import IRModule
 from ..types import DTYPES, TensorType
 
@@ -212,7 +212,7 @@ class _Importer:
         try:
             result = CONVERTERS[node.op_type](node)
             results = result if isinstance(result, list) else [result]
-            results = [fold(infer_type(r)) for r in results]  # shape arithmetic resolves
+            results = [fold(infer_new_nodes(r)) for r in results]  # shape arithmetic resolves
         except ConstantInputError as exc:
             raise ConstantInputError(f"{node.where}: {exc}", exc.tensor) from None
         except FrontendError as exc:
@@ -270,7 +270,7 @@ class _Node:
         return e.data
 
     def type(self, i: int = 0) -> TensorType:
-        t = infer_type(self.x(i)).checked_type
+        t = infer_new_nodes(self.x(i)).checked_type
         if not isinstance(t, TensorType):
             raise FrontendError(f"input {i} is not a tensor")
         return t
