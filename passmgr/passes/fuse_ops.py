@@ -116,8 +116,10 @@ def _post_dominators(calls: list[Call], users: dict[Expr, list[Expr]]) -> dict[C
     return ipdom
 
 
-def _path(start: Call, end: Call, users: dict[Expr, list[Expr]]) -> list[Call]:
-    """Every call on a path from start (exclusive) to end (inclusive)."""
+def _path(start: Call, end: Call, users: dict[Expr, list[Expr]], limit: int) -> list[Call]:
+    """Every call on a path from start (exclusive) to end (inclusive); [] when a value
+    escapes or there are more than `limit` calls (such a group could not be formed anyway,
+    and stopping early keeps fusion linear on graphs with long-range fan-out)."""
     seen: set[Expr] = set()
     out: list[Call] = []
     stack = list(users.get(start, []))
@@ -126,8 +128,8 @@ def _path(start: Call, end: Call, users: dict[Expr, list[Expr]]) -> list[Call]:
         if n in seen:
             continue
         seen.add(n)
-        if not isinstance(n, Call):
-            return []  # the value escapes: not a convex region
+        if not isinstance(n, Call) or len(out) >= limit:
+            return []  # the value escapes (not a convex region), or the region is too big
         out.append(n)
         if n is not end:
             stack.extend(users.get(n, []))
@@ -197,7 +199,7 @@ def fuse_function(fn: Function, max_depth: int) -> tuple[Function, int]:
         end = ipdom[n]
         if end is None:
             continue
-        path = _path(n, end, users)
+        path = _path(n, end, users, max_depth)
         anchor = groups.anchor[groups.find(n)]
         if path and _fusable(n, path, end, anchor) and groups.can_merge([n, *path], max_depth):
             groups.merge([n, *path])
