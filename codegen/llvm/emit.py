@@ -325,7 +325,7 @@ class _KernelEmitter:
         if _is_float(src) and _is_float(dst):
             return b.fpext(v, dt) if dst == "float64" else b.fptrunc(v, dt)
         if _is_float(src):
-            return b.fptoui(v, dt) if _unsigned(dst) else b.fptosi(v, dt)
+            return self.math.saturating_to_int(b, v, dt, signed=not _unsigned(dst))
         if _is_float(dst):
             return b.uitofp(v, dt) if _unsigned(src) else b.sitofp(v, dt)
         if dt.width < st.width:

@@ -37,6 +37,17 @@ class MathLib:
             self.declared[full] = ir.Function(self.module, fnty, name=full)
         return self.declared[full]
 
+    def saturating_to_int(
+        self, b: ir.IRBuilder, x: ir.Value, ty: ir.IntType, signed: bool
+    ) -> ir.Value:
+        """llvm.fpto{s,u}i.sat: NaN gives 0 and out-of-range values clamp (fptosi would be
+        poison there), the cast semantics the interpreter defines too."""
+        src = "f32" if isinstance(x.type, ir.FloatType) else "f64"
+        full = f"llvm.fpto{'s' if signed else 'u'}i.sat.i{ty.width}.{src}"
+        if full not in self.declared:
+            self.declared[full] = ir.Function(self.module, ir.FunctionType(ty, [x.type]), full)
+        return b.call(self.declared[full], [x])
+
     def call(self, b: ir.IRBuilder, name: str, *args: ir.Value) -> ir.Value:
         return b.call(self.intrinsic(name, args[0].type, len(args)), list(args))
 

@@ -155,16 +155,33 @@ def _cast_infer(args: list[TensorType], attrs: Attrs) -> Type:
     return TensorType(args[0].shape, attrs["dtype"])
 
 
+def cast_ref(x: np.ndarray, dtype: str) -> np.ndarray:
+    """numpy's astype, except float to integer saturates: NaN gives 0, values beyond the
+    integer range give its minimum or maximum (numpy leaves those undefined; LLVM's
+    fptosi.sat, which compiled code uses, defines them this way)."""
+    target = np.dtype(dtype)
+    if x.dtype.kind != "f" or target.kind not in "iu":
+        return x.astype(dtype)
+    info = np.iinfo(target)
+    y = np.trunc(x.astype(np.float64))
+    low, high = float(info.min), float(info.max) + 1.0  # both exact powers of two
+    inside = (y >= low) & (y < high)
+    safe = np.where(inside, y, 0.0).astype(dtype)
+    out = np.where(y >= high, info.max, np.where(y < low, info.min, safe))
+    return np.where(np.isnan(y), 0, out).astype(dtype)
+
+
 register_op(
     Op(
         name="cast",
         inputs=("data",),
         infer=_cast_infer,
-        reference=lambda x, dtype: x.astype(dtype),
+        reference=cast_ref,
         pattern=OpPattern.ELEMWISE,
         flops=per_output_element(0.0),
         attrs=(AttrSpec("dtype", "dtype"),),
-        doc="convert to another dtype (float to int truncates toward zero)",
+        doc="convert to another dtype (float to int truncates toward zero and saturates; "
+        "NaN gives 0)",
     )
 )
 

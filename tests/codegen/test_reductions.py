@@ -113,3 +113,17 @@ def test_signed_zeros_follow_numpy_through_sign_and_add_zero() -> None:
         with pm.PassContext(opt_level=3):
             got = codegen.build(mod).run(x=x)
         np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int16", "int32", "int64", "uint8"])
+def test_float_to_int_casts_saturate_and_send_nan_to_zero_everywhere(dtype: str) -> None:
+    x = np.array([np.nan, np.inf, -np.inf, 1e20, -1e20, -2.7, 300.5, 2.0**63], "float64")
+    a = ir.var("a", shape=(8,), dtype="float64")
+    fn = ir.Function([a], op.cast(a, dtype=dtype))
+    info = np.iinfo(dtype)
+    expected = np.array(
+        [0, info.max, info.min, info.max, info.min, max(-2, info.min), min(300, info.max),
+         info.max], dtype=dtype,
+    )  # fmt: skip
+    np.testing.assert_array_equal(ir.interpret(fn, a=x), expected)
+    np.testing.assert_array_equal(codegen.build(fn).run(a=x), expected)
