@@ -22,9 +22,13 @@ def load(path: str | Path) -> RuleSet:
     """Read and validate a rule file."""
     p = Path(path)
     try:
-        text = p.read_text()
+        text = p.read_text(encoding="utf-8")
     except OSError as exc:
         raise RuleError(f"{p}: cannot read rule file ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        line = p.read_bytes()[: exc.start].count(b"\n") + 1
+        message = f"{p}:{line}: not UTF-8 text (byte {exc.start}); save it as UTF-8"
+        raise RuleError(message) from None
     return RuleSet(parse_rules(text, str(p)), p.stem)
 
 

@@ -63,6 +63,7 @@ def number(text: str) -> int | float:
     return float(body) if is_float else int(body)
 
 
+MAX_NESTING = 64  # lists in attributes and guards; keeps recursive descent shallow
 NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
 
 
@@ -131,6 +132,7 @@ class _PatternReader:
 
     def __init__(self, line: _Line, kinds: dict[str, str], side: str) -> None:
         self.line, self.kinds, self.side = line, kinds, side
+        self.depth = 0  # of attribute lists
 
     def pattern(self, depth: int = 0) -> Pattern:
         if depth > 64:
@@ -237,11 +239,15 @@ class _PatternReader:
         if tok.text in ("[", "("):
             close = "]" if tok.text == "[" else ")"
             items = []
+            self.depth += 1
+            if self.depth > MAX_NESTING:
+                raise self.line.error(f"list nested deeper than {MAX_NESTING} levels", tok)
             while not self.line.at(close):
                 items.append(self._attr_value())
                 if not self.line.at(close):
                     self.line.expect(",")
             self.line.expect(close)
+            self.depth -= 1
             return tuple(items)
         raise self.line.error(f"expected an attribute value, found '{tok.text}'", tok)
 
@@ -250,6 +256,7 @@ class _PatternReader:
 class _GuardReader:
     def __init__(self, line: _Line, kinds: dict[str, str]) -> None:
         self.line, self.kinds = line, kinds
+        self.depth = 0
 
     def guard(self) -> GuardExpr:
         text = " ".join(t.text for t in self.line.toks)
@@ -313,11 +320,15 @@ class _GuardReader:
             return lambda m: m.attrs[name]
         if tok.text == "[":
             items = []
+            self.depth += 1
+            if self.depth > MAX_NESTING:
+                raise self.line.error(f"list nested deeper than {MAX_NESTING} levels", tok)
             while not self.line.at("]"):
                 items.append(self.expr())
                 if not self.line.at("]"):
                     self.line.expect(",")
             self.line.expect("]")
+            self.depth -= 1
             return lambda m: tuple(f(m) for f in items)
         if tok.kind == "ident" and self.line.at("("):
             return self._call(tok)

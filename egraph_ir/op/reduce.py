@@ -100,11 +100,15 @@ def _softmax_infer(args: list[TensorType], attrs: Attrs) -> Type:
 
 
 def softmax_ref(x: np.ndarray, axis: int) -> np.ndarray:
+    if x.size == 0:  # nothing to normalise (numpy's max has no identity)
+        return x.copy()
     e = np.exp(x - np.max(x, axis=axis, keepdims=True))
     return (e / np.sum(e, axis=axis, keepdims=True)).astype(x.dtype)
 
 
 def log_softmax_ref(x: np.ndarray, axis: int) -> np.ndarray:
+    if x.size == 0:
+        return x.copy()
     shifted = x - np.max(x, axis=axis, keepdims=True)
     return (shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))).astype(x.dtype)
 

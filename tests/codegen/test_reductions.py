@@ -127,3 +127,11 @@ def test_float_to_int_casts_saturate_and_send_nan_to_zero_everywhere(dtype: str)
     )  # fmt: skip
     np.testing.assert_array_equal(ir.interpret(fn, a=x), expected)
     np.testing.assert_array_equal(codegen.build(fn).run(a=x), expected)
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+def test_softmax_over_an_empty_axis_is_empty(name: str) -> None:
+    mod = ir.parse(f"def @main(%x: Tensor[(2, 0), float32]) {{ {name}(%x) }}")
+    x = np.zeros((2, 0), "float32")
+    assert ir.interpret(mod, x=x).shape == (2, 0)
+    assert codegen.build(mod).run(x=x).shape == (2, 0)

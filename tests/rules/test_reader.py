@@ -158,3 +158,16 @@ def test_a_wrong_arrow_gets_a_hint(arrow: str) -> None:
     text = f"rule r\n    negative(negative(?x)) {arrow} ?x\n"
     with pytest.raises(rules.RuleError, match=r"w.rules:2:28: .* write '=>' .* or '<=>'"):
         rules.parse_rules(text, "w.rules")
+
+
+def test_unreadable_and_over_deep_rule_files_are_rule_errors(tmp_path: Path) -> None:
+    latin = tmp_path / "latin.rules"
+    latin.write_bytes("# caf\xe9\nrule a\n    negative(negative(?x)) => ?x\n".encode("latin-1"))
+    with pytest.raises(rules.RuleError, match=r"latin.rules:1: not UTF-8 text"):
+        rules.load(latin)
+    deep = "rule a\n    transpose(?x, axes=" + "[" * 5000 + "0" + "]" * 5000 + ") => ?x\n"
+    with pytest.raises(rules.RuleError, match="list nested deeper than 64 levels"):
+        rules.parse_rules(deep, "deep.rules")
+    guard = "rule a\n    negative(?x) => ?x\n    where " + "[" * 5000 + "1" + "]" * 5000 + " == 1\n"
+    with pytest.raises(rules.RuleError, match="list nested deeper than 64 levels"):
+        rules.parse_rules(guard, "guard.rules")
