@@ -27,9 +27,10 @@ def _size(n: _Node) -> Expr:
 
 @converter("Range")
 def _range(n: _Node) -> Expr:
-    start, limit, delta = (np.asarray(n.const(i)) for i in range(3))
-    if start is None or limit is None or delta is None:
+    given = [n.const(i) for i in range(3)]
+    if any(v is None for v in given):
         raise FrontendError("start, limit and delta are required")
+    start, limit, delta = (np.asarray(v) for v in given)
     if float(delta) == 0:
         raise FrontendError("delta must not be 0")
     count = max(math.ceil((float(limit) - float(start)) / float(delta)), 0)

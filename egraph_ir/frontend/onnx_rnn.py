@@ -116,9 +116,8 @@ def _initial(n: _Node, index: int, d: int, layer: _Layer) -> Expr:
     value = n.input(index)
     if value is None:
         return Constant(np.zeros((layer.batch, layer.hidden), dtype=layer.dtype))
-    state = _slice(value, 0, d, d + 1)
-    if n.attr("layout", 0) == 1:  # [batch, dirs, hidden]
-        state = _slice(value, 1, d, d + 1)
+    axis = 1 if n.attr("layout", 0) == 1 else 0  # [batch, dirs, hidden] or [dirs, batch, ...]
+    state = _slice(value, axis, d, d + 1)
     return op.reshape(state, newshape=(layer.batch, layer.hidden))
 
 
