@@ -152,6 +152,8 @@ class _PatternReader:
             idx = self.line.next()
             if idx.kind != "number" or not idx.text.isdigit():
                 raise self.line.error("expected a tuple index after '.'", idx)
+            if int(idx.text) >= 1 << 16:
+                raise self.line.error(f"tuple index {idx.text} is out of range", idx)
             p = PGet(p, int(idx.text))
         return p
 
@@ -253,16 +255,43 @@ class _PatternReader:
 
 
 # ---------------------------------------------------------------- guards
+TENSOR_FUNC_KINDS = {"shape": "tuple", "rank": "number", "dtype": "str", "size": "number",
+                     "dim": "number", "is_const": "bool", "value": "any"}  # fmt: skip
+VALUE_FUNC_KINDS = {
+    "compose": ("tuple", "tuple"),
+    "inverse": ("tuple", "tuple"),
+    "len": ("tuple", "number"),
+}  # (argument kind, result kind); fmt: skip
+
+
+def _compatible(a: str, b: str) -> bool:
+    """Can values of these static kinds be compared for equality? (any: not known)"""
+    return a == b or "any" in (a, b) or "none" in (a, b) or {a, b} == {"number", "bool"}
+
+
 class _GuardReader:
+    """Reads one guard; every expression gets a static kind (number, str, tuple, bool,
+    none, or any when only a match can tell), so an ill-typed guard is refused at load
+    time instead of silently never holding."""
+
     def __init__(self, line: _Line, kinds: dict[str, str]) -> None:
         self.line, self.kinds = line, kinds
         self.depth = 0
+        self.kind = "any"  # the static kind of the expression read last
+
+    def typed(self, what: str, tok: Tok, *allowed: str) -> None:
+        if self.kind not in (*allowed, "any"):
+            raise self.line.error(f"{what} needs {' or '.join(allowed)}, got a {self.kind}", tok)
 
     def guard(self) -> GuardExpr:
         text = " ".join(t.text for t in self.line.toks)
         target = self._target()
+        first = self.line.tok
+        assert first is not None
         left = self.expr()
+        left_kind = self.kind
         if self.line.at("is"):
+            self.typed("'is' (a dtype kind test, as in dtype(?x) is float)", first, "str")
             self.line.next()
             kind = self.line.next()
             if kind.text not in KINDS:
@@ -277,10 +306,21 @@ class _GuardReader:
         if tok is not None and tok.kind == "cmp":
             self.line.next()
             right = self.expr()
+            if tok.text in ("<", "<=", ">", ">="):
+                self.kind, right_kind = left_kind, self.kind
+                self.typed(f"'{tok.text}'", first, "number")
+                self.kind = right_kind
+                self.typed(f"'{tok.text}'", tok, "number")
+            elif not _compatible(left_kind, self.kind):
+                raise self.line.error(
+                    f"'{tok.text}' compares a {left_kind} with a {self.kind}: never equal", tok
+                )
             self.line.done()
             cmp = COMPARE[tok.text]
             pinned = target if tok.text == "==" else None
             return GuardExpr(text, lambda m: cmp(left(m), right(m)), pinned, right)
+        self.kind = left_kind
+        self.typed("a guard without a comparison", first, "bool")
         self.line.done()
         return GuardExpr(text, left)
 
@@ -298,11 +338,14 @@ class _GuardReader:
 
     def expr(self) -> Any:
         tok = self.line.next()
+        self.kind = "any"
         if tok.kind == "number":
             value: Any = number(tok.text)
+            self.kind = "number"
             return lambda m: value
         if tok.kind == "string":
             s = tok.text[1:-1]
+            self.kind = "str"
             return lambda m: s
         if tok.kind == "var":
             name = tok.text[1:]
@@ -329,11 +372,18 @@ class _GuardReader:
                     self.line.expect(",")
             self.line.expect("]")
             self.depth -= 1
+            self.kind = "tuple"
             return lambda m: tuple(f(m) for f in items)
         if tok.kind == "ident" and self.line.at("("):
             return self._call(tok)
         if tok.kind == "ident" and (tok.text in CONSTANT_NAMES or tok.text in DTYPES):
             value = CONSTANT_NAMES.get(tok.text, tok.text)
+            if isinstance(value, bool):
+                self.kind = "bool"
+            elif value is None:
+                self.kind = "none"
+            elif isinstance(value, str):
+                self.kind = "str"
             return lambda m: value
         raise self.line.error(f"unexpected '{tok.text}' in guard", tok)
 
@@ -351,22 +401,32 @@ class _GuardReader:
             rest = []
             while self.line.at(","):
                 self.line.next()
+                at = self.line.tok
                 rest.append(self.expr())
+                assert at is not None
+                self.typed(f"{name}()'s index", at, "number")
             self.line.expect(")")
             if 1 + len(rest) != TENSOR_ARITY[name]:
                 raise self.line.error(f"{name}() takes {TENSOR_ARITY[name]} argument(s)", tok)
+            self.kind = TENSOR_FUNC_KINDS[name]
             fn, x = TENSOR_FUNCS[name], var.text[1:]
             return lambda m: fn(m, x, *(r(m) for r in rest))
         if name in VALUE_FUNCS:
             arity, impl = VALUE_FUNCS[name]
             args = []
+            want, result = VALUE_FUNC_KINDS.get(name, ("any", "any"))
             while not self.line.at(")"):
+                at = self.line.tok
                 args.append(self.expr())
+                assert at is not None
+                if want != "any":
+                    self.typed(f"{name}()", at, want, *(("str",) if name == "len" else ()))
                 if not self.line.at(")"):
                     self.line.expect(",")
             self.line.expect(")")
             if len(args) != arity:
                 raise self.line.error(f"{name}() takes {arity} argument(s), got {len(args)}", tok)
+            self.kind = result
             return lambda m: impl(*(a(m) for a in args))
         known = sorted([*TENSOR_FUNCS, *VALUE_FUNCS])
         raise self.line.error(

@@ -171,3 +171,35 @@ def test_unreadable_and_over_deep_rule_files_are_rule_errors(tmp_path: Path) -> 
     guard = "rule a\n    negative(?x) => ?x\n    where " + "[" * 5000 + "1" + "]" * 5000 + " == 1\n"
     with pytest.raises(rules.RuleError, match="list nested deeper than 64 levels"):
         rules.parse_rules(guard, "guard.rules")
+
+
+@pytest.mark.parametrize(
+    ("guard", "message"),
+    [
+        ("shape(?x) < 3", "'<' needs number, got a tuple"),
+        ("len(3) == 1", r"len\(\) needs tuple or str, got a number"),
+        ("3 is float", "'is' .* needs str, got a number"),
+        ('rank(?x) == "two"', "'==' compares a number with a str"),
+        ("dim(?x, shape(?x)) == 1", r"dim\(\)'s index needs number"),
+        ("rank(?x)", "a guard without a comparison needs bool"),
+    ],
+)
+def test_ill_typed_guards_are_refused_at_load_time(guard: str, message: str) -> None:
+    text = f"rule a\n    negative(negative(?x)) => ?x\n    where {guard}\n"
+    with pytest.raises(rules.RuleError, match=rf"g.rules:3:\d+: {message}"):
+        rules.parse_rules(text, "g.rules")
+
+
+def test_well_typed_guards_still_load() -> None:
+    text = (
+        "rule a\n    negative(negative(?x)) => ?x\n    where rank(?x) >= 1\n"
+        "    where dtype(?x) is float\n    where len(shape(?x)) == rank(?x)\n"
+        "    where is_const(?x)\n    where dim(?x, 0) > 0\n"
+    )
+    assert len(list(rules.parse_rules(text, "ok.rules"))) == 1
+
+
+def test_a_huge_tuple_index_is_refused() -> None:
+    text = "rule a\n    split(?x, indices_or_sections=2).99999999999999999999 => ?x\n"
+    with pytest.raises(rules.RuleError, match="out of range"):
+        rules.parse_rules(text, "t.rules")
