@@ -50,6 +50,7 @@ def from_onnx(model_or_path: Any, shapes: dict[str, tuple[int, ...]] | None = No
     """Import an ONNX model. `shapes` fixes graph inputs whose dimensions are symbolic."""
     onnx = _onnx()
     model = _load(model_or_path, onnx)
+    _check(model, onnx)
     model, opset = _supported_opset(model, onnx)
     graph = model.graph
     unsupported: dict[str, list[str]] = {}
@@ -77,6 +78,33 @@ def _listing(nodes_by_op: dict[str, list[str]], shown: int = 3) -> str:
         more = f", ... {len(names) - shown} more" if len(names) > shown else ""
         parts.append(f"{op_type} x{len(names)} (nodes: {', '.join(names[:shown])}{more})")
     return "; ".join(parts)
+
+
+def _check(model: Any, onnx: Any) -> None:
+    """Each node the importer converts is checked against its ONNX schema (input and output
+    counts, attribute names and types) by ONNX's own checker; the graph must have outputs
+    and define every name once. (The whole-model check is stricter than ONNX Runtime: it
+    refuses graph outputs without shapes, which exporters and users write.)"""
+    graph = model.graph
+    if not graph.output:
+        raise FrontendError("not a valid ONNX model: the graph has no outputs")
+    defined: set[str] = {i.name for i in graph.input} | {i.name for i in graph.initializer}
+    ctx = onnx.checker.C.CheckerContext()
+    ctx.ir_version = model.ir_version
+    ctx.opset_imports = {o.domain: o.version for o in model.opset_import}
+    for i, node in enumerate(graph.node):
+        where = f"node '{node.name or f'#{i}'}' ({node.op_type})"
+        for name in node.output:
+            if name and name in defined:
+                raise FrontendError(f"{where}: output '{name}' is already defined")
+            defined.add(name)
+        if node.domain not in ("", "ai.onnx") or node.op_type not in CONVERTERS:
+            continue  # reported as unsupported with the others
+        try:
+            onnx.checker.check_node(node, ctx)
+        except (onnx.checker.ValidationError, ValueError) as exc:
+            first = next((ln for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
+            raise FrontendError(f"{where}: not a valid node: {first.strip()}") from None
 
 
 def _supported_opset(model: Any, onnx: Any) -> tuple[Any, int]:
@@ -132,6 +160,7 @@ def _changed(node: Any, opset: int, onnx: Any) -> str:
 
 def _onnx() -> Any:
     import onnx
+    import onnx.checker
     import onnx.version_converter
 
     return onnx
@@ -165,7 +194,10 @@ class _Importer:
     def run(self) -> IRModule:
         numpy_helper = self.onnx.numpy_helper
         for init in self.graph.initializer:
-            self.env[init.name] = Constant(numpy_helper.to_array(init).copy())
+            try:
+                self.env[init.name] = Constant(numpy_helper.to_array(init).copy())
+            except (TypeError, KeyError, ValueError) as exc:
+                raise FrontendError(f"initializer '{init.name}' is malformed ({exc})") from None
         params = []
         for value_info in self.graph.input:
             if value_info.name in self.env:
@@ -174,7 +206,12 @@ class _Importer:
             self.env[value_info.name] = v
             params.append(v)
         for i, node in enumerate(self.graph.node):
-            self._convert(_Node(self, node, i))
+            try:
+                parsed = _Node(self, node, i)
+            except (TypeError, KeyError, IndexError, ValueError) as exc:
+                where = f"node '{node.name or f'#{i}'}' ({node.op_type})"
+                raise FrontendError(f"{where}: bad attribute ({exc})") from None
+            self._convert(parsed)
         outputs = []
         for out in self.graph.output:
             if out.name not in self.env:
@@ -219,6 +256,12 @@ class _Importer:
             raise FrontendError(f"{node.where}: {exc}") from None
         except CompilerError as exc:
             raise FrontendError(f"{node.where}: {exc}") from None
+        except (TypeError, KeyError, IndexError, ValueError, ArithmeticError, RuntimeError) as exc:
+            # a node the checker let through but its converter cannot read (a missing or
+            # out-of-range attribute, a short tensor): named, never a traceback
+            raise FrontendError(
+                f"{node.where}: cannot convert ({type(exc).__name__}: {exc})"
+            ) from None
         for name, value in zip(node.proto.output, results, strict=False):
             if name:
                 self.env[name] = value
@@ -553,7 +596,11 @@ def _unsqueeze(n: _Node) -> Expr:
     t = n.type()
     axes = _axes(n, 1) or []
     rank = t.ndim + len(axes)
-    where = sorted(a % rank for a in axes)
+    if any(not -rank <= a < rank for a in axes):
+        raise FrontendError(f"axes {axes} out of range for rank {rank}")
+    where = sorted({a % rank for a in axes})
+    if len(where) != len(axes):
+        raise FrontendError(f"axes {axes} repeat an axis")
     dims = iter(t.shape)
     shape = tuple(1 if i in where else next(dims) for i in range(rank))
     return op.reshape(n.x(), newshape=shape)

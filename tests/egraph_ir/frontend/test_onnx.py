@@ -273,7 +273,8 @@ def test_shapes_must_name_graph_inputs() -> None:
 @pytest.mark.parametrize("opset", [7, 9, 11, 12, 22, 25, 28])
 def test_old_and_new_opsets_import(opset: int) -> None:
     w = numpy_helper.from_array(rnd(3, 4), "w")
-    nodes = [helper.make_node("Gemm", ["x", "w"], ["g"]), helper.make_node("Relu", ["g"], ["y"])]
+    # MatMul: Gemm before opset 11 requires its C input, which the checker enforces
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["g"]), helper.make_node("Relu", ["g"], ["y"])]
     model = _graph_model(nodes, [_vi("x", [2, 3])], [_vi("y", [2, 4])], [w], opset=opset)
     x = rnd(2, 3)
     expected = np.maximum(x @ numpy_helper.to_array(w), 0)
@@ -338,3 +339,36 @@ def test_import_types_each_node_a_bounded_number_of_times(monkeypatch) -> None:
     mod = from_onnx(_graph_model(nodes, [_vi("t0", [4])], [_vi(f"t{n}", None)]))
     assert mod["main"].body.checked_type.shape == (4,)
     assert calls[0] < 6 * n, calls[0]
+
+
+@pytest.mark.parametrize(
+    ("nodes", "message"),
+    [
+        ([helper.make_node("Reshape", ["x"], ["y"])], "not a valid node: .*input size 1"),
+        ([helper.make_node("Concat", ["x", "x"], ["y"])], "not a valid node: .*axis"),
+        ([helper.make_node("Cast", ["x"], ["y"])], "not a valid node: .*to"),
+        ([helper.make_node("Relu", ["x"], ["y"]), helper.make_node("Relu", ["x"], ["y"])],
+         "output 'y' is already defined"),
+        ([helper.make_node("Gather", ["x", "i"], ["y"], axis=7)], "Gather"),
+        ([helper.make_node("Split", ["x"], ["y", "z"], axis=9)], "Split"),
+        ([helper.make_node("Unsqueeze", ["x", "a"], ["y"])], "Unsqueeze"),
+    ],
+)  # fmt: skip
+def test_malformed_models_are_frontend_errors_naming_the_node(nodes, message) -> None:
+    inits = [numpy_helper.from_array(np.array([0, 1], "int64"), "i"),
+             numpy_helper.from_array(np.array([0, 0], "int64"), "a")]  # fmt: skip
+    model = _graph_model(nodes, [_vi("x", [2, 3])], [_vi("y", None)], inits)
+    with pytest.raises(ir.FrontendError, match=message):
+        from_onnx(model)
+
+
+def test_a_model_without_outputs_or_with_a_short_initialiser_is_refused() -> None:
+    model = _graph_model([helper.make_node("Relu", ["x"], ["y"])], [_vi("x", [2])], [])
+    with pytest.raises(ir.FrontendError, match="no outputs"):
+        from_onnx(model)
+    short = numpy_helper.from_array(np.zeros(4, "float32"), "w")
+    short.raw_data = short.raw_data[:5]
+    model = _graph_model([helper.make_node("Add", ["x", "w"], ["y"])], [_vi("x", [4])],
+                         [_vi("y", None)], [short])  # fmt: skip
+    with pytest.raises(ir.FrontendError, match="initializer 'w' is malformed"):
+        from_onnx(model)
