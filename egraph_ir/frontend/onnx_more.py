@@ -1,5 +1,7 @@
 """More ONNX converters, written as compositions of registry ops (no new op needed):
-CastLike, Size, Range, ArgMin, ReduceL1/L2/LogSum/LogSumExp/SumSquare, Mod, Xor, Trilu,
+CastLike, Size, Range, ArgMin, ReduceL1/L2/LogSum/LogSumExp/SumSquare, Mod, Xor, Trilu, the
+activations Elu/Selu/Celu/HardSigmoid/HardSwish/Swish/Softplus/Softsign/Mish/ThresholdedRelu/
+PRelu/Shrink, IsNaN/IsInf, Tan/Sinh/Cosh and
 Hardmax.
 """
 
@@ -122,3 +124,106 @@ def _hardmax(n: _Node) -> Expr:
     shape[axis] = t.shape[axis]
     positions = Constant(np.arange(t.shape[axis], dtype=np.int64).reshape(shape))
     return op.cast(op.equal(positions, first), dtype=t.dtype)
+
+
+# ---------------------------------------------------------------- activations as formulas
+def _c(n: _Node, value: float) -> Expr:
+    """A scalar constant of the input's dtype."""
+    return Constant(np.asarray(value, dtype=n.type().dtype))
+
+
+def _exp_minus_one(x: Expr, n: _Node) -> Expr:
+    return op.subtract(op.exp(x), _c(n, 1.0))
+
+
+@converter("Elu", "Selu", "Celu")
+def _elu_family(n: _Node) -> Expr:
+    x = n.x()
+    if n.op_type == "Celu":  # max(0, x) + min(0, alpha * (exp(x / alpha) - 1))
+        alpha = float(n.attr("alpha", 1.0))
+        neg = op.multiply(_c(n, alpha), _exp_minus_one(op.divide(x, _c(n, alpha)), n))
+        return op.add(op.maximum(x, _c(n, 0.0)), op.minimum(neg, _c(n, 0.0)))
+    default_alpha = 1.0 if n.op_type == "Elu" else 1.67326319217681884765625
+    alpha = float(n.attr("alpha", default_alpha))
+    neg = op.multiply(_c(n, alpha), _exp_minus_one(x, n))
+    out = op.where(op.less(x, _c(n, 0.0)), neg, x)
+    if n.op_type == "Selu":
+        out = op.multiply(_c(n, float(n.attr("gamma", 1.05070102214813232421875))), out)
+    return out
+
+
+@converter("HardSigmoid", "HardSwish")
+def _hard_sigmoid(n: _Node) -> Expr:
+    x = n.x()
+    alpha = float(n.attr("alpha", 0.2 if n.op_type == "HardSigmoid" else 1 / 6))
+    beta = float(n.attr("beta", 0.5))
+    gate = op.clip(op.add(op.multiply(x, _c(n, alpha)), _c(n, beta)), a_min=0.0, a_max=1.0)
+    return gate if n.op_type == "HardSigmoid" else op.multiply(x, gate)
+
+
+@converter("Swish")
+def _swish(n: _Node) -> Expr:
+    x = n.x()
+    return op.multiply(x, op.sigmoid(op.multiply(x, _c(n, float(n.attr("alpha", 1.0))))))
+
+
+def _softplus(x: Expr, n: _Node) -> Expr:
+    # log(1 + exp(x)) without overflow: max(x, 0) + log(1 + exp(-|x|))
+    tail = op.log(op.add(_c(n, 1.0), op.exp(op.negative(op.abs(x)))))
+    return op.add(op.maximum(x, _c(n, 0.0)), tail)
+
+
+@converter("Softplus", "Softsign", "Mish")
+def _soft(n: _Node) -> Expr:
+    x = n.x()
+    if n.op_type == "Softplus":
+        return _softplus(x, n)
+    if n.op_type == "Softsign":
+        return op.divide(x, op.add(_c(n, 1.0), op.abs(x)))
+    return op.multiply(x, op.tanh(_softplus(x, n)))
+
+
+@converter("ThresholdedRelu")
+def _thresholded_relu(n: _Node) -> Expr:
+    x = n.x()
+    return op.where(op.greater(x, _c(n, float(n.attr("alpha", 1.0)))), x, _c(n, 0.0))
+
+
+@converter("PRelu")
+def _prelu(n: _Node) -> Expr:
+    x, slope = n.x(0), n.x(1)
+    return op.where(op.less(x, _c(n, 0.0)), op.multiply(x, slope), x)
+
+
+@converter("Shrink")
+def _shrink(n: _Node) -> Expr:
+    x = n.x()
+    bias, lambd = float(n.attr("bias", 0.0)), float(n.attr("lambd", 0.5))
+    low = op.where(op.less(x, _c(n, -lambd)), op.add(x, _c(n, bias)), _c(n, 0.0))
+    return op.where(op.greater(x, _c(n, lambd)), op.subtract(x, _c(n, bias)), low)
+
+
+@converter("IsNaN", "IsInf")
+def _is_special(n: _Node) -> Expr:
+    x = n.x()
+    if n.op_type == "IsNaN":
+        return op.not_equal(x, x)
+    pos, neg = op.equal(x, _c(n, np.inf)), op.equal(x, _c(n, -np.inf))
+    want_pos, want_neg = n.attr("detect_positive", 1), n.attr("detect_negative", 1)
+    if want_pos and want_neg:
+        return op.logical_or(pos, neg)
+    if want_pos:
+        return pos
+    if want_neg:
+        return neg
+    return op.logical_and(pos, neg)  # neither: always false
+
+
+@converter("Tan", "Sinh", "Cosh")
+def _trig(n: _Node) -> Expr:
+    x = n.x()
+    if n.op_type == "Tan":
+        return op.divide(op.sin(x), op.cos(x))
+    up, down = op.exp(x), op.exp(op.negative(x))
+    both = op.subtract(up, down) if n.op_type == "Sinh" else op.add(up, down)
+    return op.multiply(both, _c(n, 0.5))

@@ -153,6 +153,23 @@ CASES: list[tuple[str, list[Any], dict[str, Any], dict[int, Any], int]] = [
     ("Trilu", [X], {"upper": 0}, {1: i64(1)}, 1),
     ("Trilu", [X], {}, {}, 1),
     ("Hardmax", [X], {"axis": 1}, {}, 1),
+    ("Elu", [X - 0.5], {"alpha": 0.7}, {}, 1),
+    ("Selu", [X - 0.5], {}, {}, 1),
+    ("Celu", [X - 0.5], {"alpha": 2.0}, {}, 1),
+    ("HardSigmoid", [X * 8 - 4], {}, {}, 1),
+    ("HardSwish", [X * 8 - 4], {}, {}, 1),
+    ("Softplus", [X * 80 - 40], {}, {}, 1),
+    ("Softsign", [X - 0.5], {}, {}, 1),
+    ("Mish", [X * 8 - 4], {}, {}, 1),
+    ("ThresholdedRelu", [X], {"alpha": 0.5}, {}, 1),
+    ("PRelu", [X - 0.5, np.array([0.1, 0.2, 0.3, 0.4], "float32")], {}, {}, 1),
+    ("Shrink", [X - 0.5], {"bias": 0.1, "lambd": 0.2}, {}, 1),
+    ("IsNaN", [np.array([1.0, np.nan, np.inf], "float32")], {}, {}, 1),
+    ("IsInf", [np.array([1.0, -np.inf, np.inf], "float32")], {"detect_negative": 0}, {}, 1),
+    ("Swish", [X * 8 - 4], {"alpha": 1.5}, {}, 1),
+    ("Tan", [X], {}, {}, 1),
+    ("Sinh", [X], {}, {}, 1),
+    ("Cosh", [X], {}, {}, 1),
 ]  # fmt: skip
 
 
@@ -187,7 +204,8 @@ def test_batch_first_layout_matches_the_sequence_first_result() -> None:
     ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)],
 )
 def test_op_imports_and_matches_onnxruntime(op_type, inputs, attrs, inits, n_out) -> None:
-    opset = 20 if op_type == "Gelu" else 18 if op_type == "Split" and "num_outputs" in attrs else 21
+    opset = {"Gelu": 20, "Swish": 24}.get(op_type, 21)
+    opset = 18 if op_type == "Split" and "num_outputs" in attrs else opset
     model, feeds = single_op_model(op_type, inputs, attrs, n_out, inits)
     model.opset_import[0].version = opset
     for out in model.graph.output:  # output types from ONNX's own inference, not ours
