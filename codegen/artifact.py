@@ -19,6 +19,7 @@ native code: load only files you trust.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import time
@@ -47,6 +48,11 @@ from .memory_plan import MemoryPlan
 from .program import Program, Segment
 
 FORMAT = 1
+# every Node field but the two the file holds elsewhere: the kernel object (compiled code,
+# or the host function's IR text) and a param's value (a constant buffer)
+SAVED_NODE_FIELDS = tuple(
+    f.name for f in dataclasses.fields(Node) if f.name not in ("kernel", "value")
+)
 SUFFIX = ".egc"
 
 
@@ -167,14 +173,7 @@ def _program_json(exe: Executable) -> dict[str, Any]:
     nodes = []
     host: dict[str, str] = {}
     for n in graph.nodes:
-        nodes.append(
-            {
-                "id": n.id, "op": n.op, "name": n.name, "inputs": n.inputs,
-                "shape": list(n.shape) if n.shape is not None else None, "dtype": n.dtype,
-                "index": n.index, "kind": n.kind, "ops": n.ops, "flops": n.flops,
-                "bytes": n.bytes, "storage_id": n.storage_id,
-            }
-        )  # fmt: skip
+        nodes.append({f: getattr(n, f) for f in SAVED_NODE_FIELDS})
         if isinstance(n.kernel, HostKernel):
             host[str(n.id)] = str(IRModule({"main": n.kernel.function}))
     plan = program.plan
@@ -212,10 +211,7 @@ def _program_from_json(
     slot_of = {int(k): v for k, v in data["slot_of"].items()}
     nodes = []
     for d in data["nodes"]:
-        shape = tuple(d["shape"]) if d["shape"] is not None else None
-        n = Node(d["id"], d["op"], d["name"], d["inputs"], shape, d["dtype"])
-        n.index, n.kind, n.ops = d["index"], d["kind"], d["ops"]
-        n.flops, n.bytes, n.storage_id = d["flops"], d["bytes"], d["storage_id"]
+        n = Node(**{**d, "shape": tuple(d["shape"]) if d["shape"] is not None else None})
         if n.op == "param":
             n.value = constants[slot_of[n.id]]
         nodes.append(n)

@@ -34,6 +34,7 @@ from passmgr.context import check_pass_names
 from passmgr.registry import pass_factory
 
 from .artifact import load, project_version
+from .executable import aligned
 from .job import JobOptions, Progress, load_model, random_inputs, render_text, run_job
 
 
@@ -51,11 +52,8 @@ def print_table(title: str, header: Sequence[str], rows: list[list[str]]) -> Non
             table.add_row(*row)
         Console().print(table)
         return
-    cells = [list(header), *rows]
-    widths = [max(len(r[c]) for r in cells) for c in range(len(header))]
     print(title)
-    for r in cells:
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+    print(aligned(header, rows))
 
 
 def print_report(text: str) -> None:

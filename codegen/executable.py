@@ -7,7 +7,7 @@ read back by `codegen.load` has only what running needs, so those are None there
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,11 +86,16 @@ class Profile:
     HEADER = ("kernel", "kind", "ops", "median us", "p10-p90 us", "GFLOP/s", "GB/s", "share")
 
     def __str__(self) -> str:
-        rows = [list(self.HEADER), *self.rows()]
-        widths = [max(len(r[c]) for r in rows) for c in range(len(self.HEADER))]
-        lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)) for r in rows]
-        lines.append(f"total {1e6 * self.total_seconds:.1f} us over {len(self)} kernels")
-        return "\n".join(line.rstrip() for line in lines)
+        total = f"total {1e6 * self.total_seconds:.1f} us over {len(self)} kernels"
+        return aligned(self.HEADER, self.rows()) + "\n" + total
+
+
+def aligned(header: Sequence[str], rows: list[list[str]]) -> str:
+    """A plain-text table: columns padded to their widest cell."""
+    cells = [list(header), *rows]
+    widths = [max(len(r[c]) for r in cells) for c in range(len(header))]
+    lines = ("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in cells)
+    return "\n".join(line.rstrip() for line in lines)
 
 
 class Executable:

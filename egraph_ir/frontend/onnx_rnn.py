@@ -87,25 +87,25 @@ def _lstm_step(
     return new_h, new_c
 
 
-def _gru_step(layer: _Layer, xw: Expr, h: Expr, r: Expr, rb: Expr | None) -> Expr:
+def _gru_step(
+    layer: _Layer, xw: Expr, h: Expr, weights: tuple[Expr, Expr, Expr], h_bias: Expr | None
+) -> Expr:
+    """One GRU step; `weights` are R's z, r and h blocks, `h_bias` the h gate's recurrent
+    bias (the z and r ones are folded into the input projection)."""
     f, g = layer.acts
-    hidden = layer.hidden
-    xz, xr, xh = _gates(xw, 3, hidden)
-    r_z, r_r, r_h = (_slice(r, 0, k * hidden, (k + 1) * hidden) for k in range(3))
-    bz = br = bh = None
-    if rb is not None:
-        bz, br, bh = (_slice(rb, 0, k * hidden, (k + 1) * hidden) for k in range(3))
+    xz, xr, xh = _gates(xw, 3, layer.hidden)
+    r_z, r_r, r_h = weights
 
     def recur(weight: Expr, bias: Expr | None, state: Expr) -> Expr:
         out = op.dense(state, weight)
         return out if bias is None else op.add(out, bias)
 
-    z = f(_clipped(layer, op.add(xz, recur(r_z, bz, h))))
-    reset = f(_clipped(layer, op.add(xr, recur(r_r, br, h))))
+    z = f(_clipped(layer, op.add(xz, recur(r_z, None, h))))
+    reset = f(_clipped(layer, op.add(xr, recur(r_r, None, h))))
     if layer.attrs.get("linear_before_reset", 0):
-        candidate = op.add(xh, op.multiply(reset, recur(r_h, bh, h)))
+        candidate = op.add(xh, op.multiply(reset, recur(r_h, h_bias, h)))
     else:
-        candidate = op.add(xh, recur(r_h, bh, op.multiply(reset, h)))
+        candidate = op.add(xh, recur(r_h, h_bias, op.multiply(reset, h)))
     h_new = g(_clipped(layer, candidate))
     one = _scalar(1.0, layer.dtype)
     return op.add(op.multiply(op.subtract(one, z), h_new), op.multiply(z, h))
@@ -136,18 +136,21 @@ def _direction(
     """One direction unrolled: (Y as [seq, batch, hidden], last H, last C or None)."""
     hidden, gates, dtype = layer.hidden, GATES[layer.kind], layer.dtype
     xw = op.dense(x, Constant(np.ascontiguousarray(w)))  # [seq, batch, gates * hidden]
-    recurrent_bias = None
+    h_bias = None
     if b is not None:
         wb, rb = b[: gates * hidden], b[gates * hidden :]
         if layer.kind == "GRU":  # the h gate's recurrent bias sits inside the reset product
             input_bias = wb + np.concatenate([rb[: 2 * hidden], np.zeros(hidden, rb.dtype)])
-            recurrent_bias = Constant(
-                np.concatenate([np.zeros(2 * hidden, rb.dtype), rb[2 * hidden :]])
-            )
+            h_bias = Constant(np.ascontiguousarray(rb[2 * hidden :]))
         else:
             input_bias = wb + rb
         xw = op.add(xw, Constant(input_bias.astype(dtype)))
     rc = Constant(np.ascontiguousarray(r))
+    blocks = (  # GRU: R's z, r and h blocks, sliced once for every step
+        Constant(np.ascontiguousarray(r[:hidden])),
+        Constant(np.ascontiguousarray(r[hidden : 2 * hidden])),
+        Constant(np.ascontiguousarray(r[2 * hidden : 3 * hidden])),
+    )
     peep: list[Expr] | None = None
     if layer.kind == "LSTM" and n.input(7) is not None:
         p = n.const(7)[d]
@@ -162,7 +165,7 @@ def _direction(
             assert c is not None
             new_h, new_c = _lstm_step(layer, step, h, c, rc, peep)
         elif layer.kind == "GRU":
-            new_h, new_c = _gru_step(layer, step, h, rc, recurrent_bias), None
+            new_h, new_c = _gru_step(layer, step, h, blocks, h_bias), None
         else:
             new_h, new_c = layer.acts[0](_clipped(layer, op.add(step, op.dense(h, rc)))), None
         if lens is not None:  # past a sequence's end: the state stays, Y is zero

@@ -57,25 +57,23 @@ def divide_ref(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where(b == 0, 0, q).astype(dtype)
 
 
-def fmod_ref(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """C fmod: the remainder takes the dividend's sign; on integers x fmod 0 is 0."""
-    dtype = np.result_type(a, b)
-    with np.errstate(all="ignore"):
-        if dtype.kind == "f":
-            return np.fmod(a, b).astype(dtype)
-        safe = np.where(b == 0, 1, b).astype(dtype)
-        return np.where(b == 0, 0, np.fmod(a, safe)).astype(dtype)
+def _remainder(numpy_fn, what: str):
+    """A remainder reference: `numpy_fn` on floats; on integers `x % 0` is 0, as x / 0 is."""
+
+    def ref(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        dtype = np.result_type(a, b)
+        with np.errstate(all="ignore"):
+            if dtype.kind == "f":
+                return numpy_fn(a, b).astype(dtype)
+            safe = np.where(b == 0, 1, b).astype(dtype)
+            return np.where(b == 0, 0, numpy_fn(a, safe)).astype(dtype)
+
+    ref.__doc__ = what
+    return ref
 
 
-def mod_ref(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Floor modulo (Python's %): the remainder takes the divisor's sign; x mod 0 is 0 on
-    integers and NaN on floats."""
-    dtype = np.result_type(a, b)
-    with np.errstate(all="ignore"):
-        if dtype.kind == "f":
-            return np.mod(a, b).astype(dtype)
-        safe = np.where(b == 0, 1, b).astype(dtype)
-        return np.where(b == 0, 0, np.mod(a, safe)).astype(dtype)
+fmod_ref = _remainder(np.fmod, "C fmod: the remainder takes the dividend's sign")
+mod_ref = _remainder(np.mod, "floor modulo (Python's %): the remainder takes the divisor's sign")
 
 
 def _cast_like(fn):

@@ -272,18 +272,23 @@ def _take_infer(args: list[TensorType], attrs: Attrs) -> Type:
     return TensorType(data.shape[:axis] + idx.shape + data.shape[axis + 1 :], data.dtype)
 
 
+def index_in_mode(indices: np.ndarray, n: int, mode: str, what: str) -> np.ndarray:
+    """Indices into a dimension of n, as int64 in [0, n): `clip` clamps, `wrap` wraps,
+    `fast` counts negatives from the end and refuses the rest (take, gather_elements)."""
+    idx = indices.astype(np.int64)
+    if mode == "clip":
+        return np.clip(idx, 0, n - 1)
+    if mode == "wrap":
+        return np.mod(idx, n)
+    if np.any((idx < -n) | (idx >= n)):
+        raise IndexError(f"{what}: index out of range for a dimension of {n}")
+    return np.where(idx < 0, idx + n, idx)
+
+
 def _take_ref(data: np.ndarray, indices: np.ndarray, axis: int | None, mode: str) -> np.ndarray:
     if axis is None:
         data, axis = data.reshape(-1), 0
-    n = data.shape[axis]
-    idx = indices.astype(np.int64)
-    if mode == "clip":
-        idx = np.clip(idx, 0, n - 1)
-    elif mode == "wrap":
-        idx = np.mod(idx, n)
-    elif np.any((idx < -n) | (idx >= n)):
-        raise IndexError(f"take: index out of range for a dimension of {n}")
-    return np.take(data, idx, axis=axis)
+    return np.take(data, index_in_mode(indices, data.shape[axis], mode, "take"), axis=axis)
 
 
 _reg(
@@ -314,15 +319,7 @@ def _gather_elements_infer(args: list[TensorType], attrs: Attrs) -> Type:
 
 def _gather_elements_ref(data: np.ndarray, indices: np.ndarray, axis: int, mode: str) -> np.ndarray:
     axis = axis % data.ndim
-    n = data.shape[axis]
-    idx = indices.astype(np.int64)
-    if mode == "clip":
-        idx = np.clip(idx, 0, n - 1)
-    elif mode == "wrap":
-        idx = np.mod(idx, n)
-    elif np.any((idx < -n) | (idx >= n)):
-        raise IndexError(f"gather_elements: index out of range for a dimension of {n}")
-    idx = np.where(idx < 0, idx + n, idx)
+    idx = index_in_mode(indices, data.shape[axis], mode, "gather_elements")
     window = tuple(slice(0, d) if k != axis else slice(None) for k, d in enumerate(idx.shape))
     return np.take_along_axis(data[window], idx, axis=axis)
 
