@@ -11,5 +11,17 @@ from __future__ import annotations
 
 from .artifact import load
 from .build import Executable, KernelTime, Profile, bind_params, build
+from .external import list_externals, register_external
+from .external.host import ExternalFallbackWarning
 
-__all__ = ["Executable", "KernelTime", "Profile", "bind_params", "build", "load"]
+__all__ = [
+    "Executable",
+    "ExternalFallbackWarning",
+    "KernelTime",
+    "Profile",
+    "bind_params",
+    "build",
+    "list_externals",
+    "load",
+    "register_external",
+]

@@ -146,11 +146,8 @@ def _library_file() -> str:
 
 
 @cache
-def register_symbols() -> str:
-    """Load the BLAS once, at one thread, and give JIT code its GEMMs as egc_sgemm and
-    egc_dgemm; returns a description for reports."""
-    import llvmlite.binding as llvm
-
+def library() -> ctypes.CDLL:
+    """The BLAS, loaded once and kept at one thread per call."""
     try:
         lib = ctypes.CDLL(_library_file())
     except (ImportError, OSError) as exc:
@@ -158,6 +155,16 @@ def register_symbols() -> str:
             f"products need the scipy-openblas32 package ({exc}); pip install scipy-openblas32"
         ) from None
     lib.scipy_openblas_set_num_threads(1)
+    return lib
+
+
+@cache
+def register_symbols() -> str:
+    """Give JIT code the BLAS GEMMs as egc_sgemm and egc_dgemm; returns a description for
+    reports."""
+    import llvmlite.binding as llvm
+
+    lib = library()
     for ours, theirs in (("egc_sgemm", "scipy_cblas_sgemm"), ("egc_dgemm", "scipy_cblas_dgemm")):
         address = ctypes.cast(getattr(lib, theirs), ctypes.c_void_p).value
         assert address is not None

@@ -29,10 +29,12 @@ from egraph_ir.visitor import post_order, rebuild
 
 from . import blas
 from .executable import Executable, KernelTime, Profile
+from .external.host import compile_regions
 from .graph import Graph, build_graph
 from .llvm import JitLibrary
 from .llvm.emit import emit_modules
 from .llvm.jit import start_helpers
+from .kernels import ExternalKernel
 from .loop_ir import Kernel
 from .lower import KernelCache
 from .memory_plan import plan_graph
@@ -66,9 +68,11 @@ def build(
     start_helpers(threads - 1)  # compile helpers start while the passes run
     times: dict[str, float] = {}
     clock = _Clock(times)
+    mod, externals = clock("external", compile_regions, mod, threads)
     optimised = clock("optimise", optimise, mod, params, extra_passes)
     fused = clock("fuse", fuse, optimised)
-    graph, cache = clock("lower", lower, fused, bool(ctx.get_config("codegen.host_fallback")))
+    fallback = bool(ctx.get_config("codegen.host_fallback"))
+    graph, cache = clock("lower", lower, fused, fallback, externals)
     plan = clock("plan", plan_graph, graph, str(ctx.get_config("codegen.memory_planner")))
     shared = share_identical_kernels(graph)
     program = clock("link", link, graph, plan, threads)
@@ -128,10 +132,22 @@ def fuse(mod: IRModule) -> IRModule:
     return pm.passes.FuseOps()(mod)
 
 
-def lower(fused: IRModule, host_fallback: bool = True) -> tuple[Graph, KernelCache]:
-    """The execution graph of the fused main function, every group lowered to a kernel."""
+def lower(
+    fused: IRModule, host_fallback: bool = True, externals: Mapping[str, ExternalKernel] = {}
+) -> tuple[Graph, KernelCache]:
+    """The execution graph of the fused main function, every group lowered to a kernel;
+    calls of external regions become their target's kernels."""
     cache = KernelCache(host_fallback)
-    return build_graph(fused["main"], cache.lower), cache
+
+    def external(name: str) -> ExternalKernel:
+        if name not in externals:
+            raise CodegenError(
+                f"main calls @{name}, which is not an external region; the graph executor "
+                "runs calls of global functions only for partitioned regions"
+            )
+        return externals[name]
+
+    return build_graph(fused["main"], cache.lower, external), cache
 
 
 def unique_kernels(graph: Graph) -> list[Kernel]:

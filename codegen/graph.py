@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from egraph_ir.errors import CodegenError
-from egraph_ir.expr import Call, Constant, Expr, Function, Tuple, TupleGetItem, Var
+from egraph_ir.expr import Call, Constant, Expr, Function, GlobalVar, Tuple, TupleGetItem, Var
 from egraph_ir.registry import Op
 from egraph_ir.types import TensorType, TupleType, tensor_types
 from egraph_ir.visitor import post_order
@@ -26,6 +26,7 @@ from .kernels import CompiledKernel
 ALIAS_OPS = {"reshape", "flatten", "squeeze", "expand_dims"}
 
 LowerGroup = Callable[[Function, int], CompiledKernel]  # a primitive function, its node id
+LowerGlobal = Callable[[str], CompiledKernel]  # a called global function (external region)
 
 
 @dataclass
@@ -100,14 +101,14 @@ def alias_op(fn: Function) -> str | None:
     return name if name in ALIAS_OPS and isinstance(body.checked_type, TensorType) else None
 
 
-def group_cost(call: Call) -> tuple[float, float]:
+def group_cost(call: Call, fn: Function | None = None) -> tuple[float, float]:
     """FLOPs of a fused group's ops (the registry's estimates) and the bytes it must move:
     its inputs and constants (weights) read once and its outputs written once (fusion keeps
-    the rest in registers)."""
-    fn = call.op
+    the rest in registers). `fn` is the called function when the call names a global."""
+    fn = fn if fn is not None else call.op  # type: ignore[assignment]
     assert isinstance(fn, Function)
     flops = moved = 0.0
-    for node in post_order(fn.body, into_functions=False):
+    for node in post_order(fn.body):  # composites' bodies included
         if isinstance(node, Constant):
             moved += node.data.nbytes
         elif isinstance(node, Call) and isinstance(node.op, Op):
@@ -118,8 +119,11 @@ def group_cost(call: Call) -> tuple[float, float]:
     return flops, float(moved)
 
 
-def build_graph(fn: Function, lower_group: LowerGroup) -> Graph:
-    """Nodes for a fused main function (no control flow), kernels lowered on the way."""
+def build_graph(
+    fn: Function, lower_group: LowerGroup, lower_global: LowerGlobal | None = None
+) -> Graph:
+    """Nodes for a fused main function (no control flow), kernels lowered on the way;
+    calls of global functions (external regions) become kernels through `lower_global`."""
     ids: dict[Expr, int] = {}
     nodes: list[Node] = []
 
@@ -155,11 +159,19 @@ def build_graph(fn: Function, lower_group: LowerGroup) -> Graph:
             node.kind, node.ops = kernel.kind, kernel.ops
             node.flops, node.bytes = group_cost(e)
             add(node, e)
+        elif isinstance(e, Call) and isinstance(e.op, GlobalVar) and lower_global is not None:
+            kernel = lower_global(e.op.name_hint)
+            if isinstance(t, TupleType):
+                shape, dtype = None, None
+            node = Node(len(nodes), "kernel", kernel.name, [ids[a] for a in e.args], shape, dtype)
+            node.kind, node.ops, node.kernel = kernel.kind, kernel.ops, kernel
+            node.flops, node.bytes = group_cost(e, kernel.function)  # type: ignore[attr-defined]
+            add(node, e)
         elif isinstance(e, TupleGetItem):
             field = Node(len(nodes), "field", "field", [ids[e.tuple_value]], shape, dtype)
             field.index = e.index
             add(field, e)
-        elif isinstance(e, Tuple) and e is fn.body:
+        elif isinstance(e, Tuple) and e is fn.body or isinstance(e, GlobalVar):
             continue
         elif isinstance(e, Var):
             raise CodegenError(f"free variable %{e.name_hint} in the main function")

@@ -209,3 +209,36 @@ class HostKernel(CompiledKernel):
             return out
 
         return step
+
+
+@dataclass
+class ExternalKernel(CompiledKernel):
+    """A region partitioned for another target, run by that target's code generator
+    (codegen/external): its runner reads the inputs and writes the outputs in place."""
+
+    kind: ClassVar[str] = "external"
+    name: str
+    ops: list[str]
+    function: Function  # the region (Compiler=<target>), kept for saving and reports
+    runner: Callable[[list[np.ndarray], list[np.ndarray]], None]
+    out_types: list[tuple[tuple[int, ...], str]] = field(default_factory=list)
+
+    @property
+    def target(self) -> str:
+        return str(self.function.attrs["Compiler"])
+
+    def jit_kernels(self) -> list[Kernel]:
+        return []
+
+    def python_step(self) -> PythonStep:
+        runner, types = self.runner, self.out_types
+
+        def step(inputs: list[np.ndarray], out: np.ndarray | None) -> Any:
+            if out is not None:
+                runner(inputs, [out])
+                return out
+            outs = [np.empty(shape, dtype) for shape, dtype in types]  # a tuple result
+            runner(inputs, outs)
+            return tuple(outs)
+
+        return step

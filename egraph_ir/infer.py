@@ -144,6 +144,8 @@ class _Inferrer:
             case Constant():
                 return e.type
             case GlobalVar():
+                if e.name_hint not in self.sigs and self.mod is None and e.has_type:
+                    return e.checked_type  # an expression alone: keep its module's type
                 if e.name_hint not in self.sigs:
                     raise UnboundVariableError(f"{self.where}: unknown global @{e.name_hint}")
                 return self.sigs[e.name_hint]
@@ -192,6 +194,8 @@ class _Inferrer:
         return ann
 
     def _call(self, call: Call) -> Type:
+        if isinstance(call.op, Op) and call.op.annotation:
+            return call.args[0].checked_type
         if isinstance(call.op, Op):
             arg_types = [a.checked_type for a in call.args]
             for a, t in zip(call.args, arg_types, strict=True):

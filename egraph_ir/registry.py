@@ -155,6 +155,8 @@ class Op:
     `reference` computes the result with numpy from arrays and attrs (keyword arguments);
     `flops` estimates floating-point work from types (bytes are derived from the types).
     A variadic op (concatenate) takes one or more tensors for its single declared input.
+    An `annotation` op (compiler_begin, on_device, ...) marks a dataflow edge: it returns its
+    one input unchanged, tuples included.
     """
 
     name: str
@@ -166,6 +168,7 @@ class Op:
     attrs: tuple[AttrSpec, ...] = ()
     variadic: bool = False
     doc: str = ""
+    annotation: bool = False  # a no-op marker: its result is its input, of any type
     _attr_index: dict[str, AttrSpec] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -212,6 +215,8 @@ class Op:
 
     def evaluate(self, args: list[np.ndarray], attrs: Attrs) -> Any:
         """Run the numpy reference (floating-point warnings silenced: inf/nan are values)."""
+        if self.annotation:
+            return args[0]
         with np.errstate(all="ignore"):
             result = self.reference(*args, **attrs)
         if isinstance(result, tuple):

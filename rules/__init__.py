@@ -12,6 +12,14 @@ from typing import Any
 
 from egraph_ir.errors import RuleError, did_you_mean
 
+from .patterns import (
+    CompositeMatch,
+    CompositePattern,
+    builtin_patterns,
+    load_patterns,
+    parse_patterns,
+    pattern_table,
+)
 from .reader import parse_rules
 from .rule import FAST_MATH, Rule, RuleSet
 
@@ -66,13 +74,19 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "FAST_MATH",
+    "CompositeMatch",
+    "CompositePattern",
     "Rule",
     "RuleSet",
     "SoundnessFailure",
     "SoundnessReport",
     "builtin",
     "builtin_names",
+    "builtin_patterns",
     "check_soundness",
     "load",
+    "load_patterns",
     "parse",
+    "parse_patterns",
+    "pattern_table",
 ]

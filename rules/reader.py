@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from egraph_ir.egraph import AttrVar, PCall, PGet, PLit, PVar
-from egraph_ir.egraph.pattern import Pattern, walk
+from egraph_ir.egraph.pattern import Pattern, POpt, walk
 from egraph_ir.errors import AttrError, RuleError, Span, did_you_mean
 from egraph_ir.registry import _REGISTRY
 from egraph_ir.types import DTYPES
@@ -47,7 +47,7 @@ _TOKEN = re.compile(
           (?:f16|f32|f64|f|i8|i16|i32|i64|u8)?(?![\w.]))
       | (?P<string>"[^"\n]*")
       | (?P<ident>[A-Za-z_][\w-]*)
-      | (?P<punct>[()\[\],=.])
+      | (?P<punct>[()\[\],=.?])
       | (?P<bad>.)""",
     re.VERBOSE,
 )
@@ -130,8 +130,11 @@ class _Line:
 class _PatternReader:
     """Parses one side of a rewrite; records variable kinds and checks ops and attributes."""
 
-    def __init__(self, line: _Line, kinds: dict[str, str], side: str) -> None:
+    def __init__(
+        self, line: _Line, kinds: dict[str, str], side: str, optional: bool = False
+    ) -> None:
         self.line, self.kinds, self.side = line, kinds, side
+        self.optional = optional  # `op?(...)` allowed (pattern tables)
         self.depth = 0  # of attribute lists
 
     def pattern(self, depth: int = 0) -> Pattern:
@@ -143,6 +146,17 @@ class _PatternReader:
             p = self._tensor_var(tok)
         elif tok.kind == "number":
             p = PLit(float(number(tok.text)))
+        elif tok.kind == "ident" and self.line.at("?"):
+            mark = self.line.next()
+            if not self.optional:
+                raise self.line.error(
+                    f"'{tok.text}?' (an optional op) belongs in pattern tables, not in rules",
+                    mark,
+                )
+            call = self._call(tok, depth)
+            if not call.args:
+                raise self.line.error(f"optional '{tok.text}?' needs an input to fall back to", tok)
+            p = POpt(call)
         elif tok.kind == "ident":
             p = self._call(tok, depth)
         else:

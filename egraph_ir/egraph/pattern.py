@@ -46,7 +46,15 @@ class PCall:
         return dict(self.attrs)
 
 
-Pattern = PVar | PLit | PCall | PGet
+@dataclass(frozen=True, slots=True)
+class POpt:
+    """`op?(x, ...)` in a pattern table (never in a rewrite rule): matches `op(x, ...)` or,
+    when that fails, the first argument alone (an optional bias or activation)."""
+
+    call: PCall
+
+
+Pattern = PVar | PLit | PCall | PGet | POpt
 
 
 def walk(p: Pattern) -> Iterator[Pattern]:
@@ -59,6 +67,8 @@ def walk(p: Pattern) -> Iterator[Pattern]:
             stack.extend(reversed(cur.args))
         elif isinstance(cur, PGet):
             stack.append(cur.tuple_value)
+        elif isinstance(cur, POpt):
+            stack.append(cur.call)
 
 
 def tensor_vars(p: Pattern) -> list[str]:

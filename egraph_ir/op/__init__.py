@@ -17,9 +17,22 @@ import numpy as np
 from ..attrs import Attrs
 from ..expr import Call, Constant, Expr, Var, const
 from ..registry import REQUIRED, Op, OpPattern, get_op, list_ops, register_op
-from . import creation, elementwise, nn, reduce, shape  # noqa: F401  (registers the ops)
+from ..support import register_shipped_targets, register_support, supports, unregister_support
+from . import annotation, creation, elementwise, nn, reduce, shape  # noqa: F401  (registers the ops)
 
-__all__ = ["Op", "OpPattern", "call", "get", "list_ops", "register_op"]
+register_shipped_targets()
+
+__all__ = [
+    "Op",
+    "OpPattern",
+    "call",
+    "get",
+    "list_ops",
+    "register_op",
+    "register_support",
+    "supports",
+    "unregister_support",
+]
 
 get = get_op
 

@@ -15,9 +15,21 @@ from .eqsat import (
 from .fold_constant import FoldConstant
 from .fuse_ops import FuseOps
 from .infer_type import InferType
+from .partition import (
+    AnnotateTarget,
+    MergeComposite,
+    MergeCompilerRegions,
+    PartitionGraph,
+    register_region_optimizer,
+)
 from .print_ir import PrintIR
 
 __all__ = [
+    "AnnotateTarget",
+    "MergeComposite",
+    "MergeCompilerRegions",
+    "PartitionGraph",
+    "register_region_optimizer",
     "AlgebraicSimplify",
     "CastCanonicalize",
     "CombineParallelDense",

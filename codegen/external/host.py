@@ -1,0 +1,69 @@
+"""The build stage for partitioned modules: compile each external region main calls with
+its target's code generator, and give the host what stays on it.
+
+A region whose target has no code generator, or whose code generator raises, is inlined
+back into main with an ExternalFallbackWarning naming it, before anything is compiled, so
+the executable is never half-built. Composite calls left on the host (their target was
+not chosen) are inlined too: the host compiles plain ops.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+from egraph_ir.expr import Call, Function, GlobalVar
+from egraph_ir.infer import infer_type
+from egraph_ir.inline import inline_function
+from egraph_ir.module import IRModule
+from egraph_ir.registry import Op
+from egraph_ir.types import tensor_types
+from egraph_ir.visitor import post_order
+
+from ..kernels import ExternalKernel
+from . import get_external
+
+
+class ExternalFallbackWarning(UserWarning):
+    """An external region runs on the host instead of its target."""
+
+
+def region_ops(fn: Function) -> list[str]:
+    return [n.op.name for n in post_order(fn.body) if isinstance(n, Call) and isinstance(n.op, Op)]
+
+
+def called_regions(main: Function, mod: IRModule) -> list[str]:
+    """Names of the external regions (Compiler functions) main calls, in call order."""
+    names: dict[str, None] = {}
+    for n in post_order(main.body, into_functions=False):
+        if isinstance(n, Call) and isinstance(n.op, GlobalVar) and n.op.name_hint in mod:
+            if mod[n.op.name_hint].attrs.get("Compiler"):
+                names[n.op.name_hint] = None
+    return list(names)
+
+
+def compile_regions(mod: IRModule, threads: int) -> tuple[IRModule, dict[str, ExternalKernel]]:
+    """The module the host compiles and the external kernels (see the module docstring)."""
+    mod = infer_type(mod)
+    kernels: dict[str, ExternalKernel] = {}
+    back: dict[str, Function] = {}
+    for name in called_regions(mod["main"], mod):
+        fn = mod[name]
+        target = str(fn.attrs["Compiler"])
+        try:
+            runner = get_external(target)(fn, threads)
+        except Exception as exc:  # any failure of a target's code generator: host runs it
+            warnings.warn(
+                f"external region @{name} (target {target}) runs on the host: {exc}",
+                ExternalFallbackWarning,
+                stacklevel=3,
+            )
+            back[name] = fn
+            continue
+        types = [(t.shape, t.dtype) for t in tensor_types(fn.body.checked_type)]
+        kernels[name] = ExternalKernel(name, region_ops(fn), fn, runner, types)
+    main = inline_function(mod["main"], functions=back)
+    if main is mod["main"]:
+        return mod, kernels
+    funcs = {k: f for k, f in mod.items() if k not in back}
+    funcs["main"] = main
+    return infer_type(IRModule(funcs)), kernels

@@ -1,0 +1,76 @@
+"""Inline calls: a call of a function literal (a composite from MergeComposite, a closure
+called in place) or of a chosen global function becomes the function's body over the
+call's arguments."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from .expr import Call, Constant, Expr, Function, GlobalVar, Tuple, TupleGetItem, Var, children
+from .visitor import post_order, rebuild
+
+Selector = Callable[[Function], bool]
+
+
+def _is_plain_call(fn: Function) -> bool:
+    return not fn.attrs.get("Primitive") and not fn.attrs.get("Compiler")
+
+
+def inline_calls(
+    expr: Expr,
+    select: Selector = _is_plain_call,
+    functions: Mapping[str, Function] | None = None,
+) -> Expr:
+    """`expr` with every call of a function literal that `select` accepts inlined (by
+    default: every function that is neither a fused kernel nor an external region), and
+    every call of a global named in `functions` (whose value is the function to inline).
+    Nested literals are inlined too; functions bound to variables are left alone."""
+    functions = functions or {}
+    memo: dict[Expr, Expr] = {}
+    for node in post_order(expr, into_functions=False):
+        callee = _inlined(node, select, functions)
+        if isinstance(node, Var | Constant):
+            memo[node] = node
+        elif callee is not None:
+            assert isinstance(node, Call)
+            inner: dict[Expr, Expr] = dict(
+                zip(callee.params, (memo[a] for a in node.args), strict=True)
+            )
+            body = inline_calls(callee.body, select)  # function nesting is shallow
+            for n in post_order(body, into_functions=False):
+                if n not in inner:
+                    inner[n] = n if isinstance(n, Var | Constant) else _rebuild(n, inner)
+            memo[node] = inner[body]
+        elif isinstance(node, TupleGetItem) and isinstance(memo[node.tuple_value], Tuple):
+            memo[node] = memo[node.tuple_value].fields[node.index]  # a field of an inlined tuple
+        else:
+            memo[node] = _rebuild(node, memo)
+    return memo[expr]
+
+
+def _inlined(node: Expr, select: Selector, functions: Mapping[str, Function]) -> Function | None:
+    if not isinstance(node, Call):
+        return None
+    if isinstance(node.op, Function) and select(node.op):
+        return node.op
+    if isinstance(node.op, GlobalVar):
+        return functions.get(node.op.name_hint)
+    return None
+
+
+def _rebuild(node: Expr, memo: dict[Expr, Expr]) -> Expr:
+    """rebuild() where function literals (not visited) stay as they are."""
+    for child in children(node):
+        if isinstance(child, Function) and child not in memo:
+            memo[child] = child
+    return rebuild(node, memo)
+
+
+def inline_function(
+    fn: Function,
+    select: Selector = _is_plain_call,
+    functions: Mapping[str, Function] | None = None,
+) -> Function:
+    """`fn` with its calls inlined as by inline_calls."""
+    body = inline_calls(fn.body, select, functions)
+    return fn if body is fn.body else Function(fn.params, body, fn.ret_type, fn.attrs, fn.span)
