@@ -41,7 +41,8 @@ from egraph_ir.types import TensorType, TupleType, Type
 from . import blas
 from .executable import Executable
 from .graph import Graph, Node
-from .kernels import HostKernel
+from .external.host import external_kernel
+from .kernels import ExternalKernel, HostKernel
 from .llvm import JitLibrary
 from .llvm.objcompile import init
 from .memory_plan import MemoryPlan
@@ -172,10 +173,13 @@ def _program_json(exe: Executable) -> dict[str, Any]:
     graph = program.graph
     nodes = []
     host: dict[str, str] = {}
+    external: dict[str, str] = {}
     for n in graph.nodes:
         nodes.append({f: getattr(n, f) for f in SAVED_NODE_FIELDS})
         if isinstance(n.kernel, HostKernel):
             host[str(n.id)] = str(IRModule({"main": n.kernel.function}))
+        elif isinstance(n.kernel, ExternalKernel):
+            external[str(n.id)] = str(IRModule({"main": n.kernel.function}))
     plan = program.plan
     return {
         "nodes": nodes,
@@ -200,6 +204,7 @@ def _program_json(exe: Executable) -> dict[str, Any]:
         "parallel": program.parallel,
         "uses_blas": program.uses_blas,
         "host_steps": host,
+        "external_steps": external,
         "output_types": [_type_json(t) for t in exe.output_types],
         "output_names": exe.output_names,
     }
@@ -220,6 +225,11 @@ def _program_from_json(
         assert isinstance(fn, Function)
         n = nodes[int(key)]
         n.kernel = HostKernel(n.name, n.ops, fn)
+    for key, text in data.get("external_steps", {}).items():
+        fn = infer_type(parse(text))["main"]
+        assert isinstance(fn, Function)
+        n = nodes[int(key)]
+        n.kernel = external_kernel(n.name, fn, threads)
     graph = Graph(nodes, [nodes[i] for i in data["inputs"]], data["outputs"], data["tuple_output"])
     p = data["plan"]
     plan = MemoryPlan(

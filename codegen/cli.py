@@ -29,12 +29,14 @@ from egraph_ir import models
 from egraph_ir.dot import module_to_dot
 from egraph_ir.egraph import egraph_to_dot, optimize
 from egraph_ir.errors import CompilerError, did_you_mean
+from egraph_ir.support import supported_ops
 from passmgr.config import config_option
 from passmgr.context import check_pass_names
 from passmgr.registry import pass_factory
 
 from .artifact import load, project_version
 from .executable import aligned
+from .external import list_externals
 from .job import JobOptions, Progress, load_model, random_inputs, render_text, run_job
 
 
@@ -180,6 +182,7 @@ def compile_model(args: argparse.Namespace) -> int:
         repeats=args.repeats,
         config=dict(args.config),
         shapes=dict(args.shape),
+        targets=targets_value(args.targets),
     )
     check_pass_names("--disable", opts.disabled)
     check_pass_names("--print-ir-after", opts.print_ir_after)
@@ -341,10 +344,29 @@ def list_things(what: str) -> int:
     elif what == "targets":
         rows = [[t, "native code (LLVM JIT) for this CPU"] for t in TARGETS]
         print_table("targets (codegen.build target=)", ("target", "what"), rows)
+        rows = [
+            [t, f"{len(supported_ops(t))} ops supported"] for t in list_externals()
+        ]
+        print_table("external targets (egc compile --targets)", ("target", "what"), rows)
     else:
         rows = [[k, o.type.__name__, repr(o.default), o.doc] for k, o in pm.list_configs().items()]
         print_table("config keys (--config KEY=VALUE)", ("key", "type", "default", "what"), rows)
     return 0
+
+
+def targets_value(text: str | None) -> list[str]:
+    """--targets a,b: external targets with a code generator, in priority order."""
+    if not text:
+        return []
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    known = list_externals()
+    for t in names:
+        if t not in known:
+            raise CompilerError(
+                f"--targets: unknown external target '{t}'{did_you_mean(t, known)}; "
+                f"known: {', '.join(known)}"
+            )
+    return names
 
 
 # ---------------------------------------------------------------- the parser
@@ -377,6 +399,9 @@ def _parser() -> argparse.ArgumentParser:
         "--shape", action="append", type=shape_value, default=[], metavar="NAME=D1,D2,..",
         help="fix an ONNX input's symbolic dimensions",
     )  # fmt: skip
+    p.add_argument(
+        "--targets", metavar="T1,T2", help="offload to external targets (e.g. onnxruntime,blas)"
+    )
     p.add_argument("--time-passes", action="store_true", help="show the time of every pass")
     p.add_argument("--dot", metavar="OUT.dot", help="write the optimised IR as DOT")
     p.add_argument("--egraph-dot", metavar="OUT.dot", help="write main's saturated e-graph")

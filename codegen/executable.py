@@ -15,8 +15,9 @@ import numpy as np
 
 from egraph_ir.errors import CodegenError
 from egraph_ir.module import IRModule
-from egraph_ir.types import TensorType, Type
+from egraph_ir.types import TensorType, Type, tensor_types
 
+from .kernels import ExternalKernel
 from .llvm import JitLibrary
 from .memory_plan import MemoryPlan
 from .program import Program
@@ -212,6 +213,24 @@ class Executable:
                 key = n.kind if n.op == "kernel" else n.op
                 kinds[key] = kinds.get(key, 0) + 1
         return kinds
+
+    def regions(self) -> list[dict[str, Any]]:
+        """The external regions: name, target, ops, input and output types."""
+        out = []
+        for n in self.graph.nodes:
+            k = n.kernel
+            if isinstance(k, ExternalKernel):
+                fn = k.function
+                out.append(
+                    {
+                        "name": k.name,
+                        "target": k.target,
+                        "ops": k.ops,
+                        "inputs": [str(p.checked_type) for p in fn.params],
+                        "outputs": [str(t) for t in tensor_types(fn.body.checked_type)],
+                    }
+                )
+        return out
 
     def save(self, path: str) -> None:
         """Write one file that `codegen.load` runs in another process without compiling."""

@@ -26,7 +26,7 @@ from egraph_ir.compare import mismatch
 from egraph_ir.errors import did_you_mean
 from egraph_ir.summary import input_types, summarize
 
-from .build import Executable, build
+from .build import Executable, build, optimise
 
 
 @dataclass
@@ -40,6 +40,7 @@ class JobOptions:
     seed: int = 0
     config: dict[str, Any] = field(default_factory=dict)  # PassContext config keys
     shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)  # symbolic input dims
+    targets: list[str] = field(default_factory=list)  # external targets to partition for
 
 
 class Progress:
@@ -161,6 +162,9 @@ def compile_model(mod: ir.IRModule, opts: JobOptions) -> tuple[Executable, dict[
     timing = pm.PassTimingInstrument()
     extra = [pm.passes.EqSat(rules=path) for path in opts.rules]
     with _context(opts, timing) as ctx:
+        if opts.targets:  # optimise, then offload: the regions get the optimised program
+            mod = optimise(mod, None, extra)
+            mod = pm.passes.partition_for(opts.targets)(mod)
         exe = build(mod, extra_passes=extra)
     return exe, _collect(ctx, timing)
 
@@ -199,6 +203,7 @@ def run_job(
     report["after"] = _program_summary(exe.module)
     report["passes"] = passes
     report["kernels"] = exe.kernel_kinds()
+    report["regions"] = exe.regions()
     plan = exe.memory_plan
     report["memory"] = {
         "arena_bytes": plan.bytes,
@@ -270,8 +275,14 @@ def render_text(report: dict[str, Any], time_passes: bool = False) -> str:
     kernels = ", ".join(f"{k} x{v}" for k, v in report["kernels"].items())
     lines.append(
         f"kernels: {kernels} (loops: JIT nests; gemm: JIT product on packed weights; "
-        "blas: BLAS GEMM + JIT epilogue; conv: JIT convolution (or GEMM); host: numpy)"
+        "blas: BLAS GEMM + JIT epilogue; conv: JIT convolution (or GEMM); host: numpy; "
+        "external: a region run by another target)"
     )
+    for r in report.get("regions", []):
+        lines.append(
+            f"  region {r['name']} on {r['target']}: {len(r['ops'])} ops, "
+            f"{len(r['inputs'])} inputs, {len(r['outputs'])} outputs"
+        )
     m = report["memory"]
     over = m["arena_bytes"] / m["lower_bound"] - 1 if m["lower_bound"] else 0.0
     lines.append(

@@ -160,6 +160,8 @@ class _Machine:
                 return tuple(memo[f] for f in node.fields)
             case TupleGetItem():
                 return memo[node.tuple_value][node.index]
+            case Call() if isinstance(node.op, Op) and node.op.annotation:
+                return memo[node.args[0]]
             case Call() if isinstance(node.op, Op):
                 args = [memo[a] for a in node.args]
                 for a, v in zip(node.args, args, strict=True):

@@ -295,6 +295,8 @@ def attr_value(b: _Builder, op: str, name: str, kind: str, default: Any, ins: li
         return tuple(int(a) for a in axes)
     if name == "num_newaxis":
         return pick([0, 1, 2])
+    if name == "compiler":  # annotations: any target name
+        return pick(["default", "blas", "onnxruntime"])
     if kind == "bool":
         return bool(b.rng.random() < 0.5) if default is not True else bool(b.rng.random() < 0.8)
     if kind == "dtype":

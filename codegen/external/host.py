@@ -4,7 +4,8 @@ its target's code generator, and give the host what stays on it.
 A region whose target has no code generator, or whose code generator raises, is inlined
 back into main with an ExternalFallbackWarning naming it, before anything is compiled, so
 the executable is never half-built. Composite calls left on the host (their target was
-not chosen) are inlined too: the host compiles plain ops.
+not chosen) are inlined too, and annotations that no partition consumed are dropped: the
+host compiles plain ops.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from egraph_ir.module import IRModule
 from egraph_ir.registry import Op
 from egraph_ir.types import tensor_types
 from egraph_ir.visitor import post_order
+
+from passmgr.passes.partition.annotate_target import strip_annotations
 
 from ..kernels import ExternalKernel
 from . import get_external
@@ -41,6 +44,13 @@ def called_regions(main: Function, mod: IRModule) -> list[str]:
     return list(names)
 
 
+def external_kernel(name: str, fn: Function, threads: int) -> ExternalKernel:
+    """The kernel of one region, compiled by its target's code generator."""
+    runner = get_external(str(fn.attrs["Compiler"]))(fn, threads)
+    types = [(t.shape, t.dtype) for t in tensor_types(fn.body.checked_type)]
+    return ExternalKernel(name, region_ops(fn), fn, runner, types)
+
+
 def compile_regions(mod: IRModule, threads: int) -> tuple[IRModule, dict[str, ExternalKernel]]:
     """The module the host compiles and the external kernels (see the module docstring)."""
     mod = infer_type(mod)
@@ -50,7 +60,7 @@ def compile_regions(mod: IRModule, threads: int) -> tuple[IRModule, dict[str, Ex
         fn = mod[name]
         target = str(fn.attrs["Compiler"])
         try:
-            runner = get_external(target)(fn, threads)
+            kernels[name] = external_kernel(name, fn, threads)
         except Exception as exc:  # any failure of a target's code generator: host runs it
             warnings.warn(
                 f"external region @{name} (target {target}) runs on the host: {exc}",
@@ -58,10 +68,10 @@ def compile_regions(mod: IRModule, threads: int) -> tuple[IRModule, dict[str, Ex
                 stacklevel=3,
             )
             back[name] = fn
-            continue
-        types = [(t.shape, t.dtype) for t in tensor_types(fn.body.checked_type)]
-        kernels[name] = ExternalKernel(name, region_ops(fn), fn, runner, types)
     main = inline_function(mod["main"], functions=back)
+    body, _ = strip_annotations(main.body)  # annotations left unpartitioned are no-ops
+    if body is not main.body:
+        main = Function(main.params, body, main.ret_type, main.attrs, main.span)
     if main is mod["main"]:
         return mod, kernels
     funcs = {k: f for k, f in mod.items() if k not in back}

@@ -20,6 +20,7 @@ from .partition import (
     MergeComposite,
     MergeCompilerRegions,
     PartitionGraph,
+    partition_for,
     register_region_optimizer,
 )
 from .print_ir import PrintIR
@@ -29,6 +30,7 @@ __all__ = [
     "MergeComposite",
     "MergeCompilerRegions",
     "PartitionGraph",
+    "partition_for",
     "register_region_optimizer",
     "AlgebraicSimplify",
     "CastCanonicalize",

@@ -531,6 +531,17 @@ def test_creation_ops() -> None:
     close(ir.interpret(ir.infer_type(mod)), np.full((3,), 2.5, "float32"))
 
 
+@pytest.mark.parametrize("name", ["compiler_begin", "compiler_end"])
+def test_annotations_pass_values_through_tuples_included(name: str) -> None:
+    x = ir.var("x", shape=(2, 3), dtype="int32")
+    value = np.arange(6, dtype="int32").reshape(2, 3)
+    marked = op.call(name, x, compiler="t")
+    assert (ir.interpret(ir.Function([x], marked), value) == value).all()
+    pair = op.call(name, ir.Tuple((x, op.negative(x))), compiler="t")
+    fn = ir.Function([x], ir.TupleGetItem(pair, 1))
+    assert (ir.interpret(fn, value) == -value).all()
+
+
 COVERED = (
     set(UNARY_ONNX)
     | set(POSITIVE_ONNX)
@@ -585,6 +596,8 @@ COVERED = (
         "zeros_like",
         "ones_like",
         "full_like",
+        "compiler_begin",
+        "compiler_end",
     }
 )
 

@@ -6,12 +6,42 @@ compiles (codegen.register_external)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
+from rules.patterns import BUILTIN_DIR
+
+from ...pass_base import Sequential
 from .annotate_target import AnnotateTarget
 from .merge_composite import MergeComposite
 from .merge_regions import MergeCompilerRegions
 from .partition_graph import PartitionGraph, register_region_optimizer
 
+
+
+def partition_for(
+    targets: Sequence[str], table: Any = None, bind_constants: bool = True
+) -> Sequential:
+    """The whole flow for a list of targets (first = highest priority): MergeComposite with
+    `table` (default: the shipped tables of the chosen targets, e.g. blas.patterns),
+    AnnotateTarget, MergeCompilerRegions and PartitionGraph."""
+    targets = [targets] if isinstance(targets, str) else list(targets)
+    if table is None:
+        table = []
+        for t in targets:
+            if (BUILTIN_DIR / f"{t}.patterns").exists():
+                table += MergeComposite(t).patterns
+    passes = [MergeComposite(table)] if table else []
+    passes += [
+        AnnotateTarget(targets),
+        MergeCompilerRegions(),
+        PartitionGraph(bind_constants=bind_constants),
+    ]
+    return Sequential(passes, name="PartitionFor")
+
+
 __all__ = [
+    "partition_for",
     "AnnotateTarget",
     "MergeComposite",
     "MergeCompilerRegions",

@@ -76,13 +76,15 @@ class AnnotateTarget(FunctionPass):
 
     def __post_init__(self) -> None:
         targets = [self.targets] if isinstance(self.targets, str) else list(self.targets)
-        if not targets or not all(isinstance(t, str) and t for t in targets):
+        if not all(isinstance(t, str) and t for t in targets):
             raise ConfigError(f"AnnotateTarget needs a list of target names, got {self.targets!r}")
         if DEFAULT in targets:
             raise ConfigError("'default' (the host) is not a target to annotate for")
         object.__setattr__(self, "targets", tuple(targets))
 
     def transform_function(self, fn: Function, mod: IRModule, ctx: PassContext) -> Function:
+        if not self.targets:
+            raise ConfigError("AnnotateTarget needs targets, e.g. AnnotateTarget(targets=[blas])")
         body, kept = strip_annotations(fn.body)
         if body is not fn.body:
             infer_type(Function(fn.params, body, fn.ret_type, fn.attrs))

@@ -1,0 +1,196 @@
+"""External targets: partitioned modules built by codegen.build run their regions through
+the targets' code generators (onnxruntime, blas, a user's), agree with the unpartitioned
+build on the built-in and the real models, save and load, fall back to the host with a
+warning when a code generator fails, and show up in reports and on the command line."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import codegen
+import egraph_ir as ir
+import passmgr as pm
+from codegen.build import optimise
+from codegen.cli import main
+from egraph_ir import models, op
+from egraph_ir.frontend import from_onnx
+from egraph_ir.testing import assert_allclose
+
+pytest.importorskip("onnxruntime")
+
+REAL = ["resnet18", "mobilenet_v2", "bert_tiny2", "lstm1"]
+
+
+def partitioned(mod: ir.IRModule, targets: list[str]) -> ir.IRModule:
+    """The flow users run: optimise, then partition for the targets."""
+    with pm.PassContext(opt_level=3):
+        return pm.passes.partition_for(targets)(optimise(mod, None))
+
+
+@pytest.mark.parametrize("targets", [["onnxruntime", "blas"], ["blas", "onnxruntime"], ["blas"]])
+@pytest.mark.parametrize("name", models.NAMES)
+def test_built_in_models_run_partitioned_and_agree(name: str, targets: list[str]) -> None:
+    mod = models.get(name)
+    inputs = models.example_inputs(name)
+    part = partitioned(mod, targets)
+    exe = codegen.build(part)
+    regions = exe.regions()
+    assert {r["target"] for r in regions} <= set(targets)
+    if "onnxruntime" in targets:  # it supports every op: something always goes there
+        assert regions
+    if "blas" in targets and any(
+        o in ("dense", "matmul", "batch_matmul") for r in regions for o in r["ops"]
+    ):
+        assert any(r["target"] == "blas" for r in regions)
+    reference = codegen.build(mod)
+    # the project's float32 tolerance (egraph_ir.compare) covers products summed in
+    # another order by BLAS blocks or ONNX Runtime's kernels
+    assert_allclose(exe(**inputs), reference(**inputs))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", REAL)
+def test_real_models_run_partitioned_and_agree(name: str, shared_models: Path) -> None:
+    path = shared_models / "real" / f"{name}.onnx"
+    if not path.exists():
+        pytest.skip(f"{path} is not present")
+    data = dict(np.load(shared_models / "real" / f"{name}.npz"))
+    expected = data.pop("expected")
+    mod = from_onnx(path)
+    for targets in (["onnxruntime", "blas"], ["blas", "onnxruntime"]):
+        exe = codegen.build(partitioned(mod, targets))
+        assert exe.kernel_kinds().get("external")
+        scale = float(np.abs(expected).max())  # as in test_real_models.py
+        np.testing.assert_allclose(exe(**data), expected, rtol=1e-4, atol=1e-4 * scale)
+
+
+def _mlp_partitioned() -> tuple[ir.IRModule, ir.IRModule, dict[str, np.ndarray]]:
+    mod = models.get("mlp")
+    return mod, partitioned(mod, ["onnxruntime", "blas"]), models.example_inputs("mlp")
+
+
+def test_partitioned_executables_save_and_load(tmp_path: Path) -> None:
+    _, part, inputs = _mlp_partitioned()
+    exe = codegen.build(part)
+    exe.save(tmp_path / "mlp.egc")
+    loaded = codegen.load(tmp_path / "mlp.egc")
+    assert [r["target"] for r in loaded.regions()] == [r["target"] for r in exe.regions()]
+    np.testing.assert_array_equal(loaded(**inputs), exe(**inputs))
+
+
+def _two_output_region() -> tuple[ir.IRModule, ir.IRModule]:
+    x = ir.var("x", shape=(3, 4))
+    a = op.exp(x)
+    mod = ir.infer_type(ir.IRModule.from_expr(ir.Function([x], op.subtract(op.tanh(a), op.sigmoid(op.abs(a))))))
+    op.register_support("mine", "exp")
+    op.register_support("mine", "abs")
+    try:
+        part = pm.passes.partition_for(["mine"])(mod)
+    finally:
+        op.unregister_support("mine")
+    return mod, part
+
+
+def test_a_users_code_generator_runs_multi_output_regions_in_place() -> None:
+    mod, part = _two_output_region()
+    seen: list[list[int]] = []
+
+    def build_region(fn: ir.Function, threads: int):
+        def run(inputs: list[np.ndarray], outputs: list[np.ndarray]) -> None:
+            results = ir.interpret(fn, *inputs)
+            results = results if isinstance(results, tuple) else (results,)
+            seen.append([o.ctypes.data for o in outputs])
+            for out, value in zip(outputs, results, strict=True):
+                out[...] = value
+
+        return run
+
+    codegen.register_external("mine", build_region)
+    try:
+        exe = codegen.build(part)
+    finally:
+        codegen.register_external("mine", None)
+    v = np.random.default_rng(0).standard_normal((3, 4)).astype("float32")
+    assert_allclose(exe(v), ir.interpret(mod, v))
+    assert seen and len(seen[0]) == 2  # one buffer per output of the region
+
+
+def test_a_failing_code_generator_hands_its_region_to_the_host() -> None:
+    mod, part = _two_output_region()
+
+    def refuse(fn: ir.Function, threads: int):
+        raise RuntimeError("no such device")
+
+    codegen.register_external("mine", refuse)
+    try:
+        with pytest.warns(codegen.ExternalFallbackWarning, match=r"@tvmgen_default_mine_main_0.*no such device"):
+            exe = codegen.build(part)
+    finally:
+        codegen.register_external("mine", None)
+    assert "external" not in exe.kernel_kinds()
+    v = np.linspace(-1, 1, 12, dtype="float32").reshape(3, 4)
+    assert_allclose(exe(v), ir.interpret(mod, v))
+
+
+def test_a_target_without_code_generator_runs_on_the_host_with_a_warning() -> None:
+    mod, part = _two_output_region()
+    with pytest.warns(codegen.ExternalFallbackWarning, match="no code generator for external target 'mine'"):
+        exe = codegen.build(part)
+    v = np.ones((3, 4), "float32")
+    assert_allclose(exe(v), ir.interpret(mod, v))
+
+
+def test_onnxruntime_region_writes_into_the_given_buffers() -> None:
+    from codegen.external import get_external
+
+    x = ir.var("x", shape=(2, 5))
+    fn = ir.infer_type(ir.Function([x], op.softmax(op.multiply(x, ir.const(2.0)))))
+    run = get_external("onnxruntime")(fn, 1)
+    v = np.arange(10, dtype="float32").reshape(2, 5)
+    out = np.zeros((2, 5), "float32")
+    run([v], [out])
+    assert_allclose(out, ir.interpret(fn, v))
+
+
+def test_blas_region_products_match_numpy_over_threads() -> None:
+    from codegen.external import get_external
+
+    rng = np.random.default_rng(1)
+    a = ir.var("a", shape=(3, 96, 64))
+    b = ir.const(rng.standard_normal((64, 80)).astype("float32"))
+    fn = ir.infer_type(ir.Function([a], op.relu(op.matmul(a, b))))
+    va = rng.standard_normal((3, 96, 64)).astype("float32")
+    for threads in (1, 2):
+        out = np.empty((3, 96, 80), "float32")
+        get_external("blas")(fn, threads)([va], [out])
+        # 64-term float32 dot products: relative 1e-5 covers the summation order
+        np.testing.assert_allclose(out, np.maximum(va @ b.data, 0), rtol=1e-5, atol=1e-5)
+
+
+def test_register_external_refuses_a_second_registration() -> None:
+    with pytest.raises(ir.CodegenError, match="already registered"):
+        codegen.register_external("blas", lambda fn, threads: None)
+
+
+def test_cli_partitions_and_reports_regions(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["compile", "mlp", "--targets", "onnxruntime,blas", "--repeats", "1", "--json"]
+    assert main(args) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["ok"] and report["regions"]
+    assert {"name", "target", "ops", "inputs", "outputs"} <= set(report["regions"][0])
+    assert main(["compile", "mlp", "--targets", "onnxruntim"]) == 2
+    assert "did you mean 'onnxruntime'" in capsys.readouterr().err
+
+
+def test_unpartitioned_annotations_are_no_ops_for_the_host() -> None:
+    x = ir.var("x", shape=(4,))
+    mod = ir.IRModule.from_expr(ir.Function([x], op.compiler_end(op.relu(op.compiler_begin(x, compiler="t")), compiler="t")))
+    v = np.array([-1, 0, 1, 2], "float32")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_array_equal(codegen.build(mod)(v), np.maximum(v, 0))
