@@ -8,6 +8,11 @@ machine); and the share of run time per kernel kind. Ratios are to ORT-2T measur
 same phase. Machines are shared and noisy: compare ratios, not absolute times.
 
     .venv/bin/python benchmarks/models.py [--models cnn,resnet18] [--rounds 5] [--no-load]
+        [--targets onnxruntime,blas]
+
+With --targets, the model is also optimised, partitioned for those external targets
+(pm.passes.partition_for) and built; it runs as the "offloaded" backend, and its regions
+and partitioning time are printed.
 
 Models: the built-in ones (mlp, cnn, transformer, elementwise) and, where
 ../shared/models/real exists, resnet18, mobilenet_v2, bert_tiny2 and lstm1 (those that
@@ -117,7 +122,19 @@ def report(title: str, samples: dict[str, list[float]]) -> None:
         print(f"    {label:<12} {m:9.3f} ms  {ratio}  max/median {spread:5.2f}")
 
 
-def bench(name: str, rounds: int, count: int, loaded: bool) -> None:
+def offloaded(mod: ir.IRModule, targets: list[str]) -> tuple[codegen.Executable, float]:
+    """Optimised, partitioned for `targets` and built; also the partitioning seconds."""
+    from codegen.build import optimise
+
+    with pm.PassContext(opt_level=3):
+        optimised = optimise(mod, None)
+        t0 = time.perf_counter()
+        parted = pm.passes.partition_for(targets)(optimised)
+        seconds = time.perf_counter() - t0
+        return codegen.build(parted), seconds
+
+
+def bench(name: str, rounds: int, count: int, loaded: bool, targets: list[str]) -> None:
     loaded_model = load_model(name)
     if loaded_model is None:
         return
@@ -132,6 +149,11 @@ def bench(name: str, rounds: int, count: int, loaded: bool) -> None:
         f"ours {exe.threads}T": lambda: exe.run(**inputs),
         "ours 1T": lambda: exe1.run(**inputs),
     }
+    if targets:
+        off, part_s = offloaded(mod, targets)
+        backends["offloaded"] = lambda: off.run(**inputs)
+        regions = ", ".join(f"{r['target']}({len(r['ops'])} ops)" for r in off.regions())
+        print(f"\n{name}: partitioned in {1e3 * part_s:.0f} ms into {regions}")
     if name in models.NAMES:
         backends["numpy eager"] = lambda: ir.interpret(mod, **inputs)
     if path is not None:
@@ -159,9 +181,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--count", type=int, default=20, help="runs per backend per round")
     parser.add_argument("--no-load", action="store_true", help="skip the loaded measurement")
+    parser.add_argument("--targets", default="", help="also run offloaded to these targets")
     args = parser.parse_args()
+    targets = [t for t in args.targets.split(",") if t]
     for name in args.models.split(","):
-        bench(name, args.rounds, args.count, not args.no_load)
+        bench(name, args.rounds, args.count, not args.no_load, targets)
 
 
 if __name__ == "__main__":

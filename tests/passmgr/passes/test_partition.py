@@ -402,3 +402,20 @@ def test_a_densenet_sized_graph_with_fan_out_partitions() -> None:
     v = np.linspace(-1, 1, 8, dtype="float32") * 1e-3
     assert_allclose(ir.interpret(out, v), ir.interpret(mod, v))
     assert seconds < 60, seconds
+
+
+def test_pipeline_text_and_symbol_sanitising() -> None:
+    text = "AnnotateTarget(targets=[my-dsp.v2]),MergeCompilerRegions,PartitionGraph(bind_constants=false)"
+    flow = pm.parse_pipeline(text)
+    assert str(flow) == text
+    op.register_support("my-dsp.v2", "relu")
+    try:
+        x = ir.var("x", shape=(4,))
+        out = flow(module(ir.Function([x], op.tanh(op.relu(x)))))
+    finally:
+        op.unregister_support("my-dsp.v2")
+    fn = out["tvmgen_default_my_dsp_v2_main_0"]
+    assert fn.attrs["Compiler"] == "my-dsp.v2"
+    assert [p.name_hint for p in fn.params] == ["my_dsp_v2_0_i0"]
+    with pytest.raises(ir.ConfigError, match="needs targets"):
+        pm.passes.AnnotateTarget()(out)
