@@ -40,8 +40,8 @@ from egraph_ir.types import TensorType, TupleType, Type
 
 from . import blas
 from .executable import Executable
-from .graph import Graph, Node
 from .external.host import external_kernel
+from .graph import Graph, Node
 from .kernels import ExternalKernel, HostKernel
 from .llvm import JitLibrary
 from .llvm.objcompile import init

@@ -31,10 +31,10 @@ from . import blas
 from .executable import Executable, KernelTime, Profile
 from .external.host import compile_regions
 from .graph import Graph, build_graph
+from .kernels import ExternalKernel
 from .llvm import JitLibrary
 from .llvm.emit import emit_modules
 from .llvm.jit import start_helpers
-from .kernels import ExternalKernel
 from .loop_ir import Kernel
 from .lower import KernelCache
 from .memory_plan import plan_graph

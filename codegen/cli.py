@@ -344,9 +344,7 @@ def list_things(what: str) -> int:
     elif what == "targets":
         rows = [[t, "native code (LLVM JIT) for this CPU"] for t in TARGETS]
         print_table("targets (codegen.build target=)", ("target", "what"), rows)
-        rows = [
-            [t, f"{len(supported_ops(t))} ops supported"] for t in list_externals()
-        ]
+        rows = [[t, f"{len(supported_ops(t))} ops supported"] for t in list_externals()]
         print_table("external targets (egc compile --targets)", ("target", "what"), rows)
     else:
         rows = [[k, o.type.__name__, repr(o.default), o.doc] for k, o in pm.list_configs().items()]

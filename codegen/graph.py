@@ -171,7 +171,7 @@ def build_graph(
             field = Node(len(nodes), "field", "field", [ids[e.tuple_value]], shape, dtype)
             field.index = e.index
             add(field, e)
-        elif isinstance(e, Tuple) and e is fn.body or isinstance(e, GlobalVar):
+        elif (isinstance(e, Tuple) and e is fn.body) or isinstance(e, GlobalVar):
             continue
         elif isinstance(e, Var):
             raise CodegenError(f"free variable %{e.name_hint} in the main function")

@@ -41,8 +41,8 @@ def inline_calls(
                 if n not in inner:
                     inner[n] = n if isinstance(n, Var | Constant) else _rebuild(n, inner)
             memo[node] = inner[body]
-        elif isinstance(node, TupleGetItem) and isinstance(memo[node.tuple_value], Tuple):
-            memo[node] = memo[node.tuple_value].fields[node.index]  # a field of an inlined tuple
+        elif isinstance(node, TupleGetItem) and isinstance(source := memo[node.tuple_value], Tuple):
+            memo[node] = source.fields[node.index]  # a field of an inlined tuple
         else:
             memo[node] = _rebuild(node, memo)
     return memo[expr]

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from .errors import CompilerError
 from .expr import Call, Function
-from .registry import Op, _REGISTRY, get_op
+from .registry import _REGISTRY, Op, get_op
 from .types import tensor_types
 
 Predicate = Callable[[Call], bool]

@@ -175,9 +175,11 @@ def parse_patterns(text: str, source: str = "<patterns>") -> list[CompositePatte
             current = {"name": name, "line": lineno, "pattern": None, "guards": [], "kinds": {}}
             continue
         if current is None:
-            hint = " (rule files hold rules; pattern tables hold patterns)" if body.startswith(
-                "rule"
-            ) else ""
+            hint = (
+                " (rule files hold rules; pattern tables hold patterns)"
+                if body.startswith("rule")
+                else ""
+            )
             raise RuleError(f"{source}:{lineno}:{indent + 1}: expected 'pattern NAME'{hint}")
         if body.startswith("where ") or body == "where":
             if current["pattern"] is None:
@@ -225,7 +227,9 @@ def load_patterns(path: str | Path) -> list[CompositePattern]:
         raise RuleError(f"{p}: cannot read pattern file ({exc.strerror})") from None
     except UnicodeDecodeError as exc:
         line = p.read_bytes()[: exc.start].count(b"\n") + 1
-        raise RuleError(f"{p}:{line}: not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
+        raise RuleError(
+            f"{p}:{line}: not UTF-8 text (byte {exc.start}); save it as UTF-8"
+        ) from None
     return parse_patterns(text, str(p))
 
 
@@ -256,7 +260,9 @@ def pattern_table(entries: Iterable[Any]) -> list[CompositePattern]:
             if isinstance(pattern, str):
                 pattern, _ = parse_pattern(pattern, f"<pattern {name}>")
             elif not isinstance(pattern, PCall | PGet | POpt):
-                raise RuleError(f"pattern table entry {k} ({name}): the pattern must be text or an op pattern")
+                raise RuleError(
+                    f"pattern table entry {k} ({name}): the pattern must be text or an op pattern"
+                )
             item = CompositePattern(name, pattern, check=check)
         else:
             raise RuleError(

@@ -40,14 +40,8 @@ def build(fn: Function, threads: int) -> Runner:
     for n in post_order(plain.body, into_functions=False):
         if isinstance(n, Call) and isinstance(n.op, Op):
             steps.append(_op_step(n, lib, pool, threads))
-        elif isinstance(n, Tuple):
-            steps.append(lambda env, n=n: env.__setitem__(n, tuple(env[f] for f in n.fields)))
-        elif isinstance(n, TupleGetItem):
-            steps.append(lambda env, n=n: env.__setitem__(n, env[n.tuple_value][n.index]))
-        elif isinstance(n, Constant):
-            steps.append(lambda env, n=n: env.__setitem__(n, n.data))
         elif not isinstance(n, Var):
-            raise CodegenError(f"the blas target cannot run {type(n).__name__} nodes")
+            steps.append(_value_step(n))
     params, body = plain.params, plain.body
 
     def run(inputs: list[np.ndarray], outputs: list[np.ndarray]) -> None:
@@ -62,6 +56,20 @@ def build(fn: Function, threads: int) -> Runner:
     return run
 
 
+def _value_step(n: Expr) -> Step:
+    """A tuple, a tuple field or a constant."""
+    if isinstance(n, Tuple):
+        fields = n.fields
+        return lambda env: env.__setitem__(n, tuple(env[f] for f in fields))
+    if isinstance(n, TupleGetItem):
+        source, index = n.tuple_value, n.index
+        return lambda env: env.__setitem__(n, env[source][index])
+    if isinstance(n, Constant):
+        data = n.data
+        return lambda env: env.__setitem__(n, data)
+    raise CodegenError(f"the blas target cannot run {type(n).__name__} nodes")
+
+
 def _op_step(call: Call, lib: ctypes.CDLL, pool: ThreadPoolExecutor | None, threads: int) -> Step:
     op = call.op
     assert isinstance(op, Op)
@@ -69,7 +77,7 @@ def _op_step(call: Call, lib: ctypes.CDLL, pool: ThreadPoolExecutor | None, thre
     if op.name in ("dense", "matmul", "batch_matmul") and dtype in blas.BLAS_DTYPES:
         product = blas.product_of(call)
         gemm = _gemm(lib, product, pool if product.flops >= PARALLEL_FLOPS else None, threads)
-        shape = call.checked_type.shape  # type: ignore[union-attr]
+        shape = call.checked_type.shape  # type: ignore[attr-defined]
         a, b = call.args
 
         def product_step(env: dict[Expr, Any]) -> None:

@@ -19,7 +19,6 @@ from egraph_ir.module import IRModule
 from egraph_ir.registry import Op
 from egraph_ir.types import tensor_types
 from egraph_ir.visitor import post_order
-
 from passmgr.passes.partition.annotate_target import strip_annotations
 
 from ..kernels import ExternalKernel
@@ -38,9 +37,9 @@ def called_regions(main: Function, mod: IRModule) -> list[str]:
     """Names of the external regions (Compiler functions) main calls, in call order."""
     names: dict[str, None] = {}
     for n in post_order(main.body, into_functions=False):
-        if isinstance(n, Call) and isinstance(n.op, GlobalVar) and n.op.name_hint in mod:
-            if mod[n.op.name_hint].attrs.get("Compiler"):
-                names[n.op.name_hint] = None
+        callee = n.op.name_hint if isinstance(n, Call) and isinstance(n.op, GlobalVar) else None
+        if callee is not None and callee in mod and mod[callee].attrs.get("Compiler"):
+            names[callee] = None
     return list(names)
 
 

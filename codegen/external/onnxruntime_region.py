@@ -24,7 +24,9 @@ def build(fn: Function, threads: int) -> Runner:
     try:
         import onnxruntime as ort
     except ImportError as exc:
-        raise CodegenError(f"the onnxruntime target needs the onnxruntime package ({exc})") from None
+        raise CodegenError(
+            f"the onnxruntime target needs the onnxruntime package ({exc})"
+        ) from None
     plain = inline_function(Function(fn.params, fn.body, fn.ret_type))
     model = to_onnx(plain, name=str(fn.attrs.get("global_symbol", "region")))
     options = ort.SessionOptions()
@@ -46,7 +48,7 @@ def build(fn: Function, threads: int) -> Runner:
     def run(inputs: list[np.ndarray], outputs: list[np.ndarray]) -> None:
         for name, a in zip(in_names, inputs, strict=True):
             if name in used:
-                    binding.bind_input(name, "cpu", 0, a.dtype, list(a.shape), a.ctypes.data)
+                binding.bind_input(name, "cpu", 0, a.dtype, list(a.shape), a.ctypes.data)
         for name, o in zip(out_names, outputs, strict=True):
             binding.bind_output(name, "cpu", 0, o.dtype, list(o.shape), o.ctypes.data)
         session.run_with_iobinding(binding)

@@ -17,8 +17,8 @@ from .fuse_ops import FuseOps
 from .infer_type import InferType
 from .partition import (
     AnnotateTarget,
-    MergeComposite,
     MergeCompilerRegions,
+    MergeComposite,
     PartitionGraph,
     partition_for,
     register_region_optimizer,

@@ -86,7 +86,9 @@ def test_partitioned_executables_save_and_load(tmp_path: Path) -> None:
 def _two_output_region() -> tuple[ir.IRModule, ir.IRModule]:
     x = ir.var("x", shape=(3, 4))
     a = op.exp(x)
-    mod = ir.infer_type(ir.IRModule.from_expr(ir.Function([x], op.subtract(op.tanh(a), op.sigmoid(op.abs(a))))))
+    mod = ir.infer_type(
+        ir.IRModule.from_expr(ir.Function([x], op.subtract(op.tanh(a), op.sigmoid(op.abs(a)))))
+    )
     op.register_support("mine", "exp")
     op.register_support("mine", "abs")
     try:
@@ -128,7 +130,9 @@ def test_a_failing_code_generator_hands_its_region_to_the_host() -> None:
 
     codegen.register_external("mine", refuse)
     try:
-        with pytest.warns(codegen.ExternalFallbackWarning, match=r"@tvmgen_default_mine_main_0.*no such device"):
+        with pytest.warns(
+            codegen.ExternalFallbackWarning, match=r"@tvmgen_default_mine_main_0.*no such device"
+        ):
             exe = codegen.build(part)
     finally:
         codegen.register_external("mine", None)
@@ -139,7 +143,9 @@ def test_a_failing_code_generator_hands_its_region_to_the_host() -> None:
 
 def test_a_target_without_code_generator_runs_on_the_host_with_a_warning() -> None:
     mod, part = _two_output_region()
-    with pytest.warns(codegen.ExternalFallbackWarning, match="no code generator for external target 'mine'"):
+    with pytest.warns(
+        codegen.ExternalFallbackWarning, match="no code generator for external target 'mine'"
+    ):
         exe = codegen.build(part)
     v = np.ones((3, 4), "float32")
     assert_allclose(exe(v), ir.interpret(mod, v))
@@ -189,7 +195,9 @@ def test_cli_partitions_and_reports_regions(capsys: pytest.CaptureFixture[str]) 
 
 def test_unpartitioned_annotations_are_no_ops_for_the_host() -> None:
     x = ir.var("x", shape=(4,))
-    mod = ir.IRModule.from_expr(ir.Function([x], op.compiler_end(op.relu(op.compiler_begin(x, compiler="t")), compiler="t")))
+    mod = ir.IRModule.from_expr(
+        ir.Function([x], op.compiler_end(op.relu(op.compiler_begin(x, compiler="t")), compiler="t"))
+    )
     v = np.array([-1, 0, 1, 2], "float32")
     with warnings.catch_warnings():
         warnings.simplefilter("error")

@@ -11,12 +11,11 @@ from typing import Any
 
 from rules.patterns import BUILTIN_DIR
 
-from ...pass_base import Sequential
+from ...pass_base import Pass, Sequential
 from .annotate_target import AnnotateTarget
 from .merge_composite import MergeComposite
 from .merge_regions import MergeCompilerRegions
 from .partition_graph import PartitionGraph, register_region_optimizer
-
 
 
 def partition_for(
@@ -31,7 +30,7 @@ def partition_for(
         for t in targets:
             if (BUILTIN_DIR / f"{t}.patterns").exists():
                 table += MergeComposite(t).patterns
-    passes = [MergeComposite(table)] if table else []
+    passes: list[Pass] = [MergeComposite(table)] if table else []
     passes += [
         AnnotateTarget(targets),
         MergeCompilerRegions(),

@@ -8,7 +8,8 @@ consumer, its own `compiler_end(node, T)`, so each edge between two nodes reads
 With `include_non_call_ops` tuples and tuple fields are annotated too: with their inputs'
 target when all agree, else `default`; without it they stay outside every region.
 
-Running the pass again keeps every non-default choice and offers the `default` calls to the
+With no targets every call goes to `default`: the RFC's "annotate default" step, which
+makes every node's region explicit. Running the pass again keeps every non-default choice and offers the `default` calls to the
 new list, so AnnotateTarget([A]) then AnnotateTarget([B]) equals AnnotateTarget([A, B]).
 Functions with Let or If keep those nodes outside regions.
 """
@@ -83,8 +84,6 @@ class AnnotateTarget(FunctionPass):
         object.__setattr__(self, "targets", tuple(targets))
 
     def transform_function(self, fn: Function, mod: IRModule, ctx: PassContext) -> Function:
-        if not self.targets:
-            raise ConfigError("AnnotateTarget needs targets, e.g. AnnotateTarget(targets=[blas])")
         body, kept = strip_annotations(fn.body)
         if body is not fn.body:
             infer_type(Function(fn.params, body, fn.ret_type, fn.attrs))

@@ -26,7 +26,13 @@ from egraph_ir.infer import infer_type
 from egraph_ir.module import IRModule
 from egraph_ir.registry import Op
 from egraph_ir.visitor import post_order, rebuild
-from rules.patterns import CompositeMatch, CompositePattern, builtin_patterns, load_patterns, pattern_table
+from rules.patterns import (
+    CompositeMatch,
+    CompositePattern,
+    builtin_patterns,
+    load_patterns,
+    pattern_table,
+)
 
 from ...context import PassContext
 from ...pass_base import FunctionPass

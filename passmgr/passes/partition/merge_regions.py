@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from egraph_ir.expr import Call, Constant, Expr, Function, Var
+from egraph_ir.expr import Constant, Expr, Function, Var
 from egraph_ir.infer import infer_type
 from egraph_ir.module import IRModule
 
@@ -66,10 +66,10 @@ class MergeCompilerRegions(FunctionPass):
             kind = annotation(n)
             if kind is not None and kind[0] == "begin":
                 src = n.args[0]  # type: ignore[attr-defined]
-                if annotation(src) is not None and annotation(src)[0] == "end":  # type: ignore[index]
+                if (annotation(src) or ("",))[0] == "end":
                     a, b = rs.region_of[src], rs.region_of[n]
                     if uf.find(a) == uf.find(b):
-                        memo[n] = memo[src.args[0]]  # type: ignore[attr-defined]
+                        memo[n] = memo[src.args[0]]
                         removed += 1
                         continue
             memo[n] = n if isinstance(n, Var | Constant) else _rebuild(n, memo)

@@ -17,7 +17,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from egraph_ir.errors import PassError
-from egraph_ir.expr import Call, Constant, Expr, Function, GlobalVar, Tuple, TupleGetItem, Var, children
+from egraph_ir.expr import (
+    Call,
+    Constant,
+    Expr,
+    Function,
+    GlobalVar,
+    Tuple,
+    TupleGetItem,
+    Var,
+    children,
+)
 from egraph_ir.infer import infer_type
 from egraph_ir.module import IRModule
 
@@ -112,7 +122,7 @@ class _Partitioner:
         unit: dict[Expr, Expr | int] = {}
         for n in rs.nodes:
             r = rs.region_of.get(n)
-            unit[n] = r if r in external else n  # type: ignore[assignment]
+            unit[n] = r if r is not None and r in external else n
         deps: dict[Expr | int, dict[Expr | int, None]] = {}
         for n in rs.nodes:
             u = unit[n]
