@@ -63,6 +63,7 @@ def number(text: str) -> int | float:
     return float(body) if is_float else int(body)
 
 
+SCALAR_ATTR_KINDS = ("int", "float", "bool")
 MAX_NESTING = 64  # lists in attributes and guards; keeps recursive descent shallow
 NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
 
@@ -131,9 +132,15 @@ class _PatternReader:
     """Parses one side of a rewrite; records variable kinds and checks ops and attributes."""
 
     def __init__(
-        self, line: _Line, kinds: dict[str, str], side: str, optional: bool = False
+        self,
+        line: _Line,
+        kinds: dict[str, str],
+        side: str,
+        optional: bool = False,
+        attr_kinds: dict[str, str] | None = None,
     ) -> None:
         self.line, self.kinds, self.side = line, kinds, side
+        self.attr_kinds = attr_kinds if attr_kinds is not None else {}  # attr var -> its kind
         self.optional = optional  # `op?(...)` allowed (pattern tables)
         self.depth = 0  # of attribute lists
 
@@ -188,6 +195,14 @@ class _PatternReader:
 
     def _tensor_var(self, tok: Tok) -> PVar:
         if self.side == "rhs" and self.kinds.get(tok.text[1:]) == "attr":
+            kind = self.attr_kinds.get(tok.text[1:], "int")
+            if kind not in SCALAR_ATTR_KINDS:
+                raise self.line.error(
+                    f"{tok.text} is bound to an attribute that need not be a number "
+                    f"({kind}); only int, float or bool attributes can be used as a "
+                    "scalar constant",
+                    tok,
+                )
             return PVar(tok.text[1:])  # an attribute value used as a scalar constant
         return PVar(self._bind(tok, "tensor"))
 
@@ -217,7 +232,7 @@ class _PatternReader:
                 if any(k == key_tok.text for k, _ in attrs):
                     raise self.line.error(f"attribute '{key_tok.text}' given twice", key_tok)
                 value_tok = self.line.tok
-                value = self._attr_value()
+                value = self._attr_value(spec.kind)
                 if not isinstance(value, AttrVar):
                     try:
                         value = spec.check(op.name, value)
@@ -242,10 +257,14 @@ class _PatternReader:
             )
         return PCall(op.name, tuple(args), tuple(attrs))
 
-    def _attr_value(self) -> Any:
+    def _attr_value(self, kind: str = "int") -> Any:
+        """An attribute value; `kind` is the attribute's (or a list element's) kind."""
         tok = self.line.next()
         if tok.kind == "var":
-            return AttrVar(self._bind(tok, "attr"))
+            name = self._bind(tok, "attr")
+            if self.side == "lhs":
+                self.attr_kinds.setdefault(name, kind)
+            return AttrVar(name)
         if tok.kind == "number":
             return number(tok.text)
         if tok.kind == "string":
@@ -259,7 +278,7 @@ class _PatternReader:
             if self.depth > MAX_NESTING:
                 raise self.line.error(f"list nested deeper than {MAX_NESTING} levels", tok)
             while not self.line.at(close):
-                items.append(self._attr_value())
+                items.append(self._attr_value())  # list elements: ints (axes, shapes)
                 if not self.line.at(close):
                     self.line.expect(",")
             self.line.expect(close)
@@ -537,13 +556,14 @@ def _header(
 
 def _rewrite(current: dict[str, Any], line: _Line) -> None:
     kinds: dict[str, str] = current["kinds"]
-    lhs = _PatternReader(line, kinds, "lhs").pattern()
+    attr_kinds: dict[str, str] = {}
+    lhs = _PatternReader(line, kinds, "lhs", attr_kinds=attr_kinds).pattern()
     if not isinstance(lhs, PCall | PGet):
         raise line.error("the left-hand side must be an op call", line.toks[0])
     arrow = line.next()
     if arrow.kind != "arrow":
         raise line.error(f"expected '=>' or '<=>', found '{arrow.text}'", arrow)
-    rhs = _PatternReader(line, kinds, "rhs").pattern()
+    rhs = _PatternReader(line, kinds, "rhs", attr_kinds=attr_kinds).pattern()
     line.done()
     if arrow.text == "<=>":
         if not isinstance(rhs, PCall | PGet):

@@ -197,13 +197,19 @@ def greedy_dag(table: CostTable, start: Choice) -> Choice | None:
 
 
 # ---------------------------------------------------------------- ILP
+MIN_SOLVE_SECONDS = 0.01  # below this the solver cannot even start: keep the warm start
 def ilp(
     table: CostTable, root: Value, warm: Choice, time_limit: float
 ) -> tuple[Choice, str, float | None]:
     """DAG-optimal choice with HiGHS (see the module docstring); returns (choice, status, gap).
-    `warm` must be a valid acyclic choice: it seeds the solver and is the fallback."""
+    `warm` must be a valid acyclic choice: it seeds the solver and is the fallback. The
+    time limit covers building the model too: the solver gets what is left of it."""
     import highspy
     import numpy as np
+
+    deadline = time.perf_counter() + time_limit
+    if time_limit < MIN_SOLVE_SECONDS:
+        return warm, "time-out", None
 
     classes = _reachable_classes(table.snap, root)
     nodes = [n for c in classes for n in table.snap.by_class[c]]
@@ -216,7 +222,6 @@ def ilp(
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
     h.setOptionValue("threads", 1)
-    h.setOptionValue("time_limit", max(time_limit, 0.01))
     h.setOptionValue("mip_rel_gap", 0.0)
     costs = np.array([table.own[n] for n in nodes] + [0.0] * len(classes))
     lower = np.zeros(n_cols)
@@ -236,7 +241,9 @@ def ilp(
         members = table.snap.by_class[c]
         if len(members) > 1:
             rows.append((-inf, 1.0, [(col[n], 1.0) for n in members]))
-    for n in nodes:
+    for i, n in enumerate(nodes):
+        if i % 4096 == 0 and time.perf_counter() > deadline:
+            return warm, "time-out", None  # building the model alone used the time
         if n.eclass in n.children:
             continue  # fixed to 0 above
         for k in set(n.children):
@@ -260,6 +267,10 @@ def ilp(
     solution = highspy.HighsSolution()
     solution.col_value = list(start)
     h.setSolution(solution)
+    remaining = deadline - time.perf_counter()
+    if remaining < MIN_SOLVE_SECONDS:
+        return warm, "time-out", None
+    h.setOptionValue("time_limit", remaining)
     h.run()
 
     status = h.getModelStatus()

@@ -192,7 +192,7 @@ class Saturator:
             rep.stop_reason = stop.reason
             rep.enodes_per_iteration.append(self.g.count_enodes())
         except BaseException as exc:  # egglog panics are BaseExceptions: report, don't crash
-            if isinstance(exc, KeyboardInterrupt | CompilerError):
+            if isinstance(exc, KeyboardInterrupt | SystemExit | CompilerError):
                 raise
             raise CompilerError(f"e-graph failure during saturation: {exc}") from exc
         rep.seconds = time.perf_counter() - start
@@ -291,6 +291,10 @@ class Saturator:
         if rw.guard is not None:
             try:
                 ok = rw.guard(Match(types, attr_vals, consts))
+            except (MemoryError, RecursionError) as exc:  # the machine failed, not the guard
+                raise CompilerError(
+                    f"rule '{rw.name}' ({rw.location}): its guard raised {type(exc).__name__}"
+                ) from exc
             except Exception as exc:  # a guard that cannot be evaluated does not hold
                 ok = False
                 rep.rejected_by_guard[f"{rw.name} (error: {exc})"] += 1

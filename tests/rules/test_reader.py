@@ -203,3 +203,11 @@ def test_a_huge_tuple_index_is_refused() -> None:
     text = "rule a\n    split(?x, indices_or_sections=2).99999999999999999999 => ?x\n"
     with pytest.raises(rules.RuleError, match="out of range"):
         rules.parse_rules(text, "t.rules")
+
+
+def test_an_attribute_that_may_be_a_tuple_cannot_be_a_scalar_constant() -> None:
+    text = "rule a\n    sum(?x, axis=?a) => add(?x, ?a)\n"
+    with pytest.raises(rules.RuleError, match=r"t.rules:2:33: \?a is bound to an attribute"):
+        rules.parse_rules(text, "t.rules")
+    scalar = "rule b\n    clip(?x, a_min=?lo, a_max=?hi) => maximum(?x, ?lo)\n"
+    assert len(rules.parse_rules(scalar, "t.rules")) == 1

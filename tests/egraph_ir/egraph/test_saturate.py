@@ -154,3 +154,27 @@ rule add-assoc [t, expensive]
     assert_structural_equal(
         optimize(ir.Function([x], op.negative(op.negative(x))), rs.rewrites()).function.body, x
     )
+
+
+@pytest.mark.parametrize("error", [MemoryError, RecursionError, SystemExit])
+def test_a_guard_that_breaks_the_machine_is_not_read_as_false(error: type) -> None:
+    from egraph_ir.egraph import PCall, PVar, Rewrite
+
+    def guard(m):
+        raise error("boom")
+
+    rw = Rewrite("neg-neg", PCall("negative", (PCall("negative", (PVar("x"),)),)), PVar("x"), guard)
+    x = ir.var("x", shape=(3,))
+    fn = ir.Function([x], op.negative(op.negative(x)))
+    expected = SystemExit if error is SystemExit else ir.CompilerError
+    with pytest.raises(expected):
+        optimize(fn, [rw])
+
+
+def test_the_ilp_keeps_to_the_extraction_time_limit_on_a_large_egraph() -> None:
+    fn = random_program(1000)
+    limits = Limits(nodes=10_000, seconds=60, iterations=50)
+    result = optimize(fn, AC.rewrites(), limits, extractor="ilp", extract_time_limit=0.3)
+    assert result.extraction is not None
+    # model building counts against the limit; the check runs every 4,096 e-nodes
+    assert result.extraction.seconds < 0.3 + 1.0, result.extraction.seconds
