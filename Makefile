@@ -9,7 +9,9 @@ STAMP := $(VENV)/.installed
 PY_CANDIDATES := $(wildcard $(PYENV_ROOT)/versions/3.1[2-9]*/bin/python3 $(HOME)/.pyenv/versions/3.1[2-9]*/bin/python3) \
 	python3.13 python3.12 python3
 
-.PHONY: demo test test-thorough lint typecheck bench clean
+.PHONY: demo test test-thorough lint typecheck bench fuzz clean
+
+SECONDS ?= 600
 
 $(STAMP): pyproject.toml
 	@base=""; for c in $(PY_CANDIDATES); do \
@@ -40,6 +42,10 @@ lint: $(STAMP)
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy egraph_ir rules passmgr codegen
+
+# every fuzzer for SECONDS; failing cases (shrunk) land in fuzz-failures/
+fuzz: $(STAMP)
+	$(PY) -m codegen.fuzz --seconds $(SECONDS) --out fuzz-failures
 
 bench: $(STAMP)
 	@for b in benchmarks/*.py; do echo "== $$b"; $(PY) $$b; done

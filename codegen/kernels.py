@@ -204,7 +204,7 @@ class HostKernel(CompiledKernel):
         def step(inputs: list[np.ndarray], out: np.ndarray | None) -> Any:
             result = interpret(fn, *inputs)
             if out is None:  # a tuple result
-                return tuple(np.ascontiguousarray(r) for r in result)
+                return tuple(np.require(r, requirements="C") for r in result)  # 0-d stays 0-d
             out[...] = result
             return out
 

@@ -31,7 +31,7 @@ from egraph_ir.expr import children as expr_children
 from egraph_ir.op._common import size_of
 from egraph_ir.op.nn import norm_padding, norm_pair
 from egraph_ir.registry import Op, OpPattern
-from egraph_ir.types import TensorType
+from egraph_ir.types import TensorType, tensor_types
 from egraph_ir.visitor import post_order
 
 from . import blas, conv, gemm
@@ -89,6 +89,8 @@ def lower(fn: Function, name: str, host_fallback: bool = True) -> CompiledKernel
     """Lower a primitive function; fall back to the host, or raise CodegenError."""
     calls = _op_calls(fn)
     ops = [c.op.name for c in calls]  # type: ignore[union-attr]
+    if _touches_an_empty_tensor(fn, calls):
+        return HostKernel(name, ops, fn)  # no loop to generate; numpy's references agree
     try:
         return _Lowering(fn, name).run(calls, ops)
     except Unsupported as why:
@@ -98,6 +100,12 @@ def lower(fn: Function, name: str, host_fallback: bool = True) -> CompiledKernel
                 "set codegen.host_fallback to run it with numpy"
             ) from None
         return HostKernel(name, ops, fn)
+
+
+def _touches_an_empty_tensor(fn: Function, calls: list[Call]) -> bool:
+    """A group reading or writing a tensor with an axis of extent 0."""
+    types = [p.checked_type for p in fn.params] + [c.checked_type for c in calls]
+    return any(t.size == 0 for ty in types for t in tensor_types(ty))
 
 
 class KernelCache:

@@ -153,7 +153,7 @@ class Runtime:
         if n.op == "alias":  # a reshape of its storage root, which is never an alias
             value = self._value(storage_root(nodes, n).id, env).reshape(n.shape)
         elif n.op == "field":
-            value = np.ascontiguousarray(self._value(n.inputs[0], env)[n.index])
+            value = np.require(self._value(n.inputs[0], env)[n.index], requirements="C")
             self.slots[self.program.slot_of[n.id]] = value.ctypes.data
         else:
             raise AssertionError(f"node {node_id} ({n.op}) has no value yet")

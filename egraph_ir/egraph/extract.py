@@ -198,6 +198,8 @@ def greedy_dag(table: CostTable, start: Choice) -> Choice | None:
 
 # ---------------------------------------------------------------- ILP
 MIN_SOLVE_SECONDS = 0.01  # below this the solver cannot even start: keep the warm start
+
+
 def ilp(
     table: CostTable, root: Value, warm: Choice, time_limit: float
 ) -> tuple[Choice, str, float | None]:

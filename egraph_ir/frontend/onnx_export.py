@@ -101,7 +101,7 @@ def _along(g: _Graph, vec: str, axis: int, ndim: int) -> str:
 
 
 def _affine(g: _Graph, y: str, call: Call, ins: list[str], axis: int) -> str:
-    ndim = _out(call).ndim
+    ndim = _arg(call, 0).ndim  # the data's rank (batch_norm's result is a tuple)
     if call.attrs["scale"]:
         y = g.one("Mul", [y, _along(g, ins[1], axis, ndim)])
     if call.attrs["center"]:
@@ -169,6 +169,8 @@ def _convert(g: _Graph, call: Call, ins: list[str]) -> list[str]:
     if name in REDUCE:
         axes = _axes(attrs["axis"], _arg(call, 0).ndim)
         keep = int(attrs["keepdims"])
+        if not axes:  # over no axis (a scalar, or axis=[]): every element is its own result
+            return g.node("Identity", ins)
         if name == "sum":
             return g.node("ReduceSum", [ins[0], g.const(np.array(axes, np.int64))], keepdims=keep)
         return g.node(REDUCE[name], ins, axes=axes, keepdims=keep)

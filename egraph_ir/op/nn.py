@@ -208,6 +208,8 @@ def conv2d_ref(x, w, strides, padding, dilation, groups):
     (n, o, oh, ow), (pt, pl, pb, pr), (sh, sw), (dh, dw) = _conv_geometry(
         x.shape, w.shape, dict(strides=strides, padding=padding, dilation=dilation, groups=groups)
     )
+    if n * o * oh * ow == 0 or x.size == 0 or w.size == 0:  # an empty axis: sums of nothing
+        return np.zeros((n, o, oh, ow), x.dtype)
     xp = np.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)))
     cg, og = x.shape[1] // groups, o // groups
     outs = []
@@ -458,7 +460,13 @@ def _group_norm_infer(args: list[TensorType], attrs: Attrs) -> Type:
     x = _layer_norm_infer(args, attrs)
     assert isinstance(x, TensorType)
     groups = attrs["num_groups"]
-    channels = x.shape[norm_axis(attrs["axis"], x.ndim)]
+    axis = norm_axis(attrs["axis"], x.ndim)
+    if x.ndim < 2 or axis == 0:
+        raise ShapeError(
+            f"group_norm needs (batch, ..., channels, ...) data with the channel axis after "
+            f"the batch axis; got rank {x.ndim} and axis {attrs['axis']}"
+        )
+    channels = x.shape[axis]
     if groups < 1 or channels % groups:
         raise ShapeError(f"{channels} channels cannot form {groups} groups")
     return x

@@ -95,7 +95,9 @@ register_op(
 def _softmax_infer(args: list[TensorType], attrs: Attrs) -> Type:
     t = args[0]
     require_dtype(t, FLOAT_DTYPES)
-    norm_axis(attrs["axis"], max(t.ndim, 1))
+    if t.ndim == 0:  # as in ONNX: the axis must name one of the input's axes
+        raise ShapeError("softmax needs a tensor of rank 1 or more, got a scalar")
+    norm_axis(attrs["axis"], t.ndim)
     return t
 
 

@@ -265,6 +265,8 @@ def _take_infer(args: list[TensorType], attrs: Attrs) -> Type:
     if idx.dtype not in INTEGER:
         raise ShapeError(f"indices must be integers, got {idx.dtype}")
     if attrs["axis"] is None:
+        if data.size == 0 and idx.size:
+            raise ShapeError("cannot take from an empty tensor")
         return TensorType(idx.shape, data.dtype)
     axis = norm_axis(attrs["axis"], data.ndim)
     if data.shape[axis] == 0:
@@ -346,7 +348,21 @@ def _pad_infer(args: list[TensorType], attrs: Attrs) -> Type:
         max(b, a) >= d for (b, a), d in zip(width, t.shape, strict=True)
     ):
         raise ShapeError(f"reflect padding {width} must be smaller than the shape {t.shape}")
+    value = attrs["pad_value"]
+    if attrs["pad_mode"] == "constant" and not _representable(value, t.dtype):
+        raise ShapeError(f"pad_value {value} is not a {t.dtype} value")
     return TensorType(tuple(d + b + a for d, (b, a) in zip(t.shape, width, strict=True)), t.dtype)
+
+
+def _representable(value: float, dtype: str) -> bool:
+    """Can `value` be stored in `dtype` without rounding or overflow (floats: any value)?"""
+    kind = np.dtype(dtype).kind
+    if kind == "f":
+        return True
+    if kind == "b":
+        return value in (0.0, 1.0)
+    info = np.iinfo(dtype)
+    return float(value).is_integer() and info.min <= value <= info.max
 
 
 def _pad_ref(x: np.ndarray, pad_width, pad_value: float, pad_mode: str) -> np.ndarray:

@@ -9,8 +9,9 @@ With `include_non_call_ops` tuples and tuple fields are annotated too: with thei
 target when all agree, else `default`; without it they stay outside every region.
 
 With no targets every call goes to `default`: the RFC's "annotate default" step, which
-makes every node's region explicit. Running the pass again keeps every non-default choice and offers the `default` calls to the
-new list, so AnnotateTarget([A]) then AnnotateTarget([B]) equals AnnotateTarget([A, B]).
+makes every node's region explicit. Running the pass again keeps every non-default choice
+and offers the `default` calls to the new list, so AnnotateTarget([A]) then
+AnnotateTarget([B]) equals AnnotateTarget([A, B]).
 Functions with Let or If keep those nodes outside regions.
 """
 
