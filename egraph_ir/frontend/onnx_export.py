@@ -87,6 +87,11 @@ def _arg(call: Call, k: int) -> TensorType:
 
 
 def _scalar(g: _Graph, value: float, dtype: str) -> str:
+    """A scalar constant; for integers, a bound beyond the dtype's range is its limit
+    (clip to -6 on uint8 is clip to 0)."""
+    if np.dtype(dtype).kind in "iu":
+        info = np.iinfo(dtype)
+        value = min(max(value, info.min), info.max)
     return g.const(np.array(value, dtype=dtype))
 
 

@@ -114,6 +114,7 @@ def _bmm_shapes(x, y, ta, tb):
 
 def _bmm_infer(args: list[TensorType], attrs: Attrs) -> Type:
     dtype = same_dtype(args)
+    require_dtype(args[0], NUMERIC)  # as dense and matmul: no bool products
     shape, _ = _bmm_shapes(args[0].shape, args[1].shape, attrs["transpose_a"], attrs["transpose_b"])
     return TensorType(shape, dtype)
 

@@ -58,3 +58,21 @@ def test_convolutions_over_empty_tensors(text: str) -> None:
 def test_programs_the_references_cannot_run_are_type_errors(text: str, message: str) -> None:
     with pytest.raises(ir.TypeInferenceError, match=message):
         ir.infer_type(ir.parse(text))
+
+
+def test_products_of_bools_are_refused_like_dense() -> None:
+    text = "def @main(%x: Tensor[(2, 2, 3), bool]) { batch_matmul(%x, %x) }"
+    with pytest.raises(ir.TypeInferenceError, match="bool"):
+        ir.infer_type(ir.parse(text))
+
+
+def test_integer_clip_bounds_beyond_the_dtype_export_to_onnx() -> None:
+    ort = pytest.importorskip("onnxruntime")
+    from egraph_ir.frontend import to_onnx
+
+    mod = ir.parse("def @main(%x: Tensor[(3,), uint8]) { clip(%x, a_min=-6f, a_max=4f) }")
+    x = np.array([1, 5, 200], "uint8")
+    session = ort.InferenceSession(
+        to_onnx(mod).SerializeToString(), providers=["CPUExecutionProvider"]
+    )
+    np.testing.assert_array_equal(session.run(None, {"x": x})[0], ir.interpret(mod, x))
