@@ -477,7 +477,7 @@ def group_norm_ref(x, gamma, beta, num_groups, axis, epsilon, center, scale):
     axis = axis % x.ndim
     moved = np.moveaxis(x, axis, 1)
     shape = moved.shape
-    grouped = moved.reshape((shape[0], num_groups, -1))
+    grouped = moved.reshape((shape[0], num_groups, size_of(shape[1:]) // num_groups))
     y = _moments_norm(grouped, (2,), epsilon).reshape(shape)
     y = np.moveaxis(y, 1, axis)
     return _affine(y, gamma, beta, axis, center, scale).astype(x.dtype)

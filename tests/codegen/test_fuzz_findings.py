@@ -76,3 +76,11 @@ def test_integer_clip_bounds_beyond_the_dtype_export_to_onnx() -> None:
         to_onnx(mod).SerializeToString(), providers=["CPUExecutionProvider"]
     )
     np.testing.assert_array_equal(session.run(None, {"x": x})[0], ir.interpret(mod, x))
+
+
+def test_group_norm_over_an_empty_batch() -> None:
+    text = (
+        "def @main(%x: Tensor[(0, 4, 3, 2), float32], %g: Tensor[(3,), float32]) "
+        "{ group_norm(%x, %g, %g, num_groups=1, axis=2) }"
+    )
+    both(text, np.zeros((0, 4, 3, 2), "float32"), np.ones(3, "float32"))
