@@ -39,12 +39,14 @@ def inline_calls(
             body = inline_calls(callee.body, select)  # function nesting is shallow
             for n in post_order(body, into_functions=False):
                 if n not in inner:
-                    inner[n] = n if isinstance(n, Var | Constant) else _rebuild(n, inner)
+                    inner[n] = (
+                        n if isinstance(n, Var | Constant) else rebuild_keeping_functions(n, inner)
+                    )
             memo[node] = inner[body]
         elif isinstance(node, TupleGetItem) and isinstance(source := memo[node.tuple_value], Tuple):
             memo[node] = source.fields[node.index]  # a field of an inlined tuple
         else:
-            memo[node] = _rebuild(node, memo)
+            memo[node] = rebuild_keeping_functions(node, memo)
     return memo[expr]
 
 
@@ -58,7 +60,7 @@ def _inlined(node: Expr, select: Selector, functions: Mapping[str, Function]) ->
     return None
 
 
-def _rebuild(node: Expr, memo: dict[Expr, Expr]) -> Expr:
+def rebuild_keeping_functions(node: Expr, memo: dict[Expr, Expr]) -> Expr:
     """rebuild() where function literals (not visited) stay as they are."""
     for child in children(node):
         if isinstance(child, Function) and child not in memo:

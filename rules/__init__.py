@@ -20,7 +20,7 @@ from .patterns import (
     parse_patterns,
     pattern_table,
 )
-from .reader import parse_rules
+from .reader import parse_rules, read_source
 from .rule import FAST_MATH, Rule, RuleSet
 
 BUILTIN_DIR = Path(__file__).resolve().parent / "builtin"
@@ -29,15 +29,7 @@ BUILTIN_DIR = Path(__file__).resolve().parent / "builtin"
 def load(path: str | Path) -> RuleSet:
     """Read and validate a rule file."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise RuleError(f"{p}: cannot read rule file ({exc.strerror})") from None
-    except UnicodeDecodeError as exc:
-        line = p.read_bytes()[: exc.start].count(b"\n") + 1
-        message = f"{p}:{line}: not UTF-8 text (byte {exc.start}); save it as UTF-8"
-        raise RuleError(message) from None
-    return RuleSet(parse_rules(text, str(p)), p.stem)
+    return RuleSet(parse_rules(read_source(p, "rule file"), str(p)), p.stem)
 
 
 def builtin_names() -> list[str]:

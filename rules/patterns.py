@@ -32,7 +32,7 @@ from egraph_ir.expr import Call, Constant, Expr, TupleGetItem
 from egraph_ir.registry import Op
 
 from .guards import GuardExpr, _norm
-from .reader import NAME, _GuardReader, _Line, _PatternReader
+from .reader import NAME, _Line, _PatternReader, read_guard, read_source, source_lines
 
 Check = Callable[[Call], bool]
 BUILTIN_DIR = Path(__file__).resolve().parent / "builtin"
@@ -154,12 +154,7 @@ def parse_patterns(text: str, source: str = "<patterns>") -> list[CompositePatte
             )
         )
 
-    for lineno, raw in enumerate(text.splitlines(), start=1):
-        stripped = raw.split("#", 1)[0].rstrip()
-        if not stripped.strip():
-            continue
-        indent = len(stripped) - len(stripped.lstrip())
-        body = stripped.strip()
+    for lineno, indent, body in source_lines(text):
         if body.startswith("pattern ") or body == "pattern":
             finish()
             m = re.fullmatch(r"pattern\s+(\S+)", body)
@@ -184,10 +179,7 @@ def parse_patterns(text: str, source: str = "<patterns>") -> list[CompositePatte
         if body.startswith("where ") or body == "where":
             if current["pattern"] is None:
                 raise RuleError(f"{source}:{lineno}:{indent + 1}: 'where' before the pattern")
-            line = _Line(body[5:], source, lineno, indent + 6)
-            if not line.toks:
-                raise line.error("empty guard")
-            current["guards"].append(_GuardReader(line, current["kinds"]).guard())
+            current["guards"].append(read_guard(body, source, lineno, indent, current["kinds"]))
             continue
         if current["pattern"] is not None:
             raise RuleError(
@@ -220,17 +212,7 @@ def parse_pattern(text: str, source: str = "<pattern>") -> tuple[Pattern, dict[s
 
 def load_patterns(path: str | Path) -> list[CompositePattern]:
     """Read a pattern table file (see the module docstring)."""
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise RuleError(f"{p}: cannot read pattern file ({exc.strerror})") from None
-    except UnicodeDecodeError as exc:
-        line = p.read_bytes()[: exc.start].count(b"\n") + 1
-        raise RuleError(
-            f"{p}:{line}: not UTF-8 text (byte {exc.start}); save it as UTF-8"
-        ) from None
-    return parse_patterns(text, str(p))
+    return parse_patterns(read_source(path, "pattern file"), str(Path(path)))
 
 
 def builtin_patterns(name: str) -> list[CompositePattern]:

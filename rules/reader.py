@@ -17,7 +17,9 @@ is a scalar constant of the result's dtype (an attribute variable may be used th
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from egraph_ir.egraph import AttrVar, PCall, PGet, PLit, PVar
@@ -470,6 +472,39 @@ class _GuardReader:
 
 
 # ---------------------------------------------------------------- files
+def source_lines(text: str) -> Iterator[tuple[int, int, str]]:
+    """(line number, indent, text) of each line that is not blank or a comment; rule files
+    and pattern tables share this layout."""
+    for lineno, raw in enumerate(text.splitlines(), start=1):
+        stripped = raw.split("#", 1)[0].rstrip()
+        if stripped.strip():
+            yield lineno, len(stripped) - len(stripped.lstrip()), stripped.strip()
+
+
+def read_guard(
+    body: str, source: str, lineno: int, indent: int, kinds: dict[str, str]
+) -> GuardExpr:
+    """A `where ...` line's guard (body starts with `where`)."""
+    line = _Line(body[5:], source, lineno, indent + 6)
+    if not line.toks:
+        raise line.error("empty guard")
+    return _GuardReader(line, kinds).guard()
+
+
+def read_source(path: str | Path, what: str) -> str:
+    """A rule file's or pattern table's text; unreadable or non-UTF-8 files are RuleErrors."""
+    p = Path(path)
+    try:
+        return p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise RuleError(f"{p}: cannot read {what} ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        line = p.read_bytes()[: exc.start].count(b"\n") + 1
+        raise RuleError(
+            f"{p}:{line}: not UTF-8 text (byte {exc.start}); save it as UTF-8"
+        ) from None
+
+
 def parse_rules(text: str, source: str = "<rules>") -> list[Rule]:
     """Parse and validate rule text; raises RuleError naming file:line:col."""
     rules: list[Rule] = []
@@ -495,12 +530,7 @@ def parse_rules(text: str, source: str = "<rules>") -> list[Rule]:
             )
         )
 
-    for lineno, raw in enumerate(text.splitlines(), start=1):
-        stripped = raw.split("#", 1)[0].rstrip()
-        if not stripped.strip():
-            continue
-        indent = len(stripped) - len(stripped.lstrip())
-        body = stripped.strip()
+    for lineno, indent, body in source_lines(text):
         if body.startswith("rule ") or body == "rule":
             finish()
             current = _header(body, source, lineno, indent, names)
@@ -510,10 +540,7 @@ def parse_rules(text: str, source: str = "<rules>") -> list[Rule]:
         if body.startswith("where ") or body == "where":
             if current.get("lhs") is None:
                 raise RuleError(f"{source}:{lineno}:{indent + 1}: 'where' before the rewrite line")
-            line = _Line(body[5:], source, lineno, indent + 6)
-            if not line.toks:
-                raise line.error("empty guard")
-            current["guards"].append(_GuardReader(line, current["kinds"]).guard())
+            current["guards"].append(read_guard(body, source, lineno, indent, current["kinds"]))
             continue
         if current.get("lhs") is not None:
             raise RuleError(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -35,7 +36,7 @@ def build(fn: Function, threads: int) -> Runner:
     plain = inline_function(Function(fn.params, fn.body, fn.ret_type))
     infer_type(plain)
     lib = blas.library()
-    pool = ThreadPoolExecutor(threads) if threads > 1 else None
+    pool = _pool(threads) if threads > 1 else None
     steps: list[Step] = []
     for n in post_order(plain.body, into_functions=False):
         if isinstance(n, Call) and isinstance(n.op, Op):
@@ -54,6 +55,12 @@ def build(fn: Function, threads: int) -> Runner:
             out[...] = value
 
     return run
+
+
+@cache
+def _pool(threads: int) -> ThreadPoolExecutor:
+    """One pool per thread budget, shared by every blas region (not one per region)."""
+    return ThreadPoolExecutor(threads, thread_name_prefix="egc-blas")
 
 
 def _value_step(n: Expr) -> Step:

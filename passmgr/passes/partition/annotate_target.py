@@ -23,11 +23,12 @@ from dataclasses import dataclass
 from egraph_ir.errors import ConfigError
 from egraph_ir.expr import Call, Constant, Expr, Function, Tuple, TupleGetItem, Var, children
 from egraph_ir.infer import infer_type
+from egraph_ir.inline import rebuild_keeping_functions
 from egraph_ir.module import IRModule
 from egraph_ir.op import call as op_call
 from egraph_ir.registry import Op
 from egraph_ir.support import composite_target, supports
-from egraph_ir.visitor import post_order, rebuild
+from egraph_ir.visitor import post_order
 
 from ...context import PassContext
 from ...pass_base import FunctionPass
@@ -55,15 +56,8 @@ def strip_annotations(body: Expr) -> tuple[Expr, dict[Expr, str]]:
             if kind[0] == "end" and kind[1] != DEFAULT:
                 kept[inner] = kind[1]
             continue
-        memo[n] = n if isinstance(n, Var | Constant) else _rebuild(n, memo)
+        memo[n] = n if isinstance(n, Var | Constant) else rebuild_keeping_functions(n, memo)
     return memo[body], kept
-
-
-def _rebuild(n: Expr, memo: dict[Expr, Expr]) -> Expr:
-    for c in children(n):
-        if isinstance(c, Function):
-            memo.setdefault(c, c)
-    return rebuild(n, memo)
 
 
 @register_pass
@@ -95,7 +89,7 @@ class AnnotateTarget(FunctionPass):
                 memo[n] = n
                 continue
             t = self._target(n, kept, target)
-            new = _rebuild(n, _edges(n, memo, target, t))
+            new = rebuild_keeping_functions(n, _edges(n, memo, target, t))
             memo[n] = new
             if t is not None:
                 target[n] = t

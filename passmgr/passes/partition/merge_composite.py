@@ -23,6 +23,7 @@ from egraph_ir.egraph.pattern import walk
 from egraph_ir.errors import ConfigError
 from egraph_ir.expr import Call, Constant, Expr, Function, TupleGetItem, Var, children
 from egraph_ir.infer import infer_type
+from egraph_ir.inline import rebuild_keeping_functions
 from egraph_ir.module import IRModule
 from egraph_ir.registry import Op
 from egraph_ir.visitor import post_order, rebuild
@@ -118,10 +119,7 @@ def merge_pattern(body: Expr, entry: CompositePattern) -> tuple[Expr, int]:
         elif isinstance(n, Var | Constant):
             memo[n] = n
         else:
-            for c in children(n):
-                if isinstance(c, Function):
-                    memo.setdefault(c, c)
-            memo[n] = rebuild(n, memo)
+            memo[n] = rebuild_keeping_functions(n, memo)
     return memo[body], len(matches)
 
 

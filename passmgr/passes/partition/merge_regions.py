@@ -14,12 +14,12 @@ from dataclasses import dataclass
 
 from egraph_ir.expr import Constant, Expr, Function, Var
 from egraph_ir.infer import infer_type
+from egraph_ir.inline import rebuild_keeping_functions
 from egraph_ir.module import IRModule
 
 from ...context import PassContext
 from ...pass_base import FunctionPass
 from ...registry import register_pass
-from .annotate_target import _rebuild
 from .regions import RegionSet, _UnionFind, annotation, find_regions, region_order
 
 
@@ -72,7 +72,7 @@ class MergeCompilerRegions(FunctionPass):
                         memo[n] = memo[src.args[0]]
                         removed += 1
                         continue
-            memo[n] = n if isinstance(n, Var | Constant) else _rebuild(n, memo)
+            memo[n] = n if isinstance(n, Var | Constant) else rebuild_keeping_functions(n, memo)
         if not removed:
             return fn
         ctx.bump("region edges merged", removed)

@@ -29,12 +29,12 @@ from egraph_ir.expr import (
     children,
 )
 from egraph_ir.infer import infer_type
+from egraph_ir.inline import rebuild_keeping_functions
 from egraph_ir.module import IRModule
 
 from ...context import PassContext
 from ...pass_base import ModulePass
 from ...registry import register_pass
-from .annotate_target import _rebuild
 from .regions import DEFAULT, Region, RegionSet, annotation, find_regions, inputs
 
 RegionOptimizer = Callable[[Function], Function]
@@ -112,7 +112,9 @@ class _Partitioner:
             if kind is not None:  # a default or outside annotation: the value itself
                 self.memo[n] = self.memo[n.args[0]]  # type: ignore[attr-defined]
             else:
-                self.memo[n] = n if isinstance(n, Var | Constant) else _rebuild(n, self.memo)
+                self.memo[n] = (
+                    n if isinstance(n, Var | Constant) else rebuild_keeping_functions(n, self.memo)
+                )
         return self.memo[rs.nodes[-1]], self.lifted
 
     def _schedule(self, external: set[int]) -> list[Expr | int]:
@@ -187,7 +189,7 @@ class _Partitioner:
             for c in inputs(n):
                 if c not in inner and c not in members:
                     inner[c] = enter(c)
-            inner[n] = _rebuild(n, inner)
+            inner[n] = rebuild_keeping_functions(n, inner)
         outputs = list(dict.fromkeys(e.args[0] for e in region.ends))
         if not outputs:
             raise PassError(f"a region of target '{region.target}' has no compiler_end")
