@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from . import frontend, op
 from .attrs import Attrs
+from .device import VirtualDevice
 from .errors import (
     AttrError,
     CodegenError,
@@ -80,6 +81,7 @@ __all__ = [
     "UnboundVariableError",
     "UnknownOpError",
     "Var",
+    "VirtualDevice",
     "const",
     "infer_type",
     "interpret",

@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 
 from .attrs import Attrs, freeze
-from .errors import AttrError, TypeInferenceError, UnknownOpError, did_you_mean
+from .device import VirtualDevice, as_device
+from .errors import AttrError, CompilerError, TypeInferenceError, UnknownOpError, did_you_mean
 from .types import DTYPES, TensorType, Type, tensor_types
 
 
@@ -60,6 +61,7 @@ ATTR_KINDS = (
     "int|ints",
     "pairs",
     "ints?",
+    "device",
 )
 
 
@@ -100,6 +102,7 @@ _KIND_DOC = {
     "int|ints": "an int or a tuple of ints",
     "pairs": "a tuple of (before, after) int pairs",
     "ints?": "None or a tuple of ints",
+    "device": "a VirtualDevice (or its short form, e.g. 'cpu:1')",
 }
 
 
@@ -140,6 +143,14 @@ def _convert(kind: str, v: Any) -> tuple[bool, Any]:
             isinstance(p, tuple) and len(p) == 2 and all(_is_int(x) for x in p) for p in v
         )
         return ok, v
+    if kind == "device":
+
+        if isinstance(v, VirtualDevice):
+            return True, v
+        try:
+            return isinstance(v, str), as_device(v)
+        except CompilerError:
+            return False, v
     raise AssertionError(kind)
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from egglog import bindings
 
+from ..device import VirtualDevice
 from ..expr import Constant, Expr
 from ..registry import Op, get_op
 from ..types import Type
@@ -35,6 +36,9 @@ def encode_attr(value: Any) -> str:
     """An attribute value as egglog String contents (decode_attr reads it back)."""
     if isinstance(value, float) and math.isnan(value):
         raise ValueError("NaN attribute values are not supported in the e-graph")
+    if isinstance(value, VirtualDevice):  # its fields as a tagged tuple of literals
+        v = value
+        value = (_DEVICE_TAG, v.device_type, v.device_id, v.target, v.memory_scope)
     text = repr(value)
     if '"' in text or "\\" in text:
         raise ValueError(f"attribute value {value!r} cannot be encoded")
@@ -43,7 +47,13 @@ def encode_attr(value: Any) -> str:
 
 def decode_attr(text: str) -> Any:
     """Inverse of encode_attr (repr of ints, floats incl. inf, bools, None, str, tuples)."""
-    return ast.literal_eval(re.sub(r"\binf\b", "1e999", text))
+    value = ast.literal_eval(re.sub(r"\binf\b", "1e999", text))
+    if isinstance(value, tuple) and value[:1] == (_DEVICE_TAG,):
+        return VirtualDevice(*value[1:])
+    return value
+
+
+_DEVICE_TAG = "<VirtualDevice>"
 
 
 def op_constructor(op: Op, nargs: int) -> str:

@@ -412,6 +412,8 @@ class Saturator:
 
 def _evaluate(n: ENode, args: list[np.ndarray]) -> np.ndarray | None:
     op: Op = ctor_op(n.ctor)
+    if op.annotation:  # markers are never folded away
+        return None
     attrs = {a.name: decode_attr(s) for a, s in zip(op.attrs, n.literals, strict=True)}
     try:
         out = op.evaluate(args, attrs)  # type: ignore[arg-type]

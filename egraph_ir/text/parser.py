@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..attrs import Attrs
+from ..device import VirtualDevice
 from ..errors import CompilerError, ParseError, Span, did_you_mean
 from ..expr import (
     Call,
@@ -493,12 +494,39 @@ class Parser:
                         break
             self.expect(close)
             return tuple(items)
+        if tok.kind == "ident" and tok.text == "VirtualDevice":
+            return self.virtual_device()
         if tok.kind == "ident":
             self.i += 1
             return {"True": True, "False": False, "None": None, "true": True, "false": False}.get(
                 tok.text, tok.text
             )
         raise self.error(f"expected an attribute value, found '{tok.text or 'end of input'}'")
+
+    def virtual_device(self) -> VirtualDevice:
+        """`VirtualDevice("cpu"[, id][, target="..."][, memory_scope="..."])`."""
+        start = self.expect("VirtualDevice")
+        self.expect("(")
+        fields: dict[str, Any] = {}
+        positional = ("device_type", "device_id")
+        while not self.at(")"):
+            if self.tok.kind == "ident" and self.toks[self.i + 1].text == "=":
+                key = self.take("ident", "a field").text
+                self.expect("=")
+            elif len(fields) < len(positional):
+                key = positional[len(fields)]
+            else:
+                raise self.error("VirtualDevice takes at most two positional fields")
+            fields[key] = self.attr_value()
+            if not self.accept(","):
+                break
+        self.expect(")")
+        try:
+            return VirtualDevice(**fields)
+        except TypeError as exc:
+            raise self.error(f"bad VirtualDevice: {exc}", start) from None
+        except CompilerError as exc:
+            raise self.error(str(exc), start) from None
 
     # ---------------------------------------------------------------- types
     def type_(self) -> Type:

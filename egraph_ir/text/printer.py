@@ -28,6 +28,7 @@ from ..expr import (
     TupleGetItem,
     Var,
 )
+from ..device import VirtualDevice
 from ..registry import Op
 
 INLINE_MAX_ELEMENTS = 8
@@ -75,6 +76,8 @@ def attr_text(v: Any) -> str:
         return json.dumps(v)
     if isinstance(v, tuple):
         return "[" + ", ".join(attr_text(x) for x in v) + "]"
+    if isinstance(v, VirtualDevice):
+        return v.text()
     raise TypeError(f"cannot print attribute value {v!r}")
 
 

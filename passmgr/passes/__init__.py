@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .combine_parallel_dense import CombineParallelDense
 from .dead_code import DeadCodeElimination
+from .devices import PlanDevices, device_map
 from .eqsat import (
     AlgebraicSimplify,
     CastCanonicalize,
@@ -42,6 +43,8 @@ __all__ = [
     "FoldScaleAxis",
     "FuseOps",
     "InferType",
+    "PlanDevices",
     "PrintIR",
+    "device_map",
     "SimplifyInference",
 ]

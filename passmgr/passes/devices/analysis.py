@@ -1,0 +1,405 @@
+"""Which device every expression of a module is on: constraints, cuts and defaults.
+
+1. **Constraints** (TVM's rules). `on_device(x, d)` puts x on d; with `constrain_result`
+   its result too; an `on_device` at the top of a function body or immediately let-bound
+   is read as fixed (both), and of two nested ones only the outer counts. `device_copy`
+   puts its argument on the source and its result on the destination. A let variable is
+   where its value is; a let is where its body is; an `if` and both arms are on one device;
+   a function's domain is `fn(params): result`, shared by every call (no polymorphism);
+   parameters and results carry `virtual_device` attributes when a planner wrote them.
+   Fused (`Primitive`) and external (`Compiler`) functions are not looked into: calling
+   one is like calling an op.
+2. **Operator edges are soft.** TVM also forces an op's arguments onto its result's device,
+   and fails when annotations disagree. Here each argument of an op (and each tuple field,
+   tuple projection and free `on_device`) is an edge weighted by the bytes that would move
+   if its two ends were on different devices. Connected expressions with one known device
+   all take it (TVM's answer); where two or more devices meet, the cheapest set of edges to
+   cut is found as a multiway cut (an integer program solved by HiGHS: exact, and for two
+   devices a plain minimum cut); a copy goes on each cut edge.
+3. **Defaults** (TVM's order) for what nothing constrains: a function's result takes the
+   default device, its parameters the result's device, a let-bound value the let's device,
+   and anything left the default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from egraph_ir.device import VirtualDevice
+from egraph_ir.errors import PassError
+from egraph_ir.expr import (
+    Call,
+    Constant,
+    Expr,
+    Function,
+    GlobalVar,
+    If,
+    Let,
+    Tuple,
+    TupleGetItem,
+    Var,
+    short_repr,
+)
+from egraph_ir.module import IRModule
+from egraph_ir.registry import Op
+from egraph_ir.types import FuncType, Type, tensor_types
+from egraph_ir.visitor import post_order
+
+from .domains import Domains
+
+CUT_TIME_LIMIT_S = 10.0
+
+
+def is_opaque_function(fn: Expr) -> bool:
+    """A fused or external function: its body is not planned, calling it is like an op."""
+    return isinstance(fn, Function) and bool(
+        fn.attrs.get("Primitive") or fn.attrs.get("Compiler")
+    )
+
+
+def op_name(e: Expr) -> str | None:
+    return e.op.name if isinstance(e, Call) and isinstance(e.op, Op) else None
+
+
+def _type(e: Expr) -> Type | None:
+    return getattr(e, "_checked_type", None) or (e.type_annotation if isinstance(e, Var) else None)
+
+
+def _bytes(e: Expr) -> int:
+    t = _type(e)
+    return sum(x.nbytes for x in tensor_types(t)) if t is not None else 0
+
+
+@dataclass
+class SoftEdge:
+    """A value flowing from `src` to `dst`; cutting it copies `bytes`."""
+
+    src: int
+    dst: int
+    bytes: int
+    annotation: bool  # a free on_device: preferred place for a copy on ties
+
+
+@dataclass
+class DeviceAnalysis:
+    """Domains for every expression of a module, and after `solve()` a device for each."""
+
+    mod: IRModule
+    default: VirtualDevice
+    domains: Domains = field(default_factory=Domains)
+    dom: dict[Expr, int] = field(default_factory=dict)
+    edges: list[SoftEdge] = field(default_factory=list)
+    ignored: set[Expr] = field(default_factory=set)  # inner on_device of a nested pair
+    fixed: set[Expr] = field(default_factory=set)  # on_device read as constrain_result=True
+    order: dict[str, list[Expr]] = field(default_factory=dict)  # post-order per function
+    assigned: dict[int, VirtualDevice] = field(default_factory=dict)  # leaf root -> device
+    copied_bytes: int = 0  # of the cut edges
+
+    # ------------------------------------------------------------ 1. constraints
+    def constrain(self) -> None:
+        d = self.domains
+        for name, fn in self.mod.items():
+            if is_opaque_function(fn):
+                continue
+            self.dom[GlobalVar(name)] = d.function(
+                [self._var(p) for p in fn.params], d.for_type(fn.ret_type or _ret(fn))
+            )
+        for name, fn in self.mod.items():
+            if is_opaque_function(fn):
+                continue
+            nodes = list(post_order(fn, stop=lambda e: e is not fn and is_opaque_function(e)))
+            self.order[name] = nodes
+            self._mark_on_device_forms(nodes)
+            for e in nodes:
+                self._visit(e, GlobalVar(name) if e is fn else None)
+
+    def _var(self, v: Var) -> int:
+        if v not in self.dom:
+            self.dom[v] = self.domains.for_type(_type(v))
+        return self.dom[v]
+
+    def _mark_on_device_forms(self, nodes: list[Expr]) -> None:
+        """Phase 0 of TVM's planner, as sets instead of a rewrite."""
+        for e in nodes:
+            top = e.body if isinstance(e, Function) else e.value if isinstance(e, Let) else None
+            if top is not None and op_name(top) == "on_device" and top.attrs["constrain_body"]:
+                self.fixed.add(top)
+            if op_name(e) == "on_device" and op_name(e.args[0]) == "on_device":  # type: ignore[attr-defined]
+                self.ignored.add(e.args[0])  # type: ignore[attr-defined]
+
+    def _visit(self, e: Expr, global_name: GlobalVar | None) -> None:
+        d = self.domains
+        where = short_repr(e)
+        match e:
+            case Var():
+                self._var(e)
+            case GlobalVar():
+                if e not in self.dom:  # an external function: like an op
+                    self.dom[e] = d.for_type(_type(e))
+            case Constant():
+                self.dom[e] = d.leaf()
+            case Function() if is_opaque_function(e):
+                self.dom[e] = d.for_type(_type(e))
+            case Function():
+                if global_name is not None:
+                    fn_dom = self.dom[global_name]
+                    where = f"the result of @{global_name.name_hint}"
+                    d.unify(d.fn_parts[fn_dom][1], self.dom[e.body], where)
+                else:
+                    fn_dom = d.function([self._var(p) for p in e.params], self.dom[e.body])
+                self.dom[e] = fn_dom
+                self._pin_function(e, fn_dom)
+            case Call():
+                self._visit_call(e, where)
+            case Tuple():
+                self.dom[e] = t = d.leaf()
+                for f in e.fields:
+                    self._flow(f, t, where)
+            case TupleGetItem():
+                if isinstance(_type(e), FuncType):
+                    self.dom[e] = d.for_type(_type(e))
+                    d.unify(self.dom[e], self.dom[e.tuple_value], where)
+                else:
+                    self.dom[e] = d.leaf()
+                    self._soft(self.dom[e.tuple_value], self.dom[e], _bytes(e))
+            case Let():
+                d.unify(self._var(e.var), self.dom[e.value], f"let %{e.var.name_hint}")
+                self.dom[e] = self.dom[e.body]
+            case If():
+                self.dom[e] = self.dom[e.true_branch]
+                d.unify(self.dom[e], self.dom[e.false_branch], "the two branches of an if")
+                d.unify(self.dom[e.cond], d.result_leaf(self.dom[e]), "the condition of an if")
+            case _:
+                raise PassError(f"PlanDevices: cannot plan {type(e).__name__} nodes")
+
+    def _pin_function(self, fn: Function, fn_dom: int) -> None:
+        d = self.domains
+        params, result = d.fn_parts[d.find(fn_dom)]
+        where = f"the result of {short_repr(fn)}"
+        if isinstance(fn.attrs.get("virtual_device"), VirtualDevice):
+            d.pin(d.result_leaf(result), fn.attrs["virtual_device"], where)
+        given = fn.attrs.get("param_virtual_devices") or ()
+        for p, dom, vd in zip(fn.params, params, given, strict=False):
+            if isinstance(vd, VirtualDevice):
+                d.pin(d.result_leaf(dom), vd, f"parameter %{p.name_hint}")
+
+    def _visit_call(self, e: Call, where: str) -> None:
+        d = self.domains
+        name = op_name(e)
+        if name == "on_device":
+            body = self.dom[e.args[0]]
+            if e in self.ignored:
+                self.dom[e] = body
+                return
+            vd = e.attrs["virtual_device"]
+            body_pinned = bool(e.attrs["constrain_body"])
+            result_pinned = bool(e.attrs["constrain_result"]) or e in self.fixed
+            self.dom[e] = d.for_type(_type(e))
+            if body_pinned:
+                d.pin(body, vd, short_repr(e.args[0]))
+            if result_pinned:
+                d.pin(self.dom[e], vd, where)
+            if body_pinned and result_pinned:
+                d.unify(body, self.dom[e], where)
+            elif not body_pinned:  # free or result-only: a copy may go here if needed
+                self._soft(body, self.dom[e], _bytes(e), annotation=True)
+            return
+        if name == "device_copy":
+            d.pin(self.dom[e.args[0]], e.attrs["src_virtual_device"], short_repr(e.args[0]))
+            self.dom[e] = d.leaf(e.attrs["dst_virtual_device"])
+            return
+        callee = e.op
+        if isinstance(callee, GlobalVar) and callee.name_hint in self.mod:
+            callee = self.mod[callee.name_hint]
+        if name is not None or is_opaque_function(callee):  # device-polymorphic
+            self.dom[e] = out = d.leaf()
+            for a in e.args:
+                self._flow(a, out, where)
+            return
+        assert isinstance(e.op, Expr)
+        self.dom[e] = d.for_type(_type(e))
+        call_dom = d.function([self.dom[a] for a in e.args], self.dom[e])
+        d.unify(self.dom[e.op], call_dom, where)
+
+    def _flow(self, value: Expr, into: int, where: str) -> None:
+        """A value used by an op or held in a tuple: a soft edge, or for a function value,
+        all its devices become the holder's."""
+        if self.domains.is_function(self.dom[value]):
+            self.domains.unify(self.dom[value], into, where)
+        else:
+            self._soft(self.dom[value], into, _bytes(value))
+
+    def _soft(self, src: int, dst: int, nbytes: int, annotation: bool = False) -> None:
+        self.edges.append(SoftEdge(src, dst, nbytes, annotation))
+
+    # ------------------------------------------------------------ 2.-3. solving
+    def solve(self) -> None:
+        d = self.domains
+        adjacency: dict[int, list[int]] = {}
+        edges = []
+        for edge in self.edges:
+            a, b = d.find(edge.src), d.find(edge.dst)
+            if a != b:
+                edges.append((a, b, edge))
+                adjacency.setdefault(a, []).append(b)
+                adjacency.setdefault(b, []).append(a)
+        component: dict[int, int] = {}
+        members: dict[int, list[int]] = {}
+        for start in adjacency:
+            if start in component:
+                continue
+            component[start] = start
+            members[start] = [start]
+            stack = [start]
+            while stack:
+                for nxt in adjacency[stack.pop()]:
+                    if nxt not in component:
+                        component[nxt] = start
+                        members[start].append(nxt)
+                        stack.append(nxt)
+        comp_edges: dict[int, list[tuple[int, int, SoftEdge]]] = {}
+        for a, b, edge in edges:
+            comp_edges.setdefault(component[a], []).append((a, b, edge))
+        for key, roots in members.items():
+            pins = {r: d.device[r] for r in roots if d.device[r] is not None}
+            devices = sorted(set(pins.values()), key=str)  # type: ignore[arg-type]
+            if len(devices) == 1:
+                self.assigned.update({r: devices[0] for r in roots})
+            elif len(devices) > 1:
+                placed = multiway_cut(roots, pins, comp_edges.get(key, []), devices)  # type: ignore[arg-type]
+                self.assigned.update(placed)
+                self.copied_bytes += sum(
+                    e.bytes for a, b, e in comp_edges.get(key, []) if placed[a] != placed[b]
+                )
+        self._members, self._component = members, component
+        self._apply_defaults()
+
+    def _settle(self, d_: int, device: VirtualDevice) -> VirtualDevice:
+        """The device of a leaf, giving its whole (unpinned) component `device` if unset."""
+        root = self.domains.find(d_)
+        if root in self.assigned:
+            return self.assigned[root]
+        if self.domains.device[root] is not None:
+            self.assigned[root] = self.domains.device[root]  # type: ignore[assignment]
+            return self.assigned[root]
+        group = self._members.get(self._component.get(root, -1), [root])
+        for r in group:
+            self.assigned.setdefault(r, device)
+        self.assigned.setdefault(root, device)
+        return self.assigned[root]
+
+    def _apply_defaults(self) -> None:
+        d = self.domains
+        for nodes in self.order.values():
+            for e in reversed(nodes):  # parents before children
+                if isinstance(e, Function) and not is_opaque_function(e):
+                    params, result = d.fn_parts[d.find(self.dom[e])]
+                    where = self._settle(d.result_leaf(result), self.default)
+                    for p in params:
+                        for leaf in d.leaves(p):
+                            self._settle(leaf, where)
+                elif isinstance(e, Let):
+                    here = self._settle(d.result_leaf(self.dom[e]), self.default)
+                    for leaf in d.leaves(self.dom[e.value]):
+                        self._settle(leaf, here)
+        for e, dom in self.dom.items():
+            for leaf in d.leaves(dom):
+                self._settle(leaf, self.default)
+
+    # ------------------------------------------------------------ results
+    def device(self, e: Expr) -> VirtualDevice:
+        """The device holding e's value (for a function, where its result lives)."""
+        return self._leaf_device(self.domains.result_leaf(self.dom[e]))
+
+    def function_devices(self, fn: Function) -> tuple[VirtualDevice, list[VirtualDevice]]:
+        """Where a function's result and each of its parameters live."""
+        d = self.domains
+        params, result = d.fn_parts[d.find(self.dom[fn])]
+        leaf = self._leaf_device
+        return leaf(d.result_leaf(result)), [leaf(d.result_leaf(p)) for p in params]
+
+    def _leaf_device(self, leaf: int) -> VirtualDevice:
+        return self.assigned.get(leaf) or self._settle(leaf, self.default)
+
+
+def _ret(fn: Function) -> Type | None:
+    t = _type(fn)
+    return t.ret if isinstance(t, FuncType) else None
+
+
+def multiway_cut(
+    roots: list[int],
+    pins: dict[int, VirtualDevice],
+    edges: Iterable[tuple[int, int, SoftEdge]],
+    devices: list[VirtualDevice],
+) -> dict[int, VirtualDevice]:
+    """Place every root on one of `devices`, pinned roots on their own, so the bytes on
+    edges between different devices are fewest. An integer program (HiGHS): x[r, k] says r
+    is on device k, z[e] >= |x[a, k] - x[b, k]| says edge e is cut. Free on_device edges
+    cost one unit less so that, on ties, copies go where the user allowed them (TVM's
+    place). Falls back to the nearest pin when the solver runs out of time."""
+    import highspy
+    import numpy as np
+
+    edges = list(edges)
+    col = {r: i for i, r in enumerate(roots)}
+    k = len(devices)
+    nx = len(roots) * k
+    n_cols = nx + len(edges)
+    inf = highspy.kHighsInf
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("threads", 1)
+    h.setOptionValue("mip_rel_gap", 0.0)
+    h.setOptionValue("time_limit", CUT_TIME_LIMIT_S)
+    weights = [2.0 * e.bytes - (1.0 if e.annotation else 0.0) + 2.0 for _, _, e in edges]
+    lower = np.zeros(n_cols)
+    upper = np.ones(n_cols)
+    for r, vd in pins.items():
+        lower[col[r] * k + devices.index(vd)] = 1.0
+    h.addVars(n_cols, lower, upper)
+    h.changeColsCost(n_cols, np.arange(n_cols, dtype=np.int32), np.array([0.0] * nx + weights))
+    h.changeColsIntegrality(
+        nx, np.arange(nx, dtype=np.int32), np.array([highspy.HighsVarType.kInteger] * nx)
+    )
+    rows: list[tuple[float, float, list[tuple[int, float]]]] = []
+    for r in roots:
+        rows.append((1.0, 1.0, [(col[r] * k + j, 1.0) for j in range(k)]))
+    for i, (a, b, _) in enumerate(edges):
+        z = nx + i
+        for j in range(k):
+            xa, xb = col[a] * k + j, col[b] * k + j
+            rows.append((0.0, inf, [(z, 1.0), (xa, -1.0), (xb, 1.0)]))
+            rows.append((0.0, inf, [(z, 1.0), (xa, 1.0), (xb, -1.0)]))
+    lo = np.array([r[0] for r in rows])
+    hi = np.array([r[1] for r in rows])
+    starts = np.cumsum([0] + [len(r[2]) for r in rows[:-1]]).astype(np.int32)
+    index = np.array([j for r in rows for j, _ in r[2]], dtype=np.int32)
+    value = np.array([v for r in rows for _, v in r[2]])
+    h.addRows(len(rows), lo, hi, len(index), starts, index, value)
+    h.run()
+    if h.getInfo().primal_solution_status != 2:
+        return _nearest_pin(roots, pins, edges)
+    x = h.getSolution().col_value
+    return {r: devices[int(np.argmax(x[col[r] * k : col[r] * k + k]))] for r in roots}
+
+
+def _nearest_pin(
+    roots: list[int], pins: dict[int, VirtualDevice], edges: list[tuple[int, int, SoftEdge]]
+) -> dict[int, VirtualDevice]:
+    adjacency: dict[int, list[int]] = {r: [] for r in roots}
+    for a, b, _ in edges:
+        adjacency[a].append(b)
+        adjacency[b].append(a)
+    placed = dict(pins)
+    frontier = list(pins)
+    while frontier:
+        nxt = []
+        for r in frontier:
+            for s in adjacency[r]:
+                if s not in placed:
+                    placed[s] = placed[r]
+                    nxt.append(s)
+        frontier = nxt
+    return placed

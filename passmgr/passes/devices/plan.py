@@ -1,0 +1,175 @@
+"""PlanDevices: give every sub-expression a device and make the moves explicit.
+
+The analysis (analysis.py) finds each expression's device; this pass writes the answer
+back in TVM's form, so downstream passes and the back end read it lexically:
+
+- `virtual_device` (result) and `param_virtual_devices` on every function;
+- a `device_copy(on_device(v, src, fixed), src, dst)` wherever a value is used on another
+  device than the one holding it: one copy per value and destination (TVM copies once per
+  annotated use), so two users of one value on the same device share the copy;
+- a fixed `on_device` around every let-bound value (variables and functions excepted);
+- every other `on_device` dropped (its information now lives in the above).
+
+Planning a planned module changes nothing (the fixed forms pin what was decided). Primitive
+(fused) and external functions are kept as they are.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from egraph_ir.device import VirtualDevice, as_device
+from egraph_ir.expr import (
+    Call,
+    Constant,
+    Expr,
+    Function,
+    GlobalVar,
+    If,
+    Let,
+    Tuple,
+    TupleGetItem,
+    Var,
+)
+from egraph_ir.infer import infer_type
+from egraph_ir.module import IRModule
+from egraph_ir.op.device import DEVICE_COPY, ON_DEVICE
+from egraph_ir.types import FuncType
+from egraph_ir.visitor import post_order, rebuild
+
+from ...config import register_config
+from ...context import PassContext
+from ...pass_base import ModulePass
+from ...registry import register_pass
+from .analysis import DeviceAnalysis, is_opaque_function, op_name
+
+register_config("devices.default", str, "cpu:0", "device of what nothing constrains (PlanDevices)")
+
+
+def analyse(mod: IRModule, default: VirtualDevice | str | None = None) -> DeviceAnalysis:
+    """Constrain and solve: the device of every expression of `mod` (typed)."""
+    if default is None:
+        default = str(PassContext.current().get_config("devices.default"))
+    analysis = DeviceAnalysis(mod, as_device(default))
+    analysis.constrain()
+    analysis.solve()
+    return analysis
+
+
+def device_map(mod: IRModule, default: VirtualDevice | str | None = None) -> dict[Expr, VirtualDevice]:
+    """Every expression of a (planned) module and the device holding its value; functions
+    map to their result's device. The way to read devices after PlanDevices."""
+    analysis = analyse(infer_type(mod), default)
+    return {e: analysis.device(e) for e in analysis.dom if not isinstance(e, GlobalVar)}
+
+
+def fixed(value: Expr, device: VirtualDevice) -> Expr:
+    """`value` marked as computed and kept on `device` (variables need no mark)."""
+    if isinstance(value, Var | GlobalVar | Function):
+        return value
+    return Call(ON_DEVICE, (value,), {"virtual_device": device, "constrain_result": True})
+
+
+class _Rewriter:
+    def __init__(self, analysis: DeviceAnalysis) -> None:
+        self.a = analysis
+        self.copies: dict[tuple[Expr, VirtualDevice], Expr] = {}
+        self.count = 0
+
+    def copy(self, value: Expr, src: VirtualDevice, dst: VirtualDevice) -> Expr:
+        if src == dst:
+            return value
+        key = (value, dst)
+        if key not in self.copies:
+            attrs = {"src_virtual_device": src, "dst_virtual_device": dst}
+            self.copies[key] = Call(DEVICE_COPY, (fixed(value, src),), attrs)
+            self.count += 1
+        return self.copies[key]
+
+    def moved(self, value: Expr, new: Expr, dst: VirtualDevice) -> Expr:
+        """`new` (the rewritten `value`) made available on dst."""
+        if isinstance(getattr(value, "_checked_type", None), FuncType):
+            return new
+        return self.copy(new, self.a.device(value), dst)
+
+    def function(self, fn: Function) -> Function:
+        memo: dict[Expr, Expr] = {}
+        nodes = post_order(fn, stop=lambda e: e is not fn and is_opaque_function(e))
+        for e in nodes:
+            memo[e] = self.node(e, memo)
+        out = memo[fn]
+        assert isinstance(out, Function)
+        return out
+
+    def node(self, e: Expr, memo: dict[Expr, Expr]) -> Expr:
+        a = self.a
+        match e:
+            case Var() | GlobalVar() | Constant():
+                return e
+            case Function() if is_opaque_function(e):
+                return e
+            case Function():
+                result, params = a.function_devices(e)
+                attrs = e.attrs.with_(virtual_device=result, param_virtual_devices=tuple(params))
+                return Function(e.params, memo[e.body], e.ret_type, attrs, e.span)
+            case Call() if op_name(e) == "on_device":
+                body = memo[e.args[0]]
+                if e in a.ignored:
+                    return body
+                return self.moved(e.args[0], body, a.device(e))
+            case Call() if op_name(e) == "device_copy":
+                src, dst = e.attrs["src_virtual_device"], e.attrs["dst_virtual_device"]
+                return self.copy(memo[e.args[0]], src, dst)
+            case Call() if op_name(e) is not None or _calls_opaque(e, a.mod):
+                here = a.device(e)
+                args = tuple(self.moved(x, memo[x], here) for x in e.args)
+                callee = memo[e.op] if isinstance(e.op, Expr) else e.op
+                return Call(callee, args, e.attrs, e.span)  # type: ignore[arg-type]
+            case Tuple():
+                here = a.device(e)
+                return Tuple(tuple(self.moved(f, memo[f], here) for f in e.fields), e.span)
+            case TupleGetItem():
+                item = TupleGetItem(memo[e.tuple_value], e.index, e.span)
+                if isinstance(getattr(e, "_checked_type", None), FuncType):
+                    return item
+                return self.copy(item, a.device(e.tuple_value), a.device(e))
+            case Let():
+                value = fixed(memo[e.value], a.device(e.value))
+                return Let(e.var, value, memo[e.body], e.span)
+            case Call() | If():
+                return rebuild(e, memo)
+        raise AssertionError(type(e).__name__)
+
+
+def _calls_opaque(e: Call, mod: IRModule) -> bool:
+    callee = e.op
+    if isinstance(callee, GlobalVar) and callee.name_hint in mod:
+        callee = mod[callee.name_hint]
+    return is_opaque_function(callee)  # type: ignore[arg-type]
+
+
+@register_pass
+@dataclass(frozen=True)
+class PlanDevices(ModulePass):
+    """Give every expression a device (`default=` or config `devices.default` for what
+    nothing constrains) and insert `device_copy` where values cross devices; see
+    passmgr/passes/devices/analysis.py for the rules and the byte-minimising cut."""
+
+    default: VirtualDevice | str | None = None
+    opt_level = 0
+    idempotent = True
+
+    def transform_module(self, mod: IRModule, ctx: PassContext) -> IRModule:
+        given = self.default if self.default is not None else ctx.get_config("devices.default")
+        typed = infer_type(mod)
+        analysis = analyse(typed, as_device(given))  # type: ignore[arg-type]
+        rewriter = _Rewriter(analysis)
+        funcs = {}
+        for name, fn in typed.items():
+            funcs[name] = fn if is_opaque_function(fn) else rewriter.function(fn)
+        ctx.bump("copies", rewriter.count)
+        ctx.record("bytes on cut edges", analysis.copied_bytes)
+        return infer_type(IRModule(funcs))
+
+
+__all__ = ["PlanDevices", "analyse", "device_map", "fixed"]
