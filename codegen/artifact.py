@@ -31,6 +31,7 @@ from typing import Any
 import llvmlite.binding as llvm
 import numpy as np
 
+from egraph_ir.device import VirtualDevice
 from egraph_ir.errors import CodegenError
 from egraph_ir.expr import Function
 from egraph_ir.infer import infer_type
@@ -48,7 +49,7 @@ from .llvm.objcompile import init
 from .memory_plan import MemoryPlan
 from .program import Program, Segment
 
-FORMAT = 1
+FORMAT = 2  # 2: devices (one arena each, copies between them)
 # every Node field but the two the file holds elsewhere: the kernel object (compiled code,
 # or the host function's IR text) and a param's value (a constant buffer)
 SAVED_NODE_FIELDS = tuple(
@@ -192,7 +193,14 @@ def _program_json(exe: Executable) -> dict[str, Any]:
             "naive": plan.naive,
             "lower_bound": plan.lower_bound,
             "method": plan.method,
+            "device_of": {str(k): v for k, v in plan.device_of.items()},
+            "arena_bytes": plan.arena_bytes,
+            "device_names": plan.device_names,
         },
+        "devices": [
+            [d.device_type, d.device_id, d.target, d.memory_scope] for d in graph.devices
+        ],
+        "slot_device": {str(k): v for k, v in program.slot_device.items()},
         "slot_count": program.slot_count,
         "slot_of": {str(k): v for k, v in program.slot_of.items()},
         "constant_slots": [slot for slot, _ in program.constants],
@@ -231,15 +239,18 @@ def _program_from_json(
         n = nodes[int(key)]
         n.kernel = external_kernel(n.name, fn, threads)
     graph = Graph(nodes, [nodes[i] for i in data["inputs"]], data["outputs"], data["tuple_output"])
+    graph.devices = [VirtualDevice(*d) for d in data["devices"]]
     p = data["plan"]
     plan = MemoryPlan(
         {int(k): v for k, v in p["offsets"].items()},
         p["bytes"], p["naive"], p["lower_bound"], p["method"],
+        {int(k): v for k, v in p["device_of"].items()}, p["arena_bytes"], p["device_names"],
     )  # fmt: skip
     program = Program(graph, plan, threads)
     program.slot_count, program.slot_of = data["slot_count"], slot_of
     program.constants = [(slot, constants[slot]) for slot in data["constant_slots"]]
-    program.arena_slots = [(slot, offset) for slot, offset in data["arena_slots"]]
+    program.arena_slots = [(slot, device, offset) for slot, device, offset in data["arena_slots"]]
+    program.slot_device = {int(k): v for k, v in data["slot_device"].items()}
     program.parallel, program.uses_blas = data["parallel"], data["uses_blas"]
     for item in data["schedule"]:
         if isinstance(item, dict):

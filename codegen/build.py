@@ -5,10 +5,13 @@
     -> JIT (JitLibrary) -> runtime (Runtime)
 
 Runs under the current PassContext, so `opt_level`, `disabled_pass` and config keys apply as
-in TVM's `relay.build`. Config: `codegen.num_threads` (the executable's whole thread budget,
+in TVM's `relay.build`. A module that mentions devices is planned (PlanDevices) before fusion; each device gets
+its own arena and every device_copy is a copy kernel between two arenas (codegen/devices.py).
+
+Config: `codegen.num_threads` (the executable's whole thread budget,
 BLAS included; 0 = every core this process may use), `codegen.host_fallback` (run groups
 without a compute definition with numpy, or fail), `codegen.memory_planner` ("arena" or
-"tokens").
+"tokens"), `codegen.check_devices` (the device sanitizer, codegen/sanitizer.py).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from egraph_ir.visitor import post_order, rebuild
 
 from . import blas
 from .executable import Executable, KernelTime, Profile
+from .devices import assign_devices, mentions_devices, plan_devices
 from .external.host import compile_regions
 from .graph import Graph, build_graph
 from .kernels import ExternalKernel
@@ -47,6 +51,9 @@ TARGETS = ("llvm",)
 pm.register_config("codegen.num_threads", int, 0, "thread budget, BLAS included (0: all cores)")
 pm.register_config("codegen.host_fallback", bool, True, "run ops without compute with numpy")
 pm.register_config("codegen.memory_planner", str, "arena", "arena (offset packing) or tokens")
+pm.register_config(
+    "codegen.check_devices", bool, False, "check every kernel's buffers lie on its device"
+)
 
 
 def build(
@@ -70,9 +77,11 @@ def build(
     clock = _Clock(times)
     mod, externals = clock("external", compile_regions, mod, threads)
     optimised = clock("optimise", optimise, mod, params, extra_passes)
-    fused = clock("fuse", fuse, optimised)
+    placed = clock("devices", plan_devices, optimised) if mentions_devices(optimised) else optimised
+    fused = clock("fuse", fuse, placed)
     fallback = bool(ctx.get_config("codegen.host_fallback"))
     graph, cache = clock("lower", lower, fused, fallback, externals)
+    assign_devices(graph, fused["main"])
     plan = clock("plan", plan_graph, graph, str(ctx.get_config("codegen.memory_planner")))
     shared = share_identical_kernels(graph)
     program = clock("link", link, graph, plan, threads)
@@ -90,6 +99,7 @@ def build(
     exe = Executable(program, library, types, names, source, times, optimised, fused)
     times["bind"] = time.perf_counter() - t0
     exe.kernels_reused = cache.hits + shared
+    exe.runtime.check_devices = bool(ctx.get_config("codegen.check_devices"))
     return exe
 
 
@@ -196,7 +206,11 @@ def bind_params(mod: IRModule, params: Mapping[str, np.ndarray]) -> IRModule:
         if node not in memo:
             memo[node] = node if isinstance(node, Var | Constant) else rebuild(node, memo)
     kept = tuple(p for p in fn.params if p.name_hint not in params)
-    new = Function(kept, memo[fn.body], fn.ret_type, fn.attrs)
+    attrs = fn.attrs
+    if "param_virtual_devices" in attrs:  # devices of the parameters that stay
+        pairs = zip(fn.params, attrs["param_virtual_devices"], strict=False)
+        attrs = attrs.with_(param_virtual_devices=[d for p, d in pairs if p in kept])
+    new = Function(kept, memo[fn.body], fn.ret_type, attrs)
     return infer_type(mod.with_function("main", new))
 
 

@@ -132,6 +132,11 @@ for _name in _UNARY:
     COMPUTE[_name] = _unary(_name)
 
 
+@compute("device_copy")  # a copy between two arenas: each element read and written once
+def _device_copy(ctx: Ctx) -> LExpr:
+    return ctx.arg(0)
+
+
 @compute("negative")
 def _negative(ctx: Ctx) -> LExpr:
     return Un(ctx.out.dtype, "neg", ctx.arg(0))

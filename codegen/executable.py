@@ -205,6 +205,24 @@ class Executable:
     def memory_plan(self) -> MemoryPlan:
         return self.program.plan
 
+    @property
+    def devices(self) -> list[str]:
+        """The devices the graph runs on (index 0 holds main's result)."""
+        return [d.name for d in self.graph.devices]
+
+    @property
+    def stats(self) -> dict[str, Any]:
+        """Runs so far and the copies between devices: per (source, destination) pair the
+        count and bytes of one run and of all runs together."""
+        runs = self.runtime.runs
+        per_run = self.runtime.copies
+        return {
+            "runs": runs,
+            "copies_per_run": {k: {"count": c, "bytes": b} for k, (c, b) in per_run.items()},
+            "copies": {k: {"count": c * runs, "bytes": b * runs} for k, (c, b) in per_run.items()},
+            "copy_bytes_per_run": sum(b for _, b in per_run.values()),
+        }
+
     def kernel_kinds(self) -> dict[str, int]:
         """How many kernels of each kind (loops, gemm, blas, conv, host) and aliases."""
         kinds: dict[str, int] = {}

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from egraph_ir.device import VirtualDevice
 from egraph_ir.errors import CodegenError
 from egraph_ir.expr import Call, Constant, Expr, Function, GlobalVar, Tuple, TupleGetItem, Var
 from egraph_ir.registry import Op
@@ -47,6 +48,8 @@ class Node:
     ops: list[str] = field(default_factory=list)
     flops: float = 0.0  # of the kernel's ops, from the registry's cost estimates
     bytes: float = 0.0  # the kernel's inputs read and output written
+    device: int = 0  # index into Graph.devices: where the value lives (the kernel runs)
+    src_device: int = -1  # a device_copy's source device (-1: not a copy)
 
     def to_json(self) -> dict[str, Any]:
         entry: dict[str, Any] = {
@@ -54,7 +57,7 @@ class Node:
             "name": self.name,
             "inputs": self.inputs,
             "storage_id": self.storage_id,
-            "device_index": 0,
+            "device_index": self.device,
             "shape": list(self.shape) if self.shape is not None else None,
             "dtype": self.dtype,
         }
@@ -69,6 +72,8 @@ class Graph:
     inputs: list[Node]
     outputs: list[int]
     tuple_output: bool
+    devices: list[VirtualDevice] = field(default_factory=lambda: [VirtualDevice("cpu")])
+    copies: dict[int, tuple[VirtualDevice, VirtualDevice]] = field(default_factory=dict)
 
     def kernels(self) -> list[CompiledKernel]:
         return [n.kernel for n in self.nodes if n.kernel is not None]
@@ -78,6 +83,7 @@ class Graph:
             {
                 "nodes": [n.to_json() for n in self.nodes],
                 "heads": self.outputs,
+                "devices": [d.name for d in self.devices],
                 "arena_bytes": arena_bytes,
             },
             indent=1,
@@ -126,6 +132,7 @@ def build_graph(
     calls of global functions (external regions) become kernels through `lower_global`."""
     ids: dict[Expr, int] = {}
     nodes: list[Node] = []
+    copies: dict[int, tuple[VirtualDevice, VirtualDevice]] = {}
 
     def add(node: Node, expr: Expr) -> None:
         ids[expr] = node.id
@@ -153,6 +160,12 @@ def build_graph(
                 add(Node(len(nodes), "alias", alias, args, shape, dtype), e)
                 continue
             kernel = lower_group(e.op, len(nodes))
+            body = e.op.body
+            if isinstance(body, Call) and getattr(body.op, "name", None) == "device_copy":
+                copies[len(nodes)] = (
+                    body.attrs["src_virtual_device"],
+                    body.attrs["dst_virtual_device"],
+                )
             if isinstance(t, TupleType):
                 shape, dtype = None, None
             node = Node(len(nodes), "kernel", kernel.name, args, shape, dtype, kernel)
@@ -184,4 +197,4 @@ def build_graph(
         outputs, tuple_output = [ids[f] for f in fn.body.fields], True
     else:
         outputs, tuple_output = [ids[fn.body]], False
-    return Graph(nodes, inputs, outputs, tuple_output)
+    return Graph(nodes, inputs, outputs, tuple_output, copies=copies)

@@ -43,16 +43,28 @@ class Tensor:
 
 @dataclass
 class MemoryPlan:
+    """Offsets of the planned tensors, each in the arena of its device (one per device)."""
+
     offsets: dict[int, int] = field(default_factory=dict)  # tensor id -> byte offset
-    bytes: int = 0
+    bytes: int = 0  # all arenas together
     naive: int = 0
     lower_bound: int = 0
     method: str = "arena"
+    device_of: dict[int, int] = field(default_factory=dict)  # tensor id -> device (absent: 0)
+    arena_bytes: list[int] = field(default_factory=list)  # per device index
+    device_names: list[str] = field(default_factory=lambda: ["cpu:0"])
 
     def storage_ids(self) -> dict[int, int]:
-        """Tensor id -> storage id: tensors placed at the same offset share a storage."""
-        ranked = {off: k for k, off in enumerate(sorted(set(self.offsets.values())))}
-        return {tid: ranked[off] for tid, off in self.offsets.items()}
+        """Tensor id -> storage id: tensors at the same place (device, offset) share one."""
+        place = {tid: (self.device_of.get(tid, 0), off) for tid, off in self.offsets.items()}
+        ranked = {p: k for k, p in enumerate(sorted(set(place.values())))}
+        return {tid: ranked[p] for tid, p in place.items()}
+
+    @property
+    def bytes_per_device(self) -> dict[str, int]:
+        """Arena bytes of each device, by its name (cpu:0, cpu:1, ...)."""
+        sizes = self.arena_bytes or [self.bytes]
+        return dict(zip(self.device_names, sizes, strict=False))
 
     @property
     def overhead(self) -> float:
@@ -151,6 +163,19 @@ def make_plan(tensors: list[Tensor], method: str = "arena") -> MemoryPlan:
     raise ValueError(f"unknown memory planner '{method}'; known: arena, tokens")
 
 
+def combine(plans: list[MemoryPlan], names: list[str]) -> MemoryPlan:
+    """One plan of several devices' plans (offsets stay relative to each device's arena)."""
+    out = MemoryPlan(method=plans[0].method if plans else "arena", device_names=names)
+    for device, p in enumerate(plans):
+        out.offsets.update(p.offsets)
+        out.device_of.update({tid: device for tid in p.offsets if device})
+        out.arena_bytes.append(p.bytes)
+        out.bytes += p.bytes
+        out.naive += p.naive
+        out.lower_bound += p.lower_bound
+    return out
+
+
 def scratch_id(node_id: int, k: int = 0) -> int:
     """The planned tensor id of a kernel's k-th scratch buffer (im2col columns, padded
     input, wide convolution rows): negative, so it never meets a node id."""
@@ -171,17 +196,18 @@ def plan_graph(graph: Graph, method: str = "arena") -> MemoryPlan:
             last[storage_root(nodes, nodes[i]).id] = step
             if nodes[i].op == "field":
                 last[nodes[i].inputs[0]] = step
-    tensors = []
+    per_device: list[list[Tensor]] = [[] for _ in graph.devices]
     for step, n in enumerate(nodes):
         if n.kernel is None:
             continue
+        tensors = per_device[n.device]
         for k, (shape, dtype) in enumerate(n.kernel.scratches):
             tensors.append(Tensor(scratch_id(n.id, k), nbytes(shape, dtype), step, step))
         if n.shape is None or n.id in outputs:
             continue
         size = nbytes(n.shape, n.dtype)  # type: ignore[arg-type]
         tensors.append(Tensor(n.id, size, step, max(last.get(n.id, step), step)))
-    plan = make_plan(tensors, method)
+    plan = combine([make_plan(t, method) for t in per_device], [d.name for d in graph.devices])
     storage = plan.storage_ids()
     for n in nodes:
         n.storage_id = storage.get(storage_root(nodes, n).id, -1)

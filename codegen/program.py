@@ -46,7 +46,8 @@ class Program:
     slot_count: int = 0
     slot_of: dict[int, int] = field(default_factory=dict)  # node id -> slot
     constants: list[tuple[int, np.ndarray]] = field(default_factory=list)  # (slot, array)
-    arena_slots: list[tuple[int, int]] = field(default_factory=list)  # (slot, arena offset)
+    arena_slots: list[tuple[int, int, int]] = field(default_factory=list)  # slot, device, offset
+    slot_device: dict[int, int] = field(default_factory=dict)  # slot -> device of its memory
     calls: dict[int, list[LaunchCall | GemmCall]] = field(default_factory=dict)  # native steps
     python_steps: dict[int, PythonStep] = field(default_factory=dict)
     schedule: list[Segment | int] = field(default_factory=list)  # a segment or a python node
@@ -71,13 +72,20 @@ def link(graph: Graph, plan: MemoryPlan, threads: int) -> Program:
     program = Program(graph, plan, max(1, threads))
     nodes = graph.nodes
     outputs = {storage_root(nodes, nodes[o]).id for o in graph.outputs}
-    constant_slots: dict[int, int] = {}
+    constant_slots: dict[tuple[int, int], int] = {}
+    home: dict[int, int] = {}  # id(array) -> the device holding the array itself
 
-    def constant_slot(array: np.ndarray) -> int:
-        if id(array) not in constant_slots:
-            constant_slots[id(array)] = program.new_slot()
-            program.constants.append((constant_slots[id(array)], array))
-        return constant_slots[id(array)]
+    def constant_slot(array: np.ndarray, device: int, slot: int = -1) -> int:
+        """The slot of a constant on a device: another device reads its own copy."""
+        key = (id(array), device)
+        if slot < 0 and key in constant_slots:
+            return constant_slots[key]
+        slot = slot if slot >= 0 else program.new_slot()
+        constant_slots.setdefault(key, slot)
+        same = home.setdefault(id(array), device) == device
+        program.constants.append((slot, np.ascontiguousarray(array) if same else array.copy()))
+        program.slot_device[slot] = device
+        return slot
 
     for n in nodes:
         root = storage_root(nodes, n)
@@ -88,11 +96,12 @@ def link(graph: Graph, plan: MemoryPlan, threads: int) -> Program:
             continue  # a tuple: its fields get slots
         slot = program.new_slot()
         program.slot_of[n.id] = slot
+        program.slot_device[slot] = n.device
         if n.op == "param":
             assert n.value is not None
-            program.constants.append((slot, np.ascontiguousarray(n.value)))
+            constant_slot(n.value, n.device, slot)
         elif n.op == "kernel" and n.id not in outputs:
-            program.arena_slots.append((slot, plan.offsets[n.id]))
+            program.arena_slots.append((slot, n.device, plan.offsets[n.id]))
     segment: list[int] = []
     for n in nodes:
         if n.kernel is None:
@@ -108,17 +117,23 @@ def link(graph: Graph, plan: MemoryPlan, threads: int) -> Program:
         scratches = []
         for k in range(len(n.kernel.scratches)):
             scratches.append(program.new_slot())
-            program.arena_slots.append((scratches[-1], plan.offsets[scratch_id(n.id, k)]))
+            program.slot_device[scratches[-1]] = n.device
+            offset = plan.offsets[scratch_id(n.id, k)]
+            program.arena_slots.append((scratches[-1], n.device, offset))
 
         def resolve(ref: Ref, node: Node = n, scratch_slots: list[int] = scratches) -> int:
+            reads_on = node.src_device if node.src_device >= 0 else node.device
             if ref.kind == "input":
+                source = storage_root(nodes, nodes[node.inputs[ref.index]])
+                if source.op == "param" and source.device != reads_on:
+                    return constant_slot(source.value, reads_on)  # type: ignore[arg-type]
                 return program.slot_of[node.inputs[ref.index]]
             if ref.kind == "out":
                 return program.slot_of[node.id]
             if ref.kind == "scratch":
                 return scratch_slots[ref.index]
             assert ref.array is not None
-            return constant_slot(ref.array)
+            return constant_slot(ref.array, reads_on)
 
         program.calls[n.id] = [_resolve(call, resolve, program) for call in native]
         segment.append(n.id)

@@ -25,6 +25,7 @@ from .llvm import JitLibrary
 from .llvm.native import STATE_SIZE
 from .memory_plan import nbytes
 from .program import Program, Segment
+from .sanitizer import check_devices, copy_traffic
 
 ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
 WORKER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
@@ -41,14 +42,19 @@ class Runtime:
         self.program, self.library = program, library
         graph = program.graph
         self.graph: Graph = graph
-        self.arena = np.empty(max(program.plan.bytes, 1) + 64, dtype=np.uint8)
-        self.base = self.arena.ctypes.data + (-self.arena.ctypes.data) % 64
+        plan = program.plan
+        sizes = plan.arena_bytes or [plan.bytes]
+        self.arenas = [np.empty(max(size, 1) + 64, dtype=np.uint8) for size in sizes]
+        self.bases = [a.ctypes.data + (-a.ctypes.data) % 64 for a in self.arenas]
         self.slots = np.zeros(max(program.slot_count, 1), dtype=np.int64)
         self.state = np.zeros(STATE_SIZE, dtype=np.int64)
         for slot, array in program.constants:
             self.slots[slot] = array.ctypes.data
-        for slot, offset in program.arena_slots:
-            self.slots[slot] = self.base + offset
+        for slot, device, offset in program.arena_slots:
+            self.slots[slot] = self.bases[device] + offset
+        self.check_devices = False  # the sanitizer (codegen.check_devices)
+        self.copies = copy_traffic(graph)  # per run: (src, dst) -> (count, bytes)
+        self.runs = 0
         self._constants = [a for _, a in program.constants]  # kept alive with the table
         self.static: dict[int, np.ndarray] = {}  # values that do not change between runs
         for n in graph.nodes:
@@ -90,8 +96,10 @@ class Runtime:
 
     def view(self, tensor_id: int, shape: tuple[int, ...], dtype: str) -> np.ndarray:
         """A planned tensor's place in the arena."""
-        offset = self.base - self.arena.ctypes.data + self.program.plan.offsets[tensor_id]
-        return self.arena[offset : offset + nbytes(shape, dtype)].view(dtype).reshape(shape)
+        device = self.program.plan.device_of.get(tensor_id, 0)
+        arena = self.arenas[device]
+        offset = self.bases[device] - arena.ctypes.data + self.program.plan.offsets[tensor_id]
+        return arena[offset : offset + nbytes(shape, dtype)].view(dtype).reshape(shape)
 
     def _entry(self, name: str) -> Callable[[int, int], None]:
         assert self.library is not None
@@ -127,6 +135,9 @@ class Runtime:
             value = np.empty(n.shape, n.dtype)  # type: ignore[arg-type]
             env[n.id] = value
             slots[program.slot_of[n.id]] = value.ctypes.data
+        if self.check_devices:
+            check_devices(self, env)
+        self.runs += 1
         table, state = slots.ctypes.data, self.state.ctypes.data
         for item in program.schedule:
             if isinstance(item, Segment):

@@ -209,6 +209,8 @@ def ilp(
     import highspy
     import numpy as np
 
+    from ..highs import new_highs
+
     deadline = time.perf_counter() + time_limit
     if time_limit < MIN_SOLVE_SECONDS:
         return warm, "time-out", None
@@ -221,10 +223,7 @@ def ilp(
     big = float(len(classes) + 1)
     inf = highspy.kHighsInf
 
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
-    h.setOptionValue("threads", 1)
-    h.setOptionValue("mip_rel_gap", 0.0)
+    h = new_highs()
     costs = np.array([table.own[n] for n in nodes] + [0.0] * len(classes))
     lower = np.zeros(n_cols)
     upper = np.array(

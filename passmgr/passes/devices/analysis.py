@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 from egraph_ir.device import VirtualDevice
 from egraph_ir.errors import PassError
+from egraph_ir.highs import new_highs
 from egraph_ir.expr import (
     Call,
     Constant,
@@ -348,11 +349,7 @@ def multiway_cut(
     nx = len(roots) * k
     n_cols = nx + len(edges)
     inf = highspy.kHighsInf
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
-    h.setOptionValue("threads", 1)
-    h.setOptionValue("mip_rel_gap", 0.0)
-    h.setOptionValue("time_limit", CUT_TIME_LIMIT_S)
+    h = new_highs(CUT_TIME_LIMIT_S)
     weights = [2.0 * e.bytes - (1.0 if e.annotation else 0.0) + 2.0 for _, _, e in edges]
     lower = np.zeros(n_cols)
     upper = np.ones(n_cols)

@@ -1,0 +1,129 @@
+"""Devices in the back end: plan, find each graph node's device, check they can run.
+
+`build` plans devices (passmgr's PlanDevices) when the optimised module mentions any
+(`on_device`, `device_copy` or `virtual_device` attributes), then drops the `on_device`
+marks: after planning every crossing is an explicit `device_copy`, which fusion keeps as a
+kernel of its own, so a graph node's device follows from the graph itself: inputs from
+main's parameter devices, a copy's result from its destination, every other kernel from its
+(non-constant) inputs, or, for kernels of constants only, from their users. Devices of type
+`cpu` run on the host, each with its own arena; other types are refused by name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import passmgr as pm
+from egraph_ir.device import VirtualDevice, as_device
+from egraph_ir.errors import CodegenError
+from egraph_ir.expr import Call, Constant, Expr, Function, GlobalVar, Var
+from egraph_ir.module import IRModule
+from egraph_ir.registry import Op
+from egraph_ir.visitor import post_order, rebuild
+
+from .graph import Graph, Node, storage_root
+
+HOST_DEVICE_TYPES = ("cpu",)
+DEVICE_OPS = ("on_device", "device_copy")
+
+
+def mentions_devices(mod: IRModule) -> bool:
+    """Whether main carries device annotations or planned devices."""
+    fn = mod["main"]
+    if "virtual_device" in fn.attrs or "param_virtual_devices" in fn.attrs:
+        return True
+    return any(
+        isinstance(e, Call) and isinstance(e.op, Op) and e.op.name in DEVICE_OPS
+        for e in post_order(fn.body, into_functions=False)
+    )
+
+
+def plan_devices(mod: IRModule) -> IRModule:
+    """PlanDevices, then main without its on_device marks (copies stay)."""
+    planned = pm.passes.PlanDevices()(mod)
+    fn = planned["main"]
+    memo: dict[Expr, Expr] = {}
+    for e in post_order(fn.body, into_functions=False):
+        if isinstance(e, Call) and isinstance(e.op, Op) and e.op.name == "on_device":
+            memo[e] = memo[e.args[0]]
+        elif isinstance(e, Function | Var | GlobalVar | Constant):
+            memo[e] = e
+        else:
+            memo[e] = rebuild(e, memo)
+    stripped = Function(fn.params, memo[fn.body], fn.ret_type, fn.attrs, fn.span)
+    return pm.passes.InferType()(planned.with_function("main", stripped))
+
+
+def main_devices(fn: Function) -> tuple[VirtualDevice, list[VirtualDevice]]:
+    """main's result device and its parameters' (the config default where unplanned)."""
+    default = as_device(str(pm.PassContext.current().get_config("devices.default")))
+    result = fn.attrs.get("virtual_device") or default
+    params = list(fn.attrs.get("param_virtual_devices") or ())
+    params += [result] * (len(fn.params) - len(params))
+    return result, params
+
+
+def assign_devices(graph: Graph, fn: Function) -> None:
+    """Set graph.devices and every node's device (and a copy's source device)."""
+    result, params = main_devices(fn)
+    devices: list[VirtualDevice] = [result]
+
+    def index(vd: VirtualDevice) -> int:
+        if vd not in devices:
+            devices.append(vd)
+        return devices.index(vd)
+
+    nodes = graph.nodes
+    known: dict[int, int] = {}
+    for node, vd in zip(graph.inputs, params, strict=True):
+        known[node.id] = index(vd)
+    for node_id, (src, dst) in graph.copies.items():
+        nodes[node_id].src_device = index(src)
+        known[node_id] = index(dst)
+    for n in nodes:  # forward: a kernel runs where its inputs are
+        if n.id in known or n.op in ("input", "param"):
+            continue
+        sources = {known[i] for i in n.inputs if i in known}
+        if len(sources) > 1:
+            names = ", ".join(str(devices[s]) for s in sorted(sources))
+            raise CodegenError(
+                f"{n.name} ({', '.join(n.ops) or n.op}) reads values on different devices "
+                f"({names}) without a device_copy; run PlanDevices on the module"
+            )
+        if sources:
+            known[n.id] = sources.pop()
+    users: dict[int, list[int]] = {}
+    for n in nodes:
+        for i in n.inputs:
+            users.setdefault(i, []).append(n.id)
+    for o in graph.outputs:
+        users.setdefault(o, []).append(-1)
+    for n in reversed(nodes):  # backward: constants-only kernels run where they are used
+        if n.id in known:
+            continue
+        wanted = [_wanted_by(nodes[u], known) if u >= 0 else 0 for u in users.get(n.id, [])]
+        known[n.id] = wanted[0] if wanted else 0
+    for n in nodes:
+        n.device = known.get(n.id, 0)
+        if n.op == "alias":
+            n.device = known.get(storage_root(nodes, n).id, n.device)
+    graph.devices = devices
+    check_runnable(devices)
+
+
+def _wanted_by(user: Node, known: dict[int, int]) -> int:
+    """The device a user needs its input on: a copy's source, else the user's own."""
+    return user.src_device if user.src_device >= 0 else known.get(user.id, 0)
+
+
+def check_runnable(devices: Sequence[VirtualDevice]) -> None:
+    for vd in devices:
+        if vd.device_type not in HOST_DEVICE_TYPES:
+            raise CodegenError(
+                f"cannot run on device {vd}: this build runs only devices of type "
+                f"{', '.join(HOST_DEVICE_TYPES)} (the host, any id and memory scope); "
+                f"plan the module for those, or build where '{vd.device_type}' exists"
+            )
+
+
+__all__ = ["assign_devices", "check_runnable", "main_devices", "mentions_devices", "plan_devices"]
