@@ -197,9 +197,7 @@ def _program_json(exe: Executable) -> dict[str, Any]:
             "arena_bytes": plan.arena_bytes,
             "device_names": plan.device_names,
         },
-        "devices": [
-            [d.device_type, d.device_id, d.target, d.memory_scope] for d in graph.devices
-        ],
+        "devices": [[d.device_type, d.device_id, d.target, d.memory_scope] for d in graph.devices],
         "slot_device": {str(k): v for k, v in program.slot_device.items()},
         "slot_count": program.slot_count,
         "slot_of": {str(k): v for k, v in program.slot_of.items()},

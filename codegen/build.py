@@ -5,8 +5,9 @@
     -> JIT (JitLibrary) -> runtime (Runtime)
 
 Runs under the current PassContext, so `opt_level`, `disabled_pass` and config keys apply as
-in TVM's `relay.build`. A module that mentions devices is planned (PlanDevices) before fusion; each device gets
-its own arena and every device_copy is a copy kernel between two arenas (codegen/devices.py).
+in TVM's `relay.build`. A module that mentions devices is planned (PlanDevices) before
+fusion; each device gets its own arena and every device_copy is a copy kernel between two
+arenas (codegen/devices.py).
 
 Config: `codegen.num_threads` (the executable's whole thread budget,
 BLAS included; 0 = every core this process may use), `codegen.host_fallback` (run groups
@@ -31,8 +32,8 @@ from egraph_ir.types import TensorType, TupleType, Type
 from egraph_ir.visitor import post_order, rebuild
 
 from . import blas
-from .executable import Executable, KernelTime, Profile
 from .devices import assign_devices, mentions_devices, plan_devices
+from .executable import Executable, KernelTime, Profile
 from .external.host import compile_regions
 from .graph import Graph, build_graph
 from .kernels import ExternalKernel

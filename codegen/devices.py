@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import passmgr as pm
 from egraph_ir.device import VirtualDevice, as_device
 from egraph_ir.errors import CodegenError
-from egraph_ir.expr import Call, Constant, Expr, Function, GlobalVar, Var
+from egraph_ir.expr import Call, Constant, Expr, Function, GlobalVar, Let, Var
 from egraph_ir.module import IRModule
 from egraph_ir.registry import Op
 from egraph_ir.visitor import post_order, rebuild
@@ -39,13 +39,20 @@ def mentions_devices(mod: IRModule) -> bool:
 
 
 def plan_devices(mod: IRModule) -> IRModule:
-    """PlanDevices, then main without its on_device marks (copies stay)."""
+    """PlanDevices, then main without its on_device marks (copies stay) and with its
+    let-bound values inlined (the graph executor runs dataflow)."""
     planned = pm.passes.PlanDevices()(mod)
     fn = planned["main"]
     memo: dict[Expr, Expr] = {}
-    for e in post_order(fn.body, into_functions=False):
+    nodes = list(post_order(fn.body, stop=lambda e: isinstance(e, Function)))
+    lets = {e.var: e for e in nodes if isinstance(e, Let) and not isinstance(e.value, Function)}
+    for e in nodes:
         if isinstance(e, Call) and isinstance(e.op, Op) and e.op.name == "on_device":
             memo[e] = memo[e.args[0]]
+        elif isinstance(e, Var) and e in lets:  # dataflow for the graph executor
+            memo[e] = memo[lets[e].value]
+        elif isinstance(e, Let) and e.var in lets:
+            memo[e] = memo[e.body]
         elif isinstance(e, Function | Var | GlobalVar | Constant):
             memo[e] = e
         else:

@@ -30,8 +30,7 @@ class VirtualDevice:
     def __post_init__(self) -> None:
         if not isinstance(self.device_type, str) or not _TYPE.fullmatch(self.device_type):
             raise CompilerError(
-                f"VirtualDevice: device_type must be a name such as 'cpu', got "
-                f"{self.device_type!r}"
+                f"VirtualDevice: device_type must be a name such as 'cpu', got {self.device_type!r}"
             )
         if isinstance(self.device_id, bool) or not isinstance(self.device_id, int):
             raise CompilerError(f"VirtualDevice: device_id must be an int, got {self.device_id!r}")

@@ -144,7 +144,6 @@ def _convert(kind: str, v: Any) -> tuple[bool, Any]:
         )
         return ok, v
     if kind == "device":
-
         if isinstance(v, VirtualDevice):
             return True, v
         try:

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from egraph_ir import op as ops
+from egraph_ir.device import VirtualDevice
 from egraph_ir.egraph import Match
 from egraph_ir.egraph.pattern import AttrVar, Pattern, PCall, PGet, PLit, PVar
 from egraph_ir.errors import CompilerError
@@ -297,6 +298,8 @@ def attr_value(b: _Builder, op: str, name: str, kind: str, default: Any, ins: li
         return pick([0, 1, 2])
     if name == "compiler":  # annotations: any target name
         return pick(["default", "blas", "onnxruntime"])
+    if kind == "device":  # the host's devices: all of them run here
+        return pick([VirtualDevice("cpu", 0), VirtualDevice("cpu", 1)])
     if kind == "bool":
         return bool(b.rng.random() < 0.5) if default is not True else bool(b.rng.random() < 0.8)
     if kind == "dtype":

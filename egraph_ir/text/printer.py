@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from ..device import VirtualDevice
 from ..expr import (
     Call,
     Constant,
@@ -28,7 +29,6 @@ from ..expr import (
     TupleGetItem,
     Var,
 )
-from ..device import VirtualDevice
 from ..registry import Op
 
 INLINE_MAX_ELEMENTS = 8

@@ -531,13 +531,21 @@ def test_creation_ops() -> None:
     close(ir.interpret(ir.infer_type(mod)), np.full((3,), 2.5, "float32"))
 
 
-@pytest.mark.parametrize("name", ["compiler_begin", "compiler_end"])
+ANNOTATION_ATTRS = {
+    "compiler_begin": {"compiler": "t"},
+    "compiler_end": {"compiler": "t"},
+    "on_device": {"virtual_device": ir.VirtualDevice("cpu", 1)},
+    "device_copy": {"src_virtual_device": "cpu:0", "dst_virtual_device": "cpu:1"},
+}
+
+
+@pytest.mark.parametrize("name", list(ANNOTATION_ATTRS))
 def test_annotations_pass_values_through_tuples_included(name: str) -> None:
     x = ir.var("x", shape=(2, 3), dtype="int32")
     value = np.arange(6, dtype="int32").reshape(2, 3)
-    marked = op.call(name, x, compiler="t")
+    marked = op.call(name, x, **ANNOTATION_ATTRS[name])
     assert (ir.interpret(ir.Function([x], marked), value) == value).all()
-    pair = op.call(name, ir.Tuple((x, op.negative(x))), compiler="t")
+    pair = op.call(name, ir.Tuple((x, op.negative(x))), **ANNOTATION_ATTRS[name])
     fn = ir.Function([x], ir.TupleGetItem(pair, 1))
     assert (ir.interpret(fn, value) == -value).all()
 
@@ -596,8 +604,7 @@ COVERED = (
         "zeros_like",
         "ones_like",
         "full_like",
-        "compiler_begin",
-        "compiler_end",
+        *ANNOTATION_ATTRS,
     }
 )
 

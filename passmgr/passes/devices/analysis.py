@@ -1,8 +1,9 @@
 """Which device every expression of a module is on: constraints, cuts and defaults.
 
 1. **Constraints** (TVM's rules). `on_device(x, d)` puts x on d; with `constrain_result`
-   its result too; an `on_device` at the top of a function body or immediately let-bound
-   is read as fixed (both), and of two nested ones only the outer counts. `device_copy`
+   its result too; an `on_device` immediately let-bound, or at the top of the body of a
+   function whose result device is not given, is read as fixed (both), and of two nested
+   ones only the outer counts. `device_copy`
    puts its argument on the source and its result on the destination. A let variable is
    where its value is; a let is where its body is; an `if` and both arms are on one device;
    a function's domain is `fn(params): result`, shared by every call (no polymorphism);
@@ -11,11 +12,11 @@
    one is like calling an op.
 2. **Operator edges are soft.** TVM also forces an op's arguments onto its result's device,
    and fails when annotations disagree. Here each argument of an op (and each tuple field,
-   tuple projection and free `on_device`) is an edge weighted by the bytes that would move
-   if its two ends were on different devices. Connected expressions with one known device
-   all take it (TVM's answer); where two or more devices meet, the cheapest set of edges to
-   cut is found as a multiway cut (an integer program solved by HiGHS: exact, and for two
-   devices a plain minimum cut); a copy goes on each cut edge.
+   tuple projection and free `on_device`) is a soft edge: if its ends land on different
+   devices the value is copied, once per value and destination device. Connected
+   expressions with one known device all take it (TVM's answer); where two or more devices
+   meet, the placement copying the fewest bytes is found exactly by an integer program
+   (HiGHS; with two devices it is a minimum cut where a value's users share one copy).
 3. **Defaults** (TVM's order) for what nothing constrains: a function's result takes the
    default device, its parameters the result's device, a let-bound value the let's device,
    and anything left the default.
@@ -28,7 +29,6 @@ from dataclasses import dataclass, field
 
 from egraph_ir.device import VirtualDevice
 from egraph_ir.errors import PassError
-from egraph_ir.highs import new_highs
 from egraph_ir.expr import (
     Call,
     Constant,
@@ -42,6 +42,7 @@ from egraph_ir.expr import (
     Var,
     short_repr,
 )
+from egraph_ir.highs import new_highs
 from egraph_ir.module import IRModule
 from egraph_ir.registry import Op
 from egraph_ir.types import FuncType, Type, tensor_types
@@ -52,11 +53,9 @@ from .domains import Domains
 CUT_TIME_LIMIT_S = 10.0
 
 
-def is_opaque_function(fn: Expr) -> bool:
+def is_opaque_function(fn: object) -> bool:
     """A fused or external function: its body is not planned, calling it is like an op."""
-    return isinstance(fn, Function) and bool(
-        fn.attrs.get("Primitive") or fn.attrs.get("Compiler")
-    )
+    return isinstance(fn, Function) and bool(fn.attrs.get("Primitive") or fn.attrs.get("Compiler"))
 
 
 def op_name(e: Expr) -> str | None:
@@ -74,12 +73,14 @@ def _bytes(e: Expr) -> int:
 
 @dataclass
 class SoftEdge:
-    """A value flowing from `src` to `dst`; cutting it copies `bytes`."""
+    """The value of `value` (held by domain `src`) used where domain `dst` is: if they end
+    on different devices, `bytes` are copied, once per value and destination device."""
 
     src: int
     dst: int
     bytes: int
     annotation: bool  # a free on_device: preferred place for a copy on ties
+    value: Expr
 
 
 @dataclass
@@ -109,7 +110,7 @@ class DeviceAnalysis:
         for name, fn in self.mod.items():
             if is_opaque_function(fn):
                 continue
-            nodes = list(post_order(fn, stop=lambda e: e is not fn and is_opaque_function(e)))
+            nodes = list(post_order(fn, stop=is_opaque_function))
             self.order[name] = nodes
             self._mark_on_device_forms(nodes)
             for e in nodes:
@@ -123,11 +124,21 @@ class DeviceAnalysis:
     def _mark_on_device_forms(self, nodes: list[Expr]) -> None:
         """Phase 0 of TVM's planner, as sets instead of a rewrite."""
         for e in nodes:
-            top = e.body if isinstance(e, Function) else e.value if isinstance(e, Let) else None
-            if top is not None and op_name(top) == "on_device" and top.attrs["constrain_body"]:
+            top = e.value if isinstance(e, Let) else None
+            if isinstance(e, Function) and "virtual_device" not in e.attrs:
+                top = e.body  # a result device given by the user wins (a copy may follow)
+            if (
+                isinstance(top, Call)
+                and op_name(top) == "on_device"
+                and top.attrs["constrain_body"]
+            ):
                 self.fixed.add(top)
-            if op_name(e) == "on_device" and op_name(e.args[0]) == "on_device":  # type: ignore[attr-defined]
-                self.ignored.add(e.args[0])  # type: ignore[attr-defined]
+            if (
+                isinstance(e, Call)
+                and op_name(e) == "on_device"
+                and op_name(e.args[0]) == "on_device"
+            ):
+                self.ignored.add(e.args[0])
 
     def _visit(self, e: Expr, global_name: GlobalVar | None) -> None:
         d = self.domains
@@ -163,7 +174,7 @@ class DeviceAnalysis:
                     d.unify(self.dom[e], self.dom[e.tuple_value], where)
                 else:
                     self.dom[e] = d.leaf()
-                    self._soft(self.dom[e.tuple_value], self.dom[e], _bytes(e))
+                    self._soft(self.dom[e.tuple_value], self.dom[e], e)
             case Let():
                 d.unify(self._var(e.var), self.dom[e.value], f"let %{e.var.name_hint}")
                 self.dom[e] = self.dom[e.body]
@@ -204,7 +215,7 @@ class DeviceAnalysis:
             if body_pinned and result_pinned:
                 d.unify(body, self.dom[e], where)
             elif not body_pinned:  # free or result-only: a copy may go here if needed
-                self._soft(body, self.dom[e], _bytes(e), annotation=True)
+                self._soft(body, self.dom[e], e.args[0], annotation=True)
             return
         if name == "device_copy":
             d.pin(self.dom[e.args[0]], e.attrs["src_virtual_device"], short_repr(e.args[0]))
@@ -229,10 +240,10 @@ class DeviceAnalysis:
         if self.domains.is_function(self.dom[value]):
             self.domains.unify(self.dom[value], into, where)
         else:
-            self._soft(self.dom[value], into, _bytes(value))
+            self._soft(self.dom[value], into, value)
 
-    def _soft(self, src: int, dst: int, nbytes: int, annotation: bool = False) -> None:
-        self.edges.append(SoftEdge(src, dst, nbytes, annotation))
+    def _soft(self, src: int, dst: int, value: Expr, annotation: bool = False) -> None:
+        self.edges.append(SoftEdge(src, dst, _bytes(value), annotation, value))
 
     # ------------------------------------------------------------ 2.-3. solving
     def solve(self) -> None:
@@ -263,16 +274,15 @@ class DeviceAnalysis:
         for a, b, edge in edges:
             comp_edges.setdefault(component[a], []).append((a, b, edge))
         for key, roots in members.items():
-            pins = {r: d.device[r] for r in roots if d.device[r] is not None}
-            devices = sorted(set(pins.values()), key=str)  # type: ignore[arg-type]
+            pins = {r: vd for r in roots if (vd := d.device[r]) is not None}
+            devices = sorted(set(pins.values()), key=str)
             if len(devices) == 1:
-                self.assigned.update({r: devices[0] for r in roots})
+                self.assigned.update(dict.fromkeys(roots, devices[0]))
             elif len(devices) > 1:
-                placed = multiway_cut(roots, pins, comp_edges.get(key, []), devices)  # type: ignore[arg-type]
+                groups = copy_groups(comp_edges.get(key, []))
+                placed = multiway_cut(roots, pins, groups, devices)
                 self.assigned.update(placed)
-                self.copied_bytes += sum(
-                    e.bytes for a, b, e in comp_edges.get(key, []) if placed[a] != placed[b]
-                )
+                self.copied_bytes += sum(g.bytes * len(g.destinations(placed)) for g in groups)
         self._members, self._component = members, component
         self._apply_defaults()
 
@@ -304,7 +314,7 @@ class DeviceAnalysis:
                     here = self._settle(d.result_leaf(self.dom[e]), self.default)
                     for leaf in d.leaves(self.dom[e.value]):
                         self._settle(leaf, here)
-        for e, dom in self.dom.items():
+        for dom in self.dom.values():
             for leaf in d.leaves(dom):
                 self._settle(leaf, self.default)
 
@@ -329,46 +339,71 @@ def _ret(fn: Function) -> Type | None:
     return t.ret if isinstance(t, FuncType) else None
 
 
+@dataclass
+class CopyGroup:
+    """One value, the domain holding it and the domains using it: placing users on other
+    devices costs one copy per other device."""
+
+    source: int
+    users: list[int]
+    bytes: int
+    annotation: bool
+
+    def destinations(self, placed: dict[int, VirtualDevice]) -> set[VirtualDevice]:
+        return {placed[u] for u in self.users} - {placed[self.source]}
+
+
+def copy_groups(edges: Iterable[tuple[int, int, SoftEdge]]) -> list[CopyGroup]:
+    groups: dict[tuple[int, int], CopyGroup] = {}
+    for a, b, e in edges:
+        key = (id(e.value), a)
+        if key not in groups:
+            groups[key] = CopyGroup(a, [], e.bytes, e.annotation)
+        groups[key].users.append(b)
+    return list(groups.values())
+
+
 def multiway_cut(
     roots: list[int],
     pins: dict[int, VirtualDevice],
-    edges: Iterable[tuple[int, int, SoftEdge]],
+    groups: list[CopyGroup],
     devices: list[VirtualDevice],
 ) -> dict[int, VirtualDevice]:
-    """Place every root on one of `devices`, pinned roots on their own, so the bytes on
-    edges between different devices are fewest. An integer program (HiGHS): x[r, k] says r
-    is on device k, z[e] >= |x[a, k] - x[b, k]| says edge e is cut. Free on_device edges
-    cost one unit less so that, on ties, copies go where the user allowed them (TVM's
-    place). Falls back to the nearest pin when the solver runs out of time."""
+    """Place every root on one of `devices`, pinned roots on their own, so the bytes
+    copied are fewest, a value counting once per device it must reach. An integer program
+    (HiGHS): x[r, k] says r is on device k; c[g, k] >= x[u, k] - x[source, k] for every user
+    u says group g's value is copied to k. Copies of a free on_device's value cost a hair
+    less so that, on ties, they go where the user allowed them (TVM's place). Falls back
+    to the nearest pin when the solver runs out of time."""
     import highspy
     import numpy as np
 
-    edges = list(edges)
     col = {r: i for i, r in enumerate(roots)}
     k = len(devices)
     nx = len(roots) * k
-    n_cols = nx + len(edges)
+    n_cols = nx + len(groups) * k
     inf = highspy.kHighsInf
     h = new_highs(CUT_TIME_LIMIT_S)
-    weights = [2.0 * e.bytes - (1.0 if e.annotation else 0.0) + 2.0 for _, _, e in edges]
     lower = np.zeros(n_cols)
     upper = np.ones(n_cols)
     for r, vd in pins.items():
         lower[col[r] * k + devices.index(vd)] = 1.0
+    costs = [0.0] * nx
+    for g in groups:
+        costs += [2.0 * g.bytes + 2.0 - (1.0 if g.annotation else 0.0)] * k
     h.addVars(n_cols, lower, upper)
-    h.changeColsCost(n_cols, np.arange(n_cols, dtype=np.int32), np.array([0.0] * nx + weights))
+    h.changeColsCost(n_cols, np.arange(n_cols, dtype=np.int32), np.array(costs))
     h.changeColsIntegrality(
         nx, np.arange(nx, dtype=np.int32), np.array([highspy.HighsVarType.kInteger] * nx)
     )
     rows: list[tuple[float, float, list[tuple[int, float]]]] = []
     for r in roots:
         rows.append((1.0, 1.0, [(col[r] * k + j, 1.0) for j in range(k)]))
-    for i, (a, b, _) in enumerate(edges):
-        z = nx + i
+    for i, g in enumerate(groups):
         for j in range(k):
-            xa, xb = col[a] * k + j, col[b] * k + j
-            rows.append((0.0, inf, [(z, 1.0), (xa, -1.0), (xb, 1.0)]))
-            rows.append((0.0, inf, [(z, 1.0), (xa, 1.0), (xb, -1.0)]))
+            copied, held = nx + i * k + j, col[g.source] * k + j
+            for u in set(g.users):
+                rows.append((0.0, inf, [(copied, 1.0), (col[u] * k + j, -1.0), (held, 1.0)]))
     lo = np.array([r[0] for r in rows])
     hi = np.array([r[1] for r in rows])
     starts = np.cumsum([0] + [len(r[2]) for r in rows[:-1]]).astype(np.int32)
@@ -377,18 +412,19 @@ def multiway_cut(
     h.addRows(len(rows), lo, hi, len(index), starts, index, value)
     h.run()
     if h.getInfo().primal_solution_status != 2:
-        return _nearest_pin(roots, pins, edges)
+        return _nearest_pin(roots, pins, groups)
     x = h.getSolution().col_value
     return {r: devices[int(np.argmax(x[col[r] * k : col[r] * k + k]))] for r in roots}
 
 
 def _nearest_pin(
-    roots: list[int], pins: dict[int, VirtualDevice], edges: list[tuple[int, int, SoftEdge]]
+    roots: list[int], pins: dict[int, VirtualDevice], groups: list[CopyGroup]
 ) -> dict[int, VirtualDevice]:
     adjacency: dict[int, list[int]] = {r: [] for r in roots}
-    for a, b, _ in edges:
-        adjacency[a].append(b)
-        adjacency[b].append(a)
+    for g in groups:
+        for u in g.users:
+            adjacency[g.source].append(u)
+            adjacency[u].append(g.source)
     placed = dict(pins)
     frontier = list(pins)
     while frontier:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from egraph_ir.attrs import Attrs
 from egraph_ir.device import VirtualDevice, as_device
 from egraph_ir.expr import (
     Call,
@@ -46,6 +47,35 @@ from .analysis import DeviceAnalysis, is_opaque_function, op_name
 register_config("devices.default", str, "cpu:0", "device of what nothing constrains (PlanDevices)")
 
 
+def project_first(mod: IRModule) -> IRModule:
+    """`on_device(t, d).i` read as `on_device(t.i, d)` (TVM's phase 0): a copy then moves
+    the projected field, not the whole tuple."""
+    funcs: dict[str, Function] = {}
+    for name, fn in mod.items():
+        if is_opaque_function(fn):
+            funcs[name] = fn
+            continue
+        memo: dict[Expr, Expr] = {}
+        for e in post_order(fn, stop=is_opaque_function):
+            t = memo.get(e.tuple_value) if isinstance(e, TupleGetItem) else None
+            if (
+                t is not None
+                and op_name(t) == "on_device"
+                and t.attrs["constrain_body"]  # type: ignore[attr-defined]
+                and not t.attrs["constrain_result"]  # type: ignore[attr-defined]
+            ):
+                item = TupleGetItem(t.args[0], e.index, e.span)  # type: ignore[attr-defined]
+                memo[e] = Call(ON_DEVICE, (item,), t.attrs)  # type: ignore[attr-defined]
+            elif isinstance(e, Var | GlobalVar | Constant) or is_opaque_function(e):
+                memo[e] = e
+            else:
+                memo[e] = rebuild(e, memo)
+        out = memo[fn]
+        assert isinstance(out, Function)
+        funcs[name] = out
+    return IRModule(funcs)
+
+
 def analyse(mod: IRModule, default: VirtualDevice | str | None = None) -> DeviceAnalysis:
     """Constrain and solve: the device of every expression of `mod` (typed)."""
     if default is None:
@@ -56,7 +86,9 @@ def analyse(mod: IRModule, default: VirtualDevice | str | None = None) -> Device
     return analysis
 
 
-def device_map(mod: IRModule, default: VirtualDevice | str | None = None) -> dict[Expr, VirtualDevice]:
+def device_map(
+    mod: IRModule, default: VirtualDevice | str | None = None
+) -> dict[Expr, VirtualDevice]:
     """Every expression of a (planned) module and the device holding its value; functions
     map to their result's device. The way to read devices after PlanDevices."""
     analysis = analyse(infer_type(mod), default)
@@ -67,7 +99,7 @@ def fixed(value: Expr, device: VirtualDevice) -> Expr:
     """`value` marked as computed and kept on `device` (variables need no mark)."""
     if isinstance(value, Var | GlobalVar | Function):
         return value
-    return Call(ON_DEVICE, (value,), {"virtual_device": device, "constrain_result": True})
+    return Call(ON_DEVICE, (value,), Attrs(virtual_device=device, constrain_result=True))
 
 
 class _Rewriter:
@@ -81,7 +113,7 @@ class _Rewriter:
             return value
         key = (value, dst)
         if key not in self.copies:
-            attrs = {"src_virtual_device": src, "dst_virtual_device": dst}
+            attrs = Attrs(src_virtual_device=src, dst_virtual_device=dst)
             self.copies[key] = Call(DEVICE_COPY, (fixed(value, src),), attrs)
             self.count += 1
         return self.copies[key]
@@ -94,7 +126,7 @@ class _Rewriter:
 
     def function(self, fn: Function) -> Function:
         memo: dict[Expr, Expr] = {}
-        nodes = post_order(fn, stop=lambda e: e is not fn and is_opaque_function(e))
+        nodes = post_order(fn, stop=is_opaque_function)
         for e in nodes:
             memo[e] = self.node(e, memo)
         out = memo[fn]
@@ -145,7 +177,7 @@ def _calls_opaque(e: Call, mod: IRModule) -> bool:
     callee = e.op
     if isinstance(callee, GlobalVar) and callee.name_hint in mod:
         callee = mod[callee.name_hint]
-    return is_opaque_function(callee)  # type: ignore[arg-type]
+    return is_opaque_function(callee)
 
 
 @register_pass
@@ -161,8 +193,8 @@ class PlanDevices(ModulePass):
 
     def transform_module(self, mod: IRModule, ctx: PassContext) -> IRModule:
         given = self.default if self.default is not None else ctx.get_config("devices.default")
-        typed = infer_type(mod)
-        analysis = analyse(typed, as_device(given))  # type: ignore[arg-type]
+        typed = infer_type(project_first(infer_type(mod)))
+        analysis = analyse(typed, as_device(given))
         rewriter = _Rewriter(analysis)
         funcs = {}
         for name, fn in typed.items():
