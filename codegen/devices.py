@@ -17,9 +17,11 @@ import passmgr as pm
 from egraph_ir.device import VirtualDevice, as_device
 from egraph_ir.errors import CodegenError
 from egraph_ir.expr import Call, Constant, Expr, Function, GlobalVar, Let, Var
+from egraph_ir.inline import inline_calls
 from egraph_ir.module import IRModule
 from egraph_ir.registry import Op
 from egraph_ir.visitor import post_order, rebuild
+from passmgr.passes.devices.analysis import is_opaque_function
 
 from .graph import Graph, Node, storage_root
 
@@ -39,26 +41,44 @@ def mentions_devices(mod: IRModule) -> bool:
 
 
 def plan_devices(mod: IRModule) -> IRModule:
-    """PlanDevices, then main without its on_device marks (copies stay) and with its
-    let-bound values inlined (the graph executor runs dataflow)."""
+    """PlanDevices, then main as dataflow for the graph executor: without its on_device
+    marks (the copies stay), with let-bound values and functions substituted and calls of
+    function literals and global functions inlined (the planner already put each callee's
+    parameters where its call sites are)."""
     planned = pm.passes.PlanDevices()(mod)
     fn = planned["main"]
+    callees = {n: f for n, f in planned.items() if n != "main" and not is_opaque_function(f)}
+    body = fn.body
+    for _ in range(MAX_INLINE_ROUNDS):  # a recursive global stops here, then fails to lower
+        new = inline_calls(_dataflow(body), functions=callees)
+        if new is body:
+            break
+        body = new
+    main = Function(fn.params, body, fn.ret_type, fn.attrs, fn.span)
+    return pm.passes.InferType()(planned.with_function("main", main))
+
+
+MAX_INLINE_ROUNDS = 8
+
+
+def _dataflow(expr: Expr) -> Expr:
+    """expr without on_device marks and lets (their values substituted); function
+    literals are kept as they are."""
     memo: dict[Expr, Expr] = {}
-    nodes = list(post_order(fn.body, stop=lambda e: isinstance(e, Function)))
-    lets = {e.var: e for e in nodes if isinstance(e, Let) and not isinstance(e.value, Function)}
+    nodes = list(post_order(expr, stop=lambda e: isinstance(e, Function)))
+    lets = {e.var: e for e in nodes if isinstance(e, Let)}
     for e in nodes:
         if isinstance(e, Call) and isinstance(e.op, Op) and e.op.name == "on_device":
             memo[e] = memo[e.args[0]]
-        elif isinstance(e, Var) and e in lets:  # dataflow for the graph executor
+        elif isinstance(e, Var) and e in lets:
             memo[e] = memo[lets[e].value]
-        elif isinstance(e, Let) and e.var in lets:
+        elif isinstance(e, Let):
             memo[e] = memo[e.body]
         elif isinstance(e, Function | Var | GlobalVar | Constant):
             memo[e] = e
         else:
             memo[e] = rebuild(e, memo)
-    stripped = Function(fn.params, memo[fn.body], fn.ret_type, fn.attrs, fn.span)
-    return pm.passes.InferType()(planned.with_function("main", stripped))
+    return memo[expr]
 
 
 def main_devices(fn: Function) -> tuple[VirtualDevice, list[VirtualDevice]]:
