@@ -114,3 +114,30 @@ def test_built_in_models_split_over_two_devices_match_the_interpreter(name: str)
         [t.nbytes for p in fn.params for t in [p.checked_type]] + [exe.output_types[0].nbytes]  # type: ignore[attr-defined]
     )
     assert traffic["bytes"] <= smallest  # never more than the cheaper end moves
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2", "bert_tiny2", "lstm1"])
+def test_real_models_split_over_two_devices_agree_and_move_little(
+    name: str, shared_models: Path
+) -> None:
+    from egraph_ir.frontend import from_onnx
+
+    path = shared_models / "real" / f"{name}.onnx"
+    if not path.exists():
+        pytest.skip(f"{path} is not present")
+    data = dict(np.load(shared_models / "real" / f"{name}.npz"))
+    expected = data.pop("expected")
+    mod = ir.infer_type(from_onnx(path))
+    fn = mod["main"]
+    attrs = fn.attrs.with_(virtual_device=CPU1, param_virtual_devices=[CPU0] * len(fn.params))
+    mod = mod.with_function("main", Function(fn.params, fn.body, fn.ret_type, attrs))
+    with pm.PassContext(opt_level=3, config=CHECKED):
+        exe = codegen.build(mod)
+    out = exe(**data)
+    out = out[0] if isinstance(out, tuple) else out
+    scale = float(np.abs(expected).max())  # as in test_real_models: float32 sums, 1e-4
+    np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4 * scale)
+    moved = exe.stats["copy_bytes_per_run"]
+    inputs = sum(v.nbytes for v in data.values())
+    assert 0 < moved <= min(inputs, out.nbytes)  # never more than either end would move
