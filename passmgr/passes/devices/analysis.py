@@ -96,7 +96,9 @@ class DeviceAnalysis:
     fixed: set[Expr] = field(default_factory=set)  # on_device read as constrain_result=True
     order: dict[str, list[Expr]] = field(default_factory=dict)  # post-order per function
     assigned: dict[int, VirtualDevice] = field(default_factory=dict)  # leaf root -> device
-    copied_bytes: int = 0  # of the cut edges
+    copied_bytes: int = 0  # copies the cut chose (once per value and destination)
+    members: dict[int, list[int]] = field(default_factory=dict)  # soft-connected components
+    component: dict[int, int] = field(default_factory=dict)  # leaf root -> its component
 
     # ------------------------------------------------------------ 1. constraints
     def constrain(self) -> None:
@@ -256,8 +258,7 @@ class DeviceAnalysis:
                 edges.append((a, b, edge))
                 adjacency.setdefault(a, []).append(b)
                 adjacency.setdefault(b, []).append(a)
-        component: dict[int, int] = {}
-        members: dict[int, list[int]] = {}
+        component, members = self.component, self.members
         for start in adjacency:
             if start in component:
                 continue
@@ -283,7 +284,6 @@ class DeviceAnalysis:
                 placed = multiway_cut(roots, pins, groups, devices)
                 self.assigned.update(placed)
                 self.copied_bytes += sum(g.bytes * len(g.destinations(placed)) for g in groups)
-        self._members, self._component = members, component
         self._apply_defaults()
 
     def _settle(self, d_: int, device: VirtualDevice) -> VirtualDevice:
@@ -294,7 +294,7 @@ class DeviceAnalysis:
         if self.domains.device[root] is not None:
             self.assigned[root] = self.domains.device[root]  # type: ignore[assignment]
             return self.assigned[root]
-        group = self._members.get(self._component.get(root, -1), [root])
+        group = self.members.get(self.component.get(root, -1), [root])
         for r in group:
             self.assigned.setdefault(r, device)
         self.assigned.setdefault(root, device)
