@@ -6,6 +6,7 @@ equality saturation with the rewrites, extracts the cheapest program and rebuild
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..expr import Function
@@ -13,10 +14,14 @@ from ..infer import infer_type
 from .cost import CostModel, calibrate, get_cost_model, load_machine
 from .dot import egraph_to_dot
 from .encode import encode
-from .extract import EXTRACTORS, ExtractionResult, extract
+from .extract import EXTRACTORS, ExtractionResult, extract, translate
 from .graph import Snapshot, TensorEGraph
 from .pattern import AttrVar, Match, PCall, PGet, PLit, PVar, Rewrite
 from .saturate import Limits, SaturationReport, StopReason, saturate
+
+OBSERVERS: list[Callable[[TensorEGraph, Snapshot, object, CostModel], None]] = []
+"""Called with (e-graph, snapshot, root class, cost model) after every saturation: the
+extraction benchmark collects the e-graphs the standard pipeline makes this way."""
 
 
 @dataclass
@@ -36,10 +41,11 @@ def optimize(
     limits: Limits | None = None,
     cost_model: str | CostModel = "balanced",
     fold_constants: bool = True,
-    extractor: str = "greedy",
+    extractor: str = "auto",
     extract_time_limit: float = 10.0,
 ) -> OptimizeResult:
-    """Saturate fn's body with rewrites and return the cheapest equivalent function."""
+    """Saturate fn's body with rewrites and return the cheapest equivalent function (never
+    costlier than fn itself: the input program is one of the extraction's candidates)."""
     model = get_cost_model(cost_model)
     infer_type(fn)
     g = TensorEGraph()
@@ -48,9 +54,19 @@ def optimize(
     snap0 = g.snapshot()
     start = extract(g, snap0, snap0.handle_class[root], "greedy", model)
     report = saturate(g, rewrites, limits, fold_constants)
-    snap = g.snapshot()
+    unchanged = not report.applied and not report.folded
+    snap = snap0 if unchanged else g.snapshot()  # nothing fired: the e-graph is the input's
     root_class = snap.handle_class[root]
-    result = extract(g, snap, root_class, extractor, model, extract_time_limit)
+    for observe in OBSERVERS:
+        observe(g, snap, root_class, model)
+    if unchanged and g.encoded == snap0.num_enodes:  # not even two equal nodes: fn itself
+        return OptimizeResult(fn, report, start.cost, start.cost, snap, root_class, start)
+    if unchanged:
+        result = start  # the input, hash-consed: common subexpressions already merged
+    else:
+        given = translate(start.choice, snap0, snap)
+        seeds = {"input": given} if given is not None else {}
+        result = extract(g, snap, root_class, extractor, model, extract_time_limit, seeds)
     out = Function(fn.params, result.to_ir(g), fn.ret_type, fn.attrs, fn.span)
     infer_type(out)
     return OptimizeResult(out, report, start.cost, result.cost, snap, root_class, result)

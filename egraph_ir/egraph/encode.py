@@ -80,4 +80,39 @@ def encode(g: TensorEGraph, root: Expr) -> int:
             key = f"opaque#{id(node)}"
             g.leaves[key] = node
             handle[node] = g.add(f'(Opaque "{key}")', ty)
+    g.encoded += len(handle)
     return handle[root]
+
+
+def merge_equal(root: Expr) -> tuple[Expr, int]:
+    """root with equal computations built once, and how many nodes were merged: exactly
+    what encoding into the e-graph does (same op, canonical attributes and operands;
+    constants by value; anything else by identity), without building the e-graph, for
+    passes with no rules (common-subexpression elimination)."""
+    from ..visitor import post_order, rebuild
+    from .graph import encode_attr
+
+    canon: dict[tuple[object, ...], Expr] = {}
+    memo: dict[Expr, Expr] = {}
+    merged = 0
+    transparent = (Call, Tuple, TupleGetItem)
+    for node in post_order(root, stop=lambda e: not isinstance(e, transparent)):
+        if isinstance(node, Call) and isinstance(node.op, Op):
+            attrs = canonical_attrs(node)
+            lits = tuple(encode_attr(attrs[a.name]) for a in node.op.attrs)
+            key: tuple[object, ...] = ("op", node.op.name, lits, *map(id, map(memo.get, node.args)))
+        elif isinstance(node, Tuple):
+            key = ("tuple", *map(id, map(memo.get, node.fields)))
+        elif isinstance(node, TupleGetItem):
+            key = ("get", node.index, id(memo[node.tuple_value]))
+        elif isinstance(node, Constant):
+            key = ("const", constant_key(node))
+        else:
+            key = ("leaf", id(node))  # variables, functions, lets, ifs, calls of functions
+        if key in canon:
+            memo[node] = canon[key]
+            merged += 1
+            continue
+        new = node if key[0] in ("leaf", "const") else rebuild(node, memo)
+        canon[key] = memo[node] = new
+    return memo[root], merged

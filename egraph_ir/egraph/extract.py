@@ -8,18 +8,24 @@ by `dag_cost`. Extractors:
 - `greedy-dag`: the same relaxation over *sets* of classes, so a shared class is counted once
   (extraction-gym's greedy-dag; a node whose set already holds its own class would close a
   cycle and is skipped); it stops at a work budget and keeps the greedy answer;
-- `ilp`: DAG-optimal with HiGHS: a binary per e-node, the root class needs a node, a chosen
-  node needs a node in each child class, order variables per class forbid cycles (MTZ),
-  warm-started from the better heuristic and never returned worse than it;
-- `auto`: `ilp` when the e-graph has at most `ILP_AUTO_MAX_NODES` e-nodes, else `greedy-dag`.
+- `ilp`: DAG-optimal with HiGHS (ilp.py): pruned to the nodes that can be optimal, a binary
+  per e-node, cycles forbidden lazily (only those a solution actually closes), warm-started
+  from the better heuristic, never returned worse than it, with the proven gap on time-out;
+- any extractor returns the only program at once when every class has a single node;
+- `auto` (the default): greedy and greedy-dag, then the ILP for at most `AUTO_ILP_SECONDS`
+  when the e-graph has at most `ILP_AUTO_MAX_NODES` reachable e-nodes; the cheapest of all
+  and of any seed programs (the input) wins, so it is never worse than greedy-dag or the
+  input.
 """
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import math
 import time
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ..errors import CompilerError, ConfigError
@@ -28,9 +34,11 @@ from ..registry import Op
 from ..types import Type
 from .cost import CostModel, balanced_cost
 from .graph import ENode, Snapshot, TensorEGraph, Value, ctor_op, decode_attr
+from .ilp import solve as solve_ilp
 
 EXTRACTORS = ("greedy", "greedy-dag", "ilp", "auto")
-ILP_AUTO_MAX_NODES = 3000
+ILP_AUTO_MAX_NODES = 20_000  # auto runs the ILP up to this many reachable e-nodes
+AUTO_ILP_SECONDS = 1.0  # and gives it at most this long (the compile-time budget)
 GREEDY_DAG_BUDGET = 20_000_000  # set entries merged before greedy-dag gives up
 
 
@@ -42,10 +50,22 @@ class CostTable:
 
     def __init__(self, g: TensorEGraph, snap: Snapshot, model: CostModel) -> None:
         self.g, self.snap = g, snap
-        self.own: dict[ENode, float] = {
-            n: model(n, [self.class_type(c) for c in n.children], self.class_type(n.eclass))
-            for n in snap.nodes
-        }
+        self.own: dict[ENode, float] = {}
+        seen: dict[tuple[object, ...], float] = {}  # same op, attributes and types: same cost
+        for n in snap.nodes:
+            kids = [self.class_type(c) for c in n.children]
+            out = self.class_type(n.eclass)
+            key = (n.ctor, n.literals, *kids, out)
+            if key not in seen:
+                seen[key] = model(n, kids, out)
+            self.own[n] = seen[key]
+
+    @classmethod
+    def of(cls, snap: Snapshot, own: Mapping[ENode, float]) -> CostTable:
+        """A table of given costs (an e-graph read from a file has no IR types)."""
+        table = cls.__new__(cls)
+        table.snap, table.own = snap, dict(own)
+        return table
 
     def class_type(self, c: Value) -> Type:
         return self.g.handle_types[min(self.snap.class_handles[c])]
@@ -197,96 +217,14 @@ def greedy_dag(table: CostTable, start: Choice) -> Choice | None:
 
 
 # ---------------------------------------------------------------- ILP
-MIN_SOLVE_SECONDS = 0.01  # below this the solver cannot even start: keep the warm start
-
-
 def ilp(
     table: CostTable, root: Value, warm: Choice, time_limit: float
 ) -> tuple[Choice, str, float | None]:
-    """DAG-optimal choice with HiGHS (see the module docstring); returns (choice, status, gap).
-    `warm` must be a valid acyclic choice: it seeds the solver and is the fallback. The
-    time limit covers building the model too: the solver gets what is left of it."""
-    import highspy
-    import numpy as np
-
-    from ..highs import new_highs
-
-    deadline = time.perf_counter() + time_limit
-    if time_limit < MIN_SOLVE_SECONDS:
-        return warm, "time-out", None
-
-    classes = _reachable_classes(table.snap, root)
-    nodes = [n for c in classes for n in table.snap.by_class[c]]
-    col = {n: i for i, n in enumerate(nodes)}
-    order_col = {c: len(nodes) + i for i, c in enumerate(classes)}
-    n_cols = len(nodes) + len(classes)
-    big = float(len(classes) + 1)
-    inf = highspy.kHighsInf
-
-    h = new_highs()
-    costs = np.array([table.own[n] for n in nodes] + [0.0] * len(classes))
-    lower = np.zeros(n_cols)
-    upper = np.array(
-        [0.0 if n.eclass in n.children else 1.0 for n in nodes] + [big - 1] * len(classes)
-    )  # a node that is its own child can never be chosen
-    h.addVars(n_cols, lower, upper)
-    h.changeColsCost(n_cols, np.arange(n_cols, dtype=np.int32), costs)
-    h.changeColsIntegrality(
-        len(nodes),
-        np.arange(len(nodes), dtype=np.int32),
-        np.array([highspy.HighsVarType.kInteger] * len(nodes)),
-    )
-    rows: list[tuple[float, float, list[tuple[int, float]]]] = []
-    rows.append((1.0, inf, [(col[n], 1.0) for n in table.snap.by_class[root]]))
-    for c in classes:
-        members = table.snap.by_class[c]
-        if len(members) > 1:
-            rows.append((-inf, 1.0, [(col[n], 1.0) for n in members]))
-    for i, n in enumerate(nodes):
-        if i % 4096 == 0 and time.perf_counter() > deadline:
-            return warm, "time-out", None  # building the model alone used the time
-        if n.eclass in n.children:
-            continue  # fixed to 0 above
-        for k in set(n.children):
-            cover = [(col[m], 1.0) for m in table.snap.by_class[k]]
-            rows.append((0.0, inf, [*cover, (col[n], -1.0)]))
-            order = [(order_col[n.eclass], 1.0), (order_col[k], -1.0), (col[n], -big)]
-            rows.append((1.0 - big, inf, order))  # t_class >= t_child + 1 when n is chosen
-    lo = np.array([r[0] for r in rows])
-    hi = np.array([r[1] for r in rows])
-    starts = np.cumsum([0] + [len(r[2]) for r in rows[:-1]]).astype(np.int32)
-    index = np.array([j for r in rows for j, _ in r[2]], dtype=np.int32)
-    value = np.array([v for r in rows for _, v in r[2]])
-    if h.addRows(len(rows), lo, hi, len(index), starts, index, value) != highspy.HighsStatus.kOk:
-        raise CompilerError("the extraction ILP could not be built")
-
-    start = np.zeros(n_cols)
-    used = reachable(warm, root)
-    for depth, c in enumerate(used):  # children come first: their depth is smaller
-        start[col[warm[c]]] = 1.0
-        start[order_col[c]] = float(depth)
-    solution = highspy.HighsSolution()
-    solution.col_value = list(start)
-    h.setSolution(solution)
-    remaining = deadline - time.perf_counter()
-    if remaining < MIN_SOLVE_SECONDS:
-        return warm, "time-out", None
-    h.setOptionValue("time_limit", remaining)
-    h.run()
-
-    status = h.getModelStatus()
-    info = h.getInfo()
-    if info.primal_solution_status != 2:  # no feasible solution found in time
-        return warm, "time-out", None
-    x = h.getSolution().col_value
-    choice: Choice = {}
-    for c in classes:
-        picked = [n for n in table.snap.by_class[c] if x[col[n]] > 0.5]
-        if picked:
-            choice[c] = min(picked, key=lambda n: table.own[n])
-    optimal = status == highspy.HighsModelStatus.kOptimal
-    gap = None if optimal else float(info.mip_gap)
-    return choice, "optimal" if optimal else "feasible", gap
+    """DAG-optimal choice with HiGHS (egraph_ir/egraph/ilp.py); returns (choice, status,
+    gap). `warm` must be a valid acyclic choice: it seeds the solver and is the fallback.
+    The time limit covers building the model too."""
+    outcome = solve_ilp(table.snap.by_class, table.own, root, warm, time_limit)
+    return outcome.choice, outcome.status, outcome.gap
 
 
 def _reachable_classes(snap: Snapshot, root: Value) -> list[Value]:
@@ -304,38 +242,53 @@ def _reachable_classes(snap: Snapshot, root: Value) -> list[Value]:
 
 # ---------------------------------------------------------------- entry point
 def extract(
-    g: TensorEGraph,
+    g: TensorEGraph | None,
     snap: Snapshot,
     root: Value,
-    extractor: str = "greedy",
+    extractor: str = "auto",
     cost_model: CostModel = balanced_cost,
     time_limit: float = 10.0,
+    seeds: Mapping[str, Choice] | None = None,
+    costs: Mapping[ENode, float] | None = None,
 ) -> ExtractionResult:
-    """Choose the program for `root` with the named extractor under `cost_model`."""
+    """Choose the program for `root` with the named extractor under `cost_model` (or the
+    given per-node `costs`). `seeds` are known programs (the input, say): the answer is
+    never costlier than any of them, nor than greedy (or greedy-dag, for the others)."""
     if extractor not in EXTRACTORS:
         raise ConfigError(f"unknown extractor '{extractor}'; known: {', '.join(EXTRACTORS)}")
     t0 = time.perf_counter()
-    table = CostTable(g, snap, cost_model)
+    table = CostTable.of(snap, costs) if costs is not None else CostTable(g, snap, cost_model)  # type: ignore[arg-type]
+    forced = _forced(snap, root)
+    if forced is not None:  # one node per class: the only program there is
+        cost = dag_cost(table, forced, root)
+        seconds = time.perf_counter() - t0
+        return ExtractionResult(
+            forced, root, cost, "forced", "optimal", 0.0, seconds, {"forced": cost}
+        )
     tree_choice, _ = greedy(table)
     if root not in tree_choice:
         raise CompilerError("the root e-class has no finite-cost program")
-    candidates = {"greedy": dag_cost(table, tree_choice, root)}
-    best, used = tree_choice, "greedy"
+    found: dict[str, Choice] = {"greedy": tree_choice}
+    ilp_time = time_limit
     if extractor == "auto":
         size = sum(len(snap.by_class[c]) for c in _reachable_classes(snap, root))
+        ilp_time = min(time_limit, AUTO_ILP_SECONDS)
         extractor = "ilp" if size <= ILP_AUTO_MAX_NODES else "greedy-dag"
     if extractor in ("greedy-dag", "ilp"):
         dag_choice = greedy_dag(table, tree_choice)
         if dag_choice is not None:
-            try:
-                candidates["greedy-dag"] = dag_cost(table, dag_choice, root)
-            except CompilerError:
-                dag_choice = None  # a stale set closed a cycle: keep the greedy answer
-        if dag_choice is not None and candidates["greedy-dag"] < candidates["greedy"]:
-            best, used = dag_choice, "greedy-dag"
+            found["greedy-dag"] = dag_choice
+    found.update(seeds or {})
+    candidates: dict[str, float] = {}
+    for name, choice in found.items():
+        # a stale greedy-dag set or a seed that closes a cycle is not a candidate
+        with contextlib.suppress(CompilerError, KeyError):
+            candidates[name] = dag_cost(table, choice, root)
+    used = min(candidates, key=lambda k: (candidates[k], k != "greedy"))
+    best = found[used]
     status, gap = "heuristic", None
     if extractor == "ilp":
-        remaining = time_limit - (time.perf_counter() - t0)
+        remaining = ilp_time - (time.perf_counter() - t0)
         choice, status, gap = ilp(table, root, best, remaining)
         if status != "time-out":
             candidates["ilp"] = dag_cost(table, choice, root)
@@ -351,6 +304,48 @@ def extract(
         time.perf_counter() - t0,
         candidates,
     )
+
+
+def _forced(snap: Snapshot, root: Value) -> Choice | None:
+    """The choice when every class reachable from root holds a single node (and it is
+    acyclic), else None."""
+    choice: Choice = {}
+    stack = [root]
+    while stack:
+        c = stack.pop()
+        if c in choice:
+            continue
+        nodes = snap.by_class.get(c, ())
+        if len(nodes) != 1:
+            return None
+        choice[c] = nodes[0]
+        stack.extend(k for k in nodes[0].children if k not in choice)
+    try:
+        reachable(choice, root)
+    except CompilerError:
+        return None
+    return choice
+
+
+def translate(choice: Choice, before: Snapshot, after: Snapshot) -> Choice | None:
+    """A choice made in an earlier snapshot, in the classes of a later one of the same
+    e-graph (the input program after saturation); None when a node is missing. Where
+    saturation merged two of its classes, a node not needing its own class is preferred
+    (the caller drops the choice if it still closes a cycle)."""
+    nodes = set(after.nodes)
+
+    def now(k: Value) -> Value:
+        return after.handle_class[before.class_handles[k][0]]
+
+    out: Choice = {}
+    for c, n in choice.items():
+        moved = ENode(n.ctor, tuple(now(k) for k in n.children), n.literals, now(c))
+        if moved not in nodes:
+            return None
+        prev = out.get(moved.eclass)
+        if prev is None or (moved.eclass in prev.children and moved.eclass not in moved.children):
+            out[moved.eclass] = moved
+    return out
 
 
 def constant_of(g: TensorEGraph, snap: Snapshot, c: Value) -> Constant | None:

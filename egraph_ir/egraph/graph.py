@@ -107,6 +107,7 @@ class TensorEGraph:
         self.declared: set[str] = set()
         self.handle_types: list[Type] = []
         self.leaves: dict[str, Expr] = {}  # Var / Opaque keys -> IR nodes
+        self.encoded = 0  # IR nodes encode() put in (more than e-nodes when some were equal)
         self.constants: dict[str, Constant] = {}  # Const keys -> constants
         self._pending: list[str] = []
         self._batches = 0

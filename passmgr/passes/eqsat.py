@@ -18,10 +18,11 @@ from pathlib import Path
 
 import rules as rules_lib
 from egraph_ir.egraph import EXTRACTORS, CostModel, Limits, get_cost_model, optimize
+from egraph_ir.egraph.encode import merge_equal
 from egraph_ir.egraph.graph import ENode
-from egraph_ir.egraph.pattern import PCall, PGet, Rewrite
+from egraph_ir.egraph.pattern import PCall, PGet, PLit, Rewrite
 from egraph_ir.errors import ConfigError
-from egraph_ir.expr import Call, Constant, Function
+from egraph_ir.expr import Call, Constant, Expr, Function, TupleGetItem
 from egraph_ir.module import IRModule
 from egraph_ir.registry import Op
 from egraph_ir.types import Type
@@ -85,7 +86,7 @@ class EqSat(FunctionPass):
     iter_limit: int | None = None
     time_limit_s: float | None = None
     fast_math: bool | None = None
-    extractor: str = "greedy"
+    extractor: str = "auto"
     cost_model: str | CostModel = "balanced"
     fold_constants: bool = True
     avoid: tuple[str, ...] = ()  # ops extraction keeps only when nothing else computes the value
@@ -113,6 +114,10 @@ class EqSat(FunctionPass):
         fast = self.fast_math if self.fast_math is not None else ctx.get_config("eqsat.fast_math")
         rule_set = resolve_rules(self.rules).enabled(bool(fast))
         rewrites = rule_set.rewrites()
+        if not rewrites and not self.fold_constants:  # hash-consing alone: no e-graph needed
+            body, merged = merge_equal(fn.body)
+            ctx.bump("merged", merged)
+            return fn if not merged else Function(fn.params, body, fn.ret_type, fn.attrs, fn.span)
         if rewrites and _nothing_to_do(fn, rewrites, self.fold_constants):
             ctx.bump("skipped: no rule can match")
             return fn
@@ -142,24 +147,49 @@ class EqSat(FunctionPass):
         return result.function
 
 
-def _pattern_ops(p: object) -> set[str]:
-    if isinstance(p, PCall):
-        return {p.op}.union(*(_pattern_ops(a) for a in p.args))
+def _could_match(e: Expr, p: object) -> bool:
+    """Whether e has p's shape: the same ops and projections, constants where literals
+    are (attributes, guards and repeated variables ignored). Over-approximates a match in
+    the e-graph before any rule fired, where each class holds just the program's nodes.
+    Recurses over the pattern only (a few levels)."""
+    if isinstance(p, PLit):
+        return isinstance(e, Constant)
     if isinstance(p, PGet):
-        return _pattern_ops(p.tuple_value)
-    return set()
+        return (
+            isinstance(e, TupleGetItem)
+            and e.index == p.index
+            and _could_match(e.tuple_value, p.tuple_value)
+        )
+    if isinstance(p, PCall):
+        return (
+            isinstance(e, Call)
+            and isinstance(e.op, Op)
+            and e.op.name == p.op
+            and len(e.args) == len(p.args)
+            and all(_could_match(a, q) for a, q in zip(e.args, p.args, strict=True))
+        )
+    return True  # a variable
 
 
 def _nothing_to_do(fn: Function, rewrites: list[Rewrite], fold_constants: bool) -> bool:
-    """No rule's left-hand side can match (an op it needs is absent) and, when constants
-    fold, no call has only constant arguments: saturating would only cost time."""
-    present: set[str] = set()
+    """No rule's left-hand side matches anywhere in the program and, when constants fold,
+    no call has only constant arguments: then saturation cannot change the e-graph (every
+    later match needs an earlier rewrite), so it would only cost time."""
+    by_root: dict[str, list[Rewrite]] = {}
+    for r in rewrites:
+        key = r.lhs.op if isinstance(r.lhs, PCall) else "<get>"
+        by_root.setdefault(key, []).append(r)
     for node in post_order(fn.body):
         if isinstance(node, Call) and isinstance(node.op, Op):
-            present.add(node.op.name)
             if fold_constants and node.args and all(isinstance(a, Constant) for a in node.args):
                 return False
-    return not any(_pattern_ops(r.lhs) <= present for r in rewrites)
+            if any(_could_match(node, r.lhs) for r in by_root.get(node.op.name, ())):
+                return False
+        elif isinstance(node, TupleGetItem) and any(
+            _could_match(node, r.lhs) for r in by_root.get("<get>", ())
+        ):
+            return False
+    return True
 
 
 @register_pass

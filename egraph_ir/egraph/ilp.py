@@ -1,0 +1,254 @@
+"""DAG-optimal extraction as an integer program, built small and made acyclic lazily.
+
+1. **Pruning.** Only classes reachable from the root count. A node that is its own child can
+   never be chosen; a node with a child class left without nodes cannot either (repeated
+   until nothing changes); and within a class a node is dominated by another that costs no
+   more and needs a subset of its children (it can always replace it without adding cost
+   or a cycle), so dominated nodes go.
+   When every class is left with one node, that choice is the answer (no solver).
+2. **The program.** A binary x[n] per remaining node: the root class needs a node, a chosen
+   node needs a node in each child class, and a class takes at most one node. Nothing here
+   forbids cycles.
+3. **Cycles, lazily.** Solve; follow the chosen nodes from the root; for every cycle found,
+   forbid choosing all of its nodes together (sum of its x <= length - 1); solve again
+   until the choice is acyclic. Cycles are rare in practice (rules like x * 1 => x make
+   self-loops, which pruning removes), so this beats order variables for every class (the
+   big-M MTZ encoding, whose relaxation is weak).
+4. **Warm start and gap.** Every solve starts from the best acyclic choice known (the
+   greedy-dag answer first). The dual bound of any solve is a lower bound on the optimum,
+   so a run stopped by the time limit reports the proven gap of its best acyclic choice.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from ..errors import CompilerError
+from ..highs import new_highs
+from .graph import ENode, Value
+
+MIN_SOLVE_SECONDS = 0.01  # below this the solver cannot even start: keep the warm start
+DOMINANCE_MAX_CLASS = 64  # pairwise dominance checks only in classes up to this size
+
+
+@dataclass
+class IlpOutcome:
+    choice: dict[Value, ENode]
+    status: str  # optimal, feasible (time limit, gap known), time-out (warm start kept)
+    gap: float | None  # (cost - lower bound) / cost of the returned choice
+    lower_bound: float | None
+    rounds: int = 0  # solves (1 + rounds that added cycle constraints)
+    nodes: int = 0  # e-nodes in the program after pruning
+
+
+def prune(
+    by_class: dict[Value, list[ENode]], own: dict[ENode, float], root: Value
+) -> dict[Value, list[ENode]]:
+    """The classes reachable from root and the nodes that may be chosen in them."""
+    classes: dict[Value, list[ENode]] = {}
+    stack, seen = [root], {root}
+    while stack:
+        c = stack.pop()
+        classes[c] = [n for n in by_class.get(c, ()) if c not in n.children]
+        for n in classes[c]:
+            for k in n.children:
+                if k not in seen:
+                    seen.add(k)
+                    stack.append(k)
+    changed = True
+    while changed:  # nodes needing an empty class go, which may empty more classes
+        changed = False
+        for c, nodes in classes.items():
+            kept = [n for n in nodes if all(classes.get(k) for k in n.children)]
+            if len(kept) != len(nodes):
+                classes[c], changed = kept, True
+    for c, nodes in classes.items():
+        if 1 < len(nodes) <= DOMINANCE_MAX_CLASS:
+            classes[c] = _undominated(nodes, own)
+    if not classes.get(root):
+        raise CompilerError("the root e-class has no acyclic program")
+    reachable: dict[Value, list[ENode]] = {}
+    stack = [root]
+    while stack:
+        c = stack.pop()
+        if c in reachable:
+            continue
+        reachable[c] = classes[c]
+        stack.extend(k for n in classes[c] for k in n.children if k not in reachable)
+    return reachable
+
+
+def _undominated(nodes: list[ENode], own: dict[ENode, float]) -> list[ENode]:
+    ranked = sorted(nodes, key=lambda n: (own[n], len(set(n.children))))
+    kept: list[tuple[ENode, frozenset[Value]]] = []
+    for n in ranked:
+        kids = frozenset(n.children)
+        if not any(own[m] <= own[n] and mk <= kids for m, mk in kept):
+            kept.append((n, kids))
+    return [n for n, _ in kept]
+
+
+def solve(
+    by_class: dict[Value, list[ENode]],
+    own: dict[ENode, float],
+    root: Value,
+    warm: dict[Value, ENode],
+    time_limit: float,
+) -> IlpOutcome:
+    """The cheapest acyclic choice for root (see the module docstring). `warm` must be a
+    valid acyclic choice: it seeds the solver and is kept when time runs out."""
+    import highspy
+    import numpy as np
+
+    deadline = time.perf_counter() + time_limit
+    warm_cost = _cost(warm, own, root)
+    if time_limit < MIN_SOLVE_SECONDS:
+        return IlpOutcome(warm, "time-out", None, None)
+    classes = prune(by_class, own, root)
+    nodes = [n for ns in classes.values() for n in ns]
+    if len(nodes) == len(classes):  # one choice left everywhere: nothing to solve
+        forced = {c: ns[0] for c, ns in classes.items()}
+        if not _cycles(forced, root):
+            cost = _cost(forced, own, root)
+            return IlpOutcome(forced, "optimal", 0.0, cost, 0, len(nodes))
+    col = {n: i for i, n in enumerate(nodes)}
+    inf = highspy.kHighsInf
+    h = new_highs()
+    n_cols = len(nodes)
+    h.addVars(n_cols, np.zeros(n_cols), np.ones(n_cols))
+    h.changeColsCost(n_cols, np.arange(n_cols, dtype=np.int32), np.array([own[n] for n in nodes]))
+    h.changeColsIntegrality(
+        n_cols,
+        np.arange(n_cols, dtype=np.int32),
+        np.array([highspy.HighsVarType.kInteger] * n_cols),
+    )
+    rows: list[tuple[float, float, list[tuple[int, float]]]] = []
+    rows.append((1.0, inf, [(col[n], 1.0) for n in classes[root]]))
+    for ns in classes.values():
+        if len(ns) > 1:
+            rows.append((-inf, 1.0, [(col[n], 1.0) for n in ns]))
+    for i, n in enumerate(nodes):
+        if i % 4096 == 0 and time.perf_counter() > deadline:
+            return IlpOutcome(warm, "time-out", None, None, 0, len(nodes))
+        for k in set(n.children):
+            rows.append((0.0, inf, [*((col[m], 1.0) for m in classes[k]), (col[n], -1.0)]))
+    _add_rows(h, rows)
+
+    best, best_cost = warm, warm_cost
+    lower: float | None = None
+    rounds = 0
+    while True:
+        remaining = deadline - time.perf_counter()
+        if remaining < MIN_SOLVE_SECONDS:
+            break
+        start = np.zeros(n_cols)
+        for n in _start_nodes(best, classes, own, col, root):
+            start[col[n]] = 1.0
+        solution = highspy.HighsSolution()
+        solution.col_value = list(start)
+        h.setSolution(solution)
+        h.setOptionValue("time_limit", remaining)
+        h.run()
+        rounds += 1
+        info = h.getInfo()
+        if info.mip_dual_bound > -inf:
+            lower = max(lower or 0.0, float(info.mip_dual_bound))
+        if info.primal_solution_status != 2:
+            break  # nothing feasible found in time
+        x = h.getSolution().col_value
+        chosen = {c: n for c, ns in classes.items() for n in ns if x[col[n]] > 0.5}
+        cycles = _cycles(chosen, root)
+        if not cycles:
+            cost = _cost(chosen, own, root)
+            if cost <= best_cost:
+                best, best_cost = chosen, cost
+            if h.getModelStatus() == highspy.HighsModelStatus.kOptimal:
+                return IlpOutcome(best, "optimal", 0.0, best_cost, rounds, len(nodes))
+            break
+        _add_rows(h, [(-inf, len(c) - 1.0, [(col[n], 1.0) for n in c]) for c in cycles])
+    if lower is None:
+        return IlpOutcome(best, "time-out", None, None, rounds, len(nodes))
+    gap = max(0.0, (best_cost - lower) / best_cost) if best_cost > 0 else 0.0
+    status = "optimal" if gap <= 1e-9 else "feasible"
+    return IlpOutcome(best, status, gap, lower, rounds, len(nodes))
+
+
+def _start_nodes(
+    choice: dict[Value, ENode],
+    classes: dict[Value, list[ENode]],
+    own: dict[ENode, float],
+    col: dict[ENode, int],
+    root: Value,
+) -> list[ENode]:
+    """The nodes of a known choice, each pruned one replaced by the node that dominated
+    it (or the class's cheapest), walked from the root over what pruning kept."""
+    out, seen, stack = [], {root}, [root]
+    while stack:
+        c = stack.pop()
+        n = choice.get(c)
+        if n not in col:
+            kids = set(n.children) if n is not None else set()
+            dominators = [m for m in classes[c] if n is not None and set(m.children) <= kids]
+            n = min(dominators or classes[c], key=lambda m: own[m])
+        out.append(n)
+        for k in n.children:
+            if k not in seen:
+                seen.add(k)
+                stack.append(k)
+    return out
+
+
+def _add_rows(h: object, rows: list[tuple[float, float, list[tuple[int, float]]]]) -> None:
+    import highspy
+    import numpy as np
+
+    lo = np.array([r[0] for r in rows])
+    hi = np.array([r[1] for r in rows])
+    starts = np.cumsum([0] + [len(r[2]) for r in rows[:-1]]).astype(np.int32)
+    index = np.array([j for r in rows for j, _ in r[2]], dtype=np.int32)
+    value = np.array([v for r in rows for _, v in r[2]])
+    status = h.addRows(len(rows), lo, hi, len(index), starts, index, value)  # type: ignore[attr-defined]
+    if status != highspy.HighsStatus.kOk:
+        raise CompilerError("the extraction ILP could not be built")
+
+
+def _reachable(choice: dict[Value, ENode], root: Value) -> list[Value]:
+    seen, stack, out = {root}, [root], []
+    while stack:
+        c = stack.pop()
+        out.append(c)
+        for k in choice[c].children:
+            if k not in seen:
+                seen.add(k)
+                stack.append(k)
+    return out
+
+
+def _cost(choice: dict[Value, ENode], own: dict[ENode, float], root: Value) -> float:
+    return sum(own[choice[c]] for c in _reachable(choice, root))
+
+
+def _cycles(choice: dict[Value, ENode], root: Value) -> list[list[ENode]]:
+    """The cycles the chosen nodes close on the way from root (one per back edge)."""
+    cycles: list[list[ENode]] = []
+    state: dict[Value, int] = {}  # 1: on the path, 2: done
+    path: list[Value] = []
+    stack: list[tuple[Value, int]] = [(root, 0)]
+    while stack:
+        c, i = stack.pop()
+        if i == 0:
+            state[c] = 1
+            path.append(c)
+        kids = choice[c].children
+        if i < len(kids):
+            stack.append((c, i + 1))
+            k = kids[i]
+            if state.get(k) == 1:
+                cycles.append([choice[v] for v in path[path.index(k) :]])
+            elif k not in state:
+                stack.append((k, 0))
+            continue
+        state[c] = 2
+        path.pop()
+    return cycles
