@@ -131,7 +131,7 @@ def solve(
     for ns in classes.values():
         if len(ns) > 1:
             rows.append((-inf, 1.0, [(col[n], 1.0) for n in ns]))
-    for i, (c, ns) in enumerate(classes.items()):
+    for i, ns in enumerate(classes.values()):
         if i % 1024 == 0 and time.perf_counter() > deadline:
             return IlpOutcome(warm, "time-out", None, None, 0, len(nodes))
         needing: dict[Value, list[ENode]] = {}
