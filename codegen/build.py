@@ -51,7 +51,13 @@ TARGETS = ("llvm",)
 
 pm.register_config("codegen.num_threads", int, 0, "thread budget, BLAS included (0: all cores)")
 pm.register_config("codegen.host_fallback", bool, True, "run ops without compute with numpy")
-pm.register_config("codegen.memory_planner", str, "arena", "arena (offset packing) or tokens")
+pm.register_config(
+    "codegen.memory_planner",
+    str,
+    "arena",
+    "arena (offset packing) or tokens",
+    choices=("arena", "tokens"),
+)
 pm.register_config(
     "codegen.check_devices", bool, False, "check every kernel's buffers lie on its device"
 )

@@ -44,6 +44,20 @@ class IRModule:
                 f"functions: {', '.join('@' + n for n in self._funcs) or 'none'}"
             ) from None
 
+    def functions_by_name(self) -> dict[str, Function]:
+        """A copy of the name -> function table."""
+        return dict(self._funcs)
+
+    def same_functions(self, table: Mapping[str, Function]) -> bool:
+        """Whether the module still holds exactly these function objects."""
+        return self._funcs.keys() == table.keys() and all(
+            self._funcs[k] is f for k, f in table.items()
+        )
+
+    def restore_functions(self, table: Mapping[str, Function]) -> None:
+        """Put a table taken by functions_by_name back (undoing an in-place change)."""
+        self._funcs = dict(table)
+
     def __setitem__(self, key: object, value: object) -> None:
         raise TypeError("IRModule is immutable; use mod.with_function(name, fn)")
 

@@ -40,8 +40,9 @@ from .pipeline import parse_pipeline
 from .registry import get_pass, list_passes, register_pass
 
 
-def override_instruments(instruments: list[PassInstrument]) -> None:
-    """Replace the instruments of the current context (old ones exit, new ones enter)."""
+def override_instruments(instruments: list[PassInstrument] | None) -> None:
+    """Replace the instruments of the current context (old ones exit, new ones enter;
+    None: no instruments)."""
     PassContext.current().override_instruments(instruments)
 
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import importlib
+import sys
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,6 +18,10 @@ class ConfigOption:
     type: type
     default: Any
     doc: str = ""
+    choices: tuple[Any, ...] | Callable[[], Iterable[Any]] = ()  # allowed values, if limited
+
+    def allowed(self) -> tuple[Any, ...]:
+        return tuple(self.choices() if callable(self.choices) else self.choices)
 
     def check(self, value: Any) -> Any:
         """Return value converted to the option's type, or raise ConfigError."""
@@ -30,23 +38,44 @@ class ConfigOption:
                 f"config '{self.key}' expects {self.type.__name__}, got {value!r} "
                 f"({type(value).__name__})"
             )
+        allowed = self.allowed()
+        if allowed and value not in allowed:
+            raise ConfigError(
+                f"config '{self.key}' must be one of {', '.join(map(str, allowed))}; "
+                f"got {value!r}{did_you_mean(str(value), [str(a) for a in allowed])}"
+            )
         return value
 
 
 _OPTIONS: dict[str, ConfigOption] = {}
 
 
-def register_config(key: str, type_: type, default: Any, doc: str = "") -> ConfigOption:
-    """Declare a config key (e.g. 'eqsat.node_limit', int, 100_000); keys are unique."""
+def register_config(
+    key: str,
+    type_: type,
+    default: Any,
+    doc: str = "",
+    choices: tuple[Any, ...] | Callable[[], Iterable[Any]] = (),
+) -> ConfigOption:
+    """Declare a config key (e.g. 'eqsat.node_limit', int, 100_000); keys are unique.
+    `choices` limits the values (a tuple, or a function giving them, for registries)."""
     if key in _OPTIONS:
         raise ConfigError(f"config '{key}' is already registered")
-    option = ConfigOption(key, type_, None, doc)
-    option = ConfigOption(key, type_, option.check(default), doc)
+    option = ConfigOption(key, type_, default, doc, choices)
+    option.check(default)
     _OPTIONS[key] = option
     return option
 
 
 def config_option(key: str) -> ConfigOption:
+    """The option of a key. A key whose package (the part before the first dot, e.g.
+    `codegen`) is not imported yet imports it first: its options exist without the user
+    importing the package that declares them."""
+    if key not in _OPTIONS and isinstance(key, str) and "." in key:
+        package = key.split(".", 1)[0]
+        if package.isidentifier() and package not in sys.modules:
+            with contextlib.suppress(ImportError):
+                importlib.import_module(package)
     try:
         return _OPTIONS[key]
     except KeyError:

@@ -27,7 +27,9 @@ _local = threading.local()
 
 def _stack() -> list[PassContext]:
     if not hasattr(_local, "stack"):
-        _local.stack = [PassContext()]
+        default = PassContext()
+        default.is_default = True
+        _local.stack = [default]
     return _local.stack
 
 
@@ -43,6 +45,23 @@ def check_pass_names(what: str, names: Sequence[str]) -> None:
                 f"{what}: unknown pass '{name}'{did_you_mean(name, PASS_NAMES)}; "
                 f"known: {', '.join(sorted(n for n in PASS_NAMES if not n.startswith('_')))}"
             )
+
+
+def _instrument_list(instruments: object) -> list[PassInstrument]:
+    """The instruments as a list, or a ConfigError naming what is not one."""
+    from .instrument import PassInstrument
+
+    if isinstance(instruments, str | bytes | PassInstrument) or not isinstance(
+        instruments, Iterable
+    ):
+        raise ConfigError(f"instruments must be a list of PassInstruments, got {instruments!r}")
+    items = list(instruments)
+    for inst in items:
+        if not isinstance(inst, PassInstrument):
+            raise ConfigError(
+                f"instruments must be PassInstruments; got {inst!r} ({type(inst).__name__})"
+            )
+    return items
 
 
 class PassContext:
@@ -66,7 +85,8 @@ class PassContext:
         self.required_pass = tuple(required_pass)
         self.disabled_pass = tuple(disabled_pass)
         self.config = {k: config_option(k).check(v) for k, v in (config or {}).items()}
-        self.instruments: list[PassInstrument] = list(instruments)
+        self.instruments: list[PassInstrument] = _instrument_list(instruments)
+        self.is_default = False  # the thread's own context: keeps only the latest run's data
         self.statistics: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
         self.history: list[str] = []  # passes run by the latest top-level pass call, in order
         self.running: list[str] = []  # the stack of passes being run (nested Sequentials)
@@ -88,10 +108,15 @@ class PassContext:
             self._exit_instruments()
         finally:
             stack = _stack()
-            if stack and stack[-1] is self:
-                stack.pop()
+            in_order = bool(stack) and stack[-1] is self
+            if self in stack[1:]:
+                stack.remove(self)  # never leave a stale current context behind
             if self.statistics:
                 log.info("pass statistics:\n%s", self.render_statistics())
+        if not in_order and exc[0] is None:
+            raise ConfigError(
+                "PassContext exited out of order: the innermost `with` block must end first"
+            )
 
     def _enter_instruments(self, instruments: Iterable[PassInstrument]) -> None:
         """Call enter_pass_ctx in order; on an error, exit the ones entered and clear all."""
@@ -115,10 +140,11 @@ class PassContext:
             self.instruments = []
             raise
 
-    def override_instruments(self, instruments: Sequence[PassInstrument]) -> None:
-        """Replace the instruments: the old ones exit, then the new ones enter."""
+    def override_instruments(self, instruments: Sequence[PassInstrument] | None) -> None:
+        """Replace the instruments (None: none): the old ones exit, then the new ones enter."""
+        new = _instrument_list(instruments or ())
         self._exit_instruments()
-        self.instruments = list(instruments)
+        self.instruments = new
         self._enter_instruments(self.instruments)
 
     # ---------------------------------------------------------------- queries

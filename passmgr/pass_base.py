@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 from egraph_ir.errors import ConfigError, PassError
 from egraph_ir.expr import Function
+from egraph_ir.infer import infer_type
 from egraph_ir.module import IRModule
 from egraph_ir.structural import structural_equal
 
@@ -139,10 +140,20 @@ def run_pass(p: Pass, mod: IRModule, ctx: PassContext) -> PassResult:
         return PassResult(mod, False)
     if not ctx.running:
         ctx.history = []  # a new top-level run
+        if ctx.is_default:  # nobody reads the thread's own context later: keep it small
+            ctx.statistics.clear()
+            ctx.optional_passes.clear()
     before = list(ctx.history)
     ctx.running.append(info.name)
+    held = dict(mod.functions_by_name())
     try:
         out = p.transform(mod, ctx)
+        if not mod.same_functions(held):
+            mod.restore_functions(held)
+            raise PassError(
+                f"pass '{info.name}' changed its input module in place; a pass must return "
+                "a new module (mod.with_function(...))"
+            )
     except (PassError, ConfigError):
         ctx.instrument_failed(mod, info)
         raise  # already names the pass, or a configuration mistake rather than a pass failure
@@ -192,7 +203,12 @@ class FunctionPass(Pass):
                 )
             changed |= out is not fn
             new[name] = out
-        return IRModule(new) if changed else mod
+        if not changed:
+            return mod
+        result = IRModule(new)
+        if any(not f.body.has_type for f in new.values()):
+            result = infer_type(result)  # as TVM: a function pass's result is typed again
+        return result
 
     def transform_function(self, fn: Function, mod: IRModule, ctx: PassContext) -> Function:
         raise NotImplementedError(f"{type(self).__name__} does not implement transform_function")

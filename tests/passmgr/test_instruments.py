@@ -195,9 +195,13 @@ def test_print_ir_before_after_and_on_change() -> None:
 
 
 def test_verify_each_names_the_pass_that_broke_the_ir() -> None:
-    @pm.function_pass(opt_level=0, name="Breaker")
-    def breaker(fn, mod, ctx):
-        return ir.Function(fn.params, op.add(fn.body, ir.var("ghost", shape=(9,))))
+    # a module pass: a function pass's result is re-typed, which already names the pass
+    @pm.module_pass(opt_level=0, name="Breaker")
+    def breaker(mod, ctx):
+        fn = mod["main"]
+        return mod.with_function(
+            "main", ir.Function(fn.params, op.add(fn.body, ir.var("ghost", shape=(9,))))
+        )
 
     with (
         pytest.raises(
@@ -207,9 +211,12 @@ def test_verify_each_names_the_pass_that_broke_the_ir() -> None:
     ):
         pm.Sequential([Rename("ok"), breaker])(small_module())
 
-    @pm.function_pass(opt_level=0, name="BadShape")
-    def bad_shape(fn, mod, ctx):
-        return ir.Function(fn.params, op.add(fn.body, ir.const([1.0, 2.0])))
+    @pm.module_pass(opt_level=0, name="BadShape")
+    def bad_shape(mod, ctx):
+        fn = mod["main"]
+        return mod.with_function(
+            "main", ir.Function(fn.params, op.add(fn.body, ir.const([1.0, 2.0])))
+        )
 
     with (
         pytest.raises(ir.PassError, match=r"ill-formed after pass 'BadShape'.*cannot broadcast"),

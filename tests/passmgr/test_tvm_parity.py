@@ -1,0 +1,95 @@
+"""Pass-infrastructure behaviours from TVM's tests (tests/python/relay/test_pass_manager.py,
+test_pass_instrument.py) that issue 19 found missing: re-typed function-pass results,
+contexts exited out of order, the immutable-module check, instruments and config values
+checked when given, config keys of packages not imported yet, a default context that does
+not grow, and override_instruments(None)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+import egraph_ir as ir
+import passmgr as pm
+from egraph_ir import op
+from egraph_ir.errors import ConfigError, PassError
+
+from .helpers import small_module
+
+
+def test_a_function_pass_result_is_typed_again() -> None:
+    @pm.function_pass(opt_level=0, name="Untyped")
+    def untyped(fn, mod, ctx):
+        return ir.Function(fn.params, op.negative(fn.body))  # built fresh: no types yet
+
+    out = untyped(small_module())
+    assert out["main"].body.has_type
+    assert out["main"].body.checked_type == ir.TensorType((2, 3), "float32")
+
+
+def test_contexts_exited_out_of_order_raise_and_leave_no_stale_context() -> None:
+    outer, inner = pm.PassContext(opt_level=1), pm.PassContext(opt_level=3)
+    outer.__enter__()
+    inner.__enter__()
+    with pytest.raises(ConfigError, match="out of order"):
+        outer.__exit__(None, None, None)
+    assert pm.PassContext.current() is inner  # outer is gone from the stack
+    inner.__exit__(None, None, None)
+    assert pm.PassContext.current() is not inner and pm.PassContext.current() is not outer
+
+
+def test_a_pass_that_changes_its_input_in_place_is_caught_and_undone() -> None:
+    @pm.module_pass(opt_level=0, name="Sneaky")
+    def sneaky(mod, ctx):
+        x = ir.var("x", shape=(1,))
+        mod._funcs["extra"] = ir.Function([x], x)  # writes the caller's module
+        return mod
+
+    mod = small_module()
+    with pytest.raises(PassError, match="Sneaky.*changed its input module in place"):
+        sneaky(mod)
+    assert list(mod) == ["main"]  # the input is intact
+
+
+@pytest.mark.parametrize("bad", ["A", ["A"], 3, [None]])
+def test_instruments_are_checked_when_the_context_is_made(bad) -> None:
+    with pytest.raises(ConfigError, match="PassInstrument"):
+        pm.PassContext(instruments=bad)
+
+
+def test_config_values_are_checked_when_given() -> None:
+    with pytest.raises(ConfigError, match="one of arena, tokens; got 'nope'"):
+        pm.PassContext(config={"codegen.memory_planner": "nope"})
+    with pytest.raises(ConfigError, match="expects int"):
+        pm.PassContext(config={"eqsat.node_limit": "many"})
+
+
+def test_codegen_config_keys_exist_before_codegen_is_imported() -> None:
+    script = (
+        "import sys, passmgr as pm\n"
+        "assert 'codegen' not in sys.modules\n"
+        "ctx = pm.PassContext(config={'codegen.num_threads': 1})\n"
+        "print(ctx.get_config('codegen.memory_planner'))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "arena"
+
+
+def test_the_default_context_keeps_only_the_latest_run() -> None:
+    default = pm.PassContext.current()
+    assert default.is_default
+    for _ in range(50):
+        pm.passes.EliminateCommonSubexpr()(small_module())
+    assert len(default.optional_passes) <= 1
+    assert set(default.statistics) <= {"EliminateCommonSubexpr"}
+
+
+def test_override_instruments_with_none_clears_them() -> None:
+    with pm.PassContext(instruments=[pm.PassTimingInstrument()]) as ctx:
+        pm.override_instruments(None)
+        assert ctx.instruments == []
