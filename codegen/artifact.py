@@ -155,6 +155,13 @@ def _check_manifest(path: str | Path, manifest: dict[str, Any]) -> None:
 
 
 # ---------------------------------------------------------------- program <-> JSON
+def _tree(saved: Any) -> Any:
+    """A saved output tree (JSON lists) as tuples again."""
+    if saved is None or isinstance(saved, int):
+        return saved
+    return tuple(_tree(t) for t in saved)
+
+
 def _type_json(t: Type) -> Any:
     if isinstance(t, TensorType):
         return {"shape": list(t.shape), "dtype": t.dtype}
@@ -187,6 +194,7 @@ def _program_json(exe: Executable) -> dict[str, Any]:
         "inputs": [n.id for n in graph.inputs],
         "outputs": graph.outputs,
         "tuple_output": graph.tuple_output,
+        "output_tree": graph.output_tree,
         "plan": {
             "offsets": {str(k): v for k, v in plan.offsets.items()},
             "bytes": plan.bytes,
@@ -238,6 +246,7 @@ def _program_from_json(
         n.kernel = external_kernel(n.name, fn, threads)
     graph = Graph(nodes, [nodes[i] for i in data["inputs"]], data["outputs"], data["tuple_output"])
     graph.devices = [VirtualDevice(*d) for d in data["devices"]]
+    graph.output_tree = _tree(data.get("output_tree"))
     p = data["plan"]
     plan = MemoryPlan(
         {int(k): v for k, v in p["offsets"].items()},

@@ -25,17 +25,17 @@ import numpy as np
 
 import passmgr as pm
 from egraph_ir.errors import CodegenError
-from egraph_ir.expr import Constant, Expr, Function, Tuple, Var
+from egraph_ir.expr import Constant, Expr, Function, Var
 from egraph_ir.infer import infer_type
 from egraph_ir.module import IRModule
-from egraph_ir.types import TensorType, TupleType, Type
+from egraph_ir.types import TensorType, Type
 from egraph_ir.visitor import post_order, rebuild
 
 from . import blas
 from .devices import assign_devices, mentions_devices, plan_devices
 from .executable import Executable, KernelTime, Profile
 from .external.host import compile_regions
-from .graph import Graph, build_graph
+from .graph import Graph, build_graph, output_leaves
 from .kernels import ExternalKernel
 from .llvm import JitLibrary
 from .llvm.emit import emit_modules
@@ -111,10 +111,10 @@ def build(
 
 
 def outputs_of(fn: Function) -> tuple[list[Type], list[str]]:
-    """The types of main's outputs (the fields of a tuple result) and their names: the
-    function's `output_names` attribute (ONNX import sets it), else output, output1, ..."""
-    t = fn.body.checked_type
-    types = list(t.fields) if isinstance(fn.body, Tuple) and isinstance(t, TupleType) else [t]
+    """The types of main's outputs (the values of a tuple result, nested tuples flattened)
+    and their names: the function's `output_names` attribute (ONNX import sets it), else
+    output, output1, ..."""
+    types = [leaf.checked_type for leaf in output_leaves(fn.body)[0]]
     names = [str(n) for n in fn.attrs.get("output_names", ())]
     if len(names) != len(types):
         names = ["output"] if len(types) == 1 else [f"output{i}" for i in range(len(types))]

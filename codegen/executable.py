@@ -142,7 +142,7 @@ class Executable:
                 raise CodegenError(f"input(s) {clash} given both by position and by name")
             inputs = {**dict(zip(names, args, strict=False)), **inputs}
         results = self.runtime.run(self._feeds(inputs))
-        return tuple(results) if self.graph.tuple_output else results[0]
+        return self.graph.shape_outputs(results)
 
     __call__ = run
 

@@ -74,6 +74,14 @@ class Graph:
     tuple_output: bool
     devices: list[VirtualDevice] = field(default_factory=lambda: [VirtualDevice("cpu")])
     copies: dict[int, tuple[VirtualDevice, VirtualDevice]] = field(default_factory=dict)
+    output_tree: Any = None  # nested outputs: tuples of indices into `outputs`
+
+    def shape_outputs(self, results: list[Any]) -> Any:
+        """The run's results in main's output structure: one value, a tuple, or nested
+        tuples (`(x1, ((x2, x3), x4))`)."""
+        if self.output_tree is not None:
+            return nest(self.output_tree, results)
+        return tuple(results) if self.tuple_output else results[0]
 
     def kernels(self) -> list[CompiledKernel]:
         return [n.kernel for n in self.nodes if n.kernel is not None]
@@ -88,6 +96,29 @@ class Graph:
             },
             indent=1,
         )
+
+
+def nest(tree: Any, leaves: list[Any]) -> Any:
+    """Leaves placed in a tree of indices (tuples nest; recursion over tuple nesting only)."""
+    if isinstance(tree, int):
+        return leaves[tree]
+    return tuple(nest(t, leaves) for t in tree)
+
+
+def output_leaves(body: Expr) -> tuple[list[Expr], Any, set[Expr]]:
+    """The values a (possibly nested) tuple result is made of, in order; the tree of their
+    indices; and the tuple nodes that only build the result."""
+    leaves: list[Expr] = []
+    tuples: set[Expr] = set()
+
+    def walk(e: Expr) -> Any:
+        if isinstance(e, Tuple):
+            tuples.add(e)
+            return tuple(walk(f) for f in e.fields)
+        leaves.append(e)
+        return len(leaves) - 1
+
+    return leaves, walk(body), tuples
 
 
 def storage_root(nodes: list[Node], n: Node) -> Node:
@@ -138,6 +169,7 @@ def build_graph(
         ids[expr] = node.id
         nodes.append(node)
 
+    leaves, tree, result_tuples = output_leaves(fn.body)
     inputs = []
     for p in fn.params:
         t = p.checked_type
@@ -184,7 +216,7 @@ def build_graph(
             field = Node(len(nodes), "field", "field", [ids[e.tuple_value]], shape, dtype)
             field.index = e.index
             add(field, e)
-        elif (isinstance(e, Tuple) and e is fn.body) or isinstance(e, GlobalVar):
+        elif (isinstance(e, Tuple) and e in result_tuples) or isinstance(e, GlobalVar):
             continue
         elif isinstance(e, Var):
             raise CodegenError(f"free variable %{e.name_hint} in the main function")
@@ -193,8 +225,9 @@ def build_graph(
                 f"the graph executor cannot run {type(e).__name__} nodes (control flow, "
                 "calls of non-primitive functions); run FuseOps on a dataflow function"
             )
-    if isinstance(fn.body, Tuple):
-        outputs, tuple_output = [ids[f] for f in fn.body.fields], True
-    else:
-        outputs, tuple_output = [ids[fn.body]], False
-    return Graph(nodes, inputs, outputs, tuple_output, copies=copies)
+    outputs = [ids[leaf] for leaf in leaves]
+    tuple_output = isinstance(fn.body, Tuple)
+    nested = tuple_output and any(isinstance(f, Tuple) for f in fn.body.fields)  # type: ignore[attr-defined]
+    return Graph(
+        nodes, inputs, outputs, tuple_output, copies=copies, output_tree=tree if nested else None
+    )

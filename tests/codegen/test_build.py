@@ -164,3 +164,17 @@ def test_take_modes_with_negative_and_out_of_range_indices(mode: str, indices: l
     xv = np.arange(15, dtype="float32").reshape(5, 3)
     iv = np.array(indices, dtype="int64")
     assert_allclose(codegen.build(fn).run(x=xv, i=iv), ir.interpret(fn, xv, iv))
+
+
+def test_nested_tuple_outputs_keep_their_structure(tmp_path) -> None:
+    # TVM's graph executor flattens (x1, ((x2, x3), x4)); here the result keeps its shape
+    x = ir.var("x", shape=(2, 3))
+    body = ir.Tuple([op.exp(x), ir.Tuple([ir.Tuple([op.negative(x), op.relu(x)]), op.add(x, x)])])
+    fn = ir.Function([x], body)
+    value = np.random.default_rng(0).standard_normal((2, 3)).astype("float32")
+    exe = codegen.build(fn)
+    got, want = exe(value), ir.interpret(fn, value)
+    assert_allclose(got, want)
+    assert isinstance(got[1][0], tuple) and len(exe.output_types) == 4
+    exe.save(str(tmp_path / "nested.egc"))
+    assert_allclose(codegen.load(tmp_path / "nested.egc")(value), want)

@@ -1,20 +1,24 @@
-"""Pass-infrastructure behaviours from TVM's tests (tests/python/relay/test_pass_manager.py,
-test_pass_instrument.py) that issue 19 found missing: re-typed function-pass results,
-contexts exited out of order, the immutable-module check, instruments and config values
-checked when given, config keys of packages not imported yet, a default context that does
-not grow, and override_instruments(None)."""
+"""Behaviours from TVM's tests that issue 19 found missing. Pass infrastructure
+(tests/python/relay/test_pass_manager.py, test_pass_instrument.py): re-typed function-pass
+results, contexts exited out of order, the immutable-module check, instruments and config
+values checked when given, config keys of packages not imported yet, a default context that
+does not grow, override_instruments(None). Standard passes (test_pass_fold_constant.py,
+test_pass_simplify_inference.py): let-bound constants and constant conditions folded,
+batch_norm unpacked on any axis."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 import egraph_ir as ir
 import passmgr as pm
 from egraph_ir import op
 from egraph_ir.errors import ConfigError, PassError
+from egraph_ir.testing import assert_allclose, assert_structural_equal
 
 from .helpers import small_module
 
@@ -93,3 +97,52 @@ def test_override_instruments_with_none_clears_them() -> None:
     with pm.PassContext(instruments=[pm.PassTimingInstrument()]) as ctx:
         pm.override_instruments(None)
         assert ctx.instruments == []
+
+
+# ---------------------------------------------------------------- standard passes
+def _typed(text: str) -> ir.IRModule:
+    return ir.infer_type(ir.parse(text))
+
+
+def test_fold_constant_inlines_let_bound_constants() -> None:
+    # TVM's test_fold_let: the binding of a constant expression disappears
+    mod = _typed(
+        """
+        def @main(%y: Tensor[(2, 3), float32]) {
+          let %x = add(1f, 2f);
+          let %z = multiply(%x, 2f);
+          add(%y, %z)
+        }"""
+    )
+    want = _typed("def @main(%y: Tensor[(2, 3), float32]) { add(%y, 6f) }")
+    assert_structural_equal(pm.passes.FoldConstant()(mod), want)
+
+
+def test_fold_constant_takes_the_branch_of_a_constant_condition() -> None:
+    mod = _typed(
+        """
+        def @main(%x: Tensor[(2, 3), float32]) {
+          %0 = greater(2f, 1f);
+          if (%0) { negative(%x) } else { exp(%x) }
+        }"""
+    )
+    want = _typed("def @main(%x: Tensor[(2, 3), float32]) { negative(%x) }")
+    assert_structural_equal(pm.passes.FoldConstant()(mod), want)
+
+
+@pytest.mark.parametrize(
+    "shape, axis", [((2, 3, 4), 1), ((2, 3, 4, 5, 6), 2), ((5, 3), 0), ((2, 3, 4, 5), -3)]
+)
+def test_simplify_inference_unpacks_batch_norm_on_any_axis(shape, axis) -> None:
+    rng = np.random.default_rng(0)
+    x = ir.var("x", shape=shape)
+    c = shape[axis]
+    gamma, beta, mean = (ir.const(rng.random(c).astype("float32")) for _ in range(3))
+    var = ir.const((rng.random(c) + 0.5).astype("float32"))
+    bn = op.batch_norm(x, gamma, beta, mean, var, axis=axis)
+    mod = ir.infer_type(ir.IRModule.from_expr(ir.Function([x], ir.TupleGetItem(bn, 0))))
+    out = pm.passes.SimplifyInference()(mod)
+    assert "batch_norm" not in str(out)
+    value = rng.random(shape).astype("float32")
+    # the rewrite reassociates (fast-math): float32 within a few ulps
+    assert_allclose(ir.interpret(out, value), ir.interpret(mod, value))
