@@ -52,7 +52,7 @@ def test_a_pass_that_changes_its_input_in_place_is_caught_and_undone() -> None:
         return mod
 
     mod = small_module()
-    with pytest.raises(PassError, match="Sneaky.*changed its input module in place"):
+    with pytest.raises(PassError, match=r"Sneaky.*changed its input module in place"):
         sneaky(mod)
     assert list(mod) == ["main"]  # the input is intact
 
