@@ -16,8 +16,8 @@ from collections.abc import Sequence
 import passmgr as pm
 from egraph_ir.device import VirtualDevice, as_device
 from egraph_ir.errors import CodegenError
-from egraph_ir.expr import Call, Constant, Expr, Function, GlobalVar, Let, Var
-from egraph_ir.inline import inline_calls
+from egraph_ir.expr import Call, Constant, Expr, Function, GlobalVar, Var
+from egraph_ir.inline import inline_calls, inline_lets
 from egraph_ir.module import IRModule
 from egraph_ir.registry import Op
 from egraph_ir.visitor import post_order, rebuild
@@ -62,18 +62,12 @@ MAX_INLINE_ROUNDS = 8
 
 
 def _dataflow(expr: Expr) -> Expr:
-    """expr without on_device marks and lets (their values substituted); function
-    literals are kept as they are."""
+    """expr without on_device marks and lets (values and functions substituted)."""
+    expr = inline_lets(expr, functions_too=True)
     memo: dict[Expr, Expr] = {}
-    nodes = list(post_order(expr, stop=lambda e: isinstance(e, Function)))
-    lets = {e.var: e for e in nodes if isinstance(e, Let)}
-    for e in nodes:
+    for e in post_order(expr, stop=lambda e: isinstance(e, Function)):
         if isinstance(e, Call) and isinstance(e.op, Op) and e.op.name == "on_device":
             memo[e] = memo[e.args[0]]
-        elif isinstance(e, Var) and e in lets:
-            memo[e] = memo[lets[e].value]
-        elif isinstance(e, Let):
-            memo[e] = memo[e.body]
         elif isinstance(e, Function | Var | GlobalVar | Constant):
             memo[e] = e
         else:

@@ -76,3 +76,31 @@ def inline_function(
     """`fn` with its calls inlined as by inline_calls."""
     body = inline_calls(fn.body, select, functions)
     return fn if body is fn.body else Function(fn.params, body, fn.ret_type, fn.attrs, fn.span)
+
+
+def inline_lets(expr: Expr, functions_too: bool = False) -> Expr:
+    """expr with every let whose value is not a function (or every let, with
+    `functions_too`) replaced by its body, the variable's uses reading the value itself:
+    the graph form a dataflow executor and fusion need (a value used twice is one shared
+    node). Function literals below are kept as they are."""
+    from .expr import Let
+
+    nodes = list(post_order(expr, stop=lambda e: isinstance(e, Function) and e is not expr))
+    lets = {
+        e.var: e
+        for e in nodes
+        if isinstance(e, Let) and (functions_too or not isinstance(e.value, Function))
+    }
+    memo: dict[Expr, Expr] = {}
+    for e in nodes:
+        if isinstance(e, Var) and e in lets:
+            memo[e] = memo[lets[e].value]
+        elif isinstance(e, Let) and e.var in lets:
+            memo[e] = memo[e.body]
+        elif isinstance(e, Var | Constant | GlobalVar) or (
+            isinstance(e, Function) and e is not expr
+        ):
+            memo[e] = e
+        else:
+            memo[e] = rebuild(e, memo)
+    return memo[expr]

@@ -15,7 +15,9 @@ Before grouping, `split(x).i` is rewritten to a strided slice of x (see split_to
 
 Fusing along every path to the post-dominator is what makes diamonds safe: no value leaves
 a group and comes back. Each group becomes `fn (...) { ... }` with the `Primitive` attribute,
-called from the function; constants stay inside. Functions with Let or If are left alone.
+called from the function; constants stay inside. Let-bound values are first substituted
+(a value used twice is one shared node, as in TVM's graph form); functions with If are left
+alone. At opt level 0 every op is its own group (TVM's fuse_opt_level 0).
 """
 
 from __future__ import annotations
@@ -24,8 +26,9 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from egraph_ir.errors import ConfigError
-from egraph_ir.expr import Call, Constant, Expr, Function, If, Let, TupleGetItem, Var, children
+from egraph_ir.expr import Call, Constant, Expr, Function, If, TupleGetItem, Var, children
 from egraph_ir.infer import infer_type
+from egraph_ir.inline import inline_lets
 from egraph_ir.module import IRModule
 from egraph_ir.op import call as op_call
 from egraph_ir.op.shape import split_bounds
@@ -183,8 +186,11 @@ def _op_name(e: Expr) -> str | None:
 
 def fuse_function(fn: Function, max_depth: int) -> tuple[Function, int]:
     """The function with its calls grouped into primitive functions; also the group count."""
-    if any(isinstance(n, Let | If) for n in post_order(fn.body)):
+    if any(isinstance(n, If) for n in post_order(fn.body)):
         return fn, 0
+    body = inline_lets(fn.body)  # let-bound values become shared dataflow nodes
+    if body is not fn.body:
+        fn = fn.with_body(body)
     fn = split_to_slices(fn)
     infer_type(fn)
     nodes = list(post_order(fn.body))
@@ -276,6 +282,8 @@ class FuseOps(ModulePass):
                 f"fuse.max_depth must be 1 to {MAX_GROUP_DEPTH}, got {depth} (code generation "
                 "inlines a fused group's ops recursively)"
             )
+        if ctx.opt_level == 0:
+            depth = 1  # no fusion, but every op still becomes a primitive function
         if any(not fn.body.has_type for _, fn in mod.items()):
             infer_type(mod)  # also callable on its own, outside a Sequential
         new = {}

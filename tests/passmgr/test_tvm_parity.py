@@ -146,3 +146,25 @@ def test_simplify_inference_unpacks_batch_norm_on_any_axis(shape, axis) -> None:
     value = rng.random(shape).astype("float32")
     # the rewrite reassociates (fast-math): float32 within a few ulps
     assert_allclose(ir.interpret(out, value), ir.interpret(mod, value))
+
+
+def test_fuse_ops_fuses_through_let_and_the_result_compiles() -> None:
+    import codegen
+
+    mod = _typed("def @main(%x: Tensor[(2, 3), float32]) { let %t = exp(%x); add(%t, %t) }")
+    fused = pm.passes.FuseOps()(mod)
+    calls = [e for e in ir.post_order(fused["main"].body) if isinstance(e, ir.Function)]
+    assert len(calls) == 1  # exp and add in one primitive function
+    value = np.random.default_rng(0).standard_normal((2, 3)).astype("float32")
+    assert_allclose(codegen.build(mod)(value), 2 * np.exp(value))
+
+
+def test_fuse_ops_at_opt_level_0_makes_one_group_per_op() -> None:
+    mod = _typed("def @main(%x: Tensor[(2, 3), float32]) { add(exp(%x), 1f) }")
+    with pm.PassContext(opt_level=0):
+        fused = pm.passes.FuseOps()(mod)
+    groups = [e for e in ir.post_order(fused["main"].body) if isinstance(e, ir.Function)]
+    assert len(groups) == 2
+    with pm.PassContext(opt_level=2):
+        assert len([e for e in ir.post_order(pm.passes.FuseOps()(mod)["main"].body)
+                    if isinstance(e, ir.Function)]) == 1  # fmt: skip
