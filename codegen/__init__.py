@@ -13,8 +13,11 @@ from .artifact import load
 from .build import Executable, KernelTime, Profile, bind_params, build
 from .external import list_externals, register_external
 from .external.host import ExternalFallbackWarning
+from .memory_plan import list_memory_planners, register_memory_planner
 
 __all__ = [
+    "list_memory_planners",
+    "register_memory_planner",
     "Executable",
     "ExternalFallbackWarning",
     "KernelTime",

@@ -11,8 +11,9 @@ arenas (codegen/devices.py).
 
 Config: `codegen.num_threads` (the executable's whole thread budget,
 BLAS included; 0 = every core this process may use), `codegen.host_fallback` (run groups
-without a compute definition with numpy, or fail), `codegen.memory_planner` ("arena" or
-"tokens"), `codegen.check_devices` (the device sanitizer, codegen/sanitizer.py).
+without a compute definition with numpy, or fail), `codegen.memory_planner` (a name in
+codegen/memory_plan.py's registry), `codegen.check_devices` (the device sanitizer,
+codegen/sanitizer.py).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from .llvm.emit import emit_modules
 from .llvm.jit import start_helpers
 from .loop_ir import Kernel
 from .lower import KernelCache
-from .memory_plan import plan_graph
+from .memory_plan import list_memory_planners, plan_graph
 from .pipelines import standard_pipeline
 from .program import link
 from .runtime import default_threads
@@ -55,8 +56,8 @@ pm.register_config(
     "codegen.memory_planner",
     str,
     "arena",
-    "arena (offset packing) or tokens",
-    choices=("arena", "tokens"),
+    "memory planner: arena, conflicts, hill-climb, tokens or a registered one",
+    choices=list_memory_planners,
 )
 pm.register_config(
     "codegen.check_devices", bool, False, "check every kernel's buffers lie on its device"

@@ -5,20 +5,27 @@ them to the last step that reads them. Graph inputs, parameters (constants) and 
 never planned (the caller owns them; outputs are fresh arrays handed back). A reshape is an
 alias: it shares its source's storage, whose lifetime then extends to the alias's last use.
 
-Two planners:
-- `tokens`: TVM's storage tokens — reuse the smallest free token that is large enough, else
-  open a new one; the arena is the sum of token sizes;
+Planners (a registry: `register_memory_planner`, config `codegen.memory_planner`):
+- `tokens`: TVM's storage tokens — reuse the smallest free token that is large enough (and
+  at most 16x larger), else open a new one; the arena is the sum of token sizes;
 - `arena` (default): offsets in one arena, placing the largest tensors first at the lowest
-  offset that does not overlap a tensor alive at the same time (greedy by size).
+  offset that does not overlap a tensor alive at the same time (USMP's greedy by size);
+- `conflicts`: the same placement, tensors with the most live neighbours first (USMP's
+  greedy by conflicts);
+- `hill-climb`: from the better greedy order, swaps of two tensors that do not grow it.
+Every plan is checked (placed, inside the arena, no live overlap) before it is used.
 Both report the naive total (every tensor its own buffer) and the lower bound: the largest
 total size of tensors alive at the same step — no plan can use less.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from egraph_ir.errors import CodegenError
 
 from .graph import Graph, storage_root
 
@@ -53,6 +60,15 @@ class MemoryPlan:
     device_of: dict[int, int] = field(default_factory=dict)  # tensor id -> device (absent: 0)
     arena_bytes: list[int] = field(default_factory=list)  # per device index
     device_names: list[str] = field(default_factory=lambda: ["cpu:0"])
+    sizes: dict[int, int] = field(default_factory=dict)  # tensor id -> aligned bytes
+
+    def storage_sizes(self) -> list[int]:
+        """Bytes of each storage id (the largest tensor placed there), in id order."""
+        ids = self.storage_ids()
+        out = [0] * (max(ids.values(), default=-1) + 1)
+        for tid, sid in ids.items():
+            out[sid] = max(out[sid], self.sizes.get(tid, 0))
+        return out
 
     def storage_ids(self) -> dict[int, int]:
         """Tensor id -> storage id: tensors at the same place (device, offset) share one."""
@@ -94,7 +110,13 @@ def lower_bound(tensors: list[Tensor]) -> int:
     return best
 
 
+TOKEN_MATCH_RANGE = 16  # TVM: a free token is reused only within 16x of the request's size
+
+
 def plan_tokens(tensors: list[Tensor]) -> MemoryPlan:
+    """TVM's storage tokens: the smallest free token of at least the request's size and at
+    most TOKEN_MATCH_RANGE times it; else the largest free token of at least 1/16 of it,
+    grown; else a new token."""
     plan = MemoryPlan(method="tokens")
     token_of: dict[int, int] = {}
     sizes: list[int] = []  # token id -> size
@@ -105,12 +127,13 @@ def plan_tokens(tensors: list[Tensor]) -> MemoryPlan:
         for step in sorted(s for s in ending if s < t.first):
             free.extend(ending.pop(step))
         need = _align(t.nbytes)
-        fits = [k for k in free if sizes[k] >= need]
+        fits = [k for k in free if need <= sizes[k] <= need * TOKEN_MATCH_RANGE]
+        small = [k for k in free if need // TOKEN_MATCH_RANGE <= sizes[k] < need]
         if fits:
             token = min(fits, key=lambda k: sizes[k])
             free.remove(token)
-        elif free:
-            token = max(free, key=lambda k: sizes[k])  # grow the largest free token
+        elif small:
+            token = max(small, key=lambda k: sizes[k])  # grow the largest close-enough token
             free.remove(token)
             sizes[token] = need
         else:
@@ -128,10 +151,13 @@ def plan_tokens(tensors: list[Tensor]) -> MemoryPlan:
     return plan
 
 
-def plan_arena(tensors: list[Tensor]) -> MemoryPlan:
-    plan = MemoryPlan(method="arena")
+def _place(order: list[Tensor]) -> tuple[dict[int, int], int]:
+    """First fit in the given order: each tensor at the lowest offset clear of the tensors
+    already placed that are alive at the same time."""
+    offsets: dict[int, int] = {}
     placed: list[tuple[int, int, Tensor]] = []  # (offset, size, tensor)
-    for t in sorted(tensors, key=lambda t: (-t.nbytes, t.first, t.id)):
+    top = 0
+    for t in order:
         need = _align(t.nbytes)
         busy = sorted(
             (off, off + size)
@@ -144,8 +170,64 @@ def plan_arena(tensors: list[Tensor]) -> MemoryPlan:
                 break
             offset = max(offset, end)
         placed.append((offset, need, t))
-        plan.offsets[t.id] = offset
-        plan.bytes = max(plan.bytes, offset + need)
+        offsets[t.id] = offset
+        top = max(top, offset + need)
+    return offsets, top
+
+
+def plan_arena(tensors: list[Tensor]) -> MemoryPlan:
+    """Greedy by size (TVM USMP's greedy_by_size): the largest tensors first."""
+    order = sorted(tensors, key=lambda t: (-t.nbytes, t.first, t.id))
+    return _plan_from(order, tensors, "arena")
+
+
+def plan_by_conflicts(tensors: list[Tensor]) -> MemoryPlan:
+    """Greedy by conflicts (USMP's greedy_by_conflicts): tensors alive alongside the most
+    bytes of others first (the hardest to fit), then by size."""
+    pressure = {t.id: 0 for t in tensors}
+    by_start = sorted(tensors, key=lambda t: t.first)
+    for i, t in enumerate(by_start):
+        for o in by_start[i + 1 :]:
+            if o.first > t.last:
+                break
+            pressure[t.id] += _align(o.nbytes)
+            pressure[o.id] += _align(t.nbytes)
+    order = sorted(tensors, key=lambda t: (-pressure[t.id], -t.nbytes, t.id))
+    return _plan_from(order, tensors, "conflicts")
+
+
+HILL_CLIMB_STEPS = 300
+
+
+def plan_hill_climb(tensors: list[Tensor], steps: int = HILL_CLIMB_STEPS) -> MemoryPlan:
+    """USMP's hill climb: start from the better greedy order, then try swapping two tensors
+    in the order (a fixed pseudo-random sequence: plans are reproducible) and keep a swap
+    that does not grow the arena; stops early at the lower bound."""
+    import random
+
+    bound = lower_bound(tensors)
+    first = min((plan_arena(tensors), plan_by_conflicts(tensors)), key=lambda p: p.bytes)
+    order = sorted(tensors, key=lambda t: (first.offsets[t.id], -t.nbytes, t.id))
+    best_offsets, best = _place(order)
+    rng = random.Random(0)
+    for _ in range(steps if len(order) > 1 else 0):
+        if best <= bound:
+            break
+        i, j = rng.sample(range(len(order)), 2)
+        order[i], order[j] = order[j], order[i]
+        offsets, size = _place(order)
+        if size <= best:
+            best_offsets, best = offsets, size
+        else:
+            order[i], order[j] = order[j], order[i]
+    plan = MemoryPlan(best_offsets, best, method="hill-climb")
+    _finish(plan, tensors)
+    return plan
+
+
+def _plan_from(order: list[Tensor], tensors: list[Tensor], method: str) -> MemoryPlan:
+    offsets, size = _place(order)
+    plan = MemoryPlan(offsets, size, method=method)
     _finish(plan, tensors)
     return plan
 
@@ -153,14 +235,62 @@ def plan_arena(tensors: list[Tensor]) -> MemoryPlan:
 def _finish(plan: MemoryPlan, tensors: list[Tensor]) -> None:
     plan.naive = sum(_align(t.nbytes) for t in tensors)
     plan.lower_bound = lower_bound(tensors)
+    plan.sizes = {t.id: _align(t.nbytes) for t in tensors}
+
+
+Planner = Callable[[list[Tensor]], MemoryPlan]
+PLANNERS: dict[str, Planner] = {
+    "arena": plan_arena,
+    "conflicts": plan_by_conflicts,
+    "hill-climb": plan_hill_climb,
+    "tokens": plan_tokens,
+}
+
+
+def register_memory_planner(name: str, planner: Planner) -> None:
+    """Add a planner: `planner(tensors) -> MemoryPlan` (an offset for every tensor and
+    `bytes`); `codegen.memory_planner` can then name it. Every plan is checked before use
+    (no two live tensors may overlap), so a wrong planner fails the build, not a run."""
+    if name in PLANNERS:
+        raise ValueError(f"memory planner '{name}' is already registered")
+    PLANNERS[name] = planner
+
+
+def list_memory_planners() -> list[str]:
+    return sorted(PLANNERS)
 
 
 def make_plan(tensors: list[Tensor], method: str = "arena") -> MemoryPlan:
-    if method == "arena":
-        return plan_arena(tensors)
-    if method == "tokens":
-        return plan_tokens(tensors)
-    raise ValueError(f"unknown memory planner '{method}'; known: arena, tokens")
+    if method not in PLANNERS:
+        known = ", ".join(sorted(PLANNERS))
+        raise CodegenError(f"unknown memory planner '{method}'; known: {known}")
+    plan = PLANNERS[method](tensors)
+    check_plan(plan, tensors, method)
+    _finish(plan, tensors)
+    return plan
+
+
+def check_plan(plan: MemoryPlan, tensors: list[Tensor], method: str) -> None:
+    """Every tensor placed, inside the arena, and no two live ones overlapping."""
+    spans = []
+    for t in tensors:
+        if t.id not in plan.offsets:
+            raise CodegenError(f"memory planner '{method}' left tensor {t.id} unplaced")
+        start, end = plan.offsets[t.id], plan.offsets[t.id] + _align(t.nbytes)
+        if start < 0 or end > plan.bytes:
+            raise CodegenError(f"memory planner '{method}' put tensor {t.id} outside its arena")
+        if end > start:
+            spans.append((start, end, t))
+    spans.sort(key=lambda s: s[0])
+    for i, (_, end, t) in enumerate(spans):
+        for other_start, _, o in spans[i + 1 :]:
+            if other_start >= end:
+                break
+            if o.first <= t.last and t.first <= o.last:
+                raise CodegenError(
+                    f"memory planner '{method}' overlaps tensors {t.id} and {o.id} while both "
+                    "are alive"
+                )
 
 
 def combine(plans: list[MemoryPlan], names: list[str]) -> MemoryPlan:
@@ -168,6 +298,7 @@ def combine(plans: list[MemoryPlan], names: list[str]) -> MemoryPlan:
     out = MemoryPlan(method=plans[0].method if plans else "arena", device_names=names)
     for device, p in enumerate(plans):
         out.offsets.update(p.offsets)
+        out.sizes.update(p.sizes)
         out.device_of.update({tid: device for tid in p.offsets if device})
         out.arena_bytes.append(p.bytes)
         out.bytes += p.bytes
@@ -187,7 +318,9 @@ MAX_SCRATCHES = 4
 
 def plan_graph(graph: Graph, method: str = "arena") -> MemoryPlan:
     """Lifetimes of the graph's kernel results (aliases extend their source's) and scratch
-    buffers (alive during their kernel only), then a plan; sets each node's storage_id."""
+    buffers (alive during their kernel only), then a plan per device; sets each node's
+    storage_id (planned tensors share ids by place; inputs, constants and outputs, which
+    the caller owns, get one id each after them, as in TVM's graph JSON)."""
     nodes = graph.nodes
     outputs = {storage_root(nodes, nodes[o]).id for o in graph.outputs}
     last: dict[int, int] = {}
@@ -209,6 +342,10 @@ def plan_graph(graph: Graph, method: str = "arena") -> MemoryPlan:
         tensors.append(Tensor(n.id, size, step, max(last.get(n.id, step), step)))
     plan = combine([make_plan(t, method) for t in per_device], [d.name for d in graph.devices])
     storage = plan.storage_ids()
+    own = max(storage.values(), default=-1) + 1  # inputs, constants, outputs: one id each
     for n in nodes:
-        n.storage_id = storage.get(storage_root(nodes, n).id, -1)
+        root = storage_root(nodes, n)
+        if root.id not in storage and root.shape is not None:
+            storage[root.id], own = own, own + 1
+        n.storage_id = storage.get(root.id, -1)
     return plan

@@ -50,3 +50,83 @@ def test_a_chain_reuses_two_buffers() -> None:
     for method in ("arena", "tokens"):
         plan = make_plan(chain, method)
         assert plan.bytes == 2 * 1024 == plan.lower_bound and plan.naive == 10 * 1024
+
+
+@given(lifetimes(), st.sampled_from(["arena", "conflicts", "hill-climb", "tokens"]))
+def test_every_registered_planner_is_valid(tensors: list[Tensor], method: str) -> None:
+    plan = make_plan(tensors, method)  # make_plan checks the plan itself, too
+    for i, a in enumerate(tensors):
+        for b in tensors[i + 1 :]:
+            assert not _overlaps(a, b, plan.offsets), (a, b)
+    assert plan.lower_bound <= plan.bytes
+
+
+@given(lifetimes())
+def test_hill_climbing_never_loses_to_the_greedy_orders(tensors: list[Tensor]) -> None:
+    climbed = make_plan(tensors, "hill-climb").bytes
+    assert climbed <= min(make_plan(tensors, m).bytes for m in ("arena", "conflicts"))
+
+
+def test_tokens_are_reused_only_within_the_size_match_range() -> None:
+    # TVM's match range: a free 2048-byte token is not reused for a 64-byte request
+    big = Tensor(0, 2048, 0, 0)
+    small = Tensor(1, 64, 1, 1)
+    plan = make_plan([big, small], "tokens")
+    assert plan.offsets[0] != plan.offsets[1] and plan.bytes == 2048 + 64
+    near = Tensor(2, 1024, 1, 1)  # within 16x: reuses the big token
+    plan = make_plan([big, near], "tokens")
+    assert plan.offsets[0] == plan.offsets[2] and plan.bytes == 2048
+
+
+def test_a_users_planner_runs_and_a_wrong_plan_is_refused() -> None:
+    import numpy as np
+    import pytest
+
+    import codegen
+    import egraph_ir as ir
+    import passmgr as pm
+    from codegen.memory_plan import PLANNERS, MemoryPlan
+    from egraph_ir import op
+    from egraph_ir.errors import CodegenError
+    from egraph_ir.testing import assert_allclose
+
+    def separate(tensors):  # one buffer each: valid, wasteful
+        offsets, top = {}, 0
+        for t in tensors:
+            offsets[t.id] = top
+            top += (t.nbytes + ALIGN - 1) // ALIGN * ALIGN
+        return MemoryPlan(offsets, top, method="separate")
+
+    def everything_at_zero(tensors):
+        return MemoryPlan({t.id: 0 for t in tensors}, max((t.nbytes for t in tensors), default=0))
+
+    codegen.register_memory_planner("separate", separate)
+    codegen.register_memory_planner("zero", everything_at_zero)
+    try:
+        x = ir.var("x", shape=(64,))
+        fn = ir.Function([x], op.multiply(op.exp(op.sin(x)), op.cos(op.exp(x))))
+        value = np.linspace(-1, 1, 64, dtype="float32")
+        with pm.PassContext(config={"codegen.memory_planner": "separate", "fuse.max_depth": 1}):
+            exe = codegen.build(fn)
+        assert_allclose(exe(value), ir.interpret(fn, value))  # float32 math library
+        assert exe.memory_plan.bytes == exe.memory_plan.naive
+        with (
+            pm.PassContext(config={"codegen.memory_planner": "zero", "fuse.max_depth": 1}),
+            pytest.raises(CodegenError, match="'zero' overlaps tensors"),
+        ):
+            codegen.build(fn)
+    finally:
+        PLANNERS.pop("separate"), PLANNERS.pop("zero")
+
+
+def test_inputs_constants_and_outputs_have_storage_ids() -> None:
+    import json
+
+    import codegen
+    from egraph_ir import models
+
+    exe = codegen.build(models.mlp())
+    nodes = json.loads(exe.graph_json)["nodes"]
+    assert all(n["storage_id"] >= 0 for n in nodes if n["shape"] is not None)
+    planned = exe.memory_plan.storage_sizes()
+    assert planned and all(size > 0 for size in planned)

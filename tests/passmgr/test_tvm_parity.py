@@ -64,7 +64,9 @@ def test_instruments_are_checked_when_the_context_is_made(bad) -> None:
 
 
 def test_config_values_are_checked_when_given() -> None:
-    with pytest.raises(ConfigError, match="one of arena, tokens; got 'nope'"):
+    with pytest.raises(
+        ConfigError, match="one of arena, conflicts, hill-climb, tokens; got 'nope'"
+    ):
         pm.PassContext(config={"codegen.memory_planner": "nope"})
     with pytest.raises(ConfigError, match="expects int"):
         pm.PassContext(config={"eqsat.node_limit": "many"})
