@@ -5,7 +5,8 @@
     where is_const(?k)                  where shape(?k) == [dim(?w, 0), 1, 1]
 
 Functions: shape, rank, dtype, size, dim(?x, i) and is_const, value (a constant's value when
-all its elements are equal, else None) take a tensor variable; compose(?p, ?q) (apply q to
+all its elements are equal, else None), min and max (a constant's smallest and largest
+element, else None) take a tensor variable; compose(?p, ?q) (apply q to
 p: r[i] = p[q[i]]), inverse(?p) and len take attribute values or lists. `identity` equals
 any identity permutation. Comparisons: == != < <= > >=; `is` tests a dtype's kind: float,
 int, signed, bool.
@@ -60,6 +61,14 @@ def _all_equal_value(c: np.ndarray | None) -> float | None:
     return float(flat[0]) if bool(np.all(flat == flat[0])) else None
 
 
+def _extreme(c: np.ndarray | None, pick: Callable[..., Any]) -> float | None:
+    """A constant's smallest or largest element (None for a non-constant or NaN)."""
+    if c is None or c.size == 0:
+        return None
+    value = float(pick(c))
+    return None if value != value else value
+
+
 def _compose(p: Any, q: Any) -> tuple[int, ...]:
     return tuple(p[i] for i in q)
 
@@ -80,8 +89,13 @@ TENSOR_FUNCS: dict[str, Callable[..., Any]] = {
     "dim": lambda m, x, i: m.types[x].shape[i],
     "is_const": lambda m, x: x in m.constants,
     "value": lambda m, x: _all_equal_value(m.constants.get(x)),
+    "min": lambda m, x: _extreme(m.constants.get(x), np.min),
+    "max": lambda m, x: _extreme(m.constants.get(x), np.max),
 }
-TENSOR_ARITY = {"shape": 1, "rank": 1, "dtype": 1, "size": 1, "dim": 2, "is_const": 1, "value": 1}
+TENSOR_ARITY = {
+    "shape": 1, "rank": 1, "dtype": 1, "size": 1, "dim": 2, "is_const": 1, "value": 1,
+    "min": 1, "max": 1,
+}  # fmt: skip
 VALUE_FUNCS: dict[str, tuple[int, Callable[..., Any]]] = {
     "compose": (2, _compose),
     "inverse": (1, _inverse),

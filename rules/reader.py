@@ -291,7 +291,8 @@ class _PatternReader:
 
 # ---------------------------------------------------------------- guards
 TENSOR_FUNC_KINDS = {"shape": "tuple", "rank": "number", "dtype": "str", "size": "number",
-                     "dim": "number", "is_const": "bool", "value": "any"}  # fmt: skip
+                     "dim": "number", "is_const": "bool", "value": "any", "min": "any",
+                     "max": "any"}  # fmt: skip
 VALUE_FUNC_KINDS = {
     "compose": ("tuple", "tuple"),
     "inverse": ("tuple", "tuple"),
@@ -353,6 +354,8 @@ class _GuardReader:
             self.line.done()
             cmp = COMPARE[tok.text]
             pinned = target if tok.text == "==" else None
+            if target is not None and (target[0], tok.text[0]) in (("min", ">"), ("max", "<")):
+                pinned = (f"{target[0]}{tok.text[0]}", target[1])  # a bound on the values
             return GuardExpr(text, lambda m: cmp(left(m), right(m)), pinned, right)
         self.kind = left_kind
         self.typed("a guard without a comparison", first, "bool")
@@ -363,7 +366,7 @@ class _GuardReader:
         """What the guard's left side pins, when it is `f(?x)` or an attribute variable."""
         toks = self.line.toks[self.line.i :]
         texts = [t.text for t in toks[:4]]
-        pinnable = ("shape", "rank", "dtype", "value")
+        pinnable = ("shape", "rank", "dtype", "value", "min", "max")
         call_of_var = len(toks) >= 4 and texts[1::2] == ["(", ")"] and toks[2].kind == "var"
         if call_of_var and texts[0] in pinnable:
             return texts[0], texts[2][1:]

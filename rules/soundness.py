@@ -228,14 +228,21 @@ def _elements(dtype: str, finite: bool) -> st.SearchStrategy:
 
 def _apply_value_hints(rule: Rule, s: Structure, values: dict[str, np.ndarray]) -> None:
     for g in rule.guards:
-        if g.target is not None and g.target[0] == "value" and g.value is not None:
+        if g.target is not None and g.target[0] in ("value", "min>", "max<") and g.value:
             name = g.target[1]
             try:
                 want = g.value(Match(s.types, s.attrs, values))
             except (KeyError, IndexError, TypeError):
                 continue
-            if want is not None:
-                values[name] = np.full(values[name].shape, want, dtype=values[name].dtype)
+            if want is None:
+                continue
+            v = values[name]
+            if g.target[0] == "value":
+                values[name] = np.full(v.shape, want, dtype=v.dtype)
+            elif g.target[0] == "min>":  # every element above the bound
+                values[name] = (np.abs(v) + max(want, 0) + 1).astype(v.dtype)
+            elif g.target[0] == "max<":
+                values[name] = (-np.abs(v) + min(want, 0) - 1).astype(v.dtype)
 
 
 def _guards_hold(rule: Rule, s: Structure, values: dict[str, np.ndarray]) -> bool:

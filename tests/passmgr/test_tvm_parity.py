@@ -170,3 +170,57 @@ def test_fuse_ops_at_opt_level_0_makes_one_group_per_op() -> None:
     with pm.PassContext(opt_level=2):
         assert len([e for e in ir.post_order(pm.passes.FuseOps()(mod)["main"].body)
                     if isinstance(e, ir.Function)]) == 1  # fmt: skip
+
+
+# FoldScaleAxis (test_pass_fold_scale_axis.py): backward through relu, bias and a sum of two
+# convolutions, forward into the weights, scalars too
+def _scale_cases():
+    rng = np.random.default_rng(0)
+
+    def c(*shape, positive=False):
+        v = rng.standard_normal(shape).astype("float32")
+        return ir.const(np.abs(v) + 0.1 if positive else v)
+
+    x = ir.var("x", shape=(1, 3, 8, 8))
+    w, w2, b = c(4, 3, 3, 3), c(4, 3, 3, 3), c(4)
+    k = c(4, 1, 1, positive=True)
+    conv = lambda weight: op.conv2d(x, weight, padding=(1, 1))  # noqa: E731
+    return x, {
+        "conv_bias_relu": op.multiply(op.relu(op.bias_add(conv(w), b, axis=1)), k),
+        "sum_of_two_convs": op.multiply(op.add(conv(w), conv(w2)), k),
+        "forward_input_scale": op.conv2d(op.multiply(x, c(3, 1, 1)), w, padding=(1, 1)),
+        "scalar_after_conv": op.multiply(conv(w), ir.const(2.0)),
+    }
+
+
+@pytest.mark.parametrize("case", list(_scale_cases()[1]))
+def test_fold_scale_axis_leaves_no_multiply(case: str) -> None:
+    x, bodies = _scale_cases()
+    mod = ir.infer_type(ir.IRModule.from_expr(ir.Function([x], bodies[case])))
+    with pm.PassContext(opt_level=3):
+        out = pm.Sequential([pm.passes.FoldScaleAxis(), pm.passes.FoldConstant()])(mod)
+    assert "multiply" not in str(out)
+    value = np.random.default_rng(1).standard_normal((1, 3, 8, 8)).astype("float32")
+    # the scale moves into the weights: float32 sums of 27 products, reassociated
+    np.testing.assert_allclose(
+        ir.interpret(out, value), ir.interpret(mod, value), rtol=1e-4, atol=1e-5
+    )
+
+
+def test_a_negative_scale_does_not_cross_relu() -> None:
+    x = ir.var("x", shape=(1, 4, 2, 2))
+    k = ir.const(-np.ones((4, 1, 1), "float32"))
+    mod = ir.infer_type(ir.IRModule.from_expr(ir.Function([x], op.multiply(op.relu(x), k))))
+    with pm.PassContext(opt_level=3):
+        out = pm.passes.FoldScaleAxis()(mod)
+    assert "relu" in str(out) and str(out).index("relu") < str(out).index("multiply")
+
+
+def test_an_opt_level_3_build_keeps_no_final_scale() -> None:
+    import codegen
+
+    x, bodies = _scale_cases()
+    fn = ir.Function([x], bodies["scalar_after_conv"])
+    with pm.PassContext(opt_level=3):
+        exe = codegen.build(fn)
+    assert exe.optimized_module is not None and "multiply" not in str(exe.optimized_module)
