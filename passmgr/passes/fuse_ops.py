@@ -16,8 +16,9 @@ Before grouping, `split(x).i` is rewritten to a strided slice of x (see split_to
 Fusing along every path to the post-dominator is what makes diamonds safe: no value leaves
 a group and comes back. Each group becomes `fn (...) { ... }` with the `Primitive` attribute,
 called from the function; constants stay inside. Let-bound values are first substituted
-(a value used twice is one shared node, as in TVM's graph form); functions with If are left
-alone. At opt level 0 every op is its own group (TVM's fuse_opt_level 0).
+(a value used twice is one shared node, as in TVM's graph form). Around an If, each branch
+is fused as its own region and the If is a leaf of the dataflow around it. At opt level 0
+every op is its own group (TVM's fuse_opt_level 0).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from egraph_ir.op import call as op_call
 from egraph_ir.op.shape import split_bounds
 from egraph_ir.registry import Op, OpPattern
 from egraph_ir.types import TensorType
-from egraph_ir.visitor import post_order, rebuild
+from egraph_ir.visitor import free_vars, post_order, rebuild
 
 from ..config import register_config
 from ..context import PassContext
@@ -186,14 +187,47 @@ def _op_name(e: Expr) -> str | None:
 
 def fuse_function(fn: Function, max_depth: int) -> tuple[Function, int]:
     """The function with its calls grouped into primitive functions; also the group count."""
-    if any(isinstance(n, If) for n in post_order(fn.body)):
-        return fn, 0
     body = inline_lets(fn.body)  # let-bound values become shared dataflow nodes
     if body is not fn.body:
         fn = fn.with_body(body)
     fn = split_to_slices(fn)
     infer_type(fn)
-    nodes = list(post_order(fn.body))
+    if any(isinstance(n, If) for n in post_order(fn.body)):
+        body, count = _fuse_around_ifs(fn.body, max_depth)
+        return Function(fn.params, body, fn.ret_type, fn.attrs, fn.span), count
+    return _fuse_dataflow(fn, max_depth)
+
+
+def _fuse_around_ifs(expr: Expr, max_depth: int) -> tuple[Expr, int]:
+    """Each branch (and condition) of every if fused as its own region, then the dataflow
+    around the ifs, where an if is a leaf like a variable. Recursion follows the nesting of
+    ifs only (control flow, not dataflow depth)."""
+    memo: dict[Expr, Expr] = {}
+    count = 0
+    for e in post_order(expr, stop=lambda e: isinstance(e, If | Function)):
+        if isinstance(e, If):
+            parts = []
+            for part in (e.cond, e.true_branch, e.false_branch):
+                fused, n = _fuse_around_ifs(part, max_depth)
+                parts.append(fused)
+                count += n
+            memo[e] = If(parts[0], parts[1], parts[2], e.span)
+        elif isinstance(e, Var | Constant | Function):
+            memo[e] = e
+        else:
+            memo[e] = rebuild(e, memo)
+    outer = memo[expr]
+    if isinstance(outer, Var | Constant | If | Function):
+        return outer, count
+    region = Function(tuple(free_vars(outer)), outer)
+    infer_type(region)
+    fused, n = _fuse_dataflow(region, max_depth)
+    return fused.body, count + n
+
+
+def _fuse_dataflow(fn: Function, max_depth: int) -> tuple[Function, int]:
+    """Grouping over the dataflow of fn's body; ifs (and functions) are leaves."""
+    nodes = list(post_order(fn.body, stop=lambda e: isinstance(e, If | Function)))
     calls = [n for n in nodes if isinstance(n, Call) and isinstance(n.op, Op)]
     users: dict[Expr, list[Expr]] = defaultdict(list)
     for n in nodes:
@@ -236,7 +270,7 @@ def _materialise(
             if n in group_of:
                 memo[n] = _primitive_call(n, group_of[n], memo)
             continue  # inner members exist only inside their primitive function
-        memo[n] = n if isinstance(n, Var | Constant) else rebuild(n, memo)
+        memo[n] = n if isinstance(n, Var | Constant | If | Function) else rebuild(n, memo)
     return Function(fn.params, memo[fn.body], fn.ret_type, fn.attrs, fn.span)
 
 

@@ -224,3 +224,22 @@ def test_an_opt_level_3_build_keeps_no_final_scale() -> None:
     with pm.PassContext(opt_level=3):
         exe = codegen.build(fn)
     assert exe.optimized_module is not None and "multiply" not in str(exe.optimized_module)
+
+
+def test_fuse_ops_fuses_inside_and_around_an_if() -> None:
+    mod = _typed(
+        """
+        def @main(%c: bool, %x: Tensor[(2, 3), float32]) {
+          %0 = exp(%x);
+          %1 = if (%c) { add(multiply(%0, 2f), 1f) } else { negative(relu(%x)) };
+          subtract(%1, sqrt(abs(%x)))
+        }"""
+    )
+    out = pm.passes.FuseOps()(mod)
+    groups = [e for e in ir.post_order(out["main"]) if isinstance(e, ir.Function)]
+    assert sum(1 for g in groups if g.attrs.get("Primitive")) == 3  # two branches, one after
+    value = np.random.default_rng(0).standard_normal((2, 3)).astype("float32")
+    for cond in (True, False):
+        assert_allclose(
+            ir.interpret(out, np.array(cond), value), ir.interpret(mod, np.array(cond), value)
+        )
