@@ -9,9 +9,12 @@ import numpy as np
 
 from .errors import TypeInferenceError
 
-DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "float16", "float32", "float64")
+DTYPES = (
+    "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+    "float16", "float32", "float64",
+)  # fmt: skip
 FLOAT_DTYPES = ("float16", "float32", "float64")
-INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8")
+INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 
 
 def check_dtype(dtype: str) -> str:

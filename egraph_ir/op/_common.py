@@ -8,8 +8,8 @@ from ..attrs import Attrs
 from ..registry import ShapeError
 from ..types import TensorType, Type, tensor_types
 
-NUMERIC = ("int8", "int16", "int32", "int64", "uint8", "float16", "float32", "float64")
-INTEGER = ("int8", "int16", "int32", "int64", "uint8")
+INTEGER = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+NUMERIC = (*INTEGER, "float16", "float32", "float64")
 
 
 def require_dtype(t: TensorType, allowed: Sequence[str], what: str = "input") -> None:

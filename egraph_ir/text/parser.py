@@ -49,13 +49,16 @@ SUFFIX_DTYPE = {
     "i32": "int32",
     "i64": "int64",
     "u8": "uint8",
+    "u16": "uint16",
+    "u32": "uint32",
+    "u64": "uint64",
 }
 
 _TOKEN = re.compile(
     r"""
     (?P<ws>[ \t\r]+) | (?P<nl>\n) | (?P<comment>//[^\n]*|/\*.*?\*/)
   | (?P<number>[-+]?(?:\d+\.\d*(?:[eE][-+]?\d+)?|\d+[eE][-+]?\d+|\d+|inf|nan)
-        (?:f16|f32|f64|f|i8|i16|i32|i64|u8)?(?![A-Za-z0-9_]))
+        (?:f16|f32|f64|f|i8|i16|i32|i64|u8|u16|u32|u64)?(?![A-Za-z0-9_]))
   | (?P<local>%[A-Za-z0-9_]+) | (?P<global>@[A-Za-z0-9_]+)
   | (?P<string>"(?:[^"\\\n]|\\.)*")
   | (?P<ident>[A-Za-z_][A-Za-z0-9_]*)

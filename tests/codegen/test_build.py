@@ -178,3 +178,27 @@ def test_nested_tuple_outputs_keep_their_structure(tmp_path) -> None:
     assert isinstance(got[1][0], tuple) and len(exe.output_types) == 4
     exe.save(str(tmp_path / "nested.egc"))
     assert_allclose(codegen.load(tmp_path / "nested.egc")(value), want)
+
+
+@pytest.mark.parametrize("dtype", ["uint16", "uint32", "uint64"])
+def test_wide_unsigned_integers_compile_with_unsigned_semantics(dtype: str) -> None:
+    # values above the signed range: compares, division, wrap-around and conversions must
+    # treat them as unsigned
+    top = np.iinfo(dtype).max
+    a = ir.var("a", shape=(4,), dtype=dtype)
+    b = ir.var("b", shape=(4,), dtype=dtype)
+    body = ir.Tuple(
+        [
+            op.divide(a, b),
+            op.greater(a, b),
+            op.maximum(a, b),
+            op.subtract(b, a),
+            op.cast(a, "float64"),
+        ]
+    )
+    fn = ir.Function([a, b], body)
+    av = np.array([top, top // 2 + 3, 7, 1], dtype)
+    bv = np.array([3, 2, top, 5], dtype)
+    got, want = codegen.build(fn)(av, bv), ir.interpret(fn, av, bv)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g, w)
