@@ -702,7 +702,9 @@ def _reduce(n: _Node) -> Expr:
 @converter("ArgMax")
 def _argmax(n: _Node) -> Expr:
     if n.attr("select_last_index", 0):
-        raise FrontendError("select_last_index=1 is not supported")
+        from .onnx_scan import last_index
+
+        return last_index(n, n.x())
     return op.argmax(n.x(), axis=int(n.attr("axis", 0)), keepdims=bool(n.attr("keepdims", 1)))
 
 

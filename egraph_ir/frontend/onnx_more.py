@@ -42,16 +42,20 @@ def _range(n: _Node) -> Expr:
 
 @converter("ArgMin")
 def _argmin(n: _Node) -> Expr:
-    if n.attr("select_last_index", 0):
-        raise FrontendError("select_last_index=1 is not supported")
     x, t = n.x(), n.type()
     # an order-reversing map that cannot overflow: -x for floats, -1 - x (= ~x) for integers
     if t.dtype.startswith("float"):
         flipped = op.negative(x)
     elif t.dtype.startswith("int"):
         flipped = op.subtract(Constant(np.asarray(-1, dtype=t.dtype)), x)
+    elif t.dtype.startswith("uint"):  # max - x: order-reversing, never wraps
+        flipped = op.subtract(Constant(np.asarray(np.iinfo(t.dtype).max, dtype=t.dtype)), x)
     else:
         raise FrontendError(f"ArgMin over {t.dtype} is not supported")
+    if n.attr("select_last_index", 0):
+        from .onnx_scan import last_index
+
+        return last_index(n, flipped)
     return op.argmax(flipped, axis=int(n.attr("axis", 0)), keepdims=bool(n.attr("keepdims", 1)))
 
 

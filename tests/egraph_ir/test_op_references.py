@@ -531,6 +531,32 @@ def test_creation_ops() -> None:
     close(ir.interpret(ir.infer_type(mod)), np.full((3,), 2.5, "float32"))
 
 
+@pytest.mark.parametrize(
+    "name, ufunc, identity", [("cumsum", np.add, 0), ("cumprod", np.multiply, 1)]
+)
+@pytest.mark.parametrize("exclusive", [False, True])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_cumulative_ops(name, ufunc, identity, exclusive: bool, reverse: bool) -> None:
+    value = np.arange(1, 13, dtype="int64").reshape(3, 4)
+    x = ir.var("x", shape=(3, 4), dtype="int64")
+    fn = ir.Function([x], op.call(name, x, axis=1, exclusive=exclusive, reverse=reverse))
+    rows = value[:, ::-1] if reverse else value
+    want = ufunc.accumulate(rows, axis=1)
+    if exclusive:
+        want = np.concatenate([np.full((3, 1), identity), want[:, :-1]], axis=1)
+    want = want[:, ::-1] if reverse else want
+    assert (ir.interpret(fn, value) == want).all()
+
+
+def test_shifts_by_the_width_or_more() -> None:
+    x = ir.var("x", shape=(3,), dtype="int8")
+    y = ir.var("y", shape=(3,), dtype="int8")
+    xs, ys = np.array([-8, 4, 3], "int8"), np.array([8, 9, 1], "int8")
+    right = ir.interpret(ir.Function([x, y], op.right_shift(x, y)), xs, ys)
+    left = ir.interpret(ir.Function([x, y], op.left_shift(x, y)), xs, ys)
+    assert right.tolist() == [-1, 0, 1] and left.tolist() == [0, 0, 6]
+
+
 ANNOTATION_ATTRS = {
     "compiler_begin": {"compiler": "t"},
     "compiler_end": {"compiler": "t"},
@@ -605,6 +631,10 @@ COVERED = (
         "ones_like",
         "full_like",
         *ANNOTATION_ATTRS,
+        "cumsum",
+        "cumprod",
+        "left_shift",
+        "right_shift",
     }
 )
 

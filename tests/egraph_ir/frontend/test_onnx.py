@@ -170,6 +170,12 @@ CASES: list[tuple[str, list[Any], dict[str, Any], dict[int, Any], int]] = [
     ("Tan", [X], {}, {}, 1),
     ("Sinh", [X], {}, {}, 1),
     ("Cosh", [X], {}, {}, 1),
+    ("CumSum", [X], {"exclusive": 1}, {1: i64(1)}, 1),
+    ("CumSum", [X], {"reverse": 1}, {1: i64(0)}, 1),
+    ("CumProd", [X + 0.5], {}, {1: i64(1)}, 1),
+    ("BitShift", [np.array([1, 2, 200], "uint8"), np.array([1, 7, 2], "uint8")], {"direction": "LEFT"}, {}, 1),
+    ("BitShift", [np.array([16, 255, 7], "uint32"), np.array([2, 40, 1], "uint32")], {"direction": "RIGHT"}, {}, 1),
+    ("RMSNormalization", [X, np.array([0.5, 1.0, 2.0, 1.5], "float32")], {"epsilon": 1e-3}, {}, 1),
 ]  # fmt: skip
 
 
@@ -204,7 +210,7 @@ def test_batch_first_layout_matches_the_sequence_first_result() -> None:
     ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)],
 )
 def test_op_imports_and_matches_onnxruntime(op_type, inputs, attrs, inits, n_out) -> None:
-    opset = {"Gelu": 20, "Swish": 24}.get(op_type, 21)
+    opset = {"Gelu": 20, "Swish": 24, "RMSNormalization": 23, "CumProd": 26}.get(op_type, 21)
     opset = 18 if op_type == "Split" and "num_outputs" in attrs else opset
     model, feeds = single_op_model(op_type, inputs, attrs, n_out, inits)
     model.opset_import[0].version = opset
