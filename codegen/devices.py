@@ -19,6 +19,7 @@ from egraph_ir.errors import CodegenError
 from egraph_ir.expr import Call, Constant, Expr, Function, GlobalVar, Var
 from egraph_ir.inline import inline_calls, inline_lets
 from egraph_ir.module import IRModule
+from egraph_ir.op.device import DEVICE_OPS
 from egraph_ir.registry import Op
 from egraph_ir.visitor import post_order, rebuild
 from passmgr.passes.devices.analysis import is_opaque_function
@@ -26,7 +27,6 @@ from passmgr.passes.devices.analysis import is_opaque_function
 from .graph import Graph, Node, storage_root
 
 HOST_DEVICE_TYPES = ("cpu",)
-DEVICE_OPS = ("on_device", "device_copy")
 
 
 def mentions_devices(mod: IRModule) -> bool:

@@ -147,7 +147,6 @@ def plan_tokens(tensors: list[Tensor]) -> MemoryPlan:
         acc += s
     plan.offsets = {tid: offsets[tok] for tid, tok in token_of.items()}
     plan.bytes = acc
-    _finish(plan, tensors)
     return plan
 
 
@@ -178,7 +177,7 @@ def _place(order: list[Tensor]) -> tuple[dict[int, int], int]:
 def plan_arena(tensors: list[Tensor]) -> MemoryPlan:
     """Greedy by size (TVM USMP's greedy_by_size): the largest tensors first."""
     order = sorted(tensors, key=lambda t: (-t.nbytes, t.first, t.id))
-    return _plan_from(order, tensors, "arena")
+    return _plan_from(order, "arena")
 
 
 def plan_by_conflicts(tensors: list[Tensor]) -> MemoryPlan:
@@ -193,7 +192,7 @@ def plan_by_conflicts(tensors: list[Tensor]) -> MemoryPlan:
             pressure[t.id] += _align(o.nbytes)
             pressure[o.id] += _align(t.nbytes)
     order = sorted(tensors, key=lambda t: (-pressure[t.id], -t.nbytes, t.id))
-    return _plan_from(order, tensors, "conflicts")
+    return _plan_from(order, "conflicts")
 
 
 HILL_CLIMB_STEPS = 300
@@ -220,19 +219,16 @@ def plan_hill_climb(tensors: list[Tensor], steps: int = HILL_CLIMB_STEPS) -> Mem
             best_offsets, best = offsets, size
         else:
             order[i], order[j] = order[j], order[i]
-    plan = MemoryPlan(best_offsets, best, method="hill-climb")
-    _finish(plan, tensors)
-    return plan
+    return MemoryPlan(best_offsets, best, method="hill-climb")
 
 
-def _plan_from(order: list[Tensor], tensors: list[Tensor], method: str) -> MemoryPlan:
+def _plan_from(order: list[Tensor], method: str) -> MemoryPlan:
     offsets, size = _place(order)
-    plan = MemoryPlan(offsets, size, method=method)
-    _finish(plan, tensors)
-    return plan
+    return MemoryPlan(offsets, size, method=method)
 
 
 def _finish(plan: MemoryPlan, tensors: list[Tensor]) -> None:
+    """The figures every plan reports, whoever made it."""
     plan.naive = sum(_align(t.nbytes) for t in tensors)
     plan.lower_bound = lower_bound(tensors)
     plan.sizes = {t.id: _align(t.nbytes) for t in tensors}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import sys
 from collections.abc import Callable, Iterable
@@ -48,6 +47,7 @@ class ConfigOption:
 
 
 _OPTIONS: dict[str, ConfigOption] = {}
+DECLARING_PACKAGES = ("codegen", "rules", "egraph_ir")  # packages that register options
 
 
 def register_config(
@@ -68,14 +68,13 @@ def register_config(
 
 
 def config_option(key: str) -> ConfigOption:
-    """The option of a key. A key whose package (the part before the first dot, e.g.
-    `codegen`) is not imported yet imports it first: its options exist without the user
-    importing the package that declares them."""
-    if key not in _OPTIONS and isinstance(key, str) and "." in key:
+    """The option of a key. A key of one of the project's packages that is not imported
+    yet (`codegen.*` before `import codegen`) imports that package first, so its options
+    exist without the user importing it."""
+    if key not in _OPTIONS and isinstance(key, str):
         package = key.split(".", 1)[0]
-        if package.isidentifier() and package not in sys.modules:
-            with contextlib.suppress(ImportError):
-                importlib.import_module(package)
+        if package in DECLARING_PACKAGES and package not in sys.modules:
+            importlib.import_module(package)
     try:
         return _OPTIONS[key]
     except KeyError:

@@ -145,7 +145,7 @@ def run_pass(p: Pass, mod: IRModule, ctx: PassContext) -> PassResult:
             ctx.optional_passes.clear()
     before = list(ctx.history)
     ctx.running.append(info.name)
-    held = dict(mod.functions_by_name())
+    held = mod.functions_by_name()
     try:
         out = p.transform(mod, ctx)
         if not mod.same_functions(held):

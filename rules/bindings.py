@@ -233,17 +233,12 @@ def draw_structure(
             continue
         match = Match(b.s.types, b.s.attrs, dict.fromkeys(b.s.types))
         try:
-            ok = all(g(match) for g in rule.guards if not _about_values(g))
+            ok = all(g(match) for g in rule.guards if not g.reads_values)
         except (KeyError, IndexError, TypeError, ValueError):
             ok = False
         if ok:
             return b.s
     return None
-
-
-def _about_values(g: GuardExpr) -> bool:
-    """A guard on constants' values (value, min, max): checked once values are drawn."""
-    return any(f"{fn} (" in g.text or f"{fn}(" in g.text for fn in ("value", "min", "max"))
 
 
 # ---------------------------------------------------------------- argument shapes

@@ -92,6 +92,7 @@ TENSOR_FUNCS: dict[str, Callable[..., Any]] = {
     "min": lambda m, x: _extreme(m.constants.get(x), np.min),
     "max": lambda m, x: _extreme(m.constants.get(x), np.max),
 }
+VALUE_READERS = ("value", "min", "max")  # tensor functions that look at a constant's values
 TENSOR_ARITY = {
     "shape": 1, "rank": 1, "dtype": 1, "size": 1, "dim": 2, "is_const": 1, "value": 1,
     "min": 1, "max": 1,
@@ -132,6 +133,7 @@ class GuardExpr:
     evaluate: Evaluator
     target: tuple[str, str] | None = None
     value: Evaluator | None = None
+    reads_values: bool = False  # uses value/min/max: decidable only once constants are drawn
 
     def __call__(self, m: Match) -> bool:
         return bool(self.evaluate(m))

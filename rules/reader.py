@@ -35,6 +35,7 @@ from .guards import (
     TENSOR_ARITY,
     TENSOR_FUNCS,
     VALUE_FUNCS,
+    VALUE_READERS,
     GuardExpr,
 )
 from .rule import Rule
@@ -314,6 +315,7 @@ class _GuardReader:
         self.line, self.kinds = line, kinds
         self.depth = 0
         self.kind = "any"  # the static kind of the expression read last
+        self.reads_values = False  # a value/min/max call was read
 
     def typed(self, what: str, tok: Tok, *allowed: str) -> None:
         if self.kind not in (*allowed, "any"):
@@ -337,7 +339,9 @@ class _GuardReader:
             allowed = KINDS[kind.text]
             self.line.done()
             pinned = ("kind", target[1]) if target and target[0] == "dtype" else None
-            return GuardExpr(text, lambda m: left(m) in allowed, pinned, lambda m: allowed)
+            return GuardExpr(
+                text, lambda m: left(m) in allowed, pinned, lambda m: allowed, self.reads_values
+            )
         tok = self.line.tok
         if tok is not None and tok.kind == "cmp":
             self.line.next()
@@ -356,11 +360,13 @@ class _GuardReader:
             pinned = target if tok.text == "==" else None
             if target is not None and (target[0], tok.text[0]) in (("min", ">"), ("max", "<")):
                 pinned = (f"{target[0]}{tok.text[0]}", target[1])  # a bound on the values
-            return GuardExpr(text, lambda m: cmp(left(m), right(m)), pinned, right)
+            return GuardExpr(
+                text, lambda m: cmp(left(m), right(m)), pinned, right, self.reads_values
+            )
         self.kind = left_kind
         self.typed("a guard without a comparison", first, "bool")
         self.line.done()
-        return GuardExpr(text, left)
+        return GuardExpr(text, left, reads_values=self.reads_values)
 
     def _target(self) -> tuple[str, str] | None:
         """What the guard's left side pins, when it is `f(?x)` or an attribute variable."""
@@ -447,6 +453,7 @@ class _GuardReader:
             if 1 + len(rest) != TENSOR_ARITY[name]:
                 raise self.line.error(f"{name}() takes {TENSOR_ARITY[name]} argument(s)", tok)
             self.kind = TENSOR_FUNC_KINDS[name]
+            self.reads_values |= name in VALUE_READERS
             fn, x = TENSOR_FUNCS[name], var.text[1:]
             return lambda m: fn(m, x, *(r(m) for r in rest))
         if name in VALUE_FUNCS:

@@ -58,6 +58,15 @@ def is_opaque_function(fn: object) -> bool:
     return isinstance(fn, Function) and bool(fn.attrs.get("Primitive") or fn.attrs.get("Compiler"))
 
 
+def device_polymorphic(call: Call, mod: IRModule) -> bool:
+    """A call of an op or of a fused/external function (directly or through its global):
+    its arguments and result are soft edges, any device will do."""
+    callee = call.op
+    if isinstance(callee, GlobalVar) and callee.name_hint in mod:
+        callee = mod[callee.name_hint]
+    return isinstance(callee, Op) or is_opaque_function(callee)
+
+
 def op_name(e: Expr) -> str | None:
     return e.op.name if isinstance(e, Call) and isinstance(e.op, Op) else None
 
@@ -223,10 +232,7 @@ class DeviceAnalysis:
             d.pin(self.dom[e.args[0]], e.attrs["src_virtual_device"], short_repr(e.args[0]))
             self.dom[e] = d.leaf(e.attrs["dst_virtual_device"])
             return
-        callee = e.op
-        if isinstance(callee, GlobalVar) and callee.name_hint in self.mod:
-            callee = self.mod[callee.name_hint]
-        if name is not None or is_opaque_function(callee):  # device-polymorphic
+        if device_polymorphic(e, self.mod):
             self.dom[e] = out = d.leaf()
             for a in e.args:
                 self._flow(a, out, where)

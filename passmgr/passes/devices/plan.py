@@ -42,7 +42,7 @@ from ...config import register_config
 from ...context import PassContext
 from ...pass_base import ModulePass
 from ...registry import register_pass
-from .analysis import DeviceAnalysis, is_opaque_function, op_name
+from .analysis import DeviceAnalysis, device_polymorphic, is_opaque_function, op_name
 
 register_config("devices.default", str, "cpu:0", "device of what nothing constrains (PlanDevices)")
 
@@ -152,7 +152,7 @@ class _Rewriter:
             case Call() if op_name(e) == "device_copy":
                 src, dst = e.attrs["src_virtual_device"], e.attrs["dst_virtual_device"]
                 return self.copy(memo[e.args[0]], src, dst)
-            case Call() if op_name(e) is not None or _calls_opaque(e, a.mod):
+            case Call() if device_polymorphic(e, a.mod):
                 here = a.device(e)
                 args = tuple(self.moved(x, memo[x], here) for x in e.args)
                 callee = memo[e.op] if isinstance(e.op, Expr) else e.op
@@ -171,13 +171,6 @@ class _Rewriter:
             case Call() | If():
                 return rebuild(e, memo)
         raise AssertionError(type(e).__name__)
-
-
-def _calls_opaque(e: Call, mod: IRModule) -> bool:
-    callee = e.op
-    if isinstance(callee, GlobalVar) and callee.name_hint in mod:
-        callee = mod[callee.name_hint]
-    return is_opaque_function(callee)
 
 
 @register_pass
