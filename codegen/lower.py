@@ -173,16 +173,40 @@ class _Lowering:
         self.wide: conv.Wide | None = None  # the anchor's rows are in buffer "wide" (direct conv)
         self.packed: gemm.Packed | None = None  # a product on packed constant weights
         self.loops = 0
+        self.in_registers = False  # the epilogue was applied inside the anchor's nest
 
     # ------------------------------------------------------------ readers
     def reader(self, e: Expr) -> Callable[[Index], LExpr]:
         def read(index: Index) -> LExpr:
             key = (e, index)
             if key not in self.memo:
+                self._warm(e, index)
                 self.memo[key] = self._element(e, index)
             return self.memo[key]
 
         return read
+
+    def _warm(self, e: Expr, index: Index) -> None:
+        """Build the elements of e's elementwise producers at the same index first, producers
+        before consumers, so inlining a long chain needs no deep Python recursion."""
+        if not isinstance(e, Call) or not _same_index(e, index):
+            return
+        order: list[Expr] = []
+        seen: set[Expr] = {e}
+        stack: list[tuple[Expr, bool]] = [(e, False)]
+        while stack:
+            n, expanded = stack.pop()
+            if expanded:
+                order.append(n)
+                continue
+            stack.append((n, True))
+            for a in n.args:  # type: ignore[attr-defined]
+                fresh = a not in seen and (a, index) not in self.memo and a is not self.anchor
+                if fresh and _same_index(a, index):
+                    seen.add(a)
+                    stack.append((a, False))
+        for n in order[:-1]:  # the last one is e itself
+            self.memo[(n, index)] = self._element(n, index)
 
     def _element(self, e: Expr, index: Index) -> LExpr:
         if e is self.anchor and self.wide is not None and not self.wide.into_out:
@@ -193,6 +217,8 @@ class _Lowering:
             )
             return Load(self.out.dtype, "wide", add(row, x))
         if e is self.anchor:
+            if self.in_registers:
+                raise Unsupported("the epilogue reads the anchor at another position")
             return Load(self.out.dtype, "out", index.flat())
         if isinstance(e, Var):
             return Load(self.buffers[e].dtype, self.buffers[e].name, index.flat())
@@ -287,7 +313,8 @@ class _Lowering:
             out_index = (
                 Index(out_shape, multi=out_vars) if out_vars else Index(out_shape, flat=idx(0))
             )
-            return [Declare(acc_name, init), *body, Store("out", out_index.flat(), result)]
+            store = self.store_through_epilogue(call, out_index, result)
+            return [Declare(acc_name, init), *body, store]
 
         return self.nest(out_shape, inner)
 
@@ -376,12 +403,12 @@ class _Lowering:
                 Assign(where, Select(INDEX, better, k, Ref(INDEX, where))),
                 Assign(best, Select(dtype, better, value, current)),
             ]
-            out = Index(out_t.shape, multi=vs).flat() if vs else idx(0)
+            out = Index(out_t.shape, multi=vs) if vs else Index(out_t.shape, flat=idx(0))
             return [
                 Declare(best, const(_lowest(dtype), dtype)),
                 Declare(where, idx(0)),
                 For(k.name, extent, step),
-                Store("out", out, Ref(INDEX, where)),
+                self.store_through_epilogue(call, out, Ref(INDEX, where)),
             ]
 
         return self.nest(out_t.shape, inner)
@@ -449,7 +476,9 @@ class _Lowering:
         return self.nest(out_t.shape, inner)
 
     def row_nest(self, call: Call) -> list[Stmt]:
-        """softmax / log_softmax along one axis: max, sum of exp, normalise."""
+        """softmax / log_softmax along one axis: max, sum of exp, normalise. With an
+        epilogue, the last pass recomputes each row element and applies the epilogue to it in
+        registers (the epilogue may change the dtype; the row axis need not be the last)."""
         op = call.op.name  # type: ignore[union-attr]
         src = call.args[0]
         t = src.checked_type
@@ -460,6 +489,7 @@ class _Lowering:
         read = self.reader(src)
         n = t.shape[axis]
         stride = strides(t.shape)[axis]
+        fused = call is not self.fn.body
 
         def inner(vs: list[LExpr]) -> list[Stmt]:
             multi = list(vs)
@@ -469,7 +499,7 @@ class _Lowering:
             def at(j: LExpr) -> LExpr:
                 return add(base, mul(j, idx(stride)))
 
-            m, s = f"m{self.loops}", f"s{self.loops}"
+            m, s, r = f"m{self.loops}", f"s{self.loops}", f"r{self.loops}"
             j1, j2, j3 = self.var("j"), self.var("j"), self.var("j")
             x1 = read(Index(t.shape, flat=at(j1)))
             shifted = Bin(dtype, "sub", read(Index(t.shape, flat=at(j2))), Ref(dtype, m))
@@ -480,7 +510,8 @@ class _Lowering:
                 For(j1.name, n, [Assign(m, Bin(dtype, "maxnum", Ref(dtype, m), x1))]),
                 Declare(s, const(0.0, dtype)),
             ]
-            if op == "softmax":
+            x3 = read(Index(t.shape, flat=at(j3)))
+            if op == "softmax" and not fused:  # keep each exp in out, scale it in place
                 t_ = f"t{self.loops}"
                 total = Bin(dtype, "add", Ref(dtype, s), Ref(dtype, t_))
                 stmts.append(
@@ -490,18 +521,37 @@ class _Lowering:
                         [Declare(t_, e), Store("out", at(j2), Ref(dtype, t_)), Assign(s, total)],
                     )
                 )
-                inverse = f"r{self.loops}"
-                scaled = Bin(dtype, "mul", Load(dtype, "out", at(j3)), Ref(dtype, inverse))
-                stmts.append(Declare(inverse, Bin(dtype, "div", const(1.0, dtype), Ref(dtype, s))))
-                stmts.append(For(j3.name, n, [Store("out", at(j3), scaled)]))
+                value: LExpr = Bin(dtype, "mul", Load(dtype, "out", at(j3)), Ref(dtype, r))
+                stmts.append(Declare(r, Bin(dtype, "div", const(1.0, dtype), Ref(dtype, s))))
             else:
                 stmts.append(For(j2.name, n, [Assign(s, Bin(dtype, "add", Ref(dtype, s), e))]))
-                shift = Bin(dtype, "add", Ref(dtype, m), Un(dtype, "log", Ref(dtype, s)))
-                x3 = read(Index(t.shape, flat=at(j3)))
-                stmts.append(For(j3.name, n, [Store("out", at(j3), Bin(dtype, "sub", x3, shift))]))
+                if op == "softmax":
+                    stmts.append(Declare(r, Bin(dtype, "div", const(1.0, dtype), Ref(dtype, s))))
+                    shifted3 = Bin(dtype, "sub", x3, Ref(dtype, m))
+                    value = Bin(dtype, "mul", Un(dtype, "exp", shifted3), Ref(dtype, r))
+                else:
+                    stmts.append(
+                        Declare(
+                            r, Bin(dtype, "add", Ref(dtype, m), Un(dtype, "log", Ref(dtype, s)))
+                        )
+                    )
+                    value = Bin(dtype, "sub", x3, Ref(dtype, r))
+            row = list(vs)
+            row.insert(axis, j3)
+            out = Index(t.shape, multi=row, flat=at(j3))
+            stmts.append(For(j3.name, n, [self.store_through_epilogue(call, out, value)]))
             return stmts
 
         return self.nest(outer_shape, inner)
+
+    def store_through_epilogue(self, anchor: Call, index: Index, value: LExpr) -> Stmt:
+        """Store the anchor's element, or the group's result computed from it in registers
+        (the epilogue's ops pass the same index to the anchor; any other read is refused)."""
+        if anchor is not self.fn.body:
+            self.memo[(anchor, index)] = value
+            self.in_registers = True
+            value = self.reader(self.fn.body)(index)
+        return Store("out", index.flat(), value)
 
     # ------------------------------------------------------------ driver
     def run(self, calls: list[Call], ops: list[str]) -> CompiledKernel:
@@ -514,7 +564,10 @@ class _Lowering:
         name = ""
         if anchor is not None:
             name = anchor.op.name  # type: ignore[union-attr]
-            if anchor is not self.fn.body and anchor.checked_type != self.out_type:
+            self.anchor = anchor
+            anchor_t = anchor.checked_type
+            assert isinstance(anchor_t, TensorType)
+            if anchor is not self.fn.body and anchor_t.shape != self.out_type.shape:
                 raise Unsupported("the epilogue changes the anchor's shape")
             if name in REDUCTIONS or name == "global_avg_pool2d":
                 body += self.reduction_nest(anchor)
@@ -536,14 +589,15 @@ class _Lowering:
                     self.wide = conv.Wide.of(anchor)  # the epilogue reads the wide rows
             else:
                 raise Unsupported(f"{name} has no compute definition")
-            self.anchor = anchor
+            if anchor_t.dtype != self.out_type.dtype and not self.in_registers:
+                raise Unsupported(f"{name} writes its result in the output: no dtype change")
         if self.wide is not None:
             assert anchor is not None
             return self.direct_conv(anchor, ops)
         if self.packed is not None:
             assert anchor is not None
             return self.packed_gemm(anchor, ops)
-        if anchor is not self.fn.body:
+        if anchor is not self.fn.body and not self.in_registers:
             body += self.elementwise_nest(self.fn.body)
         loops = None
         if body:
@@ -723,6 +777,19 @@ def _is_anchor(c: Call) -> bool:
     assert isinstance(op, Op)
     return (
         op.pattern in (OpPattern.COMM_REDUCE, OpPattern.OUT_ELEMWISE_FUSABLE) or op.name in ROW_OPS
+    )
+
+
+def _same_index(n: Expr, index: Index) -> bool:
+    """An elementwise or broadcast call of index's shape: its arguments of that shape are
+    read at the very same index (see compute.broadcast_index)."""
+    t = n.checked_type
+    return (
+        isinstance(n, Call)
+        and isinstance(n.op, Op)
+        and n.op.pattern <= OpPattern.BROADCAST
+        and isinstance(t, TensorType)
+        and t.shape == index.shape
     )
 
 

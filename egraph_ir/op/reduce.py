@@ -122,7 +122,7 @@ for _name, _ref in [("softmax", softmax_ref), ("log_softmax", log_softmax_ref)]:
             inputs=("data",),
             infer=_softmax_infer,
             reference=_ref,
-            pattern=OpPattern.OPAQUE,
+            pattern=OpPattern.OUT_ELEMWISE_FUSABLE,  # TVM: takes an elementwise epilogue
             flops=per_input_element(TRANSCENDENTAL + 3),
             attrs=(AttrSpec("axis", "int", -1),),
             doc=f"{_name} along axis (max-subtracted for stability)",

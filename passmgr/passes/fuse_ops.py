@@ -8,7 +8,8 @@ TVM's rules, driven by each op's fusion pattern and the post-dominator tree of t
 - an out-elementwise-fusable op (dense, matmul, conv2d, pooling) or a reduction takes its
   epilogue: fuses into its post-dominator when every op on the way is elementwise or
   broadcast and keeps its output shape (bias, activation, residual add);
-- opaque ops (softmax, norms) and tuple-valued ops stand alone;
+- opaque ops (norms, scans) and tuple-valued ops stand alone; softmax takes an epilogue
+  (also one that casts, as TVM's softmax + cast);
 - a group holds at most one such anchor and at most `fuse.max_depth` ops.
 
 Before grouping, `split(x).i` is rewritten to a strided slice of x (see split_to_slices).
@@ -42,10 +43,13 @@ from ..context import PassContext
 from ..pass_base import ModulePass
 from ..registry import register_pass
 
-MAX_GROUP_DEPTH = 200  # code generation inlines a group's producers recursively
-register_config("fuse.max_depth", int, 64, f"most ops in one fused group (1 to {MAX_GROUP_DEPTH})")
+MAX_GROUP_DEPTH = 256  # TVM's default; codegen builds a group's element as one expression
+register_config(
+    "fuse.max_depth", int, MAX_GROUP_DEPTH, f"most ops in one fused group (1 to {MAX_GROUP_DEPTH})"
+)
 
 ANCHORS = (OpPattern.COMM_REDUCE, OpPattern.OUT_ELEMWISE_FUSABLE)
+ROW_ANCHORS = frozenset({"softmax", "log_softmax"})
 SINK = None  # the post-dominator of values that leave the dataflow (outputs, tuples)
 
 
@@ -144,19 +148,35 @@ def _fusable(n: Call, path: list[Call], end: Call, anchor: Call | None) -> bool:
     """May n's group absorb the path to its post-dominator? `anchor` is the anchor already in
     n's group: then n is part of its epilogue, and the epilogue rule applies."""
     kind = pattern_of(n)
+    if anchor is None and kind in ANCHORS:
+        anchor = n
     if anchor is not None:
-        t = anchor.checked_type
-        return all(pattern_of(m) <= OpPattern.BROADCAST and m.checked_type == t for m in path)
+        return all(
+            pattern_of(m) <= OpPattern.BROADCAST and _epilogue_keeps(m, anchor) for m in path
+        )
     if kind <= OpPattern.INJECTIVE:
         return all(
             pattern_of(m) <= OpPattern.INJECTIVE
             or (m is end and pattern_of(m) == OpPattern.COMM_REDUCE)
             for m in path
         )
-    if kind in ANCHORS:
-        t = n.checked_type
-        return all(pattern_of(m) <= OpPattern.BROADCAST and m.checked_type == t for m in path)
     return False
+
+
+def _epilogue_keeps(m: Call, anchor: Call) -> bool:
+    """An epilogue op keeps the anchor's shape; it may change the dtype only after anchors
+    whose elements are computed one at a time (reductions, softmax: codegen applies the
+    epilogue in registers), not after products, convolutions and pools, whose results are
+    written to the group's output first."""
+    mt, at = m.checked_type, anchor.checked_type
+    assert isinstance(mt, TensorType) and isinstance(at, TensorType)
+    if mt.shape != at.shape:
+        return False
+    return (
+        mt.dtype == at.dtype
+        or pattern_of(anchor) == OpPattern.COMM_REDUCE
+        or (_op_name(anchor) in ROW_ANCHORS)
+    )
 
 
 def split_to_slices(fn: Function) -> Function:
@@ -314,7 +334,7 @@ class FuseOps(ModulePass):
         if not 1 <= depth <= MAX_GROUP_DEPTH:
             raise ConfigError(
                 f"fuse.max_depth must be 1 to {MAX_GROUP_DEPTH}, got {depth} (code generation "
-                "inlines a fused group's ops recursively)"
+                "builds each element of a group as one expression)"
             )
         if ctx.opt_level == 0:
             depth = 1  # no fusion, but every op still becomes a primitive function

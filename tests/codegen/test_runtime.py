@@ -84,7 +84,8 @@ def test_identical_groups_share_compiled_code() -> None:
         h = op.softmax(h, axis=-1)
     fn = ir.Function([x], h)
     exe = codegen.build(fn)
-    assert exe.kernels_reused >= 3
+    # groups: the first block, then softmax + the next block three times, then softmax
+    assert exe.kernels_reused >= 2
     assert exe.get_source().count('define void @"k') < len(exe.graph.kernels())
     value = rng.standard_normal((8, 64)).astype("float32")
     assert_allclose(exe.run(x=value), ir.interpret(fn, x=value))

@@ -172,6 +172,51 @@ def test_fuse_ops_at_opt_level_0_makes_one_group_per_op() -> None:
                     if isinstance(e, ir.Function)]) == 1  # fmt: skip
 
 
+@pytest.mark.parametrize("axis", [-1, 0])
+def test_fuse_ops_fuses_softmax_with_a_following_cast(axis: int) -> None:
+    import codegen
+
+    mod = _typed(
+        f"def @main(%x: Tensor[(16, 8), float32]) {{ cast(softmax(%x, axis={axis}), "
+        'dtype="float16") }'
+    )
+    expected = _typed(
+        f"""def @main(%x: Tensor[(16, 8), float32]) {{
+          %0 = fn (%p0: Tensor[(16, 8), float32], Primitive=1) -> Tensor[(16, 8), float16] {{
+            cast(softmax(%p0, axis={axis}), dtype="float16")
+          }};
+          %0(%x)
+        }}"""
+    )
+    assert_structural_equal(pm.passes.FuseOps()(mod), expected)
+    value = np.random.default_rng(1).standard_normal((16, 8)).astype("float32")
+    exe = codegen.build(mod)
+    assert [k.kind for k in exe.graph.kernels()] == ["loops"]  # one native kernel
+    assert_allclose(exe(value), ir.interpret(mod, value))  # float16's tolerance
+
+
+def test_fuse_ops_default_depth_is_256_and_such_a_group_compiles() -> None:
+    """TVM's test_fuse_max: a chain of n exps makes ceil(n / 256) groups."""
+    import codegen
+
+    x = ir.var("x", shape=(4, 8))
+    h: ir.Expr = x
+    for k in range(300):  # transposes make the element reads change index too
+        h = op.transpose(h, axes=(1, 0)) if k % 3 == 2 else op.tanh(h)
+    mod = ir.infer_type(ir.IRModule.from_expr(ir.Function([x], h)))
+    fused = pm.passes.FuseOps()(mod)
+    sizes = sorted(
+        sum(isinstance(n, ir.Call) and not isinstance(n.op, ir.Function)
+            for n in ir.post_order(f.body))
+        for f in ir.post_order(fused["main"].body) if isinstance(f, ir.Function)
+    )  # fmt: skip
+    assert sizes == [44, 256]
+    with pm.PassContext(opt_level=0):  # keep the chain as written
+        exe = codegen.build(fused)
+    value = np.random.default_rng(2).standard_normal((4, 8)).astype("float32")
+    assert_allclose(exe(value), ir.interpret(mod, value))
+
+
 # FoldScaleAxis (test_pass_fold_scale_axis.py): backward through relu, bias and a sum of two
 # convolutions, forward into the weights, scalars too
 def _scale_cases():
