@@ -49,7 +49,7 @@ from .llvm.objcompile import init
 from .memory_plan import MemoryPlan
 from .program import Program, Segment
 
-FORMAT = 2  # 2: devices (one arena each, copies between them)
+FORMAT = 3  # 2: devices (one arena each, copies between them); 3: memory pools
 # every Node field but the two the file holds elsewhere: the kernel object (compiled code,
 # or the host function's IR text) and a param's value (a constant buffer)
 SAVED_NODE_FIELDS = tuple(
@@ -201,8 +201,10 @@ def _program_json(exe: Executable) -> dict[str, Any]:
             "naive": plan.naive,
             "lower_bound": plan.lower_bound,
             "method": plan.method,
-            "device_of": {str(k): v for k, v in plan.device_of.items()},
+            "arena_of": {str(k): v for k, v in plan.arena_of.items()},
             "arena_bytes": plan.arena_bytes,
+            "arena_names": plan.arena_names,
+            "arena_device": plan.arena_device,
             "device_names": plan.device_names,
         },
         "devices": [[d.device_type, d.device_id, d.target, d.memory_scope] for d in graph.devices],
@@ -251,7 +253,8 @@ def _program_from_json(
     plan = MemoryPlan(
         {int(k): v for k, v in p["offsets"].items()},
         p["bytes"], p["naive"], p["lower_bound"], p["method"],
-        {int(k): v for k, v in p["device_of"].items()}, p["arena_bytes"], p["device_names"],
+        {int(k): v for k, v in p["arena_of"].items()}, p["arena_bytes"], p["arena_names"],
+        p["arena_device"], p["device_names"],
     )  # fmt: skip
     program = Program(graph, plan, threads)
     program.slot_count, program.slot_of = data["slot_count"], slot_of

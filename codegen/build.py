@@ -43,7 +43,7 @@ from .llvm.emit import emit_modules
 from .llvm.jit import start_helpers
 from .loop_ir import Kernel
 from .lower import KernelCache
-from .memory_plan import list_memory_planners, plan_graph
+from .memory_plan import list_memory_planners, parse_pools, plan_graph
 from .pipelines import standard_pipeline
 from .program import link
 from .runtime import default_threads
@@ -58,6 +58,13 @@ pm.register_config(
     "arena",
     "memory planner: arena, conflicts, hill-climb, tokens or a registered one",
     choices=list_memory_planners,
+)
+pm.register_config(
+    "codegen.memory_pools",
+    str,
+    "",
+    'memory pools in order, e.g. "sram:256K,dram" (a size caps a pool; empty: one pool)',
+    validate=parse_pools,
 )
 pm.register_config(
     "codegen.check_devices", bool, False, "check every kernel's buffers lie on its device"
@@ -90,7 +97,8 @@ def build(
     fallback = bool(ctx.get_config("codegen.host_fallback"))
     graph, cache = clock("lower", lower, fused, fallback, externals)
     assign_devices(graph, fused["main"])
-    plan = clock("plan", plan_graph, graph, str(ctx.get_config("codegen.memory_planner")))
+    pools = parse_pools(str(ctx.get_config("codegen.memory_pools")))
+    plan = clock("plan", plan_graph, graph, str(ctx.get_config("codegen.memory_planner")), pools)
     shared = share_identical_kernels(graph)
     program = clock("link", link, graph, plan, threads)
     native = bool(program.calls)

@@ -14,6 +14,9 @@ Planners (a registry: `register_memory_planner`, config `codegen.memory_planner`
   greedy by conflicts);
 - `hill-climb`: from the better greedy order, swaps of two tensors that do not grow it.
 Every plan is checked (placed, inside the arena, no live overlap) before it is used.
+
+Memory pools (config `codegen.memory_pools`, e.g. "sram:256K,dram"): named arenas on every
+device, filled in order; a pool with a size keeps what fits and spills the rest onward.
 Both report the naive total (every tensor its own buffer) and the lower bound: the largest
 total size of tensors alive at the same step — no plan can use less.
 """
@@ -48,19 +51,75 @@ class Tensor:
     last: int  # last step that reads it (or first, when unused)
 
 
+@dataclass(frozen=True)
+class MemoryPool:
+    """A named memory region, planned as an arena of its own on every device; at most
+    `size` bytes (None: no limit). Pools are filled in the order given (USMP's pools): a
+    tensor that does not fit in one spills to the next."""
+
+    name: str
+    size: int | None = None
+
+    def __str__(self) -> str:
+        return self.name if self.size is None else f"{self.name}:{self.size}"
+
+
+DEFAULT_POOLS = (MemoryPool("workspace"),)
+
+
+def parse_pools(spec: str) -> tuple[MemoryPool, ...]:
+    """`"sram:262144,dram"` -> pools in priority order; a size is bytes, with an optional
+    K, M or G suffix (powers of 1024). The empty string is the default single pool."""
+    if not spec.strip():
+        return DEFAULT_POOLS
+    pools = []
+    for item in spec.split(","):
+        name, _, size_text = item.strip().partition(":")
+        if not name.isidentifier():
+            raise CodegenError(f"memory pool {item.strip()!r}: a name is a word (e.g. sram:64K)")
+        size = None
+        if size_text:
+            scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(size_text[-1:].upper(), 1)
+            digits = size_text[:-1] if scale > 1 else size_text
+            if not digits.isdigit() or int(digits) <= 0:
+                raise CodegenError(
+                    f"memory pool {name}: size {size_text!r} is not a positive number of bytes"
+                )
+            size = int(digits) * scale
+        pools.append(MemoryPool(name, size))
+    names = [p.name for p in pools]
+    if len(set(names)) < len(names):
+        raise CodegenError(f"memory pools repeat a name: {', '.join(names)}")
+    return tuple(pools)
+
+
 @dataclass
 class MemoryPlan:
-    """Offsets of the planned tensors, each in the arena of its device (one per device)."""
+    """Offsets of the planned tensors, each in its arena: one per device and memory pool."""
 
     offsets: dict[int, int] = field(default_factory=dict)  # tensor id -> byte offset
     bytes: int = 0  # all arenas together
     naive: int = 0
     lower_bound: int = 0
     method: str = "arena"
-    device_of: dict[int, int] = field(default_factory=dict)  # tensor id -> device (absent: 0)
-    arena_bytes: list[int] = field(default_factory=list)  # per device index
+    arena_of: dict[int, int] = field(default_factory=dict)  # tensor id -> arena (absent: 0)
+    arena_bytes: list[int] = field(default_factory=list)  # per arena
+    arena_names: list[str] = field(default_factory=lambda: ["cpu:0"])  # device[/pool]
+    arena_device: list[int] = field(default_factory=lambda: [0])  # arena -> device index
     device_names: list[str] = field(default_factory=lambda: ["cpu:0"])
     sizes: dict[int, int] = field(default_factory=dict)  # tensor id -> aligned bytes
+
+    @property
+    def device_of(self) -> dict[int, int]:
+        """Tensor id -> device index (tensors of device 0 are left out)."""
+        out = {tid: self.arena_device[a] for tid, a in self.arena_of.items()}
+        return {tid: d for tid, d in out.items() if d}
+
+    @property
+    def bytes_per_pool(self) -> dict[str, int]:
+        """Arena bytes of each (device, pool), by name: `cpu:0` with the single default
+        pool, `cpu:0/sram` with named pools."""
+        return dict(zip(self.arena_names, self.arena_bytes or [self.bytes], strict=False))
 
     def storage_sizes(self) -> list[int]:
         """Bytes of each storage id (the largest tensor placed there), in id order."""
@@ -72,15 +131,17 @@ class MemoryPlan:
 
     def storage_ids(self) -> dict[int, int]:
         """Tensor id -> storage id: tensors at the same place (device, offset) share one."""
-        place = {tid: (self.device_of.get(tid, 0), off) for tid, off in self.offsets.items()}
+        place = {tid: (self.arena_of.get(tid, 0), off) for tid, off in self.offsets.items()}
         ranked = {p: k for k, p in enumerate(sorted(set(place.values())))}
         return {tid: ranked[p] for tid, p in place.items()}
 
     @property
     def bytes_per_device(self) -> dict[str, int]:
-        """Arena bytes of each device, by its name (cpu:0, cpu:1, ...)."""
-        sizes = self.arena_bytes or [self.bytes]
-        return dict(zip(self.device_names, sizes, strict=False))
+        """Arena bytes of each device (its pools together), by its name (cpu:0, cpu:1, ...)."""
+        out = dict.fromkeys(self.device_names, 0)
+        for arena, size in enumerate(self.arena_bytes or [self.bytes]):
+            out[self.device_names[self.arena_device[arena]]] += size
+        return out
 
     @property
     def overhead(self) -> float:
@@ -289,17 +350,59 @@ def check_plan(plan: MemoryPlan, tensors: list[Tensor], method: str) -> None:
                 )
 
 
-def combine(plans: list[MemoryPlan], names: list[str]) -> MemoryPlan:
-    """One plan of several devices' plans (offsets stay relative to each device's arena)."""
-    out = MemoryPlan(method=plans[0].method if plans else "arena", device_names=names)
-    for device, p in enumerate(plans):
-        out.offsets.update(p.offsets)
-        out.sizes.update(p.sizes)
-        out.device_of.update({tid: device for tid in p.offsets if device})
-        out.arena_bytes.append(p.bytes)
-        out.bytes += p.bytes
-        out.naive += p.naive
-        out.lower_bound += p.lower_bound
+def plan_pools(
+    tensors: list[Tensor], method: str, pools: tuple[MemoryPool, ...]
+) -> list[MemoryPlan]:
+    """One plan per pool: each pool is planned with `method`; while its arena is over the
+    pool's size, the largest tensor reaching past the limit spills to the next pool."""
+    plans = []
+    remaining = tensors
+    for pool in pools:
+        limit = pool.size
+        kept = [t for t in remaining if limit is None or _align(t.nbytes) <= limit]
+        spilled = [t for t in remaining if limit is not None and _align(t.nbytes) > limit]
+        plan = make_plan(kept, method)
+        while limit is not None and plan.bytes > limit:
+            crossing = [t for t in kept if plan.offsets[t.id] + _align(t.nbytes) > limit]
+            out = max(crossing or kept, key=lambda t: (t.nbytes, -t.id))
+            kept = [t for t in kept if t is not out]
+            spilled.append(out)
+            plan = make_plan(kept, method)
+        plans.append(plan)
+        remaining = spilled
+    if remaining:
+        need = sum(_align(t.nbytes) for t in remaining)
+        listed = ", ".join(map(str, pools))
+        raise CodegenError(
+            f"{len(remaining)} tensors ({need} bytes) do not fit in the memory pools {listed}; "
+            "give the last pool no size (codegen.memory_pools) or a larger one"
+        )
+    return plans
+
+
+def combine(
+    per_device: list[list[MemoryPlan]],
+    names: list[str],
+    pools: tuple[MemoryPool, ...],
+    bounds: list[int],
+) -> MemoryPlan:
+    """One plan of every device's pool plans (offsets stay relative to each arena); the
+    lower bound is each device's, whatever the pools."""
+    method = per_device[0][0].method if per_device and per_device[0] else "arena"
+    out = MemoryPlan(method=method, arena_names=[], arena_device=[], device_names=names)
+    for device, plans in enumerate(per_device):
+        for pool, p in zip(pools, plans, strict=True):
+            arena = len(out.arena_bytes)
+            out.offsets.update(p.offsets)
+            out.sizes.update(p.sizes)
+            out.arena_of.update({tid: arena for tid in p.offsets if arena})
+            out.arena_bytes.append(p.bytes)
+            named = pools != DEFAULT_POOLS
+            out.arena_names.append(f"{names[device]}/{pool.name}" if named else names[device])
+            out.arena_device.append(device)
+            out.bytes += p.bytes
+            out.naive += p.naive
+        out.lower_bound += bounds[device]
     return out
 
 
@@ -312,7 +415,9 @@ def scratch_id(node_id: int, k: int = 0) -> int:
 MAX_SCRATCHES = 4
 
 
-def plan_graph(graph: Graph, method: str = "arena") -> MemoryPlan:
+def plan_graph(
+    graph: Graph, method: str = "arena", pools: tuple[MemoryPool, ...] = DEFAULT_POOLS
+) -> MemoryPlan:
     """Lifetimes of the graph's kernel results (aliases extend their source's) and scratch
     buffers (alive during their kernel only), then a plan per device; sets each node's
     storage_id (planned tensors share ids by place; inputs, constants and outputs, which
@@ -336,7 +441,12 @@ def plan_graph(graph: Graph, method: str = "arena") -> MemoryPlan:
             continue
         size = nbytes(n.shape, n.dtype)  # type: ignore[arg-type]
         tensors.append(Tensor(n.id, size, step, max(last.get(n.id, step), step)))
-    plan = combine([make_plan(t, method) for t in per_device], [d.name for d in graph.devices])
+    plan = combine(
+        [plan_pools(t, method, pools) for t in per_device],
+        [d.name for d in graph.devices],
+        pools,
+        [lower_bound(t) for t in per_device],
+    )
     storage = plan.storage_ids()
     own = max(storage.values(), default=-1) + 1  # inputs, constants, outputs: one id each
     for n in nodes:

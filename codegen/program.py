@@ -46,7 +46,7 @@ class Program:
     slot_count: int = 0
     slot_of: dict[int, int] = field(default_factory=dict)  # node id -> slot
     constants: list[tuple[int, np.ndarray]] = field(default_factory=list)  # (slot, array)
-    arena_slots: list[tuple[int, int, int]] = field(default_factory=list)  # slot, device, offset
+    arena_slots: list[tuple[int, int, int]] = field(default_factory=list)  # slot, arena, offset
     slot_device: dict[int, int] = field(default_factory=dict)  # slot -> device of its memory
     calls: dict[int, list[LaunchCall | GemmCall]] = field(default_factory=dict)  # native steps
     python_steps: dict[int, PythonStep] = field(default_factory=dict)
@@ -101,7 +101,7 @@ def link(graph: Graph, plan: MemoryPlan, threads: int) -> Program:
             assert n.value is not None
             constant_slot(n.value, n.device, slot)
         elif n.op == "kernel" and n.id not in outputs:
-            program.arena_slots.append((slot, n.device, plan.offsets[n.id]))
+            program.arena_slots.append((slot, plan.arena_of.get(n.id, 0), plan.offsets[n.id]))
     segment: list[int] = []
     for n in nodes:
         if n.kernel is None:
@@ -118,8 +118,10 @@ def link(graph: Graph, plan: MemoryPlan, threads: int) -> Program:
         for k in range(len(n.kernel.scratches)):
             scratches.append(program.new_slot())
             program.slot_device[scratches[-1]] = n.device
-            offset = plan.offsets[scratch_id(n.id, k)]
-            program.arena_slots.append((scratches[-1], n.device, offset))
+            tid = scratch_id(n.id, k)
+            program.arena_slots.append(
+                (scratches[-1], plan.arena_of.get(tid, 0), plan.offsets[tid])
+            )
 
         def resolve(ref: Ref, node: Node = n, scratch_slots: list[int] = scratches) -> int:
             reads_on = node.src_device if node.src_device >= 0 else node.device

@@ -50,8 +50,8 @@ class Runtime:
         self.state = np.zeros(STATE_SIZE, dtype=np.int64)
         for slot, array in program.constants:
             self.slots[slot] = array.ctypes.data
-        for slot, device, offset in program.arena_slots:
-            self.slots[slot] = self.bases[device] + offset
+        for slot, arena, offset in program.arena_slots:
+            self.slots[slot] = self.bases[arena] + offset
         self.check_devices = False  # the sanitizer (codegen.check_devices)
         self.copies = copy_traffic(graph)  # per run: (src, dst) -> (count, bytes)
         self.runs = 0
@@ -96,9 +96,9 @@ class Runtime:
 
     def view(self, tensor_id: int, shape: tuple[int, ...], dtype: str) -> np.ndarray:
         """A planned tensor's place in the arena."""
-        device = self.program.plan.device_of.get(tensor_id, 0)
-        arena = self.arenas[device]
-        offset = self.bases[device] - arena.ctypes.data + self.program.plan.offsets[tensor_id]
+        index = self.program.plan.arena_of.get(tensor_id, 0)
+        arena = self.arenas[index]
+        offset = self.bases[index] - arena.ctypes.data + self.program.plan.offsets[tensor_id]
         return arena[offset : offset + nbytes(shape, dtype)].view(dtype).reshape(shape)
 
     def _entry(self, name: str) -> Callable[[int, int], None]:

@@ -59,9 +59,10 @@ def check_devices(rt: Runtime, env: dict[int, Any]) -> None:
     """Raise CodegenError when a kernel's buffer is not in its device's memory."""
     program, graph = rt.program, rt.graph
     owners = _Owners()
-    sizes = program.plan.arena_bytes or [program.plan.bytes]
-    for device, (base, size) in enumerate(zip(rt.bases, sizes, strict=True)):
-        owners.add(base, size, device)
+    plan = program.plan
+    sizes = plan.arena_bytes or [plan.bytes]
+    for arena, (base, size) in enumerate(zip(rt.bases, sizes, strict=True)):
+        owners.add(base, size, plan.arena_device[arena])
     for slot, array in program.constants:
         owners.add(array.ctypes.data, array.nbytes, program.slot_device.get(slot, 0))
     for n in [*graph.inputs, *rt.fresh]:

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from egraph_ir.errors import ConfigError, did_you_mean
+from egraph_ir.errors import CompilerError, ConfigError, did_you_mean
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,6 +18,7 @@ class ConfigOption:
     default: Any
     doc: str = ""
     choices: tuple[Any, ...] | Callable[[], Iterable[Any]] = ()  # allowed values, if limited
+    validate: Callable[[Any], object] | None = None  # raises CompilerError on a bad value
 
     def allowed(self) -> tuple[Any, ...]:
         return tuple(self.choices() if callable(self.choices) else self.choices)
@@ -43,6 +44,11 @@ class ConfigOption:
                 f"config '{self.key}' must be one of {', '.join(map(str, allowed))}; "
                 f"got {value!r}{did_you_mean(str(value), [str(a) for a in allowed])}"
             )
+        if self.validate is not None:
+            try:
+                self.validate(value)
+            except CompilerError as why:
+                raise ConfigError(f"config '{self.key}': {why}") from None
         return value
 
 
@@ -56,12 +62,14 @@ def register_config(
     default: Any,
     doc: str = "",
     choices: tuple[Any, ...] | Callable[[], Iterable[Any]] = (),
+    validate: Callable[[Any], object] | None = None,
 ) -> ConfigOption:
     """Declare a config key (e.g. 'eqsat.node_limit', int, 100_000); keys are unique.
-    `choices` limits the values (a tuple, or a function giving them, for registries)."""
+    `choices` limits the values (a tuple, or a function giving them, for registries);
+    `validate(value)` checks anything else when the value is given (a CompilerError)."""
     if key in _OPTIONS:
         raise ConfigError(f"config '{key}' is already registered")
-    option = ConfigOption(key, type_, default, doc, choices)
+    option = ConfigOption(key, type_, default, doc, choices, validate)
     option.check(default)
     _OPTIONS[key] = option
     return option

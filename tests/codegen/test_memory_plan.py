@@ -130,3 +130,64 @@ def test_inputs_constants_and_outputs_have_storage_ids() -> None:
     assert all(n["storage_id"] >= 0 for n in nodes if n["shape"] is not None)
     planned = exe.memory_plan.storage_sizes()
     assert planned and all(size > 0 for size in planned)
+
+
+# ---------------------------------------------------------------- memory pools (TVM USMP)
+@given(lifetimes(), st.sampled_from(["arena", "tokens", "hill-climb"]), st.integers(64, 1 << 17))
+def test_pools_keep_within_their_sizes_and_place_every_tensor(
+    tensors: list[Tensor], method: str, first_size: int
+) -> None:
+    from codegen.memory_plan import MemoryPool, plan_pools
+
+    pools = (MemoryPool("fast", first_size), MemoryPool("slow"))
+    fast, slow = plan_pools(tensors, method, pools)
+    assert fast.bytes <= first_size
+    assert sorted([*fast.offsets, *slow.offsets]) == sorted(t.id for t in tensors)
+    for plan in (fast, slow):  # every arena is valid on its own
+        mine = [t for t in tensors if t.id in plan.offsets]
+        for i, a in enumerate(mine):
+            for b in mine[i + 1 :]:
+                assert not _overlaps(a, b, plan.offsets), (a, b)
+    assert fast.bytes + slow.bytes >= lower_bound(tensors)
+
+
+def test_pools_from_config_build_and_run_with_each_arena_in_its_limit(tmp_path) -> None:
+    import codegen
+    import passmgr as pm
+    from egraph_ir import interpret, models
+    from egraph_ir.testing import assert_allclose
+
+    mod, x = models.cnn(), models.example_inputs("cnn")
+    with pm.PassContext(config={"codegen.memory_pools": "l2:256K,ram"}):
+        exe = codegen.build(mod)
+    plan = exe.memory_plan
+    assert list(plan.bytes_per_pool) == ["cpu:0/l2", "cpu:0/ram"]
+    assert 0 < plan.bytes_per_pool["cpu:0/l2"] <= 256 * 1024
+    assert plan.bytes >= plan.lower_bound and plan.bytes_per_device == {"cpu:0": plan.bytes}
+    assert_allclose(exe.run(**x), interpret(mod, **x))
+    exe.save(tmp_path / "cnn.egc")  # pools survive a save and load
+    loaded = codegen.load(tmp_path / "cnn.egc")
+    assert loaded.memory_plan.bytes_per_pool == plan.bytes_per_pool
+    assert_allclose(loaded.run(**x), interpret(mod, **x))
+
+
+def test_bad_pools_are_config_errors_and_a_full_last_pool_names_the_pools() -> None:
+    import pytest
+
+    import codegen
+    import passmgr as pm
+    from egraph_ir import models
+    from egraph_ir.errors import CodegenError, ConfigError
+
+    for spec, message in [
+        ("sram:lots", "not a positive number of bytes"),
+        ("a:1K,a", "repeat a name"),
+        ("two words", "a name is a word"),
+    ]:
+        with pytest.raises(ConfigError, match=rf"codegen\.memory_pools': .*{message}"):
+            pm.PassContext(config={"codegen.memory_pools": spec})
+    with (
+        pm.PassContext(config={"codegen.memory_pools": "tiny:1K"}),
+        pytest.raises(CodegenError, match=r"do not fit in the memory pools tiny:1024"),
+    ):
+        codegen.build(models.cnn())
