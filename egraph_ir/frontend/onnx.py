@@ -24,6 +24,7 @@ from ..fold import fold
 from ..infer import infer_new_nodes, infer_type
 from ..module import IRModule
 from ..types import DTYPES, TensorType
+from .onnx_functions import expand, function_schema
 
 MIN_OPSET, MAX_OPSET = 13, 21  # the opsets the converters are written against
 OLDEST_OPSET = 7  # older models are converted up to MIN_OPSET by onnx.version_converter
@@ -51,10 +52,13 @@ def from_onnx(model_or_path: Any, shapes: dict[str, tuple[int, ...]] | None = No
     onnx = _onnx()
     model = _load(model_or_path, onnx)
     _check(model, onnx)
+    declared = _declared_opset(model)
     model, opset = _supported_opset(model, onnx)
     graph = model.graph
     unsupported: dict[str, list[str]] = {}
     for i, node in enumerate(graph.node):
+        if node.op_type not in CONVERTERS and function_schema(node, declared or opset, onnx):
+            continue  # expanded into its function body when converted
         if node.domain not in ("", "ai.onnx") or node.op_type not in CONVERTERS:
             key = (
                 node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}.{node.op_type}"
@@ -68,7 +72,11 @@ def from_onnx(model_or_path: Any, shapes: dict[str, tuple[int, ...]] | None = No
         raise FrontendError(
             f"shapes= names {unknown}, which are not graph inputs; the inputs: {sorted(names)}"
         )
-    return _Importer(onnx, graph, opset, shapes or {}).run()
+    return _Importer(onnx, graph, opset, shapes or {}, declared or opset).run()
+
+
+def _declared_opset(model: Any) -> int | None:
+    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
 
 
 def _listing(nodes_by_op: dict[str, list[str]], shown: int = 3) -> str:
@@ -111,7 +119,7 @@ def _supported_opset(model: Any, onnx: Any) -> tuple[Any, int]:
     """The model at an opset the converters read, and that opset. Opsets 7-12 are converted
     up to 13; newer opsets than 21 are read as 21 where every node's operator is unchanged
     since (the error names the operators that changed)."""
-    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+    opset = _declared_opset(model)
     newest = int(onnx.defs.onnx_opset_version())
     if opset is None or not OLDEST_OPSET <= opset <= newest:
         raise FrontendError(
@@ -190,9 +198,13 @@ def _load(model_or_path: Any, onnx: Any) -> Any:
 
 # ---------------------------------------------------------------- the importer
 class _Importer:
-    def __init__(self, onnx: Any, graph: Any, opset: int, shapes: dict) -> None:
+    def __init__(
+        self, onnx: Any, graph: Any, opset: int, shapes: dict, function_opset: int
+    ) -> None:
         self.onnx, self.graph, self.opset, self.shapes = onnx, graph, opset, shapes
+        self.function_opset = function_opset  # the model's own: function bodies are built at it
         self.env: dict[str, Expr] = {}
+        self.expansions = 0
 
     def run(self) -> IRModule:
         numpy_helper = self.onnx.numpy_helper
@@ -208,12 +220,22 @@ class _Importer:
             v = Var(value_info.name, self._input_type(value_info))
             self.env[value_info.name] = v
             params.append(v)
-        for i, node in enumerate(self.graph.node):
+        pending = [(node, "") for node in reversed(self.graph.node)]  # a stack: next is last
+        index = 0
+        while pending:
+            node, inside = pending.pop()
+            index += 1
+            if node.op_type not in CONVERTERS and node.domain in ("", "ai.onnx"):
+                body = self._expand(node, inside)
+                pending.extend((n, inside or f"{node.op_type} ") for n in reversed(body))
+                continue
             try:
-                parsed = _Node(self, node, i)
+                parsed = _Node(self, node, index - 1)
             except (TypeError, KeyError, IndexError, ValueError) as exc:
-                where = f"node '{node.name or f'#{i}'}' ({node.op_type})"
+                where = f"node '{node.name or f'#{index - 1}'}' ({node.op_type})"
                 raise FrontendError(f"{where}: bad attribute ({exc})") from None
+            if inside:
+                parsed.where = f"{parsed.where} in the function body of {inside.strip()}"
             self._convert(parsed)
         outputs = []
         for out in self.graph.output:
@@ -224,6 +246,23 @@ class _Importer:
         names = tuple(out.name for out in self.graph.output)
         fn = Function(tuple(params), body, attrs=Attrs({"output_names": names}))
         return infer_type(IRModule({"main": fn}))
+
+    def _expand(self, node: Any, inside: str) -> list[Any]:
+        """A function op's body nodes (onnx_functions.py); an op that is neither converted
+        nor a function (possible only inside a body) is unsupported."""
+        where = f"node '{node.name or node.op_type}' ({node.op_type})"
+        if function_schema(node, self.function_opset, self.onnx) is None:
+            body_of = f" in the function body of {inside.strip()}" if inside else ""
+            raise FrontendError(f"{where}{body_of}: unsupported ONNX op {node.op_type}")
+        types: list[TensorType | None] = []
+        for name in node.input:
+            t = infer_new_nodes(self.env[name]).checked_type if name in self.env else None
+            types.append(t if isinstance(t, TensorType) else None)
+        self.expansions += 1
+        try:
+            return expand(node, types, self.function_opset, self.onnx, f"_f{self.expansions}/")
+        except FrontendError as exc:
+            raise FrontendError(f"{where}: {exc}") from None
 
     def _input_type(self, value_info: Any) -> TensorType:
         t = value_info.type.tensor_type

@@ -176,6 +176,19 @@ CASES: list[tuple[str, list[Any], dict[str, Any], dict[int, Any], int]] = [
     ("BitShift", [np.array([1, 2, 200], "uint8"), np.array([1, 7, 2], "uint8")], {"direction": "LEFT"}, {}, 1),
     ("BitShift", [np.array([16, 255, 7], "uint32"), np.array([2, 40, 1], "uint32")], {"direction": "RIGHT"}, {}, 1),
     ("RMSNormalization", [X, np.array([0.5, 1.0, 2.0, 1.5], "float32")], {"epsilon": 1e-3}, {}, 1),
+    ("NegativeLogLikelihoodLoss", [rnd(3, 5, 2), np.array([[0, 1], [4, 1], [2, 3]], "int64"),
+     np.array([0.5, 1.0, 2.0, 1.5, 0.7], "float32")], {"ignore_index": 1}, {}, 1),
+    ("NegativeLogLikelihoodLoss", [rnd(3, 5), np.array([0, 4, 2], "int64")],
+     {"reduction": "sum"}, {}, 1),
+    ("SoftmaxCrossEntropyLoss", [rnd(3, 5), np.array([0, 4, 2], "int64")],
+     {"reduction": "none"}, {}, 2),
+    ("SoftmaxCrossEntropyLoss", [rnd(2, 4, 3), np.array([[0, -1, 2], [3, 1, -1]], "int64")],
+     {"ignore_index": -1}, {}, 1),
+    # function ops: expanded into the body ONNX defines for them (onnx_functions.py)
+    ("MeanVarianceNormalization", [IMG], {"axes": [0, 2]}, {}, 1),
+    ("Attention", [rnd(2, 4, 3, 8), rnd(2, 2, 5, 8), rnd(2, 2, 5, 8)], {"is_causal": 1}, {}, 1),
+    ("Attention", [rnd(2, 3, 16), rnd(2, 5, 16), rnd(2, 5, 8)],
+     {"q_num_heads": 2, "kv_num_heads": 2, "scale": 0.3}, {}, 1),
 ]  # fmt: skip
 
 
@@ -210,7 +223,8 @@ def test_batch_first_layout_matches_the_sequence_first_result() -> None:
     ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)],
 )
 def test_op_imports_and_matches_onnxruntime(op_type, inputs, attrs, inits, n_out) -> None:
-    opset = {"Gelu": 20, "Swish": 24, "RMSNormalization": 23, "CumProd": 26}.get(op_type, 21)
+    newer = {"Gelu": 20, "Swish": 24, "RMSNormalization": 23, "CumProd": 26, "Attention": 23}
+    opset = newer.get(op_type, 21)
     opset = 18 if op_type == "Split" and "num_outputs" in attrs else opset
     model, feeds = single_op_model(op_type, inputs, attrs, n_out, inits)
     model.opset_import[0].version = opset
