@@ -226,8 +226,8 @@ class _Importer:
             node, inside = pending.pop()
             index += 1
             if node.op_type not in CONVERTERS and node.domain in ("", "ai.onnx"):
-                body = self._expand(node, inside)
-                pending.extend((n, inside or f"{node.op_type} ") for n in reversed(body))
+                expanded = self._expand(node, inside)
+                pending.extend((n, inside or f"{node.op_type} ") for n in reversed(expanded))
                 continue
             try:
                 parsed = _Node(self, node, index - 1)
