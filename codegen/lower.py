@@ -31,7 +31,7 @@ from egraph_ir.expr import children as expr_children
 from egraph_ir.op._common import size_of
 from egraph_ir.op.nn import norm_padding, norm_pair
 from egraph_ir.registry import Op, OpPattern
-from egraph_ir.types import TensorType, tensor_types
+from egraph_ir.types import NARROW_FLOATS, NARROW_INTS, TensorType, tensor_types
 from egraph_ir.visitor import post_order
 
 from . import blas, conv, gemm
@@ -69,6 +69,7 @@ from .loop_ir import (
 )
 
 REDUCTIONS = {"sum", "mean", "max", "min", "prod"}
+NARROW = set(NARROW_FLOATS) | set(NARROW_INTS)  # numpy computes them through ml_dtypes
 ROW_OPS = {"softmax", "log_softmax"}
 
 
@@ -92,6 +93,10 @@ def lower(fn: Function, name: str, host_fallback: bool = True) -> CompiledKernel
     if _touches_an_empty_tensor(fn, calls):
         return HostKernel(name, ops, fn)  # no loop to generate; numpy's references agree
     try:
+        if _narrow_dtypes(fn, calls):
+            raise Unsupported(
+                f"native kernels do not compute in {', '.join(_narrow_dtypes(fn, calls))}"
+            )
         return _Lowering(fn, name).run(calls, ops)
     except Unsupported as why:
         if not host_fallback:
@@ -100,6 +105,14 @@ def lower(fn: Function, name: str, host_fallback: bool = True) -> CompiledKernel
                 "set codegen.host_fallback to run it with numpy"
             ) from None
         return HostKernel(name, ops, fn)
+
+
+def _narrow_dtypes(fn: Function, calls: list[Call]) -> list[str]:
+    """The storage-only dtypes (bfloat16, float8, int4, ...) a group reads or writes."""
+    types = [p.checked_type for p in fn.params] + [c.checked_type for c in calls]
+    types += [n.checked_type for n in post_order(fn.body) if isinstance(n, Constant)]
+    found = {t.dtype for ty in types for t in tensor_types(ty)}
+    return sorted(found & NARROW)
 
 
 def _touches_an_empty_tensor(fn: Function, calls: list[Call]) -> bool:

@@ -5,16 +5,25 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import ml_dtypes  # noqa: F401  (registers bfloat16, float8, float4 and int4 with numpy)
 import numpy as np
 
 from .errors import TypeInferenceError
 
+# storage formats numpy knows through ml_dtypes: the interpreter computes with them (numpy
+# widens per operation); native kernels do not, so groups using them run on the host
+NARROW_FLOATS = (
+    "bfloat16", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz",
+    "float8_e8m0fnu", "float4_e2m1fn",
+)  # fmt: skip
+NARROW_INTS = ("int4", "uint4", "int2", "uint2")
 DTYPES = (
     "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-    "float16", "float32", "float64",
+    "float16", "float32", "float64", *NARROW_FLOATS, *NARROW_INTS,
 )  # fmt: skip
-FLOAT_DTYPES = ("float16", "float32", "float64")
-INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+FLOAT_DTYPES = ("float16", "float32", "float64", *NARROW_FLOATS)
+INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+              *NARROW_INTS)  # fmt: skip
 
 
 def check_dtype(dtype: str) -> str:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from .. import op
@@ -23,7 +24,7 @@ from ..expr import Constant, Expr, Function, Tuple, TupleGetItem, Var
 from ..fold import fold
 from ..infer import infer_new_nodes, infer_type
 from ..module import IRModule
-from ..types import DTYPES, TensorType
+from ..types import DTYPES, FLOAT_DTYPES, TensorType
 from .onnx_functions import expand, function_schema
 
 MIN_OPSET, MAX_OPSET = 13, 21  # the opsets the converters are written against
@@ -448,7 +449,17 @@ def _clip(n: _Node) -> Expr:
 @converter("Cast")
 def _cast(n: _Node) -> Expr:
     dtype = str(n.importer.onnx.helper.tensor_dtype_to_np_dtype(n.attr("to")))
-    return op.cast(n.x(), dtype=dtype)
+    return cast(n, n.x(), dtype)
+
+
+def cast(n: _Node, x: Expr, dtype: str) -> Expr:
+    """Cast and CastLike: a float cast to a float8 format saturates by default (values
+    beyond its largest finite value, infinities included, clip to it)."""
+    source = n.type(0).dtype
+    if dtype.startswith("float8") and source in FLOAT_DTYPES and n.attr("saturate", 1):
+        top = float(ml_dtypes.finfo(dtype).max)
+        x = op.clip(x, a_min=-top, a_max=top)
+    return op.cast(x, dtype=dtype)
 
 
 @converter("Constant")

@@ -14,12 +14,12 @@ import numpy as np
 from .. import op
 from ..errors import FrontendError
 from ..expr import Constant, Expr
-from .onnx import _axes, _Node, converter
+from .onnx import _axes, _Node, cast, converter
 
 
 @converter("CastLike")
 def _cast_like(n: _Node) -> Expr:
-    return op.cast(n.x(0), dtype=n.type(1).dtype)
+    return cast(n, n.x(0), n.type(1).dtype)
 
 
 @converter("Size")

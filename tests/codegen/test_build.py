@@ -202,3 +202,21 @@ def test_wide_unsigned_integers_compile_with_unsigned_semantics(dtype: str) -> N
     got, want = codegen.build(fn)(av, bv), ir.interpret(fn, av, bv)
     for g, w in zip(got, want, strict=True):
         np.testing.assert_array_equal(g, w)
+
+
+def test_storage_only_dtypes_run_on_the_host_and_match_the_interpreter() -> None:
+    """bfloat16, float8 and int4 compute through numpy (ml_dtypes), never in a JIT kernel."""
+    x = ir.var("x", shape=(4, 8))
+    narrow = op.cast(op.exp(op.cast(x, dtype="bfloat16")), dtype="float32")
+    fn = ir.Function([x], op.add(narrow, x))
+    text = str(ir.IRModule.from_expr(fn))
+    assert "bfloat16" in text and ir.structural_equal(ir.parse(text)["main"], fn)
+    exe = codegen.build(fn)
+    assert "host" in exe.kernel_kinds()
+    value = np.random.default_rng(0).standard_normal((4, 8)).astype("float32")
+    np.testing.assert_array_equal(exe(value), ir.interpret(fn, value))
+    with (
+        pm.PassContext(config={"codegen.host_fallback": False}),
+        pytest.raises(ir.CodegenError, match="do not compute in bfloat16"),
+    ):
+        codegen.build(fn)

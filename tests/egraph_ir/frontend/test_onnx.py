@@ -410,3 +410,19 @@ def test_a_model_without_outputs_or_with_a_short_initialiser_is_refused() -> Non
                          [_vi("y", None)], [short])  # fmt: skip
     with pytest.raises(ir.FrontendError, match="initializer 'w' is malformed"):
         from_onnx(model)
+
+
+def test_float8_casts_saturate_unless_told_not_to() -> None:
+    x = np.array([1000.0, -np.inf, 0.3, np.nan], "float32")
+    for saturate, expected in ((1, [448.0, -448.0, 0.3125, np.nan]), (0, [np.nan, np.nan, 0.3125, np.nan])):  # fmt: skip
+        node = onnx.helper.make_node("Cast", ["x"], ["y"], to=onnx.TensorProto.FLOAT8E4M3FN,
+                                     saturate=saturate)  # fmt: skip
+        graph = onnx.helper.make_graph(
+            [node], "g",
+            [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [4])],
+            [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT8E4M3FN, [4])],
+        )  # fmt: skip
+        model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 21)])
+        got = ir.interpret(from_onnx(model), x=x)
+        assert str(got.dtype) == "float8_e4m3fn"
+        np.testing.assert_array_equal(got.astype("float32"), np.array(expected, "float32"))
