@@ -501,11 +501,12 @@ def _gemm(n: _Node) -> Expr:
     return out
 
 
-def _pads_2d(n: _Node, x: TensorType, kernel: tuple[int, ...], strides, dilations) -> tuple:
-    """ONNX pads [top, left, bottom, right], also from auto_pad SAME_UPPER/SAME_LOWER."""
+def _pads(n: _Node, x: TensorType, kernel: tuple[int, ...], strides, dilations) -> tuple:
+    """ONNX pads [begin..., end...], also from auto_pad SAME_UPPER/SAME_LOWER."""
     auto = n.attr("auto_pad", "NOTSET")
+    spatial = x.ndim - 2
     if auto in ("NOTSET", "VALID"):
-        return tuple(n.attr("pads", [0, 0, 0, 0])) if auto == "NOTSET" else (0, 0, 0, 0)
+        return tuple(n.attr("pads", [0] * 2 * spatial)) if auto == "NOTSET" else (0,) * 2 * spatial
     if auto not in ("SAME_UPPER", "SAME_LOWER"):
         raise FrontendError(f"auto_pad={auto} is not supported")
     begin, end = [], []
@@ -518,56 +519,88 @@ def _pads_2d(n: _Node, x: TensorType, kernel: tuple[int, ...], strides, dilation
     return (*begin, *end)
 
 
-def _spatial_2d(n: _Node) -> TensorType:
-    t = n.type()
-    if t.ndim != 4:
-        raise FrontendError(f"only 2-D (NCHW) {n.op_type} is supported, got input {t}")
-    return t
+class _Window:
+    """A convolution's or pooling's input and window, 1-D (NCL) lifted to 2-D (NC1L): the
+    2-D ops compute it with a window of height 1; `finish` drops the added axis again."""
+
+    def __init__(self, n: _Node, kernel: Any = None) -> None:
+        t = n.type()
+        if t.ndim not in (3, 4):
+            raise FrontendError(
+                f"only 1-D (NCL) and 2-D (NCHW) {n.op_type} are supported, got input {t}"
+            )
+        spatial = t.ndim - 2
+        kernel = tuple(n.attr("kernel_shape", kernel))
+        strides = tuple(n.attr("strides", [1] * spatial))
+        dilations = tuple(n.attr("dilations", [1] * spatial))
+        pads = _pads(n, t, kernel, strides, dilations)
+        self.one_d = spatial == 1
+        self.x = n.x()
+        if self.one_d:
+            self.x = op.expand_dims(self.x, axis=2)
+            kernel, strides, dilations = (1, *kernel), (1, *strides), (1, *dilations)
+            pads = (0, pads[0], 0, pads[1])
+        self.kernel, self.strides, self.dilations, self.pads = kernel, strides, dilations, pads
+
+    def lift(self, e: Expr) -> Expr:
+        return op.expand_dims(e, axis=2) if self.one_d else e
+
+    def finish(self, e: Expr) -> Expr:
+        return op.squeeze(e, axis=(2,)) if self.one_d else e
 
 
 @converter("Conv")
 def _conv(n: _Node) -> Expr:
-    x = _spatial_2d(n)
-    w = n.type(1)
-    kernel = tuple(n.attr("kernel_shape", w.shape[2:]))
-    strides = tuple(n.attr("strides", [1, 1]))
-    dilations = tuple(n.attr("dilations", [1, 1]))
+    win = _Window(n, n.type(1).shape[2:])
     out = op.conv2d(
-        n.x(0),
-        n.x(1),
-        strides=strides,
-        padding=_pads_2d(n, x, kernel, strides, dilations),
-        dilation=dilations,
+        win.x,
+        win.lift(n.x(1)),
+        strides=win.strides,
+        padding=win.pads,
+        dilation=win.dilations,
         groups=int(n.attr("group", 1)),
     )
     bias = n.input(2)
-    return op.bias_add(out, bias, axis=1) if bias is not None else out
+    out = op.bias_add(out, bias, axis=1) if bias is not None else out
+    return win.finish(out)
 
 
 @converter("MaxPool", "AveragePool")
 def _pool(n: _Node) -> Expr:
-    x = _spatial_2d(n)
-    kernel = tuple(n.attr("kernel_shape"))
-    strides = tuple(n.attr("strides", [1, 1]))
-    dilations = tuple(n.attr("dilations", [1, 1]))
+    win = _Window(n)
     common = {
-        "pool_size": kernel,
-        "strides": strides,
-        "padding": _pads_2d(n, x, kernel, strides, dilations),
-        "dilation": dilations,
+        "pool_size": win.kernel,
+        "strides": win.strides,
+        "padding": win.pads,
+        "dilation": win.dilations,
         "ceil_mode": bool(n.attr("ceil_mode", 0)),
     }
     if n.op_type == "MaxPool":
         if len(n.proto.output) > 1 and n.proto.output[1]:
             raise FrontendError("MaxPool's Indices output is not supported")
-        return op.max_pool2d(n.x(), **common)
-    return op.avg_pool2d(n.x(), **common, count_include_pad=bool(n.attr("count_include_pad", 0)))
+        return win.finish(op.max_pool2d(win.x, **common))
+    include = bool(n.attr("count_include_pad", 0))
+    return win.finish(op.avg_pool2d(win.x, **common, count_include_pad=include))
 
 
 @converter("GlobalAveragePool")
 def _global_avg_pool(n: _Node) -> Expr:
-    _spatial_2d(n)
-    return op.global_avg_pool2d(n.x())
+    t = n.type()
+    if t.ndim < 3:
+        raise FrontendError(f"GlobalAveragePool needs (N, C, ...), got input {t}")
+    return (
+        op.mean(n.x(), axis=tuple(range(2, t.ndim)), keepdims=True)
+        if t.ndim != 4
+        else (op.global_avg_pool2d(n.x()))
+    )
+
+
+@converter("GlobalMaxPool")
+def _global_max_pool(n: _Node) -> Expr:
+    t = n.type()
+    if t.ndim < 3:
+        raise FrontendError(f"GlobalMaxPool needs (N, C, ...), got input {t}")
+    return op.max(n.x(), axis=tuple(range(2, t.ndim)), keepdims=True)
 
 
 @converter("BatchNormalization")
