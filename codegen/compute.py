@@ -152,6 +152,11 @@ def _sign(ctx: Ctx) -> LExpr:
     return Un(ctx.out.dtype, "sign", ctx.arg(0))
 
 
+@compute("bitwise_not")
+def _bitwise_not(ctx: Ctx) -> LExpr:
+    return Un(ctx.out.dtype, "not", ctx.arg(0))
+
+
 @compute("logical_not")
 def _not(ctx: Ctx) -> LExpr:
     return Un("bool", "not", ctx.arg(0))
@@ -226,7 +231,7 @@ def _full(ctx: Ctx) -> LExpr:
 _BINARY = {
     "add": "add", "subtract": "sub", "multiply": "mul", "divide": "div", "power": "pow",
     "maximum": "max", "minimum": "min", "logical_and": "and", "logical_or": "or",
-    "fmod": "rem",
+    "fmod": "rem", "bitwise_and": "and", "bitwise_or": "or", "bitwise_xor": "xor",
 }  # fmt: skip
 _COMPARE = {
     "equal": "eq", "not_equal": "ne", "less": "lt", "less_equal": "le", "greater": "gt",

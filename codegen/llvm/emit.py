@@ -379,8 +379,8 @@ class _KernelEmitter:
         x, y = self.expr(e.a), self.expr(e.b)
         dtype = e.a.dtype
         op = e.op
-        if op in ("and", "or"):
-            return b.and_(x, y) if op == "and" else b.or_(x, y)
+        if op in ("and", "or", "xor"):  # logical on bool, bitwise on integers
+            return {"and": b.and_, "or": b.or_, "xor": b.xor}[op](x, y)
         if op in ("lt", "le", "gt", "ge", "eq", "ne"):
             sym = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}[op]
             if _is_float(dtype):

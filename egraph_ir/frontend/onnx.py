@@ -370,12 +370,14 @@ _UNARY = {
     "Relu": "relu", "Tanh": "tanh", "Sigmoid": "sigmoid", "Exp": "exp", "Log": "log",
     "Sqrt": "sqrt", "Erf": "erf", "Abs": "abs", "Neg": "negative", "Floor": "floor",
     "Ceil": "ceil", "Round": "round", "Sign": "sign", "Sin": "sin", "Cos": "cos",
-    "Not": "logical_not",
+    "Not": "logical_not", "BitwiseNot": "bitwise_not", "Acos": "acos", "Asin": "asin",
+    "Atan": "atan", "Acosh": "acosh", "Asinh": "asinh", "Atanh": "atanh",
 }  # fmt: skip
 _BINARY = {
     "Add": "add", "Sub": "subtract", "Mul": "multiply", "Div": "divide", "Pow": "power",
     "Equal": "equal", "Less": "less", "LessOrEqual": "less_equal", "Greater": "greater",
     "GreaterOrEqual": "greater_equal", "And": "logical_and", "Or": "logical_or",
+    "BitwiseAnd": "bitwise_and", "BitwiseOr": "bitwise_or", "BitwiseXor": "bitwise_xor",
 }  # fmt: skip
 
 

@@ -97,9 +97,7 @@ def _mod(n: _Node) -> Expr:
     a, b = n.x(0), n.x(1)
     if n.attr("fmod", 0):
         return op.fmod(a, b)
-    if n.type(0).dtype.startswith("float"):
-        raise FrontendError("Mod with fmod=0 is defined for integers only")
-    return op.mod(a, b)
+    return op.mod(a, b)  # on floats too (the sign of the divisor), as ONNX's reference
 
 
 @converter("Xor")

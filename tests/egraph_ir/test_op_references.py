@@ -576,6 +576,35 @@ def test_annotations_pass_values_through_tuples_included(name: str) -> None:
     assert (ir.interpret(fn, value) == -value).all()
 
 
+INVERSE_TRIG_ONNX = {
+    "acos": ("Acos", -0.99, 0.99),
+    "asin": ("Asin", -0.99, 0.99),
+    "atan": ("Atan", -9, 9),
+    "acosh": ("Acosh", 1.01, 9),
+    "asinh": ("Asinh", -9, 9),
+    "atanh": ("Atanh", -0.99, 0.99),
+}
+
+
+@pytest.mark.parametrize("name", sorted(INVERSE_TRIG_ONNX))
+def test_inverse_trigonometry_against_onnxruntime(name: str) -> None:
+    onnx_type, low, high = INVERSE_TRIG_ONNX[name]
+    x = rnd(3, 5, low=low, high=high)
+    close(ir_eval(name, [x]), run_onnx(onnx_type, [x])[0])
+
+
+BITWISE_ONNX = {"bitwise_and": "BitwiseAnd", "bitwise_or": "BitwiseOr", "bitwise_xor": "BitwiseXor"}
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int32", "uint8", "uint64"])
+@pytest.mark.parametrize("name", sorted(BITWISE_ONNX))
+def test_bitwise_against_onnxruntime(name: str, dtype: str) -> None:
+    low = 0 if dtype.startswith("u") else -100
+    a, b = rnd(3, 4, dtype=dtype, low=low, high=100), rnd(4, dtype=dtype, low=low, high=100)
+    close(ir_eval(name, [a, b]), run_onnx(BITWISE_ONNX[name], [a, b])[0])
+    close(ir_eval("bitwise_not", [a]), run_onnx("BitwiseNot", [a])[0])
+
+
 COVERED = (
     set(UNARY_ONNX)
     | set(POSITIVE_ONNX)
@@ -635,6 +664,9 @@ COVERED = (
         "cumprod",
         "left_shift",
         "right_shift",
+        *INVERSE_TRIG_ONNX,
+        *BITWISE_ONNX,
+        "bitwise_not",
     }
 )
 
