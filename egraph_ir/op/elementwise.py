@@ -148,11 +148,11 @@ _unary(
 )
 _unary("logical_not", np.logical_not, ("bool",))
 _unary("bitwise_not", np.invert, INTEGER, doc="flip every bit (two's complement for signed)")
-for _name, _fn in [
+for _name, _inverse in [
     ("acos", np.arccos), ("asin", np.arcsin), ("atan", np.arctan),
     ("acosh", np.arccosh), ("asinh", np.arcsinh), ("atanh", np.arctanh),
 ]:  # fmt: skip
-    _unary(_name, _cast_like(_fn), FLOAT_DTYPES, TRANSCENDENTAL, doc="NaN outside the domain")
+    _unary(_name, _cast_like(_inverse), FLOAT_DTYPES, TRANSCENDENTAL, doc="NaN outside the domain")
 
 
 def _cast_infer(args: list[TensorType], attrs: Attrs) -> Type:
@@ -229,9 +229,9 @@ for _name, _fn in [
     _binary(_name, _fn, NUMERIC + ("bool",), out_dtype="bool")
 _binary("logical_and", np.logical_and, ("bool",))
 _binary("logical_or", np.logical_or, ("bool",))
-for _name, _fn in [("bitwise_and", np.bitwise_and), ("bitwise_or", np.bitwise_or),
-                   ("bitwise_xor", np.bitwise_xor)]:  # fmt: skip
-    _binary(_name, _keep(_fn), INTEGER, doc="per bit, on integers")
+for _name, _bits in [("bitwise_and", np.bitwise_and), ("bitwise_or", np.bitwise_or),
+                     ("bitwise_xor", np.bitwise_xor)]:  # fmt: skip
+    _binary(_name, _keep(_bits), INTEGER, doc="per bit, on integers")
 
 
 def _where_infer(args: list[TensorType], attrs: Attrs) -> Type:
