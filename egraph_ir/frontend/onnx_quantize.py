@@ -1,0 +1,111 @@
+"""ONNX converters for linear quantisation, as compositions: QuantizeLinear (scale, round
+half to even, shift, saturate, cast) and DequantizeLinear (shift, scale), per tensor, per
+axis or per block; integer, 4-bit and float8 quantised types."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+from .. import op
+from ..errors import FrontendError
+from ..expr import Constant, Expr
+from ..types import FLOAT_DTYPES, NARROW_INTS, TensorType
+from .onnx import _Node, converter
+
+
+def _spread(n: _Node, i: int, x: TensorType, axis: int | None = None) -> Expr:
+    """Input i (a scale or zero point) shaped to broadcast against x: a scalar as is, a
+    vector along `axis`, a blocked tensor repeated `block_size` times along `axis`."""
+    value, t = n.x(i), n.type(i)
+    axis = int(n.attr("axis", 1) if axis is None else axis) % max(x.ndim, 1)
+    block = int(n.attr("block_size", 0))
+    if t.size == 1 and block == 0:
+        return op.reshape(value, ()) if t.ndim else value
+    if block > 0:
+        if t.ndim != x.ndim:
+            raise FrontendError(f"a blocked scale has the input's rank, got {t} for {x}")
+        index = Constant(np.arange(x.shape[axis], dtype=np.int64) // block)
+        return op.take(value, index, axis=axis, mode="fast")
+    if t.ndim != 1 or t.shape[0] != x.shape[axis]:
+        raise FrontendError(f"a per-axis scale is 1-D of the axis' size {x.shape[axis]}, got {t}")
+    shape = [1] * x.ndim
+    shape[axis] = t.shape[0]
+    return op.reshape(value, tuple(shape))
+
+
+def dequantized(n: _Node, x: int, scale: int, zero: int, axis: int | None = None) -> Expr:
+    """(input x - zero point) * scale, in float32."""
+    x_t = n.type(x)
+    value = op.cast(n.x(x), dtype="float32")
+    if n.input(zero) is not None:
+        value = op.subtract(value, op.cast(_spread(n, zero, x_t, axis), dtype="float32"))
+    return op.multiply(value, op.cast(_spread(n, scale, x_t, axis), dtype="float32"))
+
+
+def quantized(
+    n: _Node, value: Expr, t: TensorType, scale: int, zero: int, out: str, axis: int | None = None
+) -> Expr:
+    """value / scale, rounded half to even (integers), plus the zero point, saturated to
+    out's range (float8 / float4: unless saturate=0), cast to out."""
+    scaled = op.divide(value, op.cast(_spread(n, scale, t, axis), dtype="float32"))
+    has_zero = n.input(zero) is not None
+    if out in FLOAT_DTYPES:  # float8 / float4: the division, then a (saturating) cast
+        if has_zero:
+            scaled = op.add(scaled, op.cast(_spread(n, zero, t, axis), dtype="float32"))
+        if n.attr("saturate", 1) and out.startswith(("float8", "float4")):
+            top = float(ml_dtypes.finfo(out).max)
+            scaled = op.clip(scaled, a_min=-top, a_max=top)
+        return op.cast(scaled, dtype=out)
+    shifted = op.round(scaled)
+    if has_zero:
+        shifted = op.add(shifted, op.cast(_spread(n, zero, t, axis), dtype="float32"))
+    info = ml_dtypes.iinfo(out) if out in NARROW_INTS else np.iinfo(out)
+    return op.cast(op.clip(shifted, a_min=float(info.min), a_max=float(info.max)), dtype=out)
+
+
+def _onnx_dtype(n: _Node, code: int) -> str:
+    return str(n.importer.onnx.helper.tensor_dtype_to_np_dtype(code))
+
+
+@converter("DequantizeLinear")
+def _dequantize(n: _Node) -> Expr:
+    code = n.attr("output_dtype")
+    out = _onnx_dtype(n, code) if code else n.type(1).dtype
+    return op.cast(dequantized(n, 0, 1, 2), dtype=out)
+
+
+@converter("QuantizeLinear")
+def _quantize(n: _Node) -> Expr:
+    code = n.attr("output_dtype")
+    if code:
+        out = _onnx_dtype(n, code)
+    else:
+        out = n.type(2).dtype if n.input(2) is not None else "uint8"
+    return quantized(n, op.cast(n.x(0), dtype="float32"), n.type(0), 1, 2, out)
+
+
+@converter("QLinearMatMul")
+def _qlinear_matmul(n: _Node) -> Expr:
+    """quantize(dequantize(a) @ dequantize(b)): a's scale per row, b's and y's per column."""
+    a_t, b_t = n.type(0), n.type(3)
+    product = op.matmul(
+        dequantized(n, 0, 1, 2, axis=a_t.ndim - 2), dequantized(n, 3, 4, 5, axis=-1)
+    )
+    out_t = TensorType((*a_t.shape[:-1], b_t.shape[-1]), "float32")
+    return quantized(n, product, out_t, 6, 7, n.type(7).dtype, axis=-1)
+
+
+@converter("MatMulInteger")
+def _matmul_integer(n: _Node) -> Expr:
+    """(a - a_zero_point) @ (b - b_zero_point) in int32; a's zero point per row, b's per
+    column."""
+    a_t, b_t = n.type(0), n.type(1)
+
+    def shifted(i: int, zero: int, axis: int, t: TensorType) -> Expr:
+        value = op.cast(n.x(i), dtype="int32")
+        if n.input(zero) is None:
+            return value
+        return op.subtract(value, op.cast(_spread(n, zero, t, axis), dtype="int32"))
+
+    return op.matmul(shifted(0, 2, a_t.ndim - 2, a_t), shifted(1, 3, -1, b_t))
