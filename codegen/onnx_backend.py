@@ -72,10 +72,11 @@ class EgcBackend(Backend):
             try:
                 mod = from_onnx(model)
                 break
-            except ConstantInputError as exc:
-                if exc.tensor not in feeds:
+            except ConstantInputError as exc:  # specialise on the inputs it is made from
+                if not exc.inputs or any(name not in feeds for name in exc.inputs):
                     raise
-                model = _bind(model, exc.tensor, feeds.pop(exc.tensor))
+                for name in exc.inputs:
+                    model = _bind(model, name, feeds.pop(name))
         return EgcRep(mod, kwargs.get("mode", "compiled")).run(feeds)
 
     @classmethod

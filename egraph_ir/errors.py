@@ -67,11 +67,13 @@ class FrontendError(CompilerError):
 
 class ConstantInputError(FrontendError):
     """An ONNX input that sets a static attribute (axes, shape, bounds) is not a constant.
-    `tensor` names it, so a caller that knows its value can bind it and import again."""
+    `tensor` names it and `inputs` the graph inputs it is computed from, so a caller that
+    knows their values can bind them and import again."""
 
-    def __init__(self, message: str, tensor: str) -> None:
+    def __init__(self, message: str, tensor: str, inputs: tuple[str, ...] = ()) -> None:
         super().__init__(message)
         self.tensor = tensor
+        self.inputs = inputs or (tensor,)
 
 
 class CodegenError(CompilerError):

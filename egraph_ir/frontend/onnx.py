@@ -25,6 +25,7 @@ from ..fold import fold
 from ..infer import infer_new_nodes, infer_type
 from ..module import IRModule
 from ..types import DTYPES, FLOAT_DTYPES, TensorType
+from ..visitor import free_vars
 from .onnx_functions import expand, function_schema
 
 MIN_OPSET, MAX_OPSET = 13, 21  # the opsets the converters are written against
@@ -294,7 +295,7 @@ class _Importer:
             results = result if isinstance(result, list) else [result]
             results = [fold(infer_new_nodes(r)) for r in results]  # shape arithmetic resolves
         except ConstantInputError as exc:
-            raise ConstantInputError(f"{node.where}: {exc}", exc.tensor) from None
+            raise ConstantInputError(f"{node.where}: {exc}", exc.tensor, exc.inputs) from None
         except FrontendError as exc:
             raise FrontendError(f"{node.where}: {exc}") from None
         except CompilerError as exc:
@@ -352,6 +353,7 @@ class _Node:
                 f"input {i} ('{self.proto.input[i]}') must be a constant: it sets a static "
                 "attribute",
                 self.proto.input[i],
+                tuple(v.name_hint for v in free_vars(e)),
             )
         return e.data
 
