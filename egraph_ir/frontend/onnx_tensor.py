@@ -1,0 +1,163 @@
+"""ONNX converters built from existing ops: Tile, EyeLike, OneHot, LpNormalization,
+InstanceNormalization, LRN, LpPool, GatherND and ReverseSequence."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import op
+from ..errors import FrontendError
+from ..expr import Constant, Expr
+from .onnx import _Node, _Window, converter
+
+
+def _scalar(value: float | int, dtype: str) -> Constant:
+    return Constant(np.asarray(value, dtype=dtype))
+
+
+@converter("Tile")
+def _tile(n: _Node) -> Expr:
+    """x (a, b) tiled (r, s): x as (1, a, 1, b), broadcast to (r, a, s, b), reshaped."""
+    t = n.type()
+    repeats = [int(r) for r in np.asarray(n.const(1)).reshape(-1)]
+    if len(repeats) != t.ndim or any(r < 0 for r in repeats):
+        raise FrontendError(f"repeats {repeats} must give one count >= 0 per axis of {t}")
+    spread = tuple(d for size in t.shape for d in (1, size))
+    target = tuple(d for r, size in zip(repeats, t.shape, strict=True) for d in (r, size))
+    tiled = op.broadcast_to(op.reshape(n.x(), spread), target)
+    return op.reshape(tiled, tuple(r * size for r, size in zip(repeats, t.shape, strict=True)))
+
+
+@converter("EyeLike")
+def _eye_like(n: _Node) -> Expr:
+    t = n.type()
+    if t.ndim != 2:
+        raise FrontendError(f"EyeLike takes a 2-D input, got {t}")
+    code = n.attr("dtype")
+    dtype = str(n.importer.onnx.helper.tensor_dtype_to_np_dtype(code)) if code else t.dtype
+    return Constant(np.eye(*t.shape, k=int(n.attr("k", 0)), dtype=dtype))
+
+
+@converter("OneHot")
+def _one_hot(n: _Node) -> Expr:
+    """values[1] where the (wrapped) index equals the position along the new axis, else
+    values[0]."""
+    t = n.type(0)
+    depth = int(np.asarray(n.const(1)).reshape(-1)[0])
+    values = n.x(2)
+    axis = int(n.attr("axis", -1)) % (t.ndim + 1)
+    index = n.x(0)
+    wrapped = op.where(
+        op.less(index, _scalar(0, t.dtype)), op.add(index, _scalar(depth, t.dtype)), index
+    )
+    shape = [1] * (t.ndim + 1)
+    shape[axis] = depth
+    positions = Constant(np.arange(depth, dtype=t.dtype).reshape(shape))
+    hit = op.equal(op.expand_dims(wrapped, axis=axis), positions)
+    off = op.take(values, Constant(np.asarray(0, np.int64)), axis=0)
+    on = op.take(values, Constant(np.asarray(1, np.int64)), axis=0)
+    return op.where(hit, on, off)
+
+
+@converter("LpNormalization")
+def _lp_normalization(n: _Node) -> Expr:
+    t = n.type()
+    p = int(n.attr("p", 2))
+    axis = int(n.attr("axis", -1)) % t.ndim
+    x = n.x()
+    if p == 1:
+        norm = op.sum(op.abs(x), axis=(axis,), keepdims=True)
+    elif p == 2:
+        norm = op.sqrt(op.sum(op.multiply(x, x), axis=(axis,), keepdims=True))
+    else:
+        raise FrontendError(f"p must be 1 or 2, got {p}")
+    return op.divide(x, norm)
+
+
+@converter("InstanceNormalization")
+def _instance_norm(n: _Node) -> Expr:
+    eps = float(n.attr("epsilon", 1e-5))
+    return op.instance_norm(n.x(0), n.x(1), n.x(2), axis=1, epsilon=eps)
+
+
+@converter("LRN")
+def _lrn(n: _Node) -> Expr:
+    """x / (bias + alpha / size * (sum of x^2 over `size` neighbouring channels))^beta; the
+    window sum is an average pool over (channel, 1) windows times its size."""
+    t = n.type()
+    size = int(n.attr("size"))
+    alpha, beta = float(n.attr("alpha", 1e-4)), float(n.attr("beta", 0.75))
+    bias = float(n.attr("bias", 1.0))
+    x = n.x()
+    square = op.multiply(x, x)
+    # channels as the pooled height of a (N, 1, C, rest) image
+    rest = int(np.prod(t.shape[2:], dtype=np.int64))
+    image = op.reshape(square, (t.shape[0], 1, t.shape[1], rest))
+    before, after = (size - 1) // 2, size - 1 - (size - 1) // 2
+    window = op.avg_pool2d(
+        image, pool_size=(size, 1), strides=(1, 1), padding=(before, 0, after, 0),
+        count_include_pad=True,
+    )  # fmt: skip
+    # alpha / size * (window sum) = alpha * (window mean)
+    scale = op.add(
+        _scalar(bias, t.dtype), op.multiply(op.reshape(window, t.shape), _scalar(alpha, t.dtype))
+    )
+    return op.divide(x, op.power(scale, _scalar(beta, t.dtype)))
+
+
+@converter("LpPool")
+def _lp_pool(n: _Node) -> Expr:
+    """(sum over the window of |x|^p)^(1/p): an average pool of |x|^p (padding counted)
+    times the window's size."""
+    t = n.type()
+    p = float(n.attr("p", 2))
+    win = _Window(n)
+    powered = op.power(op.abs(win.x), _scalar(p, t.dtype))
+    mean = op.avg_pool2d(
+        powered, pool_size=win.kernel, strides=win.strides, padding=win.pads,
+        dilation=win.dilations, ceil_mode=bool(n.attr("ceil_mode", 0)), count_include_pad=True,
+    )  # fmt: skip
+    area = float(np.prod(win.kernel))
+    total = op.multiply(mean, _scalar(area, t.dtype))
+    return win.finish(op.power(total, _scalar(1.0 / p, t.dtype)))
+
+
+@converter("GatherND")
+def _gather_nd(n: _Node) -> Expr:
+    """data[batch..., index...]: each index tuple (and the batch position) becomes one
+    offset into data flattened over the batch and indexed axes, then a take."""
+    data_t, index_t = n.type(0), n.type(1)
+    batch = int(n.attr("batch_dims", 0))
+    k = index_t.shape[-1]
+    lead = data_t.shape[: batch + k]
+    strides = np.cumprod((*lead[1:], 1)[::-1])[::-1].astype(np.int64)
+    index = op.cast(n.x(1), dtype="int64")
+    dims = Constant(np.asarray(data_t.shape[batch : batch + k], np.int64))
+    index = op.where(op.less(index, _scalar(0, "int64")), op.add(index, dims), index)
+    offset = op.sum(op.multiply(index, Constant(strides[batch:])), axis=(-1,))
+    if batch:  # the batch position of each index tuple
+        grid = np.indices(index_t.shape[:batch]).astype(np.int64)
+        base = sum(g * s for g, s in zip(grid, strides[:batch], strict=True))
+        base = base.reshape(*index_t.shape[:batch], *[1] * (index_t.ndim - 1 - batch))
+        offset = op.add(offset, Constant(np.asarray(base, np.int64)))
+    flat = op.reshape(n.x(0), (int(np.prod(lead, dtype=np.int64)), *data_t.shape[batch + k :]))
+    return op.take(flat, offset, axis=0, mode="fast")
+
+
+@converter("ReverseSequence")
+def _reverse_sequence(n: _Node) -> Expr:
+    """Each batch entry's first `length` steps reversed: a gather along the time axis of
+    index length - 1 - t where t < length, t elsewhere."""
+    t = n.type(0)
+    time_axis = int(n.attr("time_axis", 0))
+    batch_axis = int(n.attr("batch_axis", 1))
+    steps = t.shape[time_axis]
+    shape = [1] * t.ndim
+    shape[time_axis] = steps
+    time = Constant(np.arange(steps, dtype=np.int64).reshape(shape))
+    lens_shape = [1] * t.ndim
+    lens_shape[batch_axis] = t.shape[batch_axis]
+    lengths = op.reshape(op.cast(n.x(1), dtype="int64"), tuple(lens_shape))
+    flipped = op.subtract(op.subtract(lengths, _scalar(1, "int64")), time)
+    index = op.where(op.less(time, lengths), flipped, time)
+    return op.gather_elements(n.x(0), op.broadcast_to(index, t.shape), axis=time_axis, mode="fast")
