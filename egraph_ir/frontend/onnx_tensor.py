@@ -35,7 +35,8 @@ def _eye_like(n: _Node) -> Expr:
         raise FrontendError(f"EyeLike takes a 2-D input, got {t}")
     code = n.attr("dtype")
     dtype = str(n.importer.onnx.helper.tensor_dtype_to_np_dtype(code)) if code else t.dtype
-    return Constant(np.eye(*t.shape, k=int(n.attr("k", 0)), dtype=dtype))
+    rows, cols = t.shape
+    return Constant(np.eye(rows, cols, k=int(n.attr("k", 0)), dtype=np.dtype(dtype)))
 
 
 @converter("OneHot")
