@@ -1,5 +1,6 @@
-"""ONNX converters built from existing ops: Tile, EyeLike, OneHot, LpNormalization,
-InstanceNormalization, LRN, LpPool, GatherND and ReverseSequence."""
+"""ONNX converters built from existing ops (Tile, EyeLike, OneHot, LpNormalization,
+InstanceNormalization, LRN, LpPool, GatherND, ReverseSequence) and the converters of
+ScatterElements, ScatterND, TopK and Einsum (ops of egraph_ir/op/select.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import numpy as np
 
 from .. import op
 from ..errors import FrontendError
-from ..expr import Constant, Expr
+from ..expr import Constant, Expr, TupleGetItem
 from .onnx import _Node, _Window, converter
 
 
@@ -72,7 +73,9 @@ def _lp_normalization(n: _Node) -> Expr:
         norm = op.sqrt(op.sum(op.multiply(x, x), axis=(axis,), keepdims=True))
     else:
         raise FrontendError(f"p must be 1 or 2, got {p}")
-    return op.divide(x, norm)
+    # a zero norm means a zero slice, which stays zero (as ONNX's reference)
+    one, zero = _scalar(1, t.dtype), _scalar(0, t.dtype)
+    return op.divide(x, op.where(op.equal(norm, zero), one, norm))
 
 
 @converter("InstanceNormalization")
@@ -162,3 +165,33 @@ def _reverse_sequence(n: _Node) -> Expr:
     flipped = op.subtract(op.subtract(lengths, _scalar(1, "int64")), time)
     index = op.where(op.less(time, lengths), flipped, time)
     return op.gather_elements(n.x(0), op.broadcast_to(index, t.shape), axis=time_axis, mode="fast")
+
+
+@converter("ScatterElements")
+def _scatter_elements(n: _Node) -> Expr:
+    return op.scatter_elements(
+        n.x(0), n.x(1), n.x(2), axis=int(n.attr("axis", 0)), reduction=n.attr("reduction", "none")
+    )
+
+
+@converter("ScatterND")
+def _scatter_nd(n: _Node) -> Expr:
+    return op.scatter_nd(n.x(0), n.x(1), n.x(2), reduction=n.attr("reduction", "none"))
+
+
+@converter("TopK")
+def _topk(n: _Node) -> list[Expr]:
+    k = int(np.asarray(n.const(1)).reshape(-1)[0])
+    both = op.topk(
+        n.x(0),
+        k=k,
+        axis=int(n.attr("axis", -1)),
+        largest=bool(n.attr("largest", 1)),
+        sorted=bool(n.attr("sorted", 1)),
+    )
+    return [TupleGetItem(both, 0), TupleGetItem(both, 1)]
+
+
+@converter("Einsum")
+def _einsum(n: _Node) -> Expr:
+    return op.einsum(*n.inputs(), equation=n.attr("equation"))

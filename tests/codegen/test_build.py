@@ -20,6 +20,11 @@ from passmgr.testing import check_differential
 from rules.bindings import draw_structure
 
 CREATION = {"zeros": {}, "ones": {}, "full": {"fill_value": 2.5}}
+# ops whose attributes the generic rule-driven generator cannot pick: shapes and attributes
+EXPLICIT = {
+    "einsum": ([(3, 4), (4, 5)], {"equation": "ij,jk->ik"}),
+    "topk": ([(3, 6)], {"k": 2, "axis": 1}),
+}
 
 
 def _single_op_cases(name: str, count: int = 2):
@@ -28,6 +33,13 @@ def _single_op_cases(name: str, count: int = 2):
     if name in CREATION:
         fn = ir.Function([], op.call(name, shape=(2, 3), **CREATION[name]))
         return [(fn, {})]
+    if name in EXPLICIT:
+        shapes, given = EXPLICIT[name]
+        xs = [ir.var(f"a{i}", shape=shape) for i, shape in enumerate(shapes)]
+        body = op.call(name, xs, **given) if o.variadic else op.call(name, *xs, **given)
+        values = {x.name_hint: np.random.default_rng(1).standard_normal(shape).astype("float32")
+                  for x, shape in zip(xs, shapes, strict=True)}  # fmt: skip
+        return [(ir.Function(xs, body), values)]
     arity = 2 if o.variadic else len(o.inputs)
     pattern = PCall(name, tuple(PVar(f"a{i}") for i in range(arity)))
     rule = rules.parse(

@@ -19,7 +19,7 @@ import egraph_ir as ir
 from egraph_ir import op
 from egraph_ir.types import TensorType, TupleType, tensor_types
 
-from .onnx_single_op import run_onnx
+from .onnx_single_op import run_model, run_onnx, single_op_model
 
 pytestmark = pytest.mark.onnx
 rng = np.random.default_rng(1234)
@@ -576,6 +576,48 @@ def test_annotations_pass_values_through_tuples_included(name: str) -> None:
     assert (ir.interpret(fn, value) == -value).all()
 
 
+@pytest.mark.parametrize("reduction", ["none", "add", "mul", "max", "min"])
+def test_scatters_against_onnxruntime(reduction: str) -> None:
+    data, updates = rnd(4, 5), rnd(2, 5)
+    index = np.array([[3, 0, 1, 1, 2], [1, 2, 0, 3, -1]], "int64")
+    if reduction == "none":  # duplicates are unordered without a reduction
+        index = np.array([[3, 0, 1, 1, 2], [1, 2, 0, 3, 0]], "int64")
+    close(
+        ir_eval("scatter_elements", [data, index, updates], axis=0, reduction=reduction),
+        run_onnx("ScatterElements", [data, index, updates], {"axis": 0, "reduction": reduction})[0],
+    )
+    nd_index = np.array([[2], [0]], "int64")
+    close(
+        ir_eval("scatter_nd", [data, nd_index, updates], reduction=reduction),
+        run_onnx("ScatterND", [data, nd_index, updates], {"reduction": reduction})[0],
+    )
+
+
+@pytest.mark.parametrize("largest", [True, False])
+@pytest.mark.parametrize("dtype", ["float32", "int64", "uint8"])
+def test_topk_against_onnxruntime(largest: bool, dtype: str) -> None:
+    x = rnd(3, 6, dtype=dtype, low=0, high=4)  # few values: ties everywhere
+    got = ir_eval("topk", [x], k=4, axis=1, largest=largest, sorted=True)
+    model, feeds = single_op_model("TopK", [x], {"axis": 1, "largest": int(largest)}, 2,
+                                   {1: np.array([4])})  # fmt: skip
+    model.graph.output[1].type.tensor_type.elem_type = __import__("onnx").TensorProto.INT64
+    want = run_model(model, feeds)
+    close(got[0], want[0])
+    close(got[1], want[1])
+
+
+@pytest.mark.parametrize(
+    ("equation", "shapes"),
+    [("ij,jk->ik", [(3, 4), (4, 2)]), ("bij->bji", [(2, 3, 4)]), ("...ii->...i", [(2, 3, 3)]),
+     ("i,i", [(5,), (5,)]), ("ij", [(3, 4)])],
+)  # fmt: skip
+def test_einsum_against_onnxruntime(equation: str, shapes: list) -> None:
+    xs = [rnd(*shape) for shape in shapes]
+    close(
+        ir_eval("einsum", xs, equation=equation), run_onnx("Einsum", xs, {"equation": equation})[0]
+    )
+
+
 INVERSE_TRIG_ONNX = {
     "acos": ("Acos", -0.99, 0.99),
     "asin": ("Asin", -0.99, 0.99),
@@ -667,6 +709,10 @@ COVERED = (
         *INVERSE_TRIG_ONNX,
         *BITWISE_ONNX,
         "bitwise_not",
+        "scatter_elements",
+        "scatter_nd",
+        "topk",
+        "einsum",
     }
 )
 
