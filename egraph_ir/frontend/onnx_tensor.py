@@ -195,3 +195,93 @@ def _topk(n: _Node) -> list[Expr]:
 @converter("Einsum")
 def _einsum(n: _Node) -> Expr:
     return op.einsum(*n.inputs(), equation=n.attr("equation"))
+
+
+@converter("ConvTranspose")
+def _conv_transpose(n: _Node) -> Expr:
+    """A transposed convolution as a direct one (which compiles natively): zeros between
+    the input's pixels (stride - 1 of them), the kernel flipped with its in and out channels
+    swapped per group, padding d * (k - 1) - pads (+ output_padding at the end)."""
+    t, w = n.type(0), n.type(1)
+    if t.ndim not in (3, 4):
+        raise FrontendError(f"only 1-D (NCL) and 2-D (NCHW) ConvTranspose, got input {t}")
+    spatial = t.ndim - 2
+    groups = int(n.attr("group", 1))
+    kernel = [int(k) for k in n.attr("kernel_shape", w.shape[2:])]
+    strides = [int(s) for s in n.attr("strides", [1] * spatial)]
+    dilations = [int(d) for d in n.attr("dilations", [1] * spatial)]
+    extra = [int(p) for p in n.attr("output_padding", [0] * spatial)]
+    pads = [int(p) for p in n.attr("pads", [0] * 2 * spatial)]
+    auto = n.attr("auto_pad", "NOTSET")
+    wanted = n.attr("output_shape")
+    if auto in ("SAME_UPPER", "SAME_LOWER") and wanted is None:
+        wanted = [size * s for size, s in zip(t.shape[2:], strides, strict=True)]
+    if wanted is not None:  # padding that gives the asked size
+        wanted = [int(v) for v in wanted][-spatial:]
+        for i in range(spatial):
+            full = strides[i] * (t.shape[2 + i] - 1) + extra[i] + (kernel[i] - 1) * dilations[i] + 1
+            total = full - wanted[i]
+            small, big = total // 2, total - total // 2
+            pads[i], pads[spatial + i] = (small, big) if auto == "SAME_UPPER" else (big, small)
+    x, weight = n.x(0), n.x(1)
+    if spatial == 1:  # lift to 2-D with a height of 1
+        x, weight = op.expand_dims(x, axis=2), op.expand_dims(weight, axis=2)
+        kernel, strides, dilations, extra = (
+            [1, *kernel],
+            [1, *strides],
+            [1, *dilations],
+            [0, *extra],
+        )
+        pads = [0, pads[0], 0, pads[1]]
+    size = t.shape[2:] if spatial == 2 else (1, *t.shape[2:])
+    x = _spread_pixels(x, (t.shape[0], t.shape[1], *size), strides)
+    padding, crop_begin, crop_end = [], [], []
+    for i in range(2):
+        reach = dilations[i] * (kernel[i] - 1)
+        begin, end = reach - pads[i], reach - pads[2 + i] + extra[i]
+        padding.append((max(begin, 0), max(end, 0)))
+        crop_begin.append(max(-begin, 0))
+        crop_end.append(max(-end, 0))
+    if any(crop_begin) or any(crop_end):
+        spread = [(size[i] - 1) * strides[i] + 1 for i in range(2)]
+        x = op.strided_slice(
+            x,
+            begin=tuple(crop_begin),
+            end=tuple(spread[i] - crop_end[i] for i in range(2)),
+            axes=(2, 3),
+        )
+    c_in, c_out_group = w.shape[0], w.shape[1]
+    kh, kw = kernel
+    flipped = op.reshape(weight, (groups, c_in // groups, c_out_group, kh, kw))
+    flipped = op.reshape(
+        op.transpose(flipped, axes=(0, 2, 1, 3, 4)), (groups * c_out_group, c_in // groups, kh, kw)
+    )
+    flipped = op.strided_slice(
+        flipped, begin=(kh - 1, kw - 1), end=(-kh - 1, -kw - 1), strides=(-1, -1), axes=(2, 3)
+    )
+    out = op.conv2d(
+        x,
+        flipped,
+        padding=(padding[0][0], padding[1][0], padding[0][1], padding[1][1]),
+        dilation=tuple(dilations),
+        groups=groups,
+    )
+    bias = n.input(2)
+    if bias is not None:
+        out = op.bias_add(out, bias, axis=1)
+    return op.squeeze(out, axis=(2,)) if spatial == 1 else out
+
+
+def _spread_pixels(x: Expr, shape: tuple[int, ...], strides: list[int]) -> Expr:
+    """stride - 1 zeros between neighbouring pixels: (N, C, H, W) as (N, C, H, 1, W, 1),
+    padded to (N, C, H, sh, W, sw), reshaped to (N, C, H*sh, W*sw), the tail cut."""
+    if strides == [1, 1]:
+        return x
+    batch, channels, h, w = shape
+    sh, sw = strides
+    grid = op.reshape(x, (batch, channels, h, 1, w, 1))
+    padded = op.pad(grid, pad_width=((0, 0), (0, 0), (0, 0), (0, sh - 1), (0, 0), (0, sw - 1)))
+    flat = op.reshape(padded, (batch, channels, h * sh, w * sw))
+    return op.strided_slice(
+        flat, begin=(0, 0), end=((h - 1) * sh + 1, (w - 1) * sw + 1), axes=(2, 3)
+    )

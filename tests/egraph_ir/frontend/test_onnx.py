@@ -239,6 +239,10 @@ CASES: list[tuple[str, list[Any], dict[str, Any], dict[int, Any], int]] = [
     ("Einsum", [rnd(2, 3, 4), rnd(2, 4, 5)], {"equation": "bij,bjk->bik"}, {}, 1),
     ("Einsum", [rnd(4, 3, 3)], {"equation": "...ii->...i"}, {}, 1),
     ("Einsum", [rnd(3, 4)], {"equation": "ij"}, {}, 1),
+    ("ConvTranspose", [IMG, rnd(4, 3, 3, 3)], {"strides": [2, 3], "pads": [1, 0, 0, 2],
+     "output_padding": [1, 1]}, {}, 1),
+    ("ConvTranspose", [IMG, rnd(4, 1, 2, 3), rnd(2)], {"group": 2, "dilations": [2, 1]}, {}, 1),
+    ("ConvTranspose", [rnd(2, 4, 5), rnd(4, 3, 3)], {"strides": [2], "auto_pad": "SAME_UPPER"}, {}, 1),
     # function ops: expanded into the body ONNX defines for them (onnx_functions.py)
     ("MeanVarianceNormalization", [IMG], {"axes": [0, 2]}, {}, 1),
     ("Attention", [rnd(2, 4, 3, 8), rnd(2, 2, 5, 8), rnd(2, 2, 5, 8)], {"is_causal": 1}, {}, 1),
