@@ -3,7 +3,16 @@ imported only when a model is read or written."""
 
 from __future__ import annotations
 
-from . import onnx_losses, onnx_more, onnx_quantize, onnx_resize, onnx_rnn, onnx_scan, onnx_tensor  # noqa: F401  (register more converters)
+from . import (  # noqa: F401  (register more converters)
+    onnx_control,
+    onnx_losses,
+    onnx_more,
+    onnx_quantize,
+    onnx_resize,
+    onnx_rnn,
+    onnx_scan,
+    onnx_tensor,
+)
 from .onnx import from_onnx, supported_ops
 from .onnx_export import to_onnx
 

@@ -110,6 +110,8 @@ def _check(model: Any, onnx: Any) -> None:
             defined.add(name)
         if node.domain not in ("", "ai.onnx") or node.op_type not in CONVERTERS:
             continue  # reported as unsupported with the others
+        if any(a.type in (a.GRAPH, a.GRAPHS) for a in node.attribute):
+            continue  # a body may read enclosing values, which check_node cannot be told of
         try:
             onnx.checker.check_node(node, ctx)
         except (onnx.checker.ValidationError, ValueError) as exc:
@@ -209,12 +211,7 @@ class _Importer:
         self.expansions = 0
 
     def run(self) -> IRModule:
-        numpy_helper = self.onnx.numpy_helper
-        for init in self.graph.initializer:
-            try:
-                self.env[init.name] = Constant(numpy_helper.to_array(init).copy())
-            except (TypeError, KeyError, ValueError) as exc:
-                raise FrontendError(f"initializer '{init.name}' is malformed ({exc})") from None
+        self._initializers(self.graph)
         params = []
         for value_info in self.graph.input:
             if value_info.name in self.env:
@@ -222,7 +219,41 @@ class _Importer:
             v = Var(value_info.name, self._input_type(value_info))
             self.env[value_info.name] = v
             params.append(v)
-        pending = [(node, "") for node in reversed(self.graph.node)]  # a stack: next is last
+        self._nodes(self.graph.node)
+        outputs = self._outputs(self.graph)
+        body = outputs[0] if len(outputs) == 1 else Tuple(tuple(outputs))
+        names = tuple(out.name for out in self.graph.output)
+        fn = Function(tuple(params), body, attrs=Attrs({"output_names": names}))
+        return infer_type(IRModule({"main": fn}))
+
+    def run_graph(self, graph: Any, bindings: dict[str, Expr]) -> list[Expr]:
+        """A subgraph's outputs (a Scan body, an If branch): its inputs bound to `bindings`,
+        the enclosing graph's values visible, nothing it defines leaking out."""
+        child = _Importer(self.onnx, graph, self.opset, {}, self.function_opset)
+        child.env = {**self.env, **bindings}
+        child.expansions = self.expansions
+        child._initializers(graph)
+        child._nodes(graph.node)
+        self.expansions = child.expansions
+        return child._outputs(graph)
+
+    def _initializers(self, graph: Any) -> None:
+        for init in graph.initializer:
+            try:
+                self.env[init.name] = Constant(self.onnx.numpy_helper.to_array(init).copy())
+            except (TypeError, KeyError, ValueError) as exc:
+                raise FrontendError(f"initializer '{init.name}' is malformed ({exc})") from None
+
+    def _outputs(self, graph: Any) -> list[Expr]:
+        outputs = []
+        for out in graph.output:
+            if out.name not in self.env:
+                raise FrontendError(f"graph output '{out.name}' is not produced by any node")
+            outputs.append(self.env[out.name])
+        return outputs
+
+    def _nodes(self, nodes: Any) -> None:
+        pending = [(node, "") for node in reversed(nodes)]  # a stack: the next one is last
         index = 0
         while pending:
             node, inside = pending.pop()
@@ -239,15 +270,6 @@ class _Importer:
             if inside:
                 parsed.where = f"{parsed.where} in the function body of {inside.strip()}"
             self._convert(parsed)
-        outputs = []
-        for out in self.graph.output:
-            if out.name not in self.env:
-                raise FrontendError(f"graph output '{out.name}' is not produced by any node")
-            outputs.append(self.env[out.name])
-        body = outputs[0] if len(outputs) == 1 else Tuple(tuple(outputs))
-        names = tuple(out.name for out in self.graph.output)
-        fn = Function(tuple(params), body, attrs=Attrs({"output_names": names}))
-        return infer_type(IRModule({"main": fn}))
 
     def _expand(self, node: Any, inside: str) -> list[Any]:
         """A function op's body nodes (onnx_functions.py); an op that is neither converted

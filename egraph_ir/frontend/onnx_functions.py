@@ -50,7 +50,12 @@ def expand(
         copy.input.extend(_renamed(n, rename, prefix) for n in inner.input)
         copy.output.extend(_renamed(n, rename, prefix) for n in inner.output)
         for attr in inner.attribute:
-            if not attr.ref_attr_name:
+            if attr.type == attr.GRAPH:  # a body (Scan, If) reads the function's values
+                bound = onnx.AttributeProto()
+                bound.CopyFrom(attr)
+                _rename_graph(bound.g, rename, prefix)
+                copy.attribute.append(bound)
+            elif not attr.ref_attr_name:
                 copy.attribute.append(attr)
             elif attr.ref_attr_name in given:  # no value at all: the inner op's default
                 bound = onnx.AttributeProto()
@@ -71,6 +76,21 @@ def _defaults(schema: Any, body: Any) -> dict[str, Any]:
     }
     out.update({a.name: a for a in body.attribute_proto})
     return out
+
+
+def _rename_graph(graph: Any, rename: dict[str, str], prefix: str) -> None:
+    """Every name in a body renamed as the function's own (so its reads of the function's
+    values find them; its own names get the prefix too, consistently)."""
+    for value in (*graph.input, *graph.output, *graph.value_info):
+        value.name = _renamed(value.name, rename, prefix)
+    for init in graph.initializer:
+        init.name = _renamed(init.name, rename, prefix)
+    for node in graph.node:
+        node.input[:] = [_renamed(x, rename, prefix) for x in node.input]
+        node.output[:] = [_renamed(x, rename, prefix) for x in node.output]
+        for attr in node.attribute:
+            if attr.type == attr.GRAPH:
+                _rename_graph(attr.g, rename, prefix)
 
 
 def _renamed(name: str, rename: dict[str, str], prefix: str) -> str:

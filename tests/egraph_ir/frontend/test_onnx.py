@@ -302,7 +302,10 @@ def test_op_imports_and_matches_onnxruntime(op_type, inputs, attrs, inits, n_out
 
 def test_every_converter_has_a_case() -> None:
     covered = {c[0] for c in CASES}
-    assert set(supported_ops()) <= covered | {"Constant"}, set(supported_ops()) - covered
+    with_bodies = {"Scan", "If"}  # tests of their own below (a body graph per case)
+    assert set(supported_ops()) <= covered | {"Constant"} | with_bodies, (
+        set(supported_ops()) - covered
+    )
 
 
 @pytest.mark.parametrize("name", models.NAMES)
@@ -485,3 +488,72 @@ def test_float8_casts_saturate_unless_told_not_to() -> None:
         got = ir.interpret(from_onnx(model), x=x)
         assert str(got.dtype) == "float8_e4m3fn"
         np.testing.assert_array_equal(got.astype("float32"), np.array(expected, "float32"))
+
+
+def _scan_model(reverse: int, out_axis: int) -> tuple[Any, dict[str, np.ndarray]]:
+    """A running sum over the rows of x, with each step's state times 2 stacked."""
+    vi = onnx.helper.make_tensor_value_info
+    body = onnx.helper.make_graph(
+        [onnx.helper.make_node("Add", ["s_in", "row"], ["s_out"]),
+         onnx.helper.make_node("Mul", ["s_out", "two"], ["y"])],
+        "body",
+        [vi("s_in", onnx.TensorProto.FLOAT, [3]), vi("row", onnx.TensorProto.FLOAT, [3])],
+        [vi("s_out", onnx.TensorProto.FLOAT, [3]), vi("y", onnx.TensorProto.FLOAT, [3])],
+        [onnx.numpy_helper.from_array(np.array(2.0, "float32"), "two")],
+    )  # fmt: skip
+    node = onnx.helper.make_node(
+        "Scan", ["init", "x"], ["final", "ys"], body=body, num_scan_inputs=1,
+        scan_input_axes=[1], scan_input_directions=[reverse], scan_output_axes=[out_axis],
+    )  # fmt: skip
+    graph = onnx.helper.make_graph(
+        [node], "g",
+        [vi("init", onnx.TensorProto.FLOAT, [3]), vi("x", onnx.TensorProto.FLOAT, [3, 5])],
+        [vi("final", onnx.TensorProto.FLOAT, [3]), vi("ys", onnx.TensorProto.FLOAT, None)],
+    )  # fmt: skip
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 21)])
+    return model, {"init": rnd(3), "x": rnd(3, 5)}
+
+
+@pytest.mark.parametrize(("reverse", "out_axis"), [(0, 0), (1, 1)])
+def test_scan_is_unrolled_and_matches_onnxruntime(reverse: int, out_axis: int) -> None:
+    import codegen
+
+    model, feeds = _scan_model(reverse, out_axis)
+    expected = run_model(model, feeds)
+    mod = from_onnx(model)
+    for got in (ir.interpret(mod, **feeds), codegen.build(mod)(**feeds)):
+        for a, e in zip(got, expected, strict=True):
+            assert_allclose(np.asarray(a), e)
+
+
+def test_if_becomes_an_ir_if_or_the_taken_branch() -> None:
+    vi = onnx.helper.make_tensor_value_info
+
+    def branch(op_type: str) -> Any:
+        return onnx.helper.make_graph(
+            [onnx.helper.make_node(op_type, ["x", "x"], ["out"])], op_type,
+            [], [vi("out", onnx.TensorProto.FLOAT, [2, 3])],
+        )  # fmt: skip
+
+    def model(cond_is_input: bool) -> Any:
+        nodes = [onnx.helper.make_node("If", ["c"], ["y"], then_branch=branch("Add"),
+                                       else_branch=branch("Mul"))]  # fmt: skip
+        inputs = [vi("x", onnx.TensorProto.FLOAT, [2, 3])]
+        inits = []
+        if cond_is_input:
+            inputs.append(vi("c", onnx.TensorProto.BOOL, []))
+        else:
+            inits.append(onnx.numpy_helper.from_array(np.array(False), "c"))
+        graph = onnx.helper.make_graph(
+            nodes, "g", inputs, [vi("y", onnx.TensorProto.FLOAT, [2, 3])], inits
+        )
+        return onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 21)])
+
+    x = rnd(2, 3)
+    folded = from_onnx(model(False))
+    assert not any(isinstance(e, ir.If) for e in ir.post_order(folded["main"].body))
+    assert_allclose(ir.interpret(folded, x=x), x * x)
+    dynamic = from_onnx(model(True))
+    for c in (True, False):
+        expected = run_model(model(True), {"x": x, "c": np.array(c)})[0]
+        assert_allclose(ir.interpret(dynamic, x=x, c=np.array(c)), expected)
