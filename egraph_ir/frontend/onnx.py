@@ -55,6 +55,13 @@ def from_onnx(model_or_path: Any, shapes: dict[str, tuple[int, ...]] | None = No
     model = _load(model_or_path, onnx)
     _check(model, onnx)
     declared = _declared_opset(model)
+    if declared is None:  # only other domains (ai.onnx.ml, training): name their ops
+        other = {}
+        for i, node in enumerate(model.graph.node):
+            other.setdefault(f"{node.domain}.{node.op_type}", []).append(node.name or f"#{i}")
+        raise FrontendError(
+            f"the model imports no ai.onnx opset; unsupported ONNX ops: {_listing(other)}"
+        )
     model, opset = _supported_opset(model, onnx)
     graph = model.graph
     unsupported: dict[str, list[str]] = {}
@@ -413,8 +420,12 @@ def _unary(n: _Node) -> Expr:
 @converter(*_BINARY)
 def _binary(n: _Node) -> Expr:
     a, b = n.x(0), n.x(1)
-    if n.op_type == "Pow" and n.type(1).dtype != n.type(0).dtype:
-        b = op.cast(b, dtype=n.type(0).dtype)
+    dtype = n.type(0).dtype
+    if n.op_type == "Pow" and dtype not in FLOAT_DTYPES:  # integers: exact in float64
+        wide = op.power(op.cast(a, dtype="float64"), op.cast(b, dtype="float64"))
+        return op.cast(wide, dtype=dtype)
+    if n.op_type == "Pow" and n.type(1).dtype != dtype:
+        b = op.cast(b, dtype=dtype)
     return op.call(_BINARY[n.op_type], a, b)
 
 

@@ -32,7 +32,7 @@ def _range(n: _Node) -> Expr:
     given = [n.const(i) for i in range(3)]
     if any(v is None for v in given):
         raise FrontendError("start, limit and delta are required")
-    start, limit, delta = (np.asarray(v) for v in given)
+    start, limit, delta = (np.asarray(v).reshape(()) for v in given)  # scalars, or 1 value
     if float(delta) == 0:
         raise FrontendError("delta must not be 0")
     count = max(math.ceil((float(limit) - float(start)) / float(delta)), 0)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import itertools
 
+import ml_dtypes
 import numpy as np
 
 from ..attrs import Attrs
 from ..registry import AttrSpec, Op, OpPattern, ShapeError, register_op
-from ..types import TensorType, TupleType, Type
+from ..types import NARROW_FLOATS, NARROW_INTS, TensorType, TupleType, Type
 from ._common import INTEGER, norm_axis, per_output_element, same_dtype, size_of
 
 MOVE = per_output_element(0.0)
@@ -357,11 +358,11 @@ def _pad_infer(args: list[TensorType], attrs: Attrs) -> Type:
 def _representable(value: float, dtype: str) -> bool:
     """Can `value` be stored in `dtype` without rounding or overflow (floats: any value)?"""
     kind = np.dtype(dtype).kind
-    if kind == "f":
+    if kind == "f" or dtype in NARROW_FLOATS:
         return True
     if kind == "b":
         return value in (0.0, 1.0)
-    info = np.iinfo(dtype)
+    info = ml_dtypes.iinfo(dtype) if dtype in NARROW_INTS else np.iinfo(dtype)
     return float(value).is_integer() and info.min <= value <= info.max
 
 

@@ -37,7 +37,7 @@ def test_conformance_through_the_interpreter(all_cases: list) -> None:
     passed, causes, wrong = run("interpret", all_cases)
     assert not wrong, wrong
     assert not [c for c in causes if c.startswith("CRASH")], causes
-    assert passed >= 1300, (passed, causes.most_common(10))
+    assert passed >= 1600, (passed, causes.most_common(10))
 
 
 @pytest.mark.onnx
@@ -46,4 +46,4 @@ def test_conformance_through_codegen(all_cases: list) -> None:
     passed, causes, wrong = run("compiled", all_cases)
     assert set(wrong) <= ONE_ULP_FLOAT16, wrong
     assert not [c for c in causes if c.startswith("CRASH")], causes
-    assert passed >= 1300, (passed, causes.most_common(10))
+    assert passed >= 1600, (passed, causes.most_common(10))

@@ -243,6 +243,7 @@ CASES: list[tuple[str, list[Any], dict[str, Any], dict[int, Any], int]] = [
      "output_padding": [1, 1]}, {}, 1),
     ("ConvTranspose", [IMG, rnd(4, 1, 2, 3), rnd(2)], {"group": 2, "dilations": [2, 1]}, {}, 1),
     ("ConvTranspose", [rnd(2, 4, 5), rnd(4, 3, 3)], {"strides": [2], "auto_pad": "SAME_UPPER"}, {}, 1),
+    ("Pow", [np.array([2, 3, -2, 7], "int32"), np.array([3, 2, 3, 0], "int64")], {}, {}, 1),
     # function ops: expanded into the body ONNX defines for them (onnx_functions.py)
     ("MeanVarianceNormalization", [IMG], {"axes": [0, 2]}, {}, 1),
     ("Attention", [rnd(2, 4, 3, 8), rnd(2, 2, 5, 8), rnd(2, 2, 5, 8)], {"is_causal": 1}, {}, 1),
@@ -557,3 +558,11 @@ def test_if_becomes_an_ir_if_or_the_taken_branch() -> None:
     for c in (True, False):
         expected = run_model(model(True), {"x": x, "c": np.array(c)})[0]
         assert_allclose(ir.interpret(dynamic, x=x, c=np.array(c)), expected)
+
+
+def test_a_model_of_other_domains_names_their_ops() -> None:
+    node = helper.make_node("Binarizer", ["x"], ["y"], domain="ai.onnx.ml", name="b0")
+    graph = helper.make_graph([node], "g", [_vi("x", [2])], [_vi("y", [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("ai.onnx.ml", 1)])
+    with pytest.raises(ir.FrontendError, match=r"no ai.onnx opset; .*ai.onnx.ml.Binarizer x1"):
+        from_onnx(model)
