@@ -56,7 +56,7 @@ def from_onnx(model_or_path: Any, shapes: dict[str, tuple[int, ...]] | None = No
     _check(model, onnx)
     declared = _declared_opset(model)
     if declared is None:  # only other domains (ai.onnx.ml, training): name their ops
-        other = {}
+        other: dict[str, list[str]] = {}
         for i, node in enumerate(model.graph.node):
             other.setdefault(f"{node.domain}.{node.op_type}", []).append(node.name or f"#{i}")
         raise FrontendError(
