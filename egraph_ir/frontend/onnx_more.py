@@ -22,6 +22,12 @@ def _cast_like(n: _Node) -> Expr:
     return cast(n, n.x(0), n.type(1).dtype)
 
 
+@converter("BitCast")
+def _bitcast(n: _Node) -> Expr:
+    dtype = str(n.importer.onnx.helper.tensor_dtype_to_np_dtype(n.attr("to")))
+    return op.bitcast(n.x(0), dtype=dtype)
+
+
 @converter("Size")
 def _size(n: _Node) -> Expr:
     return Constant(np.asarray(int(np.prod(n.type().shape)), dtype=np.int64))

@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from ..attrs import Attrs
-from ..registry import AttrSpec, Op, OpPattern, register_op
+from ..registry import AttrSpec, Op, OpPattern, ShapeError, register_op
 from ..types import FLOAT_DTYPES, TensorType, Type
 from ._common import (
     INTEGER,
@@ -85,14 +85,17 @@ def _cast_like(fn):
     return ref
 
 
-def _unary(name, ref, allowed=NUMERIC, flops=1.0, attrs=(), doc="", out_dtype=None):
+def _unary(
+    name, ref, allowed=NUMERIC, flops=1.0, attrs=(), doc="", out_dtype=None,
+    pattern=OpPattern.ELEMWISE,
+):  # fmt: skip
     register_op(
         Op(
             name=name,
             inputs=("data",),
             infer=unary(allowed, out_dtype),
             reference=ref,
-            pattern=OpPattern.ELEMWISE,
+            pattern=pattern,
             flops=per_output_element(flops),
             attrs=attrs,
             doc=doc,
@@ -147,12 +150,41 @@ _unary(
     doc="min(max(x, a_min), a_max)",
 )
 _unary("logical_not", np.logical_not, ("bool",))
+
+
+def bitcast_ref(x: np.ndarray, dtype: str) -> np.ndarray:
+    """The same bytes read as another dtype of the same width (little endian)."""
+    return np.ascontiguousarray(x).view(np.dtype(dtype)).reshape(x.shape)
+
+
+def _bitcast_infer(args: list[TensorType], attrs: Attrs) -> Type:
+    (x,) = args
+    if np.dtype(x.dtype).itemsize != np.dtype(attrs["dtype"]).itemsize:
+        raise ShapeError(f"bitcast keeps the width: {x.dtype} and {attrs['dtype']} differ")
+    return TensorType(x.shape, attrs["dtype"])
+
+
+register_op(
+    Op(
+        name="bitcast",
+        inputs=("data",),
+        infer=_bitcast_infer,
+        reference=bitcast_ref,
+        pattern=OpPattern.OPAQUE,
+        flops=per_output_element(0.0),
+        attrs=(AttrSpec("dtype", "dtype"),),
+        doc="reinterpret the bits as another dtype of the same width (ONNX BitCast)",
+    )
+)
 _unary("bitwise_not", np.invert, INTEGER, doc="flip every bit (two's complement for signed)")
 for _name, _inverse in [
     ("acos", np.arccos), ("asin", np.arcsin), ("atan", np.arctan),
     ("acosh", np.arccosh), ("asinh", np.arcsinh), ("atanh", np.arctanh),
 ]:  # fmt: skip
-    _unary(_name, _cast_like(_inverse), FLOAT_DTYPES, TRANSCENDENTAL, doc="NaN outside the domain")
+    # opaque: no compute definition yet, so a group of their own runs on the host alone
+    # instead of taking its elementwise neighbours there too
+    _unary(_name, _cast_like(_inverse), FLOAT_DTYPES, TRANSCENDENTAL,
+           doc="NaN outside the domain", pattern=OpPattern.OPAQUE)  # fmt: skip
 
 
 def _cast_infer(args: list[TensorType], attrs: Attrs) -> Type:

@@ -618,6 +618,14 @@ def test_einsum_against_onnxruntime(equation: str, shapes: list) -> None:
     )
 
 
+def test_bitcast_keeps_the_bits_and_the_width() -> None:
+    x = np.array([[1.5, -0.0], [np.inf, 3e-39]], "float32")
+    close(ir_eval("bitcast", [x], dtype="int32"), x.view(np.int32))
+    close(ir_eval("bitcast", [x.view(np.uint32)], dtype="float32"), x)
+    with pytest.raises(ir.TypeInferenceError, match="bitcast keeps the width"):
+        ir_eval("bitcast", [x], dtype="int64")
+
+
 INVERSE_TRIG_ONNX = {
     "acos": ("Acos", -0.99, 0.99),
     "asin": ("Asin", -0.99, 0.99),
@@ -709,6 +717,7 @@ COVERED = (
         *INVERSE_TRIG_ONNX,
         *BITWISE_ONNX,
         "bitwise_not",
+        "bitcast",
         "scatter_elements",
         "scatter_nd",
         "topk",

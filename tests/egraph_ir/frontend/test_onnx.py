@@ -244,6 +244,7 @@ CASES: list[tuple[str, list[Any], dict[str, Any], dict[int, Any], int]] = [
     ("ConvTranspose", [IMG, rnd(4, 1, 2, 3), rnd(2)], {"group": 2, "dilations": [2, 1]}, {}, 1),
     ("ConvTranspose", [rnd(2, 4, 5), rnd(4, 3, 3)], {"strides": [2], "auto_pad": "SAME_UPPER"}, {}, 1),
     ("Pow", [np.array([2, 3, -2, 7], "int32"), np.array([3, 2, 3, 0], "int64")], {}, {}, 1),
+    ("BitCast", [X], {"to": onnx.TensorProto.INT32}, {}, 1),
     # function ops: expanded into the body ONNX defines for them (onnx_functions.py)
     ("MeanVarianceNormalization", [IMG], {"axes": [0, 2]}, {}, 1),
     ("Attention", [rnd(2, 4, 3, 8), rnd(2, 2, 5, 8), rnd(2, 2, 5, 8)], {"is_causal": 1}, {}, 1),
@@ -283,7 +284,8 @@ def test_batch_first_layout_matches_the_sequence_first_result() -> None:
     ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)],
 )
 def test_op_imports_and_matches_onnxruntime(op_type, inputs, attrs, inits, n_out) -> None:
-    newer = {"Gelu": 20, "Swish": 24, "RMSNormalization": 23, "CumProd": 26, "Attention": 23}
+    newer = {"Gelu": 20, "Swish": 24, "RMSNormalization": 23, "CumProd": 26, "Attention": 23,
+             "BitCast": 26}  # fmt: skip
     opset = newer.get(op_type, 21)
     opset = 18 if op_type == "Split" and "num_outputs" in attrs else opset
     model, feeds = single_op_model(op_type, inputs, attrs, n_out, inits)
