@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from . import (  # noqa: F401  (register more converters)
     onnx_control,
+    onnx_grid,
     onnx_losses,
     onnx_more,
     onnx_quantize,

@@ -245,6 +245,10 @@ CASES: list[tuple[str, list[Any], dict[str, Any], dict[int, Any], int]] = [
     ("ConvTranspose", [rnd(2, 4, 5), rnd(4, 3, 3)], {"strides": [2], "auto_pad": "SAME_UPPER"}, {}, 1),
     ("Pow", [np.array([2, 3, -2, 7], "int32"), np.array([3, 2, 3, 0], "int64")], {}, {}, 1),
     ("BitCast", [X], {"to": onnx.TensorProto.INT32}, {}, 1),
+    ("GridSample", [IMG, rnd(1, 3, 5, 2) * 2.4 - 1.2], {}, {}, 1),
+    ("GridSample", [IMG, rnd(1, 3, 5, 2) * 2.4 - 1.2], {"mode": "cubic", "padding_mode": "reflection"}, {}, 1),
+    ("GridSample", [IMG, rnd(1, 3, 5, 2) * 2.4 - 1.2], {"mode": "nearest", "padding_mode": "border",
+     "align_corners": 1}, {}, 1),
     # function ops: expanded into the body ONNX defines for them (onnx_functions.py)
     ("MeanVarianceNormalization", [IMG], {"axes": [0, 2]}, {}, 1),
     ("Attention", [rnd(2, 4, 3, 8), rnd(2, 2, 5, 8), rnd(2, 2, 5, 8)], {"is_causal": 1}, {}, 1),
