@@ -79,6 +79,7 @@ def _grid_sample(n: _Node) -> Expr:
             op.strided_slice(n.x(1), begin=(component,), end=(component + 1,), axes=(g.ndim - 1,)),
             axis=(g.ndim - 1,),
         )
+        x: Expr
         if align:
             x = op.multiply(op.add(gk, c(1)), c((size - 1) / 2))
         else:
