@@ -93,10 +93,9 @@ def lower(fn: Function, name: str, host_fallback: bool = True) -> CompiledKernel
     if _touches_an_empty_tensor(fn, calls):
         return HostKernel(name, ops, fn)  # no loop to generate; numpy's references agree
     try:
-        if _narrow_dtypes(fn, calls):
-            raise Unsupported(
-                f"native kernels do not compute in {', '.join(_narrow_dtypes(fn, calls))}"
-            )
+        narrow = _narrow_dtypes(fn, calls)
+        if narrow:
+            raise Unsupported(f"native kernels do not compute in {', '.join(narrow)}")
         return _Lowering(fn, name).run(calls, ops)
     except Unsupported as why:
         if not host_fallback:
