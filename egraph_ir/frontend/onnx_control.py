@@ -1,6 +1,7 @@
-"""ONNX converters for ops with subgraphs: Scan, unrolled over its static sequence length
-(each step's body converted with that step's slices and states), and If, which becomes
-the IR's If (or the taken branch when the condition is a constant)."""
+"""ONNX converters for ops with subgraphs: Scan (unrolled over its static sequence length)
+and Loop (unrolled over a trip count and conditions known at import), each step's body
+converted with that step's values; and If, which becomes the IR's If (or the taken branch
+when the condition is a constant)."""
 
 from __future__ import annotations
 
@@ -72,3 +73,44 @@ def _if(n: _Node) -> list[Expr]:
         return [If(flag, then[0], other[0])]
     both = If(flag, Tuple(tuple(then)), Tuple(tuple(other)))
     return [TupleGetItem(both, i) for i in range(len(then))]
+
+
+MAX_UNROLL = 4096  # steps a Loop may unroll to (each one is a copy of its body)
+
+
+@converter("Loop")
+def _loop(n: _Node) -> list[Expr]:
+    """Unrolled: the trip count and the condition must be known at import (constants, or
+    computed from shapes; the ONNX backend specialises on inputs that set them). Each
+    step's condition must fold to a constant too; a false one ends the loop."""
+    body = n.attr("body")
+    limit = n.const(0)
+    steps = MAX_UNROLL + 1 if limit is None else int(np.asarray(limit).reshape(-1)[0])
+    going = True if n.input(1) is None else bool(np.asarray(n.const(1)).reshape(-1)[0])
+    carried = [n.x(i) for i in range(2, len(n.proto.input))]
+    names = [i.name for i in body.input]
+    n_carried = len(carried)
+    produced: list[list[Expr]] = [[] for _ in range(len(body.output) - 1 - n_carried)]
+    step = 0
+    while going and step < steps:
+        if step == MAX_UNROLL:
+            raise FrontendError(f"the loop runs more than {MAX_UNROLL} steps: too many to unroll")
+        bindings: dict[str, Expr] = {
+            names[0]: Constant(np.asarray(step, np.int64)),
+            names[1]: Constant(np.asarray(True)),
+        }
+        bindings.update(zip(names[2:], carried, strict=True))
+        outs = n.importer.run_graph(body, bindings)
+        flag, carried = outs[0], outs[1 : 1 + n_carried]
+        for j, value in enumerate(outs[1 + n_carried :]):
+            produced[j].append(value)
+        if not isinstance(flag, Constant):
+            raise FrontendError("the loop's condition depends on data: it cannot be unrolled")
+        going = bool(np.asarray(flag.data).reshape(-1)[0])
+        step += 1
+    results = list(carried)
+    for items in produced:
+        if not items:
+            raise FrontendError("a loop that runs no step has no scan outputs to stack")
+        results.append(op.concatenate(*(op.expand_dims(e, axis=0) for e in items), axis=0))
+    return results

@@ -309,7 +309,7 @@ def test_op_imports_and_matches_onnxruntime(op_type, inputs, attrs, inits, n_out
 
 def test_every_converter_has_a_case() -> None:
     covered = {c[0] for c in CASES}
-    with_bodies = {"Scan", "If"}  # tests of their own below (a body graph per case)
+    with_bodies = {"Scan", "If", "Loop"}  # tests of their own below (a body graph per case)
     assert set(supported_ops()) <= covered | {"Constant"} | with_bodies, (
         set(supported_ops()) - covered
     )
@@ -572,3 +572,37 @@ def test_a_model_of_other_domains_names_their_ops() -> None:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("ai.onnx.ml", 1)])
     with pytest.raises(ir.FrontendError, match=r"no ai.onnx opset; .*ai.onnx.ml.Binarizer x1"):
         from_onnx(model)
+
+
+def test_loop_with_a_static_trip_count_is_unrolled_and_matches_onnxruntime() -> None:
+    """y doubles each step and adds the step number; the steps' y are stacked; the body's
+    condition turns false after step 3 of a trip count of 6."""
+    vi = onnx.helper.make_tensor_value_info
+    body = onnx.helper.make_graph(
+        [onnx.helper.make_node("Cast", ["i"], ["i_f"], to=onnx.TensorProto.FLOAT),
+         onnx.helper.make_node("Mul", ["y_in", "two"], ["twice"]),
+         onnx.helper.make_node("Add", ["twice", "i_f"], ["y_out"]),
+         onnx.helper.make_node("Less", ["i", "three"], ["cond_out"]),
+         onnx.helper.make_node("Identity", ["y_out"], ["scan"])],
+        "body",
+        [vi("i", onnx.TensorProto.INT64, []), vi("cond_in", onnx.TensorProto.BOOL, []),
+         vi("y_in", onnx.TensorProto.FLOAT, [2])],
+        [vi("cond_out", onnx.TensorProto.BOOL, []), vi("y_out", onnx.TensorProto.FLOAT, [2]),
+         vi("scan", onnx.TensorProto.FLOAT, [2])],
+        [onnx.numpy_helper.from_array(np.array(2.0, "float32"), "two"),
+         onnx.numpy_helper.from_array(np.array(3, "int64"), "three")],
+    )  # fmt: skip
+    node = onnx.helper.make_node("Loop", ["m", "c", "y0"], ["y", "ys"], body=body)
+    graph = onnx.helper.make_graph(
+        [node], "g", [vi("y0", onnx.TensorProto.FLOAT, [2])],
+        [vi("y", onnx.TensorProto.FLOAT, [2]), vi("ys", onnx.TensorProto.FLOAT, None)],
+        [onnx.numpy_helper.from_array(np.array(6, "int64"), "m"),
+         onnx.numpy_helper.from_array(np.array(True), "c")],
+    )  # fmt: skip
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 21)])
+    feeds = {"y0": np.array([1.0, -0.5], "float32")}
+    expected = run_model(model, feeds)
+    got = ir.interpret(from_onnx(model), **feeds)
+    assert got[1].shape == (4, 2)  # steps 0..3: the condition is false after step 3
+    for a, e in zip(got, expected, strict=True):
+        assert_allclose(np.asarray(a), e)
