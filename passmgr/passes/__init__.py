@@ -21,7 +21,11 @@ from .partition import (
     MergeCompilerRegions,
     MergeComposite,
     PartitionGraph,
+    PlacementCost,
+    PlaceTargets,
+    cost_table,
     partition_for,
+    placement_report,
     register_region_optimizer,
 )
 from .print_ir import PrintIR
@@ -31,6 +35,10 @@ __all__ = [
     "MergeComposite",
     "MergeCompilerRegions",
     "PartitionGraph",
+    "PlaceTargets",
+    "PlacementCost",
+    "cost_table",
+    "placement_report",
     "partition_for",
     "register_region_optimizer",
     "AlgebraicSimplify",

@@ -16,6 +16,7 @@ from .annotate_target import AnnotateTarget
 from .merge_composite import MergeComposite
 from .merge_regions import MergeCompilerRegions
 from .partition_graph import PartitionGraph, register_region_optimizer
+from .place_targets import PlacementCost, PlaceTargets, cost_table, placement_report
 
 
 def partition_for(
@@ -45,5 +46,9 @@ __all__ = [
     "MergeComposite",
     "MergeCompilerRegions",
     "PartitionGraph",
+    "PlaceTargets",
+    "PlacementCost",
+    "cost_table",
+    "placement_report",
     "register_region_optimizer",
 ]

@@ -17,7 +17,7 @@ Functions with Let or If keep those nodes outside regions.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from egraph_ir.errors import ConfigError
@@ -82,42 +82,56 @@ class AnnotateTarget(FunctionPass):
         body, kept = strip_annotations(fn.body)
         if body is not fn.body:
             infer_type(Function(fn.params, body, fn.ret_type, fn.attrs))
-        target: dict[Expr, str] = {}
-        memo: dict[Expr, Expr] = {}
-        for n in post_order(body, into_functions=False):
-            if isinstance(n, Var | Constant):
-                memo[n] = n
-                continue
-            t = self._target(n, kept, target)
-            new = rebuild_keeping_functions(n, _edges(n, memo, target, t))
-            memo[n] = new
-            if t is not None:
-                target[n] = t
-                ctx.bump(f"annotated {t}")
-        result = memo[body]
-        if body in target:
-            result = end(result, target[body])
-        if result is fn.body:
-            return fn
-        out = Function(fn.params, result, fn.ret_type, fn.attrs, fn.span)
-        infer_type(out)
-        return out
 
-    def _target(self, n: Expr, kept: dict[Expr, str], target: dict[Expr, str]) -> str | None:
-        if isinstance(n, Call):
+        def choose(n: Call) -> str:
             if n in kept:
                 return kept[n]
-            if isinstance(n.op, Function) and composite_target(n.op) is not None:
-                name = composite_target(n.op)
+            name = composite_target(n.op) if isinstance(n.op, Function) else None
+            if name is not None:
                 return name if name in self.targets else DEFAULT
             if isinstance(n.op, Op):
                 return next((t for t in self.targets if supports(t, n)), DEFAULT)
             return DEFAULT
-        if isinstance(n, Tuple | TupleGetItem) and self.include_non_call_ops:
+
+        return annotate_function(fn, body, choose, self.include_non_call_ops, ctx)
+
+
+def annotate_function(
+    fn: Function,
+    body: Expr,
+    choose: Callable[[Call], str],
+    include_non_call_ops: bool,
+    ctx: PassContext,
+) -> Function:
+    """fn with `body` (its body without annotations) annotated: each call on the target
+    `choose` gives it; tuples and fields (with include_non_call_ops) on their inputs'
+    target when all agree, else the host."""
+    target: dict[Expr, str] = {}
+    memo: dict[Expr, Expr] = {}
+    for n in post_order(body, into_functions=False):
+        if isinstance(n, Var | Constant):
+            memo[n] = n
+            continue
+        t: str | None = None
+        if isinstance(n, Call):
+            t = choose(n)
+        elif isinstance(n, Tuple | TupleGetItem) and include_non_call_ops:
             fields = n.fields if isinstance(n, Tuple) else (n.tuple_value,)
             seen = {target[f] for f in fields if f in target}
-            return seen.pop() if len(seen) == 1 else DEFAULT
-        return None
+            t = seen.pop() if len(seen) == 1 else DEFAULT
+        new = rebuild_keeping_functions(n, _edges(n, memo, target, t))
+        memo[n] = new
+        if t is not None:
+            target[n] = t
+            ctx.bump(f"annotated {t}")
+    result = memo[body]
+    if body in target:
+        result = end(result, target[body])
+    if result is fn.body:
+        return fn
+    out = Function(fn.params, result, fn.ret_type, fn.attrs, fn.span)
+    infer_type(out)
+    return out
 
 
 def _edges(

@@ -1,0 +1,357 @@
+"""PlaceTargets: every call on the target where the whole program costs least, chosen
+exactly (an integer program) instead of AnnotateTarget's first-supporting-target rule.
+
+The cost of a placement (`placement_cost`, also used by the tests' brute force):
+
+- each call costs `cost.op(call, target)` on its target (None: the target cannot run it;
+  the host, `default`, runs everything);
+- each value that a call on target T reads from elsewhere (another target, the host, a
+  graph input) is an entry into T's region: `cost.launch[T]` (a call into the external
+  library or runtime; 0 for the host) plus `cost.per_byte` times its bytes (the copy). A
+  value entering T once serves every consumer on T;
+- a function result computed on a target is copied back to the host (`per_byte`).
+
+Charging launches per entering value, not per op, is what makes a region of many ops pay
+one launch: a per-op cost model would never offload a chain whose ops are cheap one by one.
+The integer program (HiGHS) has a binary per (call, supporting target) and per (value,
+target) entry: entry >= placed(consumer, T) - placed(value, T). Then the placement is
+annotated, regions merged (without cycles) and partitioned as by the rest of the flow.
+Functions with Let or If are left to the host.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from egraph_ir.errors import ConfigError, PassError
+from egraph_ir.expr import Call, Constant, Expr, Function, If, Let, Tuple, Var
+from egraph_ir.highs import new_highs
+from egraph_ir.module import IRModule
+from egraph_ir.registry import Op
+from egraph_ir.support import composite_target, supports
+from egraph_ir.types import tensor_types
+from egraph_ir.visitor import post_order
+
+from ...context import PassContext
+from ...pass_base import ModulePass, Sequential
+from ...registry import register_pass
+from .annotate_target import annotate_function, strip_annotations
+from .merge_regions import MergeCompilerRegions
+from .partition_graph import PartitionGraph
+from .regions import DEFAULT
+
+TIME_LIMIT_S = 10.0
+
+OpCost = Callable[[Call, str], "float | None"]
+
+
+@dataclass(frozen=True)
+class PlacementCost:
+    """What a placement costs: `op(call, target)` (None where the target cannot run the
+    call; the host must run everything), `launch[target]` per value entering the target's
+    region, `per_byte` per byte copied between targets."""
+
+    op: OpCost
+    launch: Mapping[str, float] = field(default_factory=dict)
+    per_byte: float = 0.0
+
+
+def cost_table(
+    ops: Mapping[tuple[str, str], float | Callable[[Call], float]],
+    launch: Mapping[str, float] | None = None,
+    per_byte: float = 0.0,
+) -> PlacementCost:
+    """A PlacementCost from a table {(op name, target): cost or cost(call)}; an op a target
+    has no entry for (and does not `supports`) cannot go there. Host ("default") entries
+    default to 0."""
+
+    def op(call: Call, target: str) -> float | None:
+        name = _op_name(call)
+        entry = ops.get((name, target))
+        if entry is None:
+            return 0.0 if target == DEFAULT else None
+        return float(entry(call) if callable(entry) else entry)
+
+    return PlacementCost(op, dict(launch or {}), per_byte)
+
+
+def _op_name(call: Call) -> str:
+    if isinstance(call.op, Op):
+        return call.op.name
+    target = composite_target(call.op) if isinstance(call.op, Function) else None
+    return f"composite {target}" if target else "?"
+
+
+def _placeable(n: Expr) -> bool:
+    """An op call, or a call of a composite function (MergeComposite)."""
+    if not isinstance(n, Call):
+        return False
+    return isinstance(n.op, Op) or (isinstance(n.op, Function) and bool(composite_target(n.op)))
+
+
+@dataclass
+class Problem:
+    """The calls of one function, the values they read and the targets each may use."""
+
+    calls: list[Call]
+    choices: dict[Call, dict[str, float]]  # call -> {target: cost}
+    readers: dict[Expr, list[Call]]  # value -> the calls reading it
+    outputs: list[Expr]  # values the function returns
+    bytes_of: dict[Expr, int]
+
+
+def problem_of(fn: Function, targets: Sequence[str], cost: PlacementCost) -> Problem:
+    calls: list[Call] = []
+    choices: dict[Call, dict[str, float]] = {}
+    readers: dict[Expr, list[Call]] = {}
+    bytes_of: dict[Expr, int] = {}
+    for n in post_order(fn.body, into_functions=False):
+        if isinstance(n, Call) and _placeable(n):
+            host = cost.op(n, DEFAULT)
+            options = {DEFAULT: 0.0 if host is None else host}
+            for t in targets:
+                c = cost.op(n, t)
+                if c is not None and supports(t, n):
+                    options[t] = c
+            calls.append(n)
+            choices[n] = options
+            for a in dict.fromkeys(n.args):
+                if not isinstance(a, Constant):  # constants are bound into the regions
+                    readers.setdefault(a, []).append(n)
+        if isinstance(n, Call | Var):
+            bytes_of[n] = sum(t.nbytes for t in tensor_types(n.checked_type))
+    body = fn.body
+    outputs = list(body.fields) if isinstance(body, Tuple) else [body]
+    return Problem(calls, choices, readers, outputs, bytes_of)
+
+
+def placement_cost(problem: Problem, place: Mapping[Expr, str], cost: PlacementCost) -> float:
+    """The cost model of the module docstring for one placement (calls absent: host)."""
+    total = sum(problem.choices[c][place.get(c, DEFAULT)] for c in problem.calls)
+    for value, users in problem.readers.items():
+        home = place.get(value, DEFAULT)
+        for t in {place.get(u, DEFAULT) for u in users} - {home}:
+            total += cost.launch.get(t, 0.0) + cost.per_byte * problem.bytes_of.get(value, 0)
+    for out in problem.outputs:
+        if place.get(out, DEFAULT) != DEFAULT:
+            total += cost.per_byte * problem.bytes_of.get(out, 0)
+    return total
+
+
+def solve(problem: Problem, cost: PlacementCost) -> dict[Expr, str]:
+    """The cheapest placement, by an integer program (see the module docstring)."""
+    import highspy
+
+    if not problem.calls:
+        return {}
+    columns: dict[tuple[Expr, str], int] = {}
+    costs: list[float] = []
+    for c in problem.calls:
+        for t, value in problem.choices[c].items():
+            columns[(c, t)] = len(costs)
+            costs.append(value)
+    for out in problem.outputs:  # results computed off the host are copied back
+        options = problem.choices.get(out, {}) if isinstance(out, Call) else {}
+        for t in options:
+            if t != DEFAULT:
+                costs[columns[(out, t)]] += cost.per_byte * problem.bytes_of.get(out, 0)
+    rows: list[tuple[float, float, list[tuple[int, float]]]] = []
+    for c in problem.calls:
+        rows.append((1.0, 1.0, [(columns[(c, t)], 1.0) for t in problem.choices[c]]))
+    inf = highspy.kHighsInf
+    n_placed = len(costs)
+    for source, users in problem.readers.items():
+        targets = {t for u in users for t in problem.choices[u]}
+        for t in targets:
+            entry = len(costs)
+            size = problem.bytes_of.get(source, 0)
+            costs.append(cost.launch.get(t, 0.0) + cost.per_byte * size)
+            held = columns.get((source, t))
+            for u in users:
+                if (u, t) not in columns:
+                    continue
+                row = [(entry, 1.0), (columns[(u, t)], -1.0)]
+                if held is not None:
+                    row.append((held, 1.0))
+                elif t == DEFAULT and not isinstance(source, Call):
+                    continue  # graph inputs live on the host
+                rows.append((0.0, inf, row))
+    h = new_highs(TIME_LIMIT_S)
+    n = len(costs)
+    h.addVars(n, np.zeros(n), np.ones(n))
+    h.changeColsCost(n, np.arange(n, dtype=np.int32), np.array(costs))
+    h.changeColsIntegrality(
+        n_placed,
+        np.arange(n_placed, dtype=np.int32),
+        np.array([highspy.HighsVarType.kInteger] * n_placed),
+    )
+    if rows:
+        lo = np.array([r[0] for r in rows])
+        hi = np.array([r[1] for r in rows])
+        starts = np.cumsum([0] + [len(r[2]) for r in rows[:-1]]).astype(np.int32)
+        index = np.array([j for r in rows for j, _ in r[2]], dtype=np.int32)
+        weights = np.array([v for r in rows for _, v in r[2]])
+        h.addRows(len(rows), lo, hi, len(index), starts, index, weights)
+    h.run()
+    if h.getInfo().primal_solution_status != 2:
+        raise PassError("PlaceTargets: the placement program found no solution in time")
+    x = h.getSolution().col_value
+    place: dict[Expr, str] = {}
+    for c in problem.calls:
+        best = max(problem.choices[c], key=lambda t: x[columns[(c, t)]])
+        place[c] = best
+    return place
+
+
+def greedy_placement(problem: Problem, targets: Sequence[str]) -> dict[Expr, str]:
+    """AnnotateTarget's rule: the first target in the list that supports the call."""
+    return {
+        c: next((t for t in targets if t in problem.choices[c]), DEFAULT) for c in problem.calls
+    }
+
+
+@dataclass
+class RegionReport:
+    target: str
+    ops: list[str]
+    cost: float  # the whole placement's cost
+    alternative: str  # the best other target for these ops, all moved together
+    alternative_cost: float  # the whole placement's cost with them there
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def report_regions(
+    problem: Problem, place: Mapping[Expr, str], cost: PlacementCost
+) -> list[RegionReport]:
+    """Per group of connected calls on one external target: its target, the placement's
+    cost and the best rejected alternative (the group moved whole to another target)."""
+    total = placement_cost(problem, place, cost)
+    neighbours: dict[Expr, set[Call]] = {c: set() for c in problem.calls}
+    for value, users in problem.readers.items():
+        for u in users:
+            if isinstance(value, Call) and value in neighbours and place[value] == place[u]:
+                neighbours[value].add(u)
+                neighbours[u].add(value)
+    seen: set[Expr] = set()
+    out = []
+    for c in problem.calls:
+        if c in seen or place[c] == DEFAULT:
+            continue
+        group: list[Call] = []
+        stack = [c]
+        seen.add(c)
+        while stack:
+            m = stack.pop()
+            group.append(m)
+            for k in neighbours[m] - seen:
+                seen.add(k)
+                stack.append(k)
+        best_t, best_cost = DEFAULT, float("inf")
+        for t in set.intersection(*(set(problem.choices[m]) for m in group)) - {place[c]}:
+            moved: dict[Expr, str] = {**place, **dict.fromkeys(group, t)}
+            alt = placement_cost(problem, moved, cost)
+            if alt < best_cost:
+                best_t, best_cost = t, alt
+        names = [_op_name(m) for m in group]
+        out.append(RegionReport(place[c], names, total, best_t, best_cost))
+    return out
+
+
+@dataclass
+class PlacementReport:
+    """The chosen placement's cost, AnnotateTarget's (greedy) cost under the same model,
+    and per region its target and the best rejected alternative. `str()` is a table."""
+
+    cost: float = 0.0
+    greedy_cost: float = 0.0
+    regions: list[RegionReport] = field(default_factory=list)
+
+    def to_json(self) -> str:
+        import json
+
+        data = {"cost": self.cost, "greedy_cost": self.greedy_cost}
+        return json.dumps({**data, "regions": [r.to_dict() for r in self.regions]}, indent=1)
+
+    def __str__(self) -> str:
+        lines = [
+            f"placement cost {self.cost:.6g} (first-supporting-target: {self.greedy_cost:.6g})"
+        ]
+        for r in self.regions:
+            lines.append(
+                f"  {r.target:<12} {', '.join(r.ops)}: rejected {r.alternative} "
+                f"(+{r.alternative_cost - r.cost:.3g})"
+            )
+        return "\n".join(lines)
+
+
+def plan_placement(
+    mod: IRModule, targets: Sequence[str], cost: PlacementCost
+) -> tuple[dict[str, tuple[Expr, dict[Expr, str]]], PlacementReport]:
+    """Per function that can be placed: its body without annotations and the cheapest
+    placement of its calls; and the report. Functions with Let or If, primitive and
+    external functions are left out (their calls stay on the host)."""
+    plans: dict[str, tuple[Expr, dict[Expr, str]]] = {}
+    report = PlacementReport()
+    for name, fn in mod.items():
+        if fn.attrs.get("Primitive") or fn.attrs.get("Compiler"):
+            continue
+        if any(isinstance(n, Let | If) for n in post_order(fn.body, into_functions=False)):
+            continue  # control flow stays on the host
+        body, _ = strip_annotations(fn.body)
+        plain = fn if body is fn.body else Function(fn.params, body)
+        problem = problem_of(plain, targets, cost)
+        place = solve(problem, cost)
+        report.cost += placement_cost(problem, place, cost)
+        report.greedy_cost += placement_cost(problem, greedy_placement(problem, targets), cost)
+        report.regions += report_regions(problem, place, cost)
+        plans[name] = (body, place)
+    return plans, report
+
+
+def placement_report(mod: IRModule, targets: Sequence[str], cost: PlacementCost) -> PlacementReport:
+    """What PlaceTargets would choose for mod, and why (JSON: `.to_json()`)."""
+    return plan_placement(mod, targets, cost)[1]
+
+
+@register_pass
+@dataclass(frozen=True)
+class PlaceTargets(ModulePass):
+    """Place calls on targets at least cost, then merge regions and partition (see the
+    module docstring). Statistics: `cost`, `greedy cost`, `regions`; the per-region report
+    is `placement_report(mod, targets, cost)`."""
+
+    targets: Sequence[str] = ()
+    cost: PlacementCost | None = None
+    bind_constants: bool = True
+    required = ("InferType",)
+
+    def __post_init__(self) -> None:
+        targets = [self.targets] if isinstance(self.targets, str) else list(self.targets)
+        if not targets or not all(isinstance(t, str) and t and t != DEFAULT for t in targets):
+            raise ConfigError(f"PlaceTargets needs target names, got {self.targets!r}")
+        if self.cost is None:
+            raise ConfigError("PlaceTargets needs a cost model (PlacementCost or cost_table)")
+        object.__setattr__(self, "targets", tuple(targets))
+
+    def transform_module(self, mod: IRModule, ctx: PassContext) -> IRModule:
+        assert self.cost is not None
+        plans, report = plan_placement(mod, self.targets, self.cost)
+        ctx.record("cost", report.cost)
+        ctx.record("greedy cost", report.greedy_cost)
+        ctx.record("regions", len(report.regions))
+        functions = dict(mod.items())
+        for name, (body, place) in plans.items():
+
+            def choose(call: Call, place: dict[Expr, str] = place) -> str:
+                return place.get(call, DEFAULT)
+
+            functions[name] = annotate_function(functions[name], body, choose, True, ctx)
+        merge = MergeCompilerRegions()
+        partition = PartitionGraph(bind_constants=self.bind_constants)
+        return Sequential([merge, partition])(IRModule(functions))
