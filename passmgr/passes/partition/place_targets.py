@@ -32,8 +32,8 @@ from egraph_ir.expr import Call, Constant, Expr, Function, If, Let, Tuple, Var
 from egraph_ir.highs import new_highs
 from egraph_ir.module import IRModule
 from egraph_ir.registry import Op
-from egraph_ir.support import composite_target, supports
-from egraph_ir.types import tensor_types
+from egraph_ir.support import composite_target, list_targets, supports
+from egraph_ir.types import TensorType, tensor_types
 from egraph_ir.visitor import post_order
 
 from ...context import PassContext
@@ -58,6 +58,28 @@ class PlacementCost:
     op: OpCost
     launch: Mapping[str, float] = field(default_factory=dict)
     per_byte: float = 0.0
+
+
+NOMINAL_FLOPS_PER_S = 1e9
+NOMINAL_LAUNCH_S = 5e-6  # a call into an external runtime: a few microseconds
+NOMINAL_S_PER_BYTE = 1e-10
+
+
+def nominal_cost() -> PlacementCost:
+    """The default model, knowing nothing of the targets: every op costs its FLOPs at
+    1 GFLOP/s everywhere, a region entry 5 us, a copy 0.1 ns per byte. With equal op costs
+    nothing is worth a launch, so this keeps everything on the host; give measured or
+    tabled costs (`cost_table`) to offload."""
+
+    def op(call: Call, target: str) -> float | None:
+        if not isinstance(call.op, Op):
+            return None
+        types = [a.checked_type for a in call.args]
+        tensors = [t for t in types if isinstance(t, TensorType)]
+        return call.op.cost(tensors, call.checked_type, call.attrs).flops / NOMINAL_FLOPS_PER_S
+
+    launch = dict.fromkeys(list_targets(), NOMINAL_LAUNCH_S)
+    return PlacementCost(op, launch, NOMINAL_S_PER_BYTE)
 
 
 def cost_table(
@@ -323,7 +345,8 @@ def placement_report(mod: IRModule, targets: Sequence[str], cost: PlacementCost)
 @dataclass(frozen=True)
 class PlaceTargets(ModulePass):
     """Place calls on targets at least cost, then merge regions and partition (see the
-    module docstring). Statistics: `cost`, `greedy cost`, `regions`; the per-region report
+    module docstring). Without targets: every registered one; without a cost model:
+    `nominal_cost()`. Statistics: `cost`, `greedy cost`, `regions`; the per-region report
     is `placement_report(mod, targets, cost)`."""
 
     targets: Sequence[str] = ()
@@ -333,11 +356,14 @@ class PlaceTargets(ModulePass):
 
     def __post_init__(self) -> None:
         targets = [self.targets] if isinstance(self.targets, str) else list(self.targets)
-        if not targets or not all(isinstance(t, str) and t and t != DEFAULT for t in targets):
+        if not all(isinstance(t, str) and t and t != DEFAULT for t in targets):
             raise ConfigError(f"PlaceTargets needs target names, got {self.targets!r}")
-        if self.cost is None:
-            raise ConfigError("PlaceTargets needs a cost model (PlacementCost or cost_table)")
-        object.__setattr__(self, "targets", tuple(targets))
+        if self.cost is not None and not isinstance(self.cost, PlacementCost):
+            raise ConfigError(
+                f"PlaceTargets' cost is a PlacementCost (cost_table), got {self.cost!r}"
+            )
+        object.__setattr__(self, "targets", tuple(targets) or tuple(list_targets()))
+        object.__setattr__(self, "cost", self.cost or nominal_cost())
 
     def transform_module(self, mod: IRModule, ctx: PassContext) -> IRModule:
         assert self.cost is not None

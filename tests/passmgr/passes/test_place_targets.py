@@ -169,8 +169,13 @@ def test_placed_programs_partition_without_cycles_and_match_the_interpreter(mock
     assert_allclose(ir.interpret(placed, value), ir.interpret(mod, value))
 
 
-def test_bad_arguments_are_config_errors() -> None:
+def test_bad_arguments_are_config_errors_and_the_defaults_keep_everything_home() -> None:
     with pytest.raises(ConfigError, match="needs target names"):
-        pm.passes.PlaceTargets([], cost=COST)
-    with pytest.raises(ConfigError, match="needs a cost model"):
-        pm.passes.PlaceTargets(["blas"])
+        pm.passes.PlaceTargets(["blas", ""], cost=COST)
+    with pytest.raises(ConfigError, match="is a PlacementCost"):
+        pm.passes.PlaceTargets(["blas"], cost={"dense": 1.0})  # type: ignore[arg-type]
+    default = pm.passes.PlaceTargets()  # every registered target, the nominal model
+    assert "blas" in default.targets and "onnxruntime" in default.targets
+    with pm.PassContext() as ctx:
+        default(_mlp(64))
+    assert ctx.statistics["PlaceTargets"]["regions"] == 0  # equal op costs: no launch pays
