@@ -30,6 +30,7 @@ import numpy as np
 from egraph_ir.errors import ConfigError, PassError
 from egraph_ir.expr import Call, Constant, Expr, Function, If, Let, Tuple, Var
 from egraph_ir.highs import new_highs
+from egraph_ir.infer import infer_type
 from egraph_ir.module import IRModule
 from egraph_ir.registry import Op
 from egraph_ir.support import composite_target, list_targets, supports
@@ -320,7 +321,7 @@ def plan_placement(
     external functions are left out (their calls stay on the host)."""
     plans: dict[str, tuple[Expr, dict[Expr, str]]] = {}
     report = PlacementReport()
-    for name, fn in mod.items():
+    for name, fn in infer_type(mod).items():
         if fn.attrs.get("Primitive") or fn.attrs.get("Compiler"):
             continue
         if any(isinstance(n, Let | If) for n in post_order(fn.body, into_functions=False)):
