@@ -241,9 +241,10 @@ def greedy_placement(problem: Problem, targets: Sequence[str]) -> dict[Expr, str
 class RegionReport:
     target: str
     ops: list[str]
-    cost: float  # the whole placement's cost
+    cost: float  # this region's own: its ops on target, one launch and copy per entering value
+    total: float  # the whole placement's cost
     alternative: str  # the best other target for these ops, all moved together
-    alternative_cost: float  # the whole placement's cost with them there
+    alternative_total: float  # the whole placement's cost with them there
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -252,8 +253,9 @@ class RegionReport:
 def report_regions(
     problem: Problem, place: Mapping[Expr, str], cost: PlacementCost
 ) -> list[RegionReport]:
-    """Per group of connected calls on one external target: its target, the placement's
-    cost and the best rejected alternative (the group moved whole to another target)."""
+    """Per group of connected calls on one external target: its target, its own cost, and
+    the best rejected alternative (the group moved whole to another target) with the whole
+    placement's cost then."""
     total = placement_cost(problem, place, cost)
     neighbours: dict[Expr, set[Call]] = {c: set() for c in problem.calls}
     for value, users in problem.readers.items():
@@ -281,8 +283,17 @@ def report_regions(
             alt = placement_cost(problem, moved, cost)
             if alt < best_cost:
                 best_t, best_cost = t, alt
+        t = place[c]
+        own = sum(problem.choices[m][t] for m in group)
+        inside = set(group)
+        entering = {
+            v for v, users in problem.readers.items() if v not in inside and inside & set(users)
+        }
+        own += sum(
+            cost.launch.get(t, 0.0) + cost.per_byte * problem.bytes_of.get(v, 0) for v in entering
+        )
         names = [_op_name(m) for m in group]
-        out.append(RegionReport(place[c], names, total, best_t, best_cost))
+        out.append(RegionReport(t, names, own, total, best_t, best_cost))
     return out
 
 
@@ -307,8 +318,8 @@ class PlacementReport:
         ]
         for r in self.regions:
             lines.append(
-                f"  {r.target:<12} {', '.join(r.ops)}: rejected {r.alternative} "
-                f"(+{r.alternative_cost - r.cost:.3g})"
+                f"  {r.target:<12} {', '.join(r.ops)}: {r.cost:.3g}; rejected {r.alternative} "
+                f"(total +{r.alternative_total - r.total:.3g})"
             )
         return "\n".join(lines)
 
