@@ -14,6 +14,7 @@ from .build import Executable, KernelTime, Profile, bind_params, build
 from .external import list_externals, register_external
 from .external.host import ExternalFallbackWarning
 from .memory_plan import list_memory_planners, register_memory_planner
+from .placement_costs import measured_cost
 
 __all__ = [
     "list_memory_planners",
@@ -26,5 +27,6 @@ __all__ = [
     "build",
     "list_externals",
     "load",
+    "measured_cost",
     "register_external",
 ]

@@ -57,8 +57,15 @@ class PlacementCost:
     region, `per_byte` per byte copied between targets."""
 
     op: OpCost
-    launch: Mapping[str, float] = field(default_factory=dict)
+    launch: Mapping[str, float] | Callable[[str], float] = field(default_factory=dict)
     per_byte: float = 0.0
+
+    def launch_of(self, target: str) -> float:
+        if target == DEFAULT:
+            return 0.0
+        if callable(self.launch):
+            return float(self.launch(target))
+        return float(self.launch.get(target, 0.0))
 
 
 NOMINAL_FLOPS_PER_S = 1e9
@@ -158,7 +165,7 @@ def placement_cost(problem: Problem, place: Mapping[Expr, str], cost: PlacementC
     for value, users in problem.readers.items():
         home = place.get(value, DEFAULT)
         for t in {place.get(u, DEFAULT) for u in users} - {home}:
-            total += cost.launch.get(t, 0.0) + cost.per_byte * problem.bytes_of.get(value, 0)
+            total += cost.launch_of(t) + cost.per_byte * problem.bytes_of.get(value, 0)
     for out in problem.outputs:
         if place.get(out, DEFAULT) != DEFAULT:
             total += cost.per_byte * problem.bytes_of.get(out, 0)
@@ -192,7 +199,7 @@ def solve(problem: Problem, cost: PlacementCost) -> dict[Expr, str]:
         for t in targets:
             entry = len(costs)
             size = problem.bytes_of.get(source, 0)
-            costs.append(cost.launch.get(t, 0.0) + cost.per_byte * size)
+            costs.append(cost.launch_of(t) + cost.per_byte * size)
             held = columns.get((source, t))
             for u in users:
                 if (u, t) not in columns:
@@ -289,9 +296,7 @@ def report_regions(
         entering = {
             v for v, users in problem.readers.items() if v not in inside and inside & set(users)
         }
-        own += sum(
-            cost.launch.get(t, 0.0) + cost.per_byte * problem.bytes_of.get(v, 0) for v in entering
-        )
+        own += sum(cost.launch_of(t) + cost.per_byte * problem.bytes_of.get(v, 0) for v in entering)
         names = [_op_name(m) for m in group]
         out.append(RegionReport(t, names, own, total, best_t, best_cost))
     return out

@@ -1,0 +1,181 @@
+"""A placement cost model measured on this machine (for pm.passes.PlaceTargets).
+
+Each distinct call (op, attributes, argument types) is timed once per target and the
+result cached in a JSON file keyed by the CPU: on the host as a one-op executable
+(`codegen.build`), on an external target through its registered code generator's runner.
+Every target's fixed cost per call, its launch, is the time of a one-element add there;
+it is subtracted from the op times and charged per region entry instead, as the model
+says. Medians of repeated runs within a small time budget: machines are noisy, and the
+numbers only need to rank the targets.
+
+    cost = codegen.measured_cost()             # every registered external target
+    mod = pm.passes.PlaceTargets(cost=cost)(mod)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import passmgr as pm
+from egraph_ir.errors import CompilerError
+from egraph_ir.expr import Call, Constant, Expr, Function, Var
+from egraph_ir.infer import infer_type
+from egraph_ir.op import call as op_call
+from egraph_ir.registry import Op
+from egraph_ir.types import TensorType
+
+from .external import get_external, list_externals
+
+DEFAULT_CACHE = Path(os.environ.get("EGC_COST_CACHE", "~/.cache/egraph-compiler/costs.json"))
+BUDGET_S = 0.03  # time spent timing one call on one target (at least MIN_RUNS runs)
+MIN_RUNS = 5
+HOST = "default"
+COPY_S_PER_BYTE = 1e-10  # memcpy at ~10 GB/s: targets here share the host's memory
+
+
+def measured_cost(cache: Path | str | None = DEFAULT_CACHE, budget_s: float = BUDGET_S) -> Any:
+    """A pm.passes.PlacementCost whose op and launch costs are measured on first use and
+    cached (cache=None: this process only)."""
+    store = _Cache(Path(cache).expanduser() if cache is not None else None)
+
+    def op_cost(call: Call, target: str) -> float | None:
+        if not isinstance(call.op, Op):
+            return None
+        key = f"{target}|{_signature(call)}"
+        if key not in store.values:
+            store.put(key, _time_call(call, target, budget_s))
+        value = store.values[key]
+        if value is None:
+            return None
+        return max(value - _launch(store, target, budget_s), 0.0)
+
+    def launch(target: str) -> float:
+        return _launch(store, target, budget_s)
+
+    return pm.passes.PlacementCost(op_cost, launch, COPY_S_PER_BYTE)
+
+
+def _launch(store: _Cache, target: str, budget_s: float) -> float:
+    """A target's fixed cost per call: a one-element add there, less the host's own."""
+    key = f"{target}|launch"
+    if key not in store.values:
+        x = Var("x", TensorType((1,), "float32"))
+        tiny = op_call("add", x, x)
+        infer_type(Function((x,), tiny))
+        seconds = _time_call(tiny, target, budget_s)
+        store.put(key, seconds or 0.0)
+    return float(store.values[key] or 0.0)
+
+
+def _signature(call: Call) -> str:
+    types = ",".join(f"{'c' if isinstance(a, Constant) else ''}{a.checked_type}" for a in call.args)
+    attrs = ",".join(f"{k}={v!r}" for k, v in sorted(dict(call.attrs).items()))
+    return f"{call.op.name}({types}){{{attrs}}}"  # type: ignore[union-attr]
+
+
+def _one_call(call: Call) -> tuple[Function, list[np.ndarray]]:
+    """The call alone: its non-constant arguments as parameters, random values for them."""
+    rng = np.random.default_rng(0)
+    params: list[Var] = []
+    args: list[Expr] = []
+    feeds: list[np.ndarray] = []
+    for i, a in enumerate(call.args):
+        if isinstance(a, Constant):
+            args.append(a)
+            continue
+        t = a.checked_type
+        if not isinstance(t, TensorType):
+            raise CompilerError("only tensor arguments are timed")
+        v = Var(f"p{i}", t)
+        params.append(v)
+        args.append(v)
+        feeds.append(_random(rng, t))
+    fn = Function(tuple(params), Call(call.op, tuple(args), call.attrs))
+    infer_type(fn)
+    return fn, feeds
+
+
+def _random(rng: np.random.Generator, t: TensorType) -> np.ndarray:
+    kind = np.dtype(t.dtype).kind
+    if kind == "f":
+        return rng.standard_normal(t.shape).astype(t.dtype)
+    if kind == "b":
+        return rng.random(t.shape) < 0.5
+    return rng.integers(0, 3, t.shape).astype(t.dtype)
+
+
+def _time_call(call: Call, target: str, budget_s: float) -> float | None:
+    """Median seconds of one run of the call alone on target; None where it cannot run."""
+    try:
+        fn, feeds = _one_call(call)
+        run = _host_runner(fn, feeds) if target == HOST else _external_runner(fn, feeds, target)
+    except CompilerError:
+        return None
+    except Exception:  # a code generator refusing the call (its own exception types)
+        return None
+    run()  # warm up (first-call allocations, lazy initialisation)
+    samples: list[float] = []
+    deadline = time.perf_counter() + budget_s
+    while len(samples) < MIN_RUNS or time.perf_counter() < deadline:
+        start = time.perf_counter()
+        run()
+        samples.append(time.perf_counter() - start)
+        if len(samples) >= 1000:
+            break
+    return statistics.median(samples)
+
+
+def _host_runner(fn: Function, feeds: list[np.ndarray]) -> Callable[[], Any]:
+    from .build import build
+
+    with pm.PassContext(opt_level=0):  # the call as it is, one kernel
+        exe = build(fn)
+    return lambda: exe.run(*feeds)
+
+
+def _external_runner(fn: Function, feeds: list[np.ndarray], target: str) -> Callable[[], Any]:
+    if target not in list_externals():
+        raise CompilerError(f"no code generator for target '{target}'")
+    region = fn.with_attr("Compiler", target)
+    runner = get_external(target)(region, 1)
+    out_t = fn.body.checked_type
+    assert isinstance(out_t, TensorType)
+    outputs = [np.empty(out_t.shape, out_t.dtype)]
+    return lambda: runner(feeds, outputs)
+
+
+class _Cache:
+    """Measured seconds by key, for this CPU, kept in a JSON file."""
+
+    def __init__(self, path: Path | None) -> None:
+        from llvmlite import binding as llvm
+
+        self.path, self.cpu = path, llvm.get_host_cpu_name()
+        self.values: dict[str, float | None] = {}
+        if path is not None and path.is_file():
+            try:
+                self.values = json.loads(path.read_text()).get(self.cpu, {})
+            except (OSError, ValueError):
+                self.values = {}  # an unreadable cache is measured again
+
+    def put(self, key: str, seconds: float | None) -> None:
+        self.values[key] = seconds
+        if self.path is None:
+            return
+        try:
+            data = json.loads(self.path.read_text()) if self.path.is_file() else {}
+        except (OSError, ValueError):
+            data = {}
+        data.setdefault(self.cpu, {})[key] = seconds
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data, indent=0, sort_keys=True))
+        tmp.replace(self.path)
