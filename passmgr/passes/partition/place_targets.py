@@ -6,7 +6,7 @@ The cost of a placement (`placement_cost`, also used by the tests' brute force):
 - each call costs `cost.op(call, target)` on its target (None: the target cannot run it;
   the host, `default`, runs everything);
 - each value that a call on target T reads from elsewhere (another target, the host, a
-  graph input) is an entry into T's region: `cost.launch[T]` (a call into the external
+  graph input) is an entry into T's region: `cost.launch_of(T)` (a call into the external
   library or runtime; 0 for the host) plus `cost.per_byte` times its bytes (the copy). A
   value entering T once serves every consumer on T;
 - a function result computed on a target is copied back to the host (`per_byte`).
