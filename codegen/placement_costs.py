@@ -5,8 +5,10 @@ result cached in a JSON file keyed by the CPU: on the host as a one-op executabl
 (`codegen.build`), on an external target through its registered code generator's runner.
 Every target's fixed cost per call, its launch, is the time of a one-element add there;
 it is subtracted from the op times and charged per region entry instead, as the model
-says. Medians of repeated runs within a small time budget: machines are noisy, and the
-numbers only need to rank the targets.
+says. What one more op costs a target however small (its per-node dispatch, from a chain
+of adds) is the least an op costs there: the host fuses small ops into one kernel, a
+runtime executing node by node does not. Medians of repeated runs within a small time
+budget: machines are noisy, and the numbers only need to rank the targets.
 
     cost = codegen.measured_cost()             # every registered external target
     mod = pm.passes.PlaceTargets(cost=cost)(mod)
@@ -55,7 +57,9 @@ def measured_cost(cache: Path | str | None = DEFAULT_CACHE, budget_s: float = BU
         value = store.values[key]
         if value is None:
             return None
-        return max(value - _launch(store, target, budget_s), 0.0)
+        floor = _per_node(store, target, budget_s)
+        inputs = sum(not isinstance(a, Constant) for a in call.args)
+        return max(value - _launch(store, target, budget_s, inputs), floor)
 
     def launch(target: str) -> float:
         return _launch(store, target, budget_s)
@@ -63,16 +67,40 @@ def measured_cost(cache: Path | str | None = DEFAULT_CACHE, budget_s: float = BU
     return pm.passes.PlacementCost(op_cost, launch, COPY_S_PER_BYTE)
 
 
-def _launch(store: _Cache, target: str, budget_s: float) -> float:
-    """A target's fixed cost per call: a one-element add there, less the host's own."""
-    key = f"{target}|launch"
+def _launch(store: _Cache, target: str, budget_s: float, inputs: int = 1) -> float:
+    """A target's fixed cost per call with that many inputs: one-element adds of them
+    there (passing each input costs too, on the host most of all)."""
+    key = f"{target}|launch" if inputs == 1 else f"{target}|launch{inputs}"
     if key not in store.values:
-        x = Var("x", TensorType((1,), "float32"))
-        tiny = op_call("add", x, x)
-        infer_type(Function((x,), tiny))
-        seconds = _time_call(tiny, target, budget_s)
-        store.put(key, seconds or 0.0)
+        store.put(key, _time_chain(1, target, budget_s, max(inputs, 1)))
     return float(store.values[key] or 0.0)
+
+
+def _per_node(store: _Cache, target: str, budget_s: float) -> float:
+    """What each further op costs a target however small it is (dispatching one more
+    node): a chain of 9 one-element adds less one add, per add; the least any op costs
+    there (timing one op alone, less the launch, hides it)."""
+    key = f"{target}|per_node"
+    if key not in store.values:
+        nine = _time_chain(9, target, budget_s) or 0.0
+        store.put(key, max(nine - _launch(store, target, budget_s), 0.0) / 8)
+    return float(store.values[key] or 0.0)
+
+
+def _time_chain(length: int, target: str, budget_s: float, inputs: int = 1) -> float | None:
+    """Seconds of `length` one-element adds on target as one region, over `inputs` inputs."""
+    xs = tuple(Var(f"x{i}", TensorType((1,), "float32")) for i in range(inputs))
+    body: Expr = xs[0]
+    for k in range(max(length, inputs - 1)):
+        body = op_call("add", body, xs[(k + 1) % inputs])
+    fn = Function(xs, body)
+    infer_type(fn)
+    feeds = [np.ones(1, np.float32) for _ in xs]
+    try:
+        run = _host_runner(fn, feeds) if target == HOST else _external_runner(fn, feeds, target)
+    except Exception:  # a target that cannot run adds: no launch to measure
+        return None
+    return _median_seconds(run, budget_s)
 
 
 def _signature(call: Call) -> str:
@@ -121,6 +149,10 @@ def _time_call(call: Call, target: str, budget_s: float) -> float | None:
         return None
     except Exception:  # a code generator refusing the call (its own exception types)
         return None
+    return _median_seconds(run, budget_s)
+
+
+def _median_seconds(run: Callable[[], Any], budget_s: float) -> float:
     run()  # warm up (first-call allocations, lazy initialisation)
     samples: list[float] = []
     deadline = time.perf_counter() + budget_s
