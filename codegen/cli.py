@@ -183,6 +183,7 @@ def compile_model(args: argparse.Namespace) -> int:
         config=dict(args.config),
         shapes=dict(args.shape),
         targets=targets_value(args.targets),
+        place=args.place,
     )
     check_pass_names("--disable", opts.disabled)
     check_pass_names("--print-ir-after", opts.print_ir_after)
@@ -400,6 +401,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--targets", metavar="T1,T2", help="offload to external targets (e.g. onnxruntime,blas)"
     )
+    p.add_argument(
+        "--place", action="store_true",
+        help="with --targets: place by costs measured on this machine, not first fit",
+    )  # fmt: skip
     p.add_argument("--time-passes", action="store_true", help="show the time of every pass")
     p.add_argument("--dot", metavar="OUT.dot", help="write the optimised IR as DOT")
     p.add_argument("--egraph-dot", metavar="OUT.dot", help="write main's saturated e-graph")

@@ -41,6 +41,7 @@ class JobOptions:
     config: dict[str, Any] = field(default_factory=dict)  # PassContext config keys
     shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)  # symbolic input dims
     targets: list[str] = field(default_factory=list)  # external targets to partition for
+    place: bool = False  # choose among the targets by measured cost (PlaceTargets)
 
 
 class Progress:
@@ -164,7 +165,12 @@ def compile_model(mod: ir.IRModule, opts: JobOptions) -> tuple[Executable, dict[
     with _context(opts, timing) as ctx:
         if opts.targets:  # optimise, then offload: the regions get the optimised program
             mod = optimise(mod, None, extra)
-            mod = pm.passes.partition_for(opts.targets)(mod)
+            if opts.place:  # the cheapest placement under costs measured on this machine
+                from .placement_costs import measured_cost
+
+                mod = pm.passes.PlaceTargets(opts.targets, cost=measured_cost())(mod)
+            else:
+                mod = pm.passes.partition_for(opts.targets)(mod)
         exe = build(mod, extra_passes=extra)
     return exe, _collect(ctx, timing)
 

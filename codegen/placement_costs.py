@@ -36,16 +36,18 @@ from egraph_ir.types import TensorType
 
 from .external import get_external, list_externals
 
-DEFAULT_CACHE = Path(os.environ.get("EGC_COST_CACHE", "~/.cache/egraph-compiler/costs.json"))
+DEFAULT_CACHE = "~/.cache/egraph-compiler/costs.json"  # EGC_COST_CACHE overrides it
 BUDGET_S = 0.03  # time spent timing one call on one target (at least MIN_RUNS runs)
 MIN_RUNS = 5
 HOST = "default"
 COPY_S_PER_BYTE = 1e-10  # memcpy at ~10 GB/s: targets here share the host's memory
 
 
-def measured_cost(cache: Path | str | None = DEFAULT_CACHE, budget_s: float = BUDGET_S) -> Any:
+def measured_cost(cache: Path | str | None = "", budget_s: float = BUDGET_S) -> Any:
     """A pm.passes.PlacementCost whose op and launch costs are measured on first use and
-    cached (cache=None: this process only)."""
+    cached in a file ("": $EGC_COST_CACHE or DEFAULT_CACHE; None: this process only)."""
+    if cache == "":
+        cache = os.environ.get("EGC_COST_CACHE") or DEFAULT_CACHE
     store = _Cache(Path(cache).expanduser() if cache is not None else None)
 
     def op_cost(call: Call, target: str) -> float | None:

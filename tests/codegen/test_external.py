@@ -183,12 +183,18 @@ def test_register_external_refuses_a_second_registration() -> None:
         codegen.register_external("blas", lambda fn, threads: None)
 
 
-def test_cli_partitions_and_reports_regions(capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_partitions_and_reports_regions(
+    capsys: pytest.CaptureFixture[str], tmp_path, monkeypatch
+) -> None:
+    monkeypatch.setenv("EGC_COST_CACHE", str(tmp_path / "costs.json"))  # not the user's cache
     args = ["compile", "mlp", "--targets", "onnxruntime,blas", "--repeats", "1", "--json"]
     assert main(args) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["ok"] and report["regions"]
     assert {"name", "target", "ops", "inputs", "outputs"} <= set(report["regions"][0])
+    placed = ["compile", "mlp", "--targets", "onnxruntime,blas", "--place", "--repeats", "1"]
+    assert main([*placed, "--json"]) == 0  # by measured cost: agrees with the interpreter
+    assert json.loads(capsys.readouterr().out)["ok"] and (tmp_path / "costs.json").exists()
     assert main(["compile", "mlp", "--targets", "onnxruntim"]) == 2
     assert "did you mean 'onnxruntime'" in capsys.readouterr().err
 
