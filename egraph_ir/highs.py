@@ -1,4 +1,5 @@
-"""One way to make a quiet HiGHS solver (the ILP extractor and the device cut use it).
+"""One way to make a quiet HiGHS solver and to fill its model (the ILP extractor, the
+device cut and the target placement use it).
 
 highspy prints a copyright banner from C++ to the process's stdout when the first solver of
 a process is made, before any option can turn output off; that first construction runs
@@ -10,7 +11,10 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from collections.abc import Sequence
 from typing import Any
+
+from .errors import CompilerError
 
 _lock = threading.Lock()
 _quiet = False
@@ -41,3 +45,43 @@ def new_highs(time_limit: float | None = None) -> Any:
     if time_limit is not None:
         h.setOptionValue("time_limit", time_limit)
     return h
+
+
+Row = tuple[float, float, list[tuple[int, float]]]  # lower, upper, (column, coefficient)s
+
+
+def add_columns(
+    h: Any, costs: Sequence[float], integral: int, lower: Any = None, upper: Any = None
+) -> None:
+    """Columns in [lower, upper] (default [0, 1]) with these costs; the first `integral`
+    of them integer (binaries), the rest continuous."""
+    import highspy
+    import numpy as np
+
+    n = len(costs)
+    h.addVars(
+        n,
+        np.zeros(n) if lower is None else np.asarray(lower, dtype=float),
+        np.ones(n) if upper is None else np.asarray(upper, dtype=float),
+    )
+    h.changeColsCost(n, np.arange(n, dtype=np.int32), np.asarray(costs, dtype=float))
+    if integral:
+        kinds = np.array([highspy.HighsVarType.kInteger] * integral)
+        h.changeColsIntegrality(integral, np.arange(integral, dtype=np.int32), kinds)
+
+
+def add_rows(h: Any, rows: Sequence[Row]) -> None:
+    """Constraints lower <= sum(coefficient * column) <= upper, in one call."""
+    import highspy
+    import numpy as np
+
+    if not rows:
+        return
+    lo = np.array([r[0] for r in rows], dtype=float)
+    hi = np.array([r[1] for r in rows], dtype=float)
+    starts = np.cumsum([0] + [len(r[2]) for r in rows[:-1]]).astype(np.int32)
+    index = np.array([j for r in rows for j, _ in r[2]], dtype=np.int32)
+    value = np.array([v for r in rows for _, v in r[2]], dtype=float)
+    status = h.addRows(len(rows), lo, hi, len(index), starts, index, value)
+    if status != highspy.HighsStatus.kOk:
+        raise CompilerError("the integer program could not be built (HiGHS refused its rows)")

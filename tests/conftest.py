@@ -1,10 +1,14 @@
-"""Hypothesis profiles, registered once: `ci` (default) and `thorough` (HYPOTHESIS_PROFILE)."""
+"""Hypothesis profiles, registered once: `ci` (default) and `thorough` (HYPOTHESIS_PROFILE);
+fixtures for the reference models of ../shared."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
 
@@ -34,3 +38,21 @@ def shared_models() -> Path:
     if not SHARED_MODELS.is_dir():
         pytest.skip("../shared/models is not present on this machine")
     return SHARED_MODELS
+
+
+RealModel = tuple[Path, dict, Any]  # the ONNX file, its inputs by name, the expected output
+
+
+@pytest.fixture
+def real_model(shared_models: Path) -> Callable[[str], RealModel]:
+    """`real_model(name)`: a real export of ../shared/models/real with its inputs and
+    expected output; the test skips where the file is absent."""
+
+    def load(name: str) -> RealModel:
+        path = shared_models / "real" / f"{name}.onnx"
+        if not path.exists():
+            pytest.skip(f"{path} is not present")
+        inputs = dict(np.load(path.with_suffix(".npz")))
+        return path, inputs, inputs.pop("expected")
+
+    return load

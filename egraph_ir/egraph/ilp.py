@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass
 
 from ..errors import CompilerError
-from ..highs import new_highs
+from ..highs import add_columns, add_rows, new_highs
 from .graph import ENode, Value
 
 MIN_SOLVE_SECONDS = 0.01  # below this the solver cannot even start: keep the warm start
@@ -119,13 +119,7 @@ def solve(
     inf = highspy.kHighsInf
     h = new_highs()
     n_cols = len(nodes)
-    h.addVars(n_cols, np.zeros(n_cols), np.ones(n_cols))
-    h.changeColsCost(n_cols, np.arange(n_cols, dtype=np.int32), np.array([own[n] for n in nodes]))
-    h.changeColsIntegrality(
-        n_cols,
-        np.arange(n_cols, dtype=np.int32),
-        np.array([highspy.HighsVarType.kInteger] * n_cols),
-    )
+    add_columns(h, [own[n] for n in nodes], integral=n_cols)
     rows: list[tuple[float, float, list[tuple[int, float]]]] = []
     rows.append((1.0, inf, [(col[n], 1.0) for n in classes[root]]))
     for ns in classes.values():
@@ -142,7 +136,7 @@ def solve(
             rows.append(
                 (0.0, inf, [*((col[m], 1.0) for m in classes[k]), *((col[n], -1.0) for n in users)])
             )
-    _add_rows(h, rows)
+    add_rows(h, rows)
 
     best, best_cost = warm, warm_cost
     lower: float | None = None
@@ -175,7 +169,7 @@ def solve(
             if h.getModelStatus() == highspy.HighsModelStatus.kOptimal:
                 return IlpOutcome(best, "optimal", 0.0, best_cost, rounds, len(nodes))
             break
-        _add_rows(h, [(-inf, len(c) - 1.0, [(col[n], 1.0) for n in c]) for c in cycles])
+        add_rows(h, [(-inf, len(c) - 1.0, [(col[n], 1.0) for n in c]) for c in cycles])
     if lower is None:
         return IlpOutcome(best, "time-out", None, None, rounds, len(nodes))
     gap = max(0.0, (best_cost - lower) / best_cost) if best_cost > 0 else 0.0
@@ -206,20 +200,6 @@ def _start_nodes(
                 seen.add(k)
                 stack.append(k)
     return out
-
-
-def _add_rows(h: object, rows: list[tuple[float, float, list[tuple[int, float]]]]) -> None:
-    import highspy
-    import numpy as np
-
-    lo = np.array([r[0] for r in rows])
-    hi = np.array([r[1] for r in rows])
-    starts = np.cumsum([0] + [len(r[2]) for r in rows[:-1]]).astype(np.int32)
-    index = np.array([j for r in rows for j, _ in r[2]], dtype=np.int32)
-    value = np.array([v for r in rows for _, v in r[2]])
-    status = h.addRows(len(rows), lo, hi, len(index), starts, index, value)  # type: ignore[attr-defined]
-    if status != highspy.HighsStatus.kOk:
-        raise CompilerError("the extraction ILP could not be built")
 
 
 def _reachable(choice: dict[Value, ENode], root: Value) -> list[Value]:

@@ -118,16 +118,10 @@ def test_built_in_models_split_over_two_devices_match_the_interpreter(name: str)
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2", "bert_tiny2", "lstm1"])
-def test_real_models_split_over_two_devices_agree_and_move_little(
-    name: str, shared_models: Path
-) -> None:
+def test_real_models_split_over_two_devices_agree_and_move_little(name: str, real_model) -> None:
     from egraph_ir.frontend import from_onnx
 
-    path = shared_models / "real" / f"{name}.onnx"
-    if not path.exists():
-        pytest.skip(f"{path} is not present")
-    data = dict(np.load(shared_models / "real" / f"{name}.npz"))
-    expected = data.pop("expected")
+    path, data, expected = real_model(name)
     mod = ir.infer_type(from_onnx(path))
     fn = mod["main"]
     attrs = fn.attrs.with_(virtual_device=CPU1, param_virtual_devices=[CPU0] * len(fn.params))

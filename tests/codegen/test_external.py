@@ -55,12 +55,8 @@ def test_built_in_models_run_partitioned_and_agree(name: str, targets: list[str]
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", REAL)
-def test_real_models_run_partitioned_and_agree(name: str, shared_models: Path) -> None:
-    path = shared_models / "real" / f"{name}.onnx"
-    if not path.exists():
-        pytest.skip(f"{path} is not present")
-    data = dict(np.load(shared_models / "real" / f"{name}.npz"))
-    expected = data.pop("expected")
+def test_real_models_run_partitioned_and_agree(name: str, real_model) -> None:
+    path, data, expected = real_model(name)
     mod = from_onnx(path)
     for targets in (["onnxruntime", "blas"], ["blas", "onnxruntime"]):
         exe = codegen.build(partitioned(mod, targets))

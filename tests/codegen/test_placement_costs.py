@@ -10,14 +10,7 @@ import passmgr as pm
 from egraph_ir import op
 from egraph_ir.testing import assert_allclose
 
-
-def _mlp(n: int) -> ir.IRModule:
-    rng = np.random.default_rng(n)
-    x = ir.var("x", shape=(n, n))
-    h: ir.Expr = x
-    for _ in range(3):
-        h = op.relu(op.dense(h, ir.const((rng.standard_normal((n, n)) * 0.05).astype("float32"))))
-    return ir.infer_type(ir.IRModule.from_expr(ir.Function([x], h)))
+from ..passmgr.passes.test_place_targets import mlp_module
 
 
 def test_measured_costs_are_cached_per_cpu_and_drive_a_placement(tmp_path, monkeypatch) -> None:
@@ -27,7 +20,7 @@ def test_measured_costs_are_cached_per_cpu_and_drive_a_placement(tmp_path, monke
 
     cache = tmp_path / "costs.json"
     cost = codegen.measured_cost(cache=cache, budget_s=0.002)
-    mod = _mlp(64)
+    mod = mlp_module(64)
     dense = next(
         n for n in ir.post_order(mod["main"].body) if getattr(n, "op", None) is op.get("dense")
     )

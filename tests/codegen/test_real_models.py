@@ -23,13 +23,9 @@ REAL = ["resnet18", "mobilenet_v2", "bert_tiny2", "lstm1"]
 @pytest.mark.slow
 @pytest.mark.parametrize("name", REAL)
 def test_real_model_compiles_saves_exports_and_agrees(
-    name: str, shared_models: Path, tmp_path: Path
+    name: str, real_model, tmp_path: Path
 ) -> None:
-    path = shared_models / "real" / f"{name}.onnx"
-    if not path.exists():
-        pytest.skip(f"{path} is not present")
-    data = dict(np.load(shared_models / "real" / f"{name}.npz"))
-    expected = data.pop("expected")
+    path, data, expected = real_model(name)
     try:
         mod = from_onnx(path)
     except FrontendError as exc:  # ops the importer does not know yet (issue 13)

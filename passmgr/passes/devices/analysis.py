@@ -42,7 +42,7 @@ from egraph_ir.expr import (
     Var,
     short_repr,
 )
-from egraph_ir.highs import new_highs
+from egraph_ir.highs import Row, add_columns, add_rows, new_highs
 from egraph_ir.module import IRModule
 from egraph_ir.registry import Op
 from egraph_ir.types import FuncType, Type, tensor_types
@@ -397,12 +397,8 @@ def multiway_cut(
     costs = [0.0] * nx
     for g in groups:
         costs += [2.0 * g.bytes + 2.0 - (1.0 if g.annotation else 0.0)] * k
-    h.addVars(n_cols, lower, upper)
-    h.changeColsCost(n_cols, np.arange(n_cols, dtype=np.int32), np.array(costs))
-    h.changeColsIntegrality(
-        nx, np.arange(nx, dtype=np.int32), np.array([highspy.HighsVarType.kInteger] * nx)
-    )
-    rows: list[tuple[float, float, list[tuple[int, float]]]] = []
+    add_columns(h, costs, integral=nx, lower=lower, upper=upper)
+    rows: list[Row] = []
     for r in roots:
         rows.append((1.0, 1.0, [(col[r] * k + j, 1.0) for j in range(k)]))
     for i, g in enumerate(groups):
@@ -410,12 +406,7 @@ def multiway_cut(
             copied, held = nx + i * k + j, col[g.source] * k + j
             for u in set(g.users):
                 rows.append((0.0, inf, [(copied, 1.0), (col[u] * k + j, -1.0), (held, 1.0)]))
-    lo = np.array([r[0] for r in rows])
-    hi = np.array([r[1] for r in rows])
-    starts = np.cumsum([0] + [len(r[2]) for r in rows[:-1]]).astype(np.int32)
-    index = np.array([j for r in rows for j, _ in r[2]], dtype=np.int32)
-    value = np.array([v for r in rows for _, v in r[2]])
-    h.addRows(len(rows), lo, hi, len(index), starts, index, value)
+    add_rows(h, rows)
     h.run()
     if h.getInfo().primal_solution_status != 2:
         return _nearest_pin(roots, pins, groups)

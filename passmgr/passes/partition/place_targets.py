@@ -25,11 +25,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from egraph_ir.errors import ConfigError, PassError
 from egraph_ir.expr import Call, Constant, Expr, Function, If, Let, Tuple, Var
-from egraph_ir.highs import new_highs
+from egraph_ir.highs import Row, add_columns, add_rows, new_highs
 from egraph_ir.infer import infer_type
 from egraph_ir.module import IRModule
 from egraph_ir.registry import Op
@@ -189,7 +187,7 @@ def solve(problem: Problem, cost: PlacementCost) -> dict[Expr, str]:
         for t in options:
             if t != DEFAULT:
                 costs[columns[(out, t)]] += cost.per_byte * problem.bytes_of.get(out, 0)
-    rows: list[tuple[float, float, list[tuple[int, float]]]] = []
+    rows: list[Row] = []
     for c in problem.calls:
         rows.append((1.0, 1.0, [(columns[(c, t)], 1.0) for t in problem.choices[c]]))
     inf = highspy.kHighsInf
@@ -211,21 +209,8 @@ def solve(problem: Problem, cost: PlacementCost) -> dict[Expr, str]:
                     continue  # graph inputs live on the host
                 rows.append((0.0, inf, row))
     h = new_highs(TIME_LIMIT_S)
-    n = len(costs)
-    h.addVars(n, np.zeros(n), np.ones(n))
-    h.changeColsCost(n, np.arange(n, dtype=np.int32), np.array(costs))
-    h.changeColsIntegrality(
-        n_placed,
-        np.arange(n_placed, dtype=np.int32),
-        np.array([highspy.HighsVarType.kInteger] * n_placed),
-    )
-    if rows:
-        lo = np.array([r[0] for r in rows])
-        hi = np.array([r[1] for r in rows])
-        starts = np.cumsum([0] + [len(r[2]) for r in rows[:-1]]).astype(np.int32)
-        index = np.array([j for r in rows for j, _ in r[2]], dtype=np.int32)
-        weights = np.array([v for r in rows for _, v in r[2]])
-        h.addRows(len(rows), lo, hi, len(index), starts, index, weights)
+    add_columns(h, costs, integral=n_placed)
+    add_rows(h, rows)
     h.run()
     if h.getInfo().primal_solution_status != 2:
         raise PassError("PlaceTargets: the placement program found no solution in time")

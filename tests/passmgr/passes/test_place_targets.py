@@ -27,7 +27,8 @@ from passmgr.passes.partition.place_targets import (
 MOCKS = ("mock_a", "mock_b")
 
 
-def _mlp(n: int) -> ir.IRModule:
+def mlp_module(n: int) -> ir.IRModule:
+    """Three dense + relu layers of n x n (also used by tests/codegen/test_placement_costs.py)."""
     rng = np.random.default_rng(n)
     x = ir.var("x", shape=(n, n))
     h: ir.Expr = x
@@ -53,7 +54,7 @@ COST = pm.passes.cost_table(
 
 
 def test_a_small_mlp_stays_on_the_host_and_a_large_one_sends_its_products_out() -> None:
-    small = _mlp(8)
+    small = mlp_module(8)
     with pm.PassContext() as ctx:
         placed = pm.passes.PlaceTargets(["blas"], cost=COST)(small)
     stats = ctx.statistics["PlaceTargets"]
@@ -61,7 +62,7 @@ def test_a_small_mlp_stays_on_the_host_and_a_large_one_sends_its_products_out() 
     assert stats["regions"] == 0 and len(placed.functions) == 1
     assert stats["greedy cost"] > stats["cost"]  # greedy pays three launches
 
-    large = _mlp(512)
+    large = mlp_module(512)
     with pm.PassContext() as ctx:
         placed = pm.passes.PlaceTargets(["blas"], cost=COST)(large)
     stats = ctx.statistics["PlaceTargets"]
@@ -76,7 +77,7 @@ def test_a_small_mlp_stays_on_the_host_and_a_large_one_sends_its_products_out() 
 
 
 def test_the_report_names_each_region_and_its_best_rejected_alternative() -> None:
-    report = pm.passes.placement_report(_mlp(512), ["blas"], COST)
+    report = pm.passes.placement_report(mlp_module(512), ["blas"], COST)
     assert [r.target for r in report.regions] == ["blas"] * 3
     assert all(r.alternative == "default" and r.alternative_total > r.total for r in report.regions)
     copy = 512 * 512 * 4 * 1e-10  # each region: its product, one launch and its input's copy
@@ -179,5 +180,5 @@ def test_bad_arguments_are_config_errors_and_the_defaults_keep_everything_home()
     default = pm.passes.PlaceTargets()  # every registered target, the nominal model
     assert "blas" in default.targets and "onnxruntime" in default.targets
     with pm.PassContext() as ctx:
-        default(_mlp(64))
+        default(mlp_module(64))
     assert ctx.statistics["PlaceTargets"]["regions"] == 0  # equal op costs: no launch pays
