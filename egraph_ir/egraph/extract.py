@@ -123,11 +123,12 @@ def to_ir(g: TensorEGraph, choice: Choice, root: Value) -> Expr:
     built: dict[Value, Expr] = {}
     for c in reachable(choice, root):
         node = choice[c]
-        built[c] = _node_ir(g, node, [built[k] for k in node.children])
+        built[c] = node_ir(g, node, [built[k] for k in node.children])
     return built[root]
 
 
-def _node_ir(g: TensorEGraph, node: ENode, kids: list[Expr]) -> Expr:
+def node_ir(g: TensorEGraph, node: ENode, kids: list[Expr]) -> Expr:
+    """One e-node as IR over its children's IR (leaves are the encoded objects)."""
     if node.ctor in ("Var", "Opaque"):
         return g.leaves[node.literals[0]]
     if node.ctor == "Const":

@@ -112,7 +112,7 @@ def solve(
     nodes = [n for ns in classes.values() for n in ns]
     if len(nodes) == len(classes):  # one choice left everywhere: nothing to solve
         forced = {c: ns[0] for c, ns in classes.items()}
-        if not _cycles(forced, root):
+        if not cycles_of(forced, root):
             cost = _cost(forced, own, root)
             return IlpOutcome(forced, "optimal", 0.0, cost, 0, len(nodes))
     col = {n: i for i, n in enumerate(nodes)}
@@ -161,7 +161,7 @@ def solve(
             break  # nothing feasible found in time
         x = h.getSolution().col_value
         chosen = {c: n for c, ns in classes.items() for n in ns if x[col[n]] > 0.5}
-        cycles = _cycles(chosen, root)
+        cycles = cycles_of(chosen, root)
         if not cycles:
             cost = _cost(chosen, own, root)
             if cost <= best_cost:
@@ -218,7 +218,7 @@ def _cost(choice: dict[Value, ENode], own: dict[ENode, float], root: Value) -> f
     return sum(own[choice[c]] for c in _reachable(choice, root))
 
 
-def _cycles(choice: dict[Value, ENode], root: Value) -> list[list[ENode]]:
+def cycles_of(choice: dict[Value, ENode], root: Value) -> list[list[ENode]]:
     """The cycles the chosen nodes close on the way from root (one per back edge)."""
     cycles: list[list[ENode]] = []
     state: dict[Value, int] = {}  # 1: on the path, 2: done

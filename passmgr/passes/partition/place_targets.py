@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from egraph_ir.egraph import Limits, Rewrite
 from egraph_ir.errors import ConfigError, PassError
 from egraph_ir.expr import Call, Constant, Expr, Function, If, Let, Tuple, Var
 from egraph_ir.highs import Row, add_columns, add_rows, new_highs
@@ -34,16 +35,22 @@ from egraph_ir.registry import Op
 from egraph_ir.support import composite_target, list_targets, supports
 from egraph_ir.types import TensorType, tensor_types
 from egraph_ir.visitor import post_order
+from rules import RuleSet
 
 from ...context import PassContext
 from ...pass_base import ModulePass, Sequential
 from ...registry import register_pass
+from ..eqsat import resolve_rules
 from .annotate_target import annotate_function, strip_annotations
 from .merge_regions import MergeCompilerRegions
 from .partition_graph import PartitionGraph
+from .place_extract import place_by_extraction
 from .regions import DEFAULT
 
 TIME_LIMIT_S = 10.0
+DEFAULT_RULES = (
+    "offload"  # flexible matching (see place_extract); "offload+layout" also cancels transposes
+)
 
 OpCost = Callable[[Call, str], "float | None"]
 
@@ -114,11 +121,13 @@ def _op_name(call: Call) -> str:
     return f"composite {target}" if target else "?"
 
 
+def _is_composite(call: Call) -> bool:
+    return isinstance(call.op, Function) and bool(composite_target(call.op))
+
+
 def _placeable(n: Expr) -> bool:
     """An op call, or a call of a composite function (MergeComposite)."""
-    if not isinstance(n, Call):
-        return False
-    return isinstance(n.op, Op) or (isinstance(n.op, Function) and bool(composite_target(n.op)))
+    return isinstance(n, Call) and (isinstance(n.op, Op) or _is_composite(n))
 
 
 @dataclass
@@ -209,7 +218,9 @@ def solve(problem: Problem, cost: PlacementCost) -> dict[Expr, str]:
                     continue  # graph inputs live on the host
                 rows.append((0.0, inf, row))
     h = new_highs(TIME_LIMIT_S)
-    add_columns(h, costs, integral=n_placed)
+    h.setOptionValue("mip_abs_gap", 0.0)  # costs are seconds: an absolute gap would hide them
+    scale = 1.0 / max([abs(v) for v in costs] + [1e-30])
+    add_columns(h, [v * scale for v in costs], integral=n_placed)
     add_rows(h, rows)
     h.run()
     if h.getInfo().primal_solution_status != 2:
@@ -295,11 +306,12 @@ class PlacementReport:
     cost: float = 0.0
     greedy_cost: float = 0.0
     regions: list[RegionReport] = field(default_factory=list)
+    rewritten: int = 0  # functions whose program the offload rules changed
 
     def to_json(self) -> str:
         import json
 
-        data = {"cost": self.cost, "greedy_cost": self.greedy_cost}
+        data = {"cost": self.cost, "greedy_cost": self.greedy_cost, "rewritten": self.rewritten}
         return json.dumps({**data, "regions": [r.to_dict() for r in self.regions]}, indent=1)
 
     def __str__(self) -> str:
@@ -315,11 +327,16 @@ class PlacementReport:
 
 
 def plan_placement(
-    mod: IRModule, targets: Sequence[str], cost: PlacementCost
+    mod: IRModule,
+    targets: Sequence[str],
+    cost: PlacementCost,
+    rewrites: Sequence[Rewrite] = (),
+    limits: Limits | None = None,
 ) -> tuple[dict[str, tuple[Expr, dict[Expr, str]]], PlacementReport]:
-    """Per function that can be placed: its body without annotations and the cheapest
-    placement of its calls; and the report. Functions with Let or If, primitive and
-    external functions are left out (their calls stay on the host)."""
+    """Per function that can be placed: its body without annotations (rewritten where the
+    rewrites make a cheaper placement, see place_extract) and the cheapest placement of its
+    calls; and the report. Functions with Let or If, primitive and external functions are
+    left out (their calls stay on the host)."""
     plans: dict[str, tuple[Expr, dict[Expr, str]]] = {}
     report = PlacementReport()
     for name, fn in infer_type(mod).items():
@@ -331,16 +348,36 @@ def plan_placement(
         plain = fn if body is fn.body else Function(fn.params, body)
         problem = problem_of(plain, targets, cost)
         place = solve(problem, cost)
-        report.cost += placement_cost(problem, place, cost)
         report.greedy_cost += placement_cost(problem, greedy_placement(problem, targets), cost)
+        if rewrites and not any(_is_composite(c) for c in problem.calls):
+            found = place_by_extraction(
+                plain, targets, cost, list(rewrites), limits or Limits(), TIME_LIMIT_S
+            )
+            if found is not None:
+                rewritten = problem_of(found.function, targets, cost)
+                if placement_cost(rewritten, found.place, cost) < placement_cost(
+                    problem, place, cost
+                ):
+                    problem, place, body = rewritten, found.place, found.function.body
+                    report.rewritten += 1
+        report.cost += placement_cost(problem, place, cost)
         report.regions += report_regions(problem, place, cost)
         plans[name] = (body, place)
     return plans, report
 
 
-def placement_report(mod: IRModule, targets: Sequence[str], cost: PlacementCost) -> PlacementReport:
+def placement_report(
+    mod: IRModule,
+    targets: Sequence[str],
+    cost: PlacementCost,
+    rules: str | RuleSet = DEFAULT_RULES,
+) -> PlacementReport:
     """What PlaceTargets would choose for mod, and why (JSON: `.to_json()`)."""
-    return plan_placement(mod, targets, cost)[1]
+    return plan_placement(mod, targets, cost, _rewrites(rules), Limits())[1]
+
+
+def _rewrites(rules: str | RuleSet) -> list[Rewrite]:
+    return resolve_rules(rules).enabled(False).rewrites()
 
 
 @register_pass
@@ -354,6 +391,7 @@ class PlaceTargets(ModulePass):
     targets: Sequence[str] = ()
     cost: PlacementCost | None = None
     bind_constants: bool = True
+    rules: str | RuleSet = DEFAULT_RULES  # flexible matching; "none": place the program as is
     required = ("InferType",)
 
     def __post_init__(self) -> None:
@@ -366,13 +404,21 @@ class PlaceTargets(ModulePass):
             )
         object.__setattr__(self, "targets", tuple(targets) or tuple(list_targets()))
         object.__setattr__(self, "cost", self.cost or nominal_cost())
+        _rewrites(self.rules)  # bad names and files fail when the pass is built
 
     def transform_module(self, mod: IRModule, ctx: PassContext) -> IRModule:
         assert self.cost is not None
-        plans, report = plan_placement(mod, self.targets, self.cost)
+        limits = Limits(
+            iterations=int(ctx.get_config("eqsat.iter_limit")),
+            nodes=int(ctx.get_config("eqsat.node_limit")),
+            seconds=float(ctx.get_config("eqsat.time_limit_s")),
+        )
+        rewrites = _rewrites(self.rules)
+        plans, report = plan_placement(mod, self.targets, self.cost, rewrites, limits)
         ctx.record("cost", report.cost)
         ctx.record("greedy cost", report.greedy_cost)
         ctx.record("regions", len(report.regions))
+        ctx.record("rewritten functions", report.rewritten)
         functions = dict(mod.items())
         for name, (body, place) in plans.items():
 

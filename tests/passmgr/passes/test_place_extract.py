@@ -1,0 +1,184 @@
+"""Placement as extraction: flexible matching (rules/builtin/offload.rules) lets a
+product-only target take 1x1 convolutions, and rewrites are kept only where they pay."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import codegen
+import egraph_ir as ir
+import passmgr as pm
+from egraph_ir import op
+from egraph_ir.expr import Call
+from egraph_ir.frontend import from_onnx
+from egraph_ir.support import register_support, unregister_support
+from egraph_ir.testing import assert_allclose
+from egraph_ir.visitor import post_order
+
+PRODUCTS = "products_only"  # a mock accelerator with a matrix unit and nothing else
+
+
+@pytest.fixture(scope="module")
+def products_only():
+    register_support(PRODUCTS, "dense")
+    yield PRODUCTS
+    unregister_support(PRODUCTS)
+
+
+def _flops(call: Call) -> float:
+    types = [a.checked_type for a in call.args]
+    return call.op.cost(types, call.checked_type, call.attrs).flops
+
+
+def _table(target: str, speed_up: float, launch: float) -> pm.passes.PlacementCost:
+    """Convolutions and products at 1 GFLOP/s on the host, products `speed_up` times
+    faster on target, which costs `launch` per entering value; copies and the ops the
+    rules add (transposes) free."""
+    return pm.passes.cost_table(
+        {
+            ("conv2d", "default"): lambda c: _flops(c) / 1e9,
+            ("dense", "default"): lambda c: _flops(c) / 1e9,
+            ("matmul", "default"): lambda c: _flops(c) / 1e9,
+            ("dense", target): lambda c: _flops(c) / 1e9 / speed_up,
+        },
+        launch={target: launch},
+    )
+
+
+def _ops(mod: ir.IRModule, compiler: str | None = None) -> list[str]:
+    """Op names of the calls in mod's functions (of one external target only, if named)."""
+    names = []
+    for fn in mod.functions.values():
+        if compiler is None or fn.attrs.get("Compiler") == compiler:
+            names += [
+                n.op.name
+                for n in post_order(fn.body)
+                if isinstance(n, Call) and isinstance(n.op, ir.Op)
+            ]
+    return names
+
+
+def _conv_block(x: ir.Expr, cin: int, cout: int, k: int, seed: int) -> ir.Expr:
+    rng = np.random.default_rng(seed)
+    w = ir.const((rng.standard_normal((cout, cin, k, k)) * 0.2).astype("float32"))
+    b = ir.const(rng.standard_normal(cout).astype("float32"))
+    pad = (k // 2,) * 4
+    return op.relu(op.bias_add(op.conv2d(x, w, padding=pad), b, axis=1))
+
+
+def test_a_1x1_convolution_runs_as_a_product_where_that_pays(products_only) -> None:
+    x = ir.var("x", shape=(1, 16, 8, 8))
+    mod = ir.infer_type(ir.IRModule.from_expr(ir.Function([x], _conv_block(x, 16, 32, 1, 0))))
+    flops = 2.0 * 64 * 32 * 16
+    with pm.PassContext() as ctx:
+        placed = pm.passes.PlaceTargets([products_only], cost=_table(products_only, 10, 1e-6))(mod)
+    stats = ctx.statistics["PlaceTargets"]
+    # the product on the target: its time and one launch (the transposed input enters)
+    assert stats["cost"] == pytest.approx(flops / 1e10 + 1e-6)
+    assert stats["rewritten functions"] == 1 and stats["regions"] == 1
+    assert _ops(placed, products_only) == ["dense"] and "conv2d" not in _ops(placed)
+    value = np.random.default_rng(1).standard_normal((1, 16, 8, 8)).astype("float32")
+    assert_allclose(ir.interpret(placed, value), ir.interpret(mod, value))
+
+    with pm.PassContext() as ctx:  # exact matching finds no product: it all stays home
+        pm.passes.PlaceTargets([products_only], cost=_table(products_only, 10, 1e-6), rules="none")(
+            mod
+        )
+    assert ctx.statistics["PlaceTargets"]["cost"] == pytest.approx(flops / 1e9)
+
+
+def test_a_rewrite_no_target_pays_for_is_not_kept(products_only) -> None:
+    x = ir.var("x", shape=(1, 16, 8, 8))
+    mod = ir.infer_type(ir.IRModule.from_expr(ir.Function([x], _conv_block(x, 16, 32, 1, 0))))
+    slow = _table(products_only, 10, launch=1.0)  # a launch dearer than the whole product
+    with pm.PassContext() as ctx:
+        placed = pm.passes.PlaceTargets([products_only], cost=slow)(mod)
+    assert ctx.statistics["PlaceTargets"]["rewritten functions"] == 0
+    assert ir.structural_equal(placed["main"], mod["main"])
+
+
+def test_a_matmul_with_a_transposed_constant_is_offloaded_without_inventing_a_bias(
+    products_only,
+) -> None:
+    x = ir.var("x", shape=(64, 32))
+    w = ir.const(np.random.default_rng(2).standard_normal((48, 32)).astype("float32"))
+    mod = ir.infer_type(
+        ir.IRModule.from_expr(ir.Function([x], op.matmul(x, op.transpose(w, (1, 0)))))
+    )
+    with pm.PassContext():
+        placed = pm.passes.PlaceTargets([products_only], cost=_table(products_only, 10, 1e-7))(mod)
+    assert _ops(placed, products_only) == ["dense"]
+    assert "add" not in _ops(placed) and "bias_add" not in _ops(placed)
+    value = np.random.default_rng(3).standard_normal((64, 32)).astype("float32")
+    assert_allclose(ir.interpret(placed, value), ir.interpret(mod, value))
+
+
+@st.composite
+def _convnets(draw) -> ir.IRModule:
+    """Two to five conv + bias + relu/clip blocks with 1x1 and 3x3 kernels, a residual add
+    where the channels agree."""
+    channels = draw(st.sampled_from([4, 8]))
+    x = ir.var("x", shape=(1, channels, 6, 6))
+    h: ir.Expr = x
+    for i in range(draw(st.integers(2, 5))):
+        cout = draw(st.sampled_from([4, 8]))
+        block = _conv_block(h, channels, cout, draw(st.sampled_from([1, 1, 3])), seed=i)
+        if draw(st.booleans()):
+            block = op.clip(block, 0.0, 6.0)
+        if cout == channels and draw(st.booleans()):
+            block = op.add(block, h)
+        h, channels = block, cout
+    return ir.infer_type(ir.IRModule.from_expr(ir.Function([x], h)))
+
+
+@given(data=st.data())
+@settings(max_examples=25, deadline=None)
+def test_flexible_placement_is_sound_and_never_costlier_than_exact(products_only, data) -> None:
+    mod = data.draw(_convnets())
+    cost = _table(
+        products_only,
+        data.draw(st.sampled_from([0.5, 2.0, 20.0])),
+        data.draw(st.sampled_from([1e-8, 1e-6, 1e-4])),
+    )
+    with pm.PassContext() as ctx:
+        flexible = pm.passes.PlaceTargets([products_only], cost=cost)(mod)
+    with pm.PassContext() as exact_ctx:
+        pm.passes.PlaceTargets([products_only], cost=cost, rules="none")(mod)
+    assert ctx.statistics["PlaceTargets"]["cost"] <= exact_ctx.statistics["PlaceTargets"][
+        "cost"
+    ] * (1 + 1e-9)
+    value = (
+        np.random.default_rng(4)
+        .standard_normal(mod["main"].params[0].checked_type.shape)
+        .astype("float32")
+    )
+    assert_allclose(ir.interpret(flexible, value), ir.interpret(mod, value))
+
+
+def test_a_product_only_target_finds_the_1x1_convolutions_of_mobilenet_v2(
+    products_only, real_model
+) -> None:
+    path, inputs, expected = real_model("mobilenet_v2")
+    mod = ir.infer_type(from_onnx(onnx.load(path)))
+    convs = [
+        n
+        for n in post_order(mod["main"].body)
+        if isinstance(n, Call) and getattr(n.op, "name", "") == "conv2d"
+    ]
+    pointwise = [c for c in convs if c.args[1].checked_type.shape[2:] == (1, 1)]
+    assert (len(convs), len(pointwise)) == (52, 34)
+    cost = _table(products_only, 10, 1e-6)
+    exact = pm.passes.PlaceTargets([products_only], cost=cost, rules="none")(mod)
+    assert _ops(exact, products_only) == ["dense"]  # the classifier only
+    flexible = pm.passes.PlaceTargets([products_only], cost=cost)(mod)
+    assert _ops(flexible, products_only) == ["dense"] * 35  # and every 1x1 convolution
+
+    register_support("blas", "dense")  # the same placement on a real product target runs
+    blas = pm.passes.PlaceTargets(["blas"], cost=_table("blas", 10, 1e-6))(mod)
+    assert _ops(blas, "blas") == ["dense"] * 35
+    # float32 through 52 layers, products summed in another order: 1e-4 as the real-model tests
+    np.testing.assert_allclose(codegen.build(blas).run(**inputs), expected, rtol=1e-4, atol=1e-4)
