@@ -48,11 +48,11 @@ from .place_extract import place_by_extraction
 from .regions import DEFAULT
 
 TIME_LIMIT_S = 10.0
-DEFAULT_RULES = (
-    "offload"  # flexible matching (see place_extract); "offload+layout" also cancels transposes
-)
+# flexible matching (see place_extract); "offload+layout" also cancels transposes
+DEFAULT_RULES = "offload"
 
 OpCost = Callable[[Call, str], "float | None"]
+Measure = Callable[[Sequence[IRModule]], list[float]]
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,7 @@ class PlacementCost:
     op: OpCost
     launch: Mapping[str, float] | Callable[[str], float] = field(default_factory=dict)
     per_byte: float = 0.0
+    measure: Measure | None = None  # seconds of whole partitioned modules (place_measured)
 
     def launch_of(self, target: str) -> float:
         if target == DEFAULT:
@@ -168,15 +169,27 @@ def problem_of(fn: Function, targets: Sequence[str], cost: PlacementCost) -> Pro
 
 def placement_cost(problem: Problem, place: Mapping[Expr, str], cost: PlacementCost) -> float:
     """The cost model of the module docstring for one placement (calls absent: host)."""
-    total = sum(problem.choices[c][place.get(c, DEFAULT)] for c in problem.calls)
+    return sum(cost_by_target(problem, place, cost).values())
+
+
+def cost_by_target(
+    problem: Problem, place: Mapping[Expr, str], cost: PlacementCost
+) -> dict[str, float]:
+    """placement_cost split by where it is spent: each target's ops and the entries into
+    its region (copies back to the host count for the host)."""
+    spent: dict[str, float] = {DEFAULT: 0.0}
+    for c in problem.calls:
+        t = place.get(c, DEFAULT)
+        spent[t] = spent.get(t, 0.0) + problem.choices[c][t]
     for value, users in problem.readers.items():
         home = place.get(value, DEFAULT)
         for t in {place.get(u, DEFAULT) for u in users} - {home}:
-            total += cost.launch_of(t) + cost.per_byte * problem.bytes_of.get(value, 0)
+            entry = cost.launch_of(t) + cost.per_byte * problem.bytes_of.get(value, 0)
+            spent[t] = spent.get(t, 0.0) + entry
     for out in problem.outputs:
         if place.get(out, DEFAULT) != DEFAULT:
-            total += cost.per_byte * problem.bytes_of.get(out, 0)
-    return total
+            spent[DEFAULT] += cost.per_byte * problem.bytes_of.get(out, 0)
+    return spent
 
 
 def solve(problem: Problem, cost: PlacementCost) -> dict[Expr, str]:
@@ -326,18 +339,30 @@ class PlacementReport:
         return "\n".join(lines)
 
 
+@dataclass
+class Plan:
+    """One function's placement: the body placed (rewritten where that paid), its
+    problem and the target of each call; and the body and problem as given."""
+
+    body: Expr
+    problem: Problem
+    place: dict[Expr, str]
+    given_body: Expr
+    given_problem: Problem
+
+
 def plan_placement(
     mod: IRModule,
     targets: Sequence[str],
     cost: PlacementCost,
     rewrites: Sequence[Rewrite] = (),
     limits: Limits | None = None,
-) -> tuple[dict[str, tuple[Expr, dict[Expr, str]]], PlacementReport]:
+) -> tuple[dict[str, Plan], PlacementReport]:
     """Per function that can be placed: its body without annotations (rewritten where the
     rewrites make a cheaper placement, see place_extract) and the cheapest placement of its
     calls; and the report. Functions with Let or If, primitive and external functions are
     left out (their calls stay on the host)."""
-    plans: dict[str, tuple[Expr, dict[Expr, str]]] = {}
+    plans: dict[str, Plan] = {}
     report = PlacementReport()
     for name, fn in infer_type(mod).items():
         if fn.attrs.get("Primitive") or fn.attrs.get("Compiler"):
@@ -346,8 +371,9 @@ def plan_placement(
             continue  # control flow stays on the host
         body, _ = strip_annotations(fn.body)
         plain = fn if body is fn.body else Function(fn.params, body)
-        problem = problem_of(plain, targets, cost)
+        given = problem = problem_of(plain, targets, cost)
         place = solve(problem, cost)
+        placed_body = body
         report.greedy_cost += placement_cost(problem, greedy_placement(problem, targets), cost)
         if rewrites and not any(_is_composite(c) for c in problem.calls):
             found = place_by_extraction(
@@ -358,12 +384,33 @@ def plan_placement(
                 if placement_cost(rewritten, found.place, cost) < placement_cost(
                     problem, place, cost
                 ):
-                    problem, place, body = rewritten, found.place, found.function.body
+                    problem, place = rewritten, found.place
+                    placed_body = found.function.body
                     report.rewritten += 1
         report.cost += placement_cost(problem, place, cost)
         report.regions += report_regions(problem, place, cost)
-        plans[name] = (body, place)
+        plans[name] = Plan(placed_body, problem, place, body, given)
     return plans, report
+
+
+def partition_placed(
+    mod: IRModule,
+    placed: Mapping[str, tuple[Expr, Mapping[Expr, str]]],
+    bind_constants: bool,
+    ctx: PassContext,
+) -> IRModule:
+    """mod with each named function's body placed as given ({call: target}; absent
+    calls on the host), regions merged and partitioned."""
+    functions = dict(mod.items())
+    for name, (body, place) in placed.items():
+
+        def choose(call: Call, place: Mapping[Expr, str] = place) -> str:
+            return place.get(call, DEFAULT)
+
+        functions[name] = annotate_function(functions[name], body, choose, True, ctx)
+    merge = MergeCompilerRegions()
+    partition = PartitionGraph(bind_constants=bind_constants)
+    return Sequential([merge, partition])(IRModule(functions))
 
 
 def placement_report(
@@ -419,13 +466,13 @@ class PlaceTargets(ModulePass):
         ctx.record("greedy cost", report.greedy_cost)
         ctx.record("regions", len(report.regions))
         ctx.record("rewritten functions", report.rewritten)
-        functions = dict(mod.items())
-        for name, (body, place) in plans.items():
+        placed: dict[str, tuple[Expr, Mapping[Expr, str]]] = {
+            name: (p.body, p.place) for name, p in plans.items()
+        }
+        if self.cost.measure is not None:
+            from .place_measured import choose_by_running  # it builds on this module
 
-            def choose(call: Call, place: dict[Expr, str] = place) -> str:
-                return place.get(call, DEFAULT)
-
-            functions[name] = annotate_function(functions[name], body, choose, True, ctx)
-        merge = MergeCompilerRegions()
-        partition = PartitionGraph(bind_constants=self.bind_constants)
-        return Sequential([merge, partition])(IRModule(functions))
+            placed = choose_by_running(
+                mod, plans, self.targets, self.cost, self.bind_constants, ctx
+            )
+        return partition_placed(mod, placed, self.bind_constants, ctx)

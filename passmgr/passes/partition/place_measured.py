@@ -1,0 +1,142 @@
+"""Choosing a placement by running it, when the cost model can measure (`cost.measure`;
+codegen.measured_cost() gives one).
+
+Op costs measured one op at a time miss what a target gains inside a region: ONNX Runtime
+fuses a convolution with its bias and activation and keeps a blocked layout from one
+convolution to the next, and a whole model streams its weights from memory where one op
+timed alone finds them in cache. So the model's answer is checked against real runs:
+
+1. candidates: the integer program's placement, everything on the host, and each target's
+   first-fit placement (AnnotateTarget's answer with that target alone);
+2. calibration: the host-only run scales host costs (measured / modelled); each
+   single-target run then scales that target's op and launch costs (what its run took
+   beyond its host part, over what the model gave it); the program is solved again under
+   the calibrated costs and that placement becomes a candidate too;
+3. every distinct candidate is built and timed in interleaved rounds (`cost.measure`), and
+   the fastest wins.
+
+The chosen build is therefore never slower than the best single-target build beyond the
+noise of timing, and a mixed placement wins wherever one really runs faster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from egraph_ir.expr import Expr
+from egraph_ir.module import IRModule
+
+from ...context import PassContext
+from .place_targets import (
+    PlacementCost,
+    Plan,
+    Problem,
+    cost_by_target,
+    greedy_placement,
+    partition_placed,
+    solve,
+)
+from .regions import DEFAULT
+
+Placed = dict[str, tuple[Expr, Mapping[Expr, str]]]  # function name -> (body, {call: target})
+SCALE_RANGE = (0.05, 20.0)  # calibration factors are clamped: one noisy run must not flip all
+
+
+def choose_by_running(
+    mod: IRModule,
+    plans: Mapping[str, Plan],
+    targets: Sequence[str],
+    cost: PlacementCost,
+    bind_constants: bool,
+    ctx: PassContext,
+) -> Placed:
+    """The candidate placement (see the module docstring) that runs fastest."""
+    assert cost.measure is not None
+    placed: Placed = {n: (p.body, p.place) for n, p in plans.items()}
+    host: Placed = {n: (p.given_body, {}) for n, p in plans.items()}
+    candidates: dict[str, Placed] = {"placed": placed, "host": host}
+    for t in targets:
+        candidates[t] = {
+            n: (p.given_body, greedy_placement(p.given_problem, [t])) for n, p in plans.items()
+        }
+    modules = {k: partition_placed(mod, v, bind_constants, ctx) for k, v in candidates.items()}
+    first = dict(zip(modules, cost.measure(list(modules.values())), strict=True))
+    scale = _calibration(plans, candidates, first, targets, cost)
+    calibrated: Placed = {
+        n: (p.body, solve(_scaled(p.problem, scale), _scaled_cost(cost, scale)))
+        for n, p in plans.items()
+    }
+    if not any(_same(calibrated, other) for other in candidates.values()):
+        modules["calibrated"] = partition_placed(mod, calibrated, bind_constants, ctx)
+        candidates["calibrated"] = calibrated
+    best_first = min(first, key=first.__getitem__)
+    final = [best_first, *(["calibrated"] if "calibrated" in modules else [])]
+    seconds = dict(zip(final, cost.measure([modules[k] for k in final]), strict=True))
+    for name, value in first.items():
+        ctx.record(f"measured ms: {name}", value * 1e3)
+    if "calibrated" in seconds:
+        ctx.record("measured ms: calibrated", seconds["calibrated"] * 1e3)
+    chosen = min(seconds, key=seconds.__getitem__)
+    ctx.bump(f"chosen: {chosen}")
+    return candidates[chosen]
+
+
+def _calibration(
+    plans: Mapping[str, Plan],
+    candidates: Mapping[str, Placed],
+    seconds: Mapping[str, float],
+    targets: Sequence[str],
+    cost: PlacementCost,
+) -> dict[str, float]:
+    """Per target (and the host), measured over modelled seconds."""
+
+    def modelled(name: str) -> dict[str, float]:
+        total: dict[str, float] = {}
+        for fn, plan in plans.items():
+            problem = plan.problem if name == "placed" else plan.given_problem
+            for t, v in cost_by_target(problem, candidates[name][fn][1], cost).items():
+                total[t] = total.get(t, 0.0) + v
+        return total
+
+    host_model = modelled("host")[DEFAULT]
+    scale = {DEFAULT: _clamp(seconds["host"] / host_model) if host_model > 0 else 1.0}
+    for t in targets:
+        split = modelled(t)
+        on_t = split.get(t, 0.0)
+        if on_t <= 0:
+            scale[t] = 1.0  # the target took nothing: nothing to learn
+            continue
+        scale[t] = _clamp((seconds[t] - scale[DEFAULT] * split[DEFAULT]) / on_t)
+    return scale
+
+
+def _clamp(x: float) -> float:
+    return min(max(x, SCALE_RANGE[0]), SCALE_RANGE[1])
+
+
+def _scaled(problem: Problem, scale: Mapping[str, float]) -> Problem:
+    choices = {
+        c: {t: v * scale.get(t, 1.0) for t, v in o.items()} for c, o in problem.choices.items()
+    }
+    return Problem(problem.calls, choices, problem.readers, problem.outputs, problem.bytes_of)
+
+
+def _scaled_cost(cost: PlacementCost, scale: Mapping[str, float]) -> PlacementCost:
+    def launch(t: str) -> float:
+        return cost.launch_of(t) * scale.get(t, 1.0)
+
+    return PlacementCost(cost.op, launch, cost.per_byte)
+
+
+def _same(a: Placed, b: Placed) -> bool:
+    """Whether two placements put the same bodies' calls on the same targets."""
+    if a.keys() != b.keys():
+        return False
+    for name, (body, place) in a.items():
+        other_body, other_place = b[name]
+        if body is not other_body:
+            return False
+        off_host = {c: t for c, t in place.items() if t != DEFAULT}
+        if off_host != {c: t for c, t in other_place.items() if t != DEFAULT}:
+            return False
+    return True
