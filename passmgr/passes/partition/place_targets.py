@@ -17,6 +17,11 @@ The integer program (HiGHS) has a binary per (call, supporting target) and per (
 target) entry: entry >= placed(consumer, T) - placed(value, T). Then the placement is
 annotated, regions merged (without cycles) and partitioned as by the rest of the flow.
 Functions with Let or If are left to the host.
+
+Two steps refine this: the function is also saturated with rules that expose offloads
+and placed by one integer program over the e-graph (place_extract.py), kept when cheaper;
+and a cost model that can measure has its answer checked against real runs of the
+candidate placements (place_measured.py).
 """
 
 from __future__ import annotations
@@ -419,7 +424,8 @@ def placement_report(
     cost: PlacementCost,
     rules: str | RuleSet = DEFAULT_RULES,
 ) -> PlacementReport:
-    """What PlaceTargets would choose for mod, and why (JSON: `.to_json()`)."""
+    """What PlaceTargets' cost model chooses for mod, and why (JSON: `.to_json()`); runs
+    that overrule it (a cost model that can measure) are in the pass's statistics."""
     return plan_placement(mod, targets, cost, _rewrites(rules), Limits())[1]
 
 

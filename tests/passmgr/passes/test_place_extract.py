@@ -182,3 +182,25 @@ def test_a_product_only_target_finds_the_1x1_convolutions_of_mobilenet_v2(
     assert _ops(blas, "blas") == ["dense"] * 35
     # float32 through 52 layers, products summed in another order: 1e-4 as the real-model tests
     np.testing.assert_allclose(codegen.build(blas).run(**inputs), expected, rtol=1e-4, atol=1e-4)
+
+
+def test_placement_keeps_random_programs_equal_and_typed() -> None:
+    """passmgr.testing.check_pass on random programs: a mock target that runs every op ten
+    times faster than the host for a launch of half a host op, so programs split."""
+    from egraph_ir.registry import list_ops
+    from passmgr.testing import check_pass
+
+    target = "mock_everything"
+    for name in list_ops():
+        register_support(target, name)
+
+    def op_cost(call: Call, t: str) -> float:
+        return 1.0 if t == "default" else 0.1
+
+    try:
+        placing = pm.passes.PlaceTargets([target], pm.passes.PlacementCost(op_cost, {target: 0.5}))
+        report = check_pass(placing, max_examples=40, idempotent=False)
+        assert report.ok, report.failure
+        assert report.examples >= 40
+    finally:
+        unregister_support(target)
