@@ -10,12 +10,13 @@ by `dag_cost`. Extractors:
   cycle and is skipped); it stops at a work budget and keeps the greedy answer;
 - `ilp`: DAG-optimal with HiGHS (ilp.py): pruned to the nodes that can be optimal, a binary
   per e-node, cycles forbidden lazily (only those a solution actually closes), warm-started
-  from the better heuristic, never returned worse than it, with the proven gap on time-out;
+  from the better heuristic improved by exact solves around it (lns.py, up to `LNS_SHARE`
+  of the time), never returned worse than it, with the proven gap on time-out;
 - any extractor returns the only program at once when every class has a single node;
-- `auto` (the default): greedy and greedy-dag, then the ILP for at most `AUTO_ILP_SECONDS`
-  when the e-graph has at most `ILP_AUTO_MAX_NODES` reachable e-nodes; the cheapest of all
-  and of any seed programs (the input) wins, so it is never worse than greedy-dag or the
-  input.
+- `auto` (the default): greedy and greedy-dag, the best of them and of any seed programs
+  (the input) improved by exact solves around it (lns.py), then the whole ILP with what is
+  left of `AUTO_ILP_SECONDS` when the e-graph has at most `ILP_AUTO_MAX_NODES` reachable
+  e-nodes; the cheapest wins, so it is never worse than greedy-dag or the input.
 """
 
 from __future__ import annotations
@@ -35,11 +36,13 @@ from ..types import Type
 from .cost import CostModel, balanced_cost
 from .graph import ENode, Snapshot, TensorEGraph, Value, ctor_op, decode_attr
 from .ilp import solve as solve_ilp
+from .lns import improve
 
 EXTRACTORS = ("greedy", "greedy-dag", "ilp", "auto")
 ILP_AUTO_MAX_NODES = 20_000  # auto runs the ILP up to this many reachable e-nodes
-AUTO_ILP_SECONDS = 1.0  # and gives it at most this long (the compile-time budget)
+AUTO_ILP_SECONDS = 2.0  # and gives it (with the search around the best program) at most this long
 GREEDY_DAG_BUDGET = 20_000_000  # set entries merged before greedy-dag gives up
+LNS_SHARE = 0.5  # of the ILP extractor's time spent improving its warm start (lns.py)
 
 
 Choice = dict[Value, ENode]
@@ -271,9 +274,11 @@ def extract(
         raise CompilerError("the root e-class has no finite-cost program")
     found: dict[str, Choice] = {"greedy": tree_choice}
     ilp_time = time_limit
+    searching = extractor == "ilp"
     if extractor == "auto":
         size = sum(len(snap.by_class[c]) for c in _reachable_classes(snap, root))
         ilp_time = min(time_limit, AUTO_ILP_SECONDS)
+        searching = True
         extractor = "ilp" if size <= ILP_AUTO_MAX_NODES else "greedy-dag"
     if extractor in ("greedy-dag", "ilp"):
         dag_choice = greedy_dag(table, tree_choice)
@@ -288,6 +293,14 @@ def extract(
     used = min(candidates, key=lambda k: (candidates[k], k != "greedy"))
     best = found[used]
     status, gap = "heuristic", None
+    if searching:  # exact solves around the best program found (lns.py)
+        share = 1.0 if extractor != "ilp" else LNS_SHARE
+        search_s = (ilp_time - (time.perf_counter() - t0)) * share
+        improved, _ = improve(snap.by_class, table.own, root, best, search_s)
+        cost = dag_cost(table, improved, root)
+        if cost < candidates[used]:
+            candidates["lns"] = cost
+            best, used = improved, "lns"
     if extractor == "ilp":
         remaining = ilp_time - (time.perf_counter() - t0)
         choice, status, gap = ilp(table, root, best, remaining)

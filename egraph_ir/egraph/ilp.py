@@ -105,7 +105,7 @@ def solve(
     import numpy as np
 
     deadline = time.perf_counter() + time_limit
-    warm_cost = _cost(warm, own, root)
+    warm_cost = total_cost(warm, own, root)
     if time_limit < MIN_SOLVE_SECONDS:
         return IlpOutcome(warm, "time-out", None, None)
     classes = prune(by_class, own, root)
@@ -113,7 +113,7 @@ def solve(
     if len(nodes) == len(classes):  # one choice left everywhere: nothing to solve
         forced = {c: ns[0] for c, ns in classes.items()}
         if not cycles_of(forced, root):
-            cost = _cost(forced, own, root)
+            cost = total_cost(forced, own, root)
             return IlpOutcome(forced, "optimal", 0.0, cost, 0, len(nodes))
     col = {n: i for i, n in enumerate(nodes)}
     inf = highspy.kHighsInf
@@ -163,7 +163,7 @@ def solve(
         chosen = {c: n for c, ns in classes.items() for n in ns if x[col[n]] > 0.5}
         cycles = cycles_of(chosen, root)
         if not cycles:
-            cost = _cost(chosen, own, root)
+            cost = total_cost(chosen, own, root)
             if cost <= best_cost:
                 best, best_cost = chosen, cost
             if h.getModelStatus() == highspy.HighsModelStatus.kOptimal:
@@ -202,7 +202,8 @@ def _start_nodes(
     return out
 
 
-def _reachable(choice: dict[Value, ENode], root: Value) -> list[Value]:
+def reachable_classes(choice: dict[Value, ENode], root: Value) -> list[Value]:
+    """The classes the choice uses from root (any order; a cycle is walked once)."""
     seen, stack, out = {root}, [root], []
     while stack:
         c = stack.pop()
@@ -214,8 +215,9 @@ def _reachable(choice: dict[Value, ENode], root: Value) -> list[Value]:
     return out
 
 
-def _cost(choice: dict[Value, ENode], own: dict[ENode, float], root: Value) -> float:
-    return sum(own[choice[c]] for c in _reachable(choice, root))
+def total_cost(choice: dict[Value, ENode], own: dict[ENode, float], root: Value) -> float:
+    """DAG cost: each class the choice uses from root counted once."""
+    return sum(own[choice[c]] for c in reachable_classes(choice, root))
 
 
 def cycles_of(choice: dict[Value, ENode], root: Value) -> list[list[ENode]]:
