@@ -429,8 +429,8 @@ def placement_report(
     return plan_placement(mod, targets, cost, _rewrites(rules), Limits())[1]
 
 
-def _rewrites(rules: str | RuleSet) -> list[Rewrite]:
-    return resolve_rules(rules).enabled(False).rewrites()
+def _rewrites(rules: str | RuleSet, fast_math: bool = True) -> list[Rewrite]:
+    return resolve_rules(rules).enabled(fast_math).rewrites()
 
 
 @register_pass
@@ -445,6 +445,7 @@ class PlaceTargets(ModulePass):
     cost: PlacementCost | None = None
     bind_constants: bool = True
     rules: str | RuleSet = DEFAULT_RULES  # flexible matching; "none": place the program as is
+    fast_math: bool = True  # also rules that sum in another order (a 1x1 conv as a product)
     required = ("InferType",)
 
     def __post_init__(self) -> None:
@@ -457,7 +458,7 @@ class PlaceTargets(ModulePass):
             )
         object.__setattr__(self, "targets", tuple(targets) or tuple(list_targets()))
         object.__setattr__(self, "cost", self.cost or nominal_cost())
-        _rewrites(self.rules)  # bad names and files fail when the pass is built
+        _rewrites(self.rules, self.fast_math)  # bad names and files fail when built
 
     def transform_module(self, mod: IRModule, ctx: PassContext) -> IRModule:
         assert self.cost is not None
@@ -466,7 +467,7 @@ class PlaceTargets(ModulePass):
             nodes=int(ctx.get_config("eqsat.node_limit")),
             seconds=float(ctx.get_config("eqsat.time_limit_s")),
         )
-        rewrites = _rewrites(self.rules)
+        rewrites = _rewrites(self.rules, self.fast_math)
         plans, report = plan_placement(mod, self.targets, self.cost, rewrites, limits)
         ctx.record("cost", report.cost)
         ctx.record("greedy cost", report.greedy_cost)
