@@ -45,10 +45,9 @@ class IlpOutcome:
     nodes: int = 0  # e-nodes in the program after pruning
 
 
-def prune(
-    by_class: dict[Value, list[ENode]], own: dict[ENode, float], root: Value
-) -> dict[Value, list[ENode]]:
-    """The classes reachable from root and the nodes that may be chosen in them."""
+def extractable(by_class: dict[Value, list[ENode]], root: Value) -> dict[Value, list[ENode]]:
+    """The classes reachable from root with the nodes a program could use: not their own
+    child, not needing a class left without nodes. Raises when root is left empty."""
     classes: dict[Value, list[ENode]] = {}
     stack, seen = [root], {root}
     while stack:
@@ -66,11 +65,19 @@ def prune(
             kept = [n for n in nodes if all(classes.get(k) for k in n.children)]
             if len(kept) != len(nodes):
                 classes[c], changed = kept, True
+    if not classes.get(root):
+        raise CompilerError("the root e-class has no acyclic program")
+    return classes
+
+
+def prune(
+    by_class: dict[Value, list[ENode]], own: dict[ENode, float], root: Value
+) -> dict[Value, list[ENode]]:
+    """The classes reachable from root and the nodes that may be chosen in them."""
+    classes = extractable(by_class, root)
     for c, nodes in classes.items():
         if 1 < len(nodes) <= DOMINANCE_MAX_CLASS:
             classes[c] = _undominated(nodes, own)
-    if not classes.get(root):
-        raise CompilerError("the root e-class has no acyclic program")
     reachable: dict[Value, list[ENode]] = {}
     stack = [root]
     while stack:

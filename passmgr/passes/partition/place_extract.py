@@ -30,9 +30,8 @@ from egraph_ir.egraph import Limits, Rewrite
 from egraph_ir.egraph.encode import encode
 from egraph_ir.egraph.extract import constant_of, node_ir, reachable
 from egraph_ir.egraph.graph import ENode, Snapshot, TensorEGraph, Value
-from egraph_ir.egraph.ilp import cycles_of
+from egraph_ir.egraph.ilp import cycles_of, extractable
 from egraph_ir.egraph.saturate import saturate
-from egraph_ir.errors import CompilerError
 from egraph_ir.expr import Call, Constant, Expr, Function, Var
 from egraph_ir.highs import Row, add_columns, add_rows, new_highs
 from egraph_ir.infer import infer_type
@@ -74,7 +73,7 @@ def place_by_extraction(
     saturate(g, rewrites, limits)
     snap = g.snapshot()
     root = snap.handle_class[root_handle]
-    classes = _usable(snap, root)
+    classes = extractable(snap.by_class, root)  # every node kept: dominance needs one cost
     options = _options(g, snap, classes, targets, cost)
     size = {c: sum(t.nbytes for t in tensor_types(_class_type(g, snap, c))) for c in classes}
     picked = _solve(classes, options, size, root, cost, time_limit)
@@ -91,29 +90,6 @@ def place_by_extraction(
     out = Function(fn.params, built[root])
     infer_type(out)
     return Outcome(out, place, sum(len(nodes) for nodes in classes.values()))
-
-
-def _usable(snap: Snapshot, root: Value) -> dict[Value, list[ENode]]:
-    """The classes reachable from root and their nodes that could be picked: not their own
-    child, and not needing a class left empty."""
-    classes: dict[Value, list[ENode]] = {}
-    stack = [root]
-    while stack:
-        c = stack.pop()
-        if c in classes:
-            continue
-        classes[c] = [n for n in snap.by_class.get(c, ()) if c not in n.children]
-        stack.extend(k for n in classes[c] for k in n.children if k not in classes)
-    changed = True
-    while changed:
-        changed = False
-        for c, nodes in classes.items():
-            kept = [n for n in nodes if all(classes[k] for k in n.children)]
-            if len(kept) != len(nodes):
-                classes[c], changed = kept, True
-    if not classes[root]:
-        raise CompilerError("the root e-class has no acyclic program")
-    return classes
 
 
 def _class_type(g: TensorEGraph, snap: Snapshot, c: Value) -> Type:

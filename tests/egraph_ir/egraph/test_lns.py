@@ -20,17 +20,13 @@ from egraph_ir.egraph.saturate import Limits, saturate
 from egraph_ir.errors import CompilerError
 
 from .test_ilp import brute_force, small_egraphs
+from .test_saturate import AC
 
-REWRITES = rules.parse("""
-rule add-comm [t]
-    add(?a, ?b) => add(?b, ?a)
-rule mul-comm [t]
-    multiply(?a, ?b) => multiply(?b, ?a)
-rule add-assoc [t]
-    add(add(?a, ?b), ?c) <=> add(?a, add(?b, ?c))
+DISTRIBUTE = rules.parse("""
 rule distribute [t]
     multiply(?a, add(?b, ?c)) <=> add(multiply(?a, ?b), multiply(?a, ?c))
-""").rewrites()
+""")
+REWRITES = (AC + DISTRIBUTE).rewrites()
 
 
 @settings(deadline=None)
@@ -58,7 +54,7 @@ def _polynomial(seed: int) -> ir.Function:
     return ir.infer_type(ir.Function(values[:6], values[-1]))
 
 
-@pytest.mark.parametrize("seed, better_than_input", [(3, True), (6, False), (7, True)])
+@pytest.mark.parametrize("seed, better_than_input", [(2, False), (3, True), (7, True)])
 def test_the_search_recovers_sharing_greedy_dag_loses(seed: int, better_than_input: bool) -> None:
     fn = _polynomial(seed)
     model = get_cost_model("balanced")
