@@ -403,7 +403,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--place", action="store_true",
-        help="with --targets: place by costs measured on this machine, not first fit",
+        help="with --targets: place by costs measured on this machine (rewrites that expose "
+        "offloads included; candidate builds are run and the fastest kept), not first fit",
     )  # fmt: skip
     p.add_argument("--time-passes", action="store_true", help="show the time of every pass")
     p.add_argument("--dot", metavar="OUT.dot", help="write the optimised IR as DOT")
