@@ -21,8 +21,10 @@ noise of timing, and a mixed placement wins wherever one really runs faster.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 
+from egraph_ir.errors import CompilerError
 from egraph_ir.expr import Expr
 from egraph_ir.module import IRModule
 
@@ -38,6 +40,7 @@ from .place_targets import (
 )
 from .regions import DEFAULT
 
+log = logging.getLogger(__name__)
 Placed = dict[str, tuple[Expr, Mapping[Expr, str]]]  # function name -> (body, {call: target})
 SCALE_RANGE = (0.05, 20.0)  # calibration factors are clamped: one noisy run must not flip all
 
@@ -60,7 +63,12 @@ def choose_by_running(
             n: (p.given_body, greedy_placement(p.given_problem, [t])) for n, p in plans.items()
         }
     modules = {k: partition_placed(mod, v, bind_constants, ctx) for k, v in candidates.items()}
-    first = dict(zip(modules, cost.measure(list(modules.values())), strict=True))
+    try:
+        first = dict(zip(modules, cost.measure(list(modules.values())), strict=True))
+    except CompilerError as exc:  # a program the measure cannot build or feed
+        log.warning("PlaceTargets keeps the model's placement: the runs failed: %s", exc)
+        ctx.bump("chosen: placed (runs failed)")
+        return placed
     scale = _calibration(plans, candidates, first, targets, cost)
     calibrated: Placed = {
         n: (p.body, solve(_scaled(p.problem, scale), _scaled_cost(cost, scale)))

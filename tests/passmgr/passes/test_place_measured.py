@@ -99,3 +99,15 @@ def test_without_a_measure_the_model_decides_alone(mock_target) -> None:
         placed = pm.passes.PlaceTargets([mock_target], cost=_model(6.0, 10.0))(_program())
     assert not any(k.startswith("chosen") for k in ctx.statistics["PlaceTargets"])
     assert len(placed.functions) == 1  # all on the host, as the model says
+
+
+def test_runs_that_fail_leave_the_models_placement(mock_target) -> None:
+    from egraph_ir.errors import CompilerError
+
+    def measure(modules):
+        raise CompilerError("cannot feed this program")
+
+    with pm.PassContext() as ctx:
+        placed = pm.passes.PlaceTargets([mock_target], cost=_model(6.0, 10.0, measure))(_program())
+    assert ctx.statistics["PlaceTargets"]["chosen: placed (runs failed)"] == 1
+    assert len(placed.functions) == 1  # the model's answer: all on the host
