@@ -204,3 +204,87 @@ def test_placement_keeps_random_programs_equal_and_typed() -> None:
         assert report.examples >= 40
     finally:
         unregister_support(target)
+
+
+def _joint_brute_force(fn: ir.Function, targets, cost, rewrites) -> float:
+    """The cheapest (program in the saturated e-graph, placement) by trying them all."""
+    import itertools
+
+    from egraph_ir.egraph.encode import encode
+    from egraph_ir.egraph.extract import to_ir
+    from egraph_ir.egraph.graph import TensorEGraph
+    from egraph_ir.egraph.ilp import extractable
+    from egraph_ir.egraph.saturate import saturate
+    from egraph_ir.errors import CompilerError
+    from passmgr.passes.partition.place_targets import placement_cost, problem_of
+
+    g = TensorEGraph()
+    handle = encode(g, fn.body)
+    g.flush()
+    saturate(g, rewrites)
+    snap = g.snapshot()
+    root = snap.handle_class[handle]
+    classes = extractable(snap.by_class, root)
+    keys = sorted(classes, key=str)
+    best = float("inf")
+    for combo in itertools.product(*(classes[c] for c in keys)):
+        try:
+            body = to_ir(g, dict(zip(keys, combo, strict=True)), root)
+        except CompilerError:
+            continue  # a cyclic choice
+        problem = problem_of(ir.infer_type(ir.Function(fn.params, body)), targets, cost)
+        for pick in itertools.product(*(sorted(problem.choices[c]) for c in problem.calls)):
+            place = dict(zip(problem.calls, pick, strict=True))
+            best = min(best, placement_cost(problem, place, cost))
+    return best
+
+
+JOINT = ("products_only", "mock_pointwise")
+
+
+@st.composite
+def _product_chains(draw) -> ir.Function:
+    """One to three steps over a (4, 8) input: products written three ways (dense, matmul
+    of a transposed constant, bias first) and relus."""
+    rng = np.random.default_rng(draw(st.integers(0, 99)))
+    x = ir.var("x", shape=(4, 8))
+    h: ir.Expr = x
+    for _ in range(draw(st.integers(1, 3))):
+        w = ir.const(rng.standard_normal((8, 8)).astype("float32"))
+        step = draw(st.sampled_from(["dense", "matmul", "bias-first", "relu"]))
+        if step == "dense":
+            h = op.dense(h, w)
+        elif step == "matmul":
+            h = op.matmul(h, op.transpose(w, (1, 0)))
+        elif step == "bias-first":
+            h = op.add(ir.const(rng.standard_normal(8).astype("float32")), op.dense(h, w))
+        else:
+            h = op.relu(h)
+    return ir.infer_type(ir.IRModule.from_expr(ir.Function([x], h)))["main"]
+
+
+@given(data=st.data())
+@settings(max_examples=30, deadline=None)
+def test_placement_over_the_egraph_is_the_brute_force_optimum(products_only, data) -> None:
+    from passmgr.passes.partition.place_extract import place_by_extraction
+    from passmgr.passes.partition.place_targets import _rewrites, placement_cost, problem_of
+
+    register_support("mock_pointwise", "add")
+    register_support("mock_pointwise", "relu")
+    try:
+        fn = data.draw(_product_chains())
+        table = {}
+        for name in ("dense", "matmul", "add", "relu", "transpose"):
+            table[(name, "default")] = float(data.draw(st.integers(0, 9)))
+        table[("dense", PRODUCTS)] = float(data.draw(st.integers(0, 9)))
+        for name in ("add", "relu"):
+            table[(name, "mock_pointwise")] = float(data.draw(st.integers(0, 9)))
+        launch = {t: float(data.draw(st.integers(0, 6))) for t in JOINT}
+        cost = pm.passes.cost_table(table, launch, per_byte=data.draw(st.integers(0, 2)) / 1000)
+        rewrites = _rewrites("offload")
+        found = place_by_extraction(fn, JOINT, cost, rewrites, ir.egraph.Limits(), 10.0)
+        assert found is not None
+        got = placement_cost(problem_of(found.function, JOINT, cost), found.place, cost)
+        assert got == pytest.approx(_joint_brute_force(fn, JOINT, cost, rewrites), rel=1e-6)
+    finally:
+        unregister_support("mock_pointwise")
