@@ -3,15 +3,20 @@
 Each distinct call (op, attributes, argument types) is timed once per target and the
 result cached in a JSON file keyed by the CPU: on the host as a one-op executable
 (`codegen.build`), on an external target through its registered code generator's runner.
-Every target's fixed cost per call, its launch, is the time of a one-element add there;
-it is subtracted from the op times and charged per region entry instead, as the model
-says. What one more op costs a target however small (its per-node dispatch, from a chain
-of adds) is the least an op costs there: the host fuses small ops into one kernel, a
-runtime executing node by node does not. Medians of repeated runs within a small time
-budget: machines are noisy, and the numbers only need to rank the targets.
+Every target runs with the executable's thread budget. Its fixed cost per call, its
+launch, is the time of a one-element add there; the launch and the copies of the op's
+inputs and output are subtracted from the op times and charged per region entry instead,
+as the model says. What one more op costs a target however small (its per-node
+dispatch, from a chain of adds) is the least an op costs there: the host fuses small ops
+into one kernel, a runtime executing node by node does not. Medians of repeated runs
+within a small time budget: machines are noisy, and the numbers only need to rank the
+targets.
 
     cost = codegen.measured_cost()             # every registered external target
     mod = pm.passes.PlaceTargets(cost=cost)(mod)
+
+The cost also carries `measure` (measure_modules): PlaceTargets builds and times its
+candidate placements with it and keeps the fastest.
 """
 
 from __future__ import annotations

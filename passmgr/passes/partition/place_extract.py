@@ -21,6 +21,7 @@ new form, the input program costs least (ties go to fewer nodes).
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -191,11 +192,16 @@ def _solve(
                 if reading:
                     rows.append((0.0, inf, [(entry, 1.0), *on(k, t), *reading]))
     scale = 1.0 / top
-    h = new_highs(time_limit)
+    h = new_highs()
     h.setOptionValue("mip_abs_gap", 0.0)
     add_columns(h, [v * scale for v in costs], integral=n_picks)
     add_rows(h, rows)
+    deadline = time.perf_counter() + time_limit
     for _ in range(MAX_ROUNDS):
+        remaining = deadline - time.perf_counter()
+        if remaining <= 0:
+            return None
+        h.setOptionValue("time_limit", remaining)
         h.run()
         if h.getInfo().primal_solution_status != 2:
             return None
