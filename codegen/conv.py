@@ -7,8 +7,10 @@
   once for OB fused multiply-adds (~160 GFLOP/s on one core). Output rows are as wide as
   the (phase) input rows, so every tap is a contiguous load; the fused epilogue drops the
   extra columns (codegen/lower.py: direct_conv). A 1x1 convolution whose rows split into
-  whole register blocks reads its input directly and writes NCHW directly.
-- Other 1x1 without stride or padding: the input already is the column matrix; a GEMM.
+  whole register blocks reads its input directly and writes NCHW directly; others (7x7,
+  14x14) take wide rows too, which beats a GEMM with that few columns.
+- Other 1x1 without stride or padding (float64): the input already is the column
+  matrix; a GEMM.
 - Other one-group float convolutions (float64): a JIT im2col into scratch, then one GEMM
   per batch item.
 - Other grouped convolutions (float64, float16): padding into scratch, then direct loops

@@ -130,6 +130,21 @@ def test_depthwise_conv_is_a_jit_kernel_with_its_epilogue() -> None:
     assert "_conv" in exe.get_source()
 
 
+@pytest.mark.parametrize("side", [7, 14])
+def test_pointwise_convs_on_ragged_rows_use_the_direct_kernel(side: int) -> None:
+    """MobileNetV2's late 1x1 convolutions (49 or 196 columns, not whole register blocks)
+    run in the micro-kernel with wide rows, not as a GEMM with too few columns."""
+    x = ir.var("x", shape=(2, 96, side, side))
+    rng = np.random.default_rng(side)
+    w = ir.const((rng.standard_normal((160, 96, 1, 1)) * 0.1).astype("float32"))
+    b = ir.const(rng.standard_normal(160).astype("float32"))
+    fn = ir.Function([x], op.clip(op.bias_add(op.conv2d(x, w), b, axis=1), 0.0, 6.0))
+    exe = codegen.build(fn)
+    assert exe.kernel_kinds() == {"conv": 1} and not exe.program.uses_blas
+    value = rng.standard_normal((2, 96, side, side)).astype("float32")
+    assert_allclose(exe.run(x=value), ir.interpret(fn, x=value))
+
+
 def test_one_thread_and_many_give_the_same_results() -> None:
     x = ir.var("x", shape=(2, 16, 40, 40))
     rng = np.random.default_rng(2)
