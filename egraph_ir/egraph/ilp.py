@@ -11,7 +11,11 @@
    node when c's chosen node needs it: sum(x[k's nodes]) >= sum(x[c's nodes needing k]).
    Summing over c's nodes (valid because c takes one) makes the relaxation much tighter
    than one row per node: two alternatives sharing a child both pay for it in full.
-   Nothing here forbids cycles.
+   Nothing here forbids cycles. Implied classes tighten it: when every acyclic program
+   for class c uses class d (every node of c needs a child that implies d), then
+   sum(x[d's nodes]) >= sum(x[c's nodes]); a class cannot split its weight over
+   alternatives to pay a fraction of what all of them need (the 1k-node generated AC
+   e-graph: relaxation 5.3 -> 10.8 ops of 32, proof about 60 -> 16-39 s).
 3. **Cycles, lazily.** Solve; follow the chosen nodes from the root; for every cycle found,
    forbid choosing all of its nodes together (sum of its x <= length - 1); solve again
    until the choice is acyclic. Cycles are rare in practice (rules like x * 1 => x make
@@ -28,11 +32,13 @@ import time
 from dataclasses import dataclass
 
 from ..errors import CompilerError
-from ..highs import add_columns, add_rows, new_highs
+from ..highs import Row, add_columns, add_rows, new_highs
 from .graph import ENode, Value
 
 MIN_SOLVE_SECONDS = 0.01  # below this the solver cannot even start: keep the warm start
 DOMINANCE_MAX_CLASS = 64  # pairwise dominance checks only in classes up to this size
+IMPLIED_LIMIT = 2_000_000  # set entries computed before implied-class rows are given up
+IMPLIED_MAX_NODES = 5_000  # e-nodes (after pruning) up to which they are added
 
 
 @dataclass
@@ -105,9 +111,12 @@ def solve(
     root: Value,
     warm: dict[Value, ENode],
     time_limit: float,
+    implied: bool = True,
 ) -> IlpOutcome:
     """The cheapest acyclic choice for root (see the module docstring). `warm` must be a
-    valid acyclic choice: it seeds the solver and is kept when time runs out."""
+    valid acyclic choice: it seeds the solver and is kept when time runs out. `implied`
+    adds the implied-class rows (up to IMPLIED_MAX_NODES e-nodes): they pay on a proof,
+    not on the many small solves of the neighbourhood search."""
     import highspy
     import numpy as np
 
@@ -127,7 +136,12 @@ def solve(
     h = new_highs()
     n_cols = len(nodes)
     add_columns(h, [own[n] for n in nodes], integral=n_cols)
-    rows: list[tuple[float, float, list[tuple[int, float]]]] = []
+    rows: list[Row] = []
+
+    def holds(kept: list[ENode], users: list[ENode]) -> Row:
+        """A class keeps a node (one of `kept`) whenever one of `users` is chosen."""
+        return (0.0, inf, [*((col[m], 1.0) for m in kept), *((col[n], -1.0) for n in users)])
+
     rows.append((1.0, inf, [(col[n], 1.0) for n in classes[root]]))
     for ns in classes.values():
         if len(ns) > 1:
@@ -140,9 +154,10 @@ def solve(
             for k in set(n.children):
                 needing.setdefault(k, []).append(n)
         for k, users in needing.items():  # class k holds a node when c's chosen node needs k
-            rows.append(
-                (0.0, inf, [*((col[m], 1.0) for m in classes[k]), *((col[n], -1.0) for n in users)])
-            )
+            rows.append(holds(classes[k], users))
+    tighten = implied and len(nodes) <= IMPLIED_MAX_NODES
+    for c, needed in (implied_classes(classes) if tighten else {}).items():
+        rows += [holds(classes[d], classes[c]) for d in needed - {c}]  # d used wherever c is
     add_rows(h, rows)
 
     best, best_cost = warm, warm_cost
@@ -207,6 +222,36 @@ def _start_nodes(
                 seen.add(k)
                 stack.append(k)
     return out
+
+
+def implied_classes(
+    classes: dict[Value, list[ENode]], limit: int = IMPLIED_LIMIT
+) -> dict[Value, frozenset[Value]]:
+    """Per class c, the classes every acyclic program for c uses: c itself and, over its
+    nodes, the intersection of what their children imply (the greatest fixpoint; a child
+    with no acyclic program yet counts as implying everything). Empty when the sets grow
+    past `limit` entries in all: the rows would cost more than they save."""
+    implied: dict[Value, frozenset[Value] | None] = dict.fromkeys(classes)
+    changed, entries = True, 0
+    while changed:
+        changed = False
+        for c, nodes in classes.items():
+            common: frozenset[Value] | None = None
+            for n in nodes:
+                kids = [implied[k] for k in n.children]
+                if any(k is None for k in kids):
+                    continue  # a child without a program (yet): no constraint from n
+                union = frozenset().union(*kids)  # type: ignore[arg-type]
+                common = union if common is None else common & union
+            if common is None:
+                continue
+            new = common | {c}
+            if new != implied[c]:
+                entries += len(new)
+                if entries > limit:
+                    return {}
+                implied[c], changed = new, True
+    return {c: s for c, s in implied.items() if s is not None}
 
 
 def reachable_classes(choice: dict[Value, ENode], root: Value) -> list[Value]:

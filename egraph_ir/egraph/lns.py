@@ -44,7 +44,7 @@ def improve(
         around = _around(by_class, best, root, level)
         if sum(len(nodes) for nodes in around.values()) > MAX_NODES:
             break  # the program alone is too big to solve around
-        outcome = solve(around, own, root, best, remaining)
+        outcome = solve(around, own, root, best, remaining, implied=False)
         solves += 1
         cost = total_cost(outcome.choice, own, root)
         if cost < best_cost * (1 - 1e-12):

@@ -217,3 +217,24 @@ def test_passes_whose_rules_cannot_match_skip_saturation_on_a_long_chain() -> No
     assert ctx.statistics["AlgebraicSimplify"]["skipped: no rule can match"] == 1
     assert ctx.statistics["EliminateCommonSubexpr"]["merged"] == 0
     assert seconds < 30  # linear in the program, no e-graph built (about 0.2 s here)
+
+
+def test_implied_classes_are_what_every_acyclic_program_uses() -> None:
+    """c0 has two nodes, one needing c1 and c2, the other c1 and c3: c1 is implied, c2 and
+    c3 are not. c4's only other node needs c4 itself through c5 (a cycle): only its leaf
+    node makes a program, so nothing but c4 is implied there."""
+    from egraph_ir.egraph.ilp import extractable, implied_classes
+
+    def node(c: int, *kids: int, tag: str = "") -> ENode:
+        return ENode("op", tuple(f"c{k}" for k in kids), (f"{c}{tag}",), f"c{c}")
+
+    nodes = [
+        node(0, 1, 2), node(0, 1, 3, tag="b"), node(1), node(2), node(3),
+        node(4), node(4, 5, tag="b"), node(5, 4), node(6, 0, 4),
+    ]  # fmt: skip
+    classes = extractable(Snapshot(nodes, {}).by_class, "c6")
+    implied = implied_classes(classes)
+    assert implied["c0"] == {"c0", "c1"}
+    assert implied["c4"] == {"c4"} and implied["c5"] == {"c5", "c4"}
+    assert implied["c6"] == {"c6", "c0", "c1", "c4"}
+    assert implied_classes(classes, limit=3) == {}  # past the limit: no rows at all
