@@ -106,18 +106,22 @@ def lower(fn: Function, name: str, host_fallback: bool = True) -> CompiledKernel
         return HostKernel(name, ops, fn)
 
 
+def _tensors(fn: Function, calls: list[Call]) -> list[TensorType]:
+    """The tensors a group reads (parameters) or makes (its calls)."""
+    types = [p.checked_type for p in fn.params] + [c.checked_type for c in calls]
+    return [t for ty in types for t in tensor_types(ty)]
+
+
 def _narrow_dtypes(fn: Function, calls: list[Call]) -> list[str]:
     """The storage-only dtypes (bfloat16, float8, int4, ...) a group reads or writes."""
-    types = [p.checked_type for p in fn.params] + [c.checked_type for c in calls]
-    types += [n.checked_type for n in post_order(fn.body) if isinstance(n, Constant)]
-    found = {t.dtype for ty in types for t in tensor_types(ty)}
+    consts = [str(n.data.dtype) for n in post_order(fn.body) if isinstance(n, Constant)]
+    found = {t.dtype for t in _tensors(fn, calls)} | set(consts)
     return sorted(found & NARROW)
 
 
 def _touches_an_empty_tensor(fn: Function, calls: list[Call]) -> bool:
     """A group reading or writing a tensor with an axis of extent 0."""
-    types = [p.checked_type for p in fn.params] + [c.checked_type for c in calls]
-    return any(t.size == 0 for ty in types for t in tensor_types(ty))
+    return any(t.size == 0 for t in _tensors(fn, calls))
 
 
 class KernelCache:

@@ -21,7 +21,8 @@ _quiet = False
 
 
 def new_highs(time_limit: float | None = None) -> Any:
-    """A single-threaded HiGHS instance with logging off and a zero MIP gap."""
+    """A single-threaded HiGHS instance with logging off and zero MIP gaps (relative and
+    absolute: placement costs are microseconds)."""
     import highspy
 
     global _quiet
@@ -42,6 +43,7 @@ def new_highs(time_limit: float | None = None) -> Any:
     h.setOptionValue("output_flag", False)
     h.setOptionValue("threads", 1)
     h.setOptionValue("mip_rel_gap", 0.0)
+    h.setOptionValue("mip_abs_gap", 0.0)  # costs in seconds: 1e-6 absolute would hide them
     if time_limit is not None:
         h.setOptionValue("time_limit", time_limit)
     return h

@@ -118,7 +118,7 @@ class EqSat(FunctionPass):
             body, merged = merge_equal(fn.body)
             ctx.bump("merged", merged)
             return fn if not merged else Function(fn.params, body, fn.ret_type, fn.attrs, fn.span)
-        if rewrites and _nothing_to_do(fn, rewrites, self.fold_constants):
+        if rewrites and nothing_to_do(fn, rewrites, self.fold_constants):
             ctx.bump("skipped: no rule can match")
             return fn
         result = optimize(
@@ -171,7 +171,7 @@ def _could_match(e: Expr, p: object) -> bool:
     return True  # a variable
 
 
-def _nothing_to_do(fn: Function, rewrites: list[Rewrite], fold_constants: bool) -> bool:
+def nothing_to_do(fn: Function, rewrites: list[Rewrite], fold_constants: bool) -> bool:
     """No rule's left-hand side matches anywhere in the program and, when constants fold,
     no call has only constant arguments: then saturation cannot change the e-graph (every
     later match needs an earlier rewrite), so it would only cost time."""

@@ -193,7 +193,6 @@ def _solve(
                     rows.append((0.0, inf, [(entry, 1.0), *on(k, t), *reading]))
     scale = 1.0 / top
     h = new_highs()
-    h.setOptionValue("mip_abs_gap", 0.0)
     add_columns(h, [v * scale for v in costs], integral=n_picks)
     add_rows(h, rows)
     deadline = time.perf_counter() + time_limit

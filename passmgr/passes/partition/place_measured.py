@@ -62,7 +62,7 @@ def choose_by_running(
         candidates[t] = {
             n: (p.given_body, greedy_placement(p.given_problem, [t])) for n, p in plans.items()
         }
-    modules = {k: partition_placed(mod, v, bind_constants, ctx) for k, v in candidates.items()}
+    modules = {k: _candidate(mod, v, bind_constants, ctx) for k, v in candidates.items()}
     try:
         first = dict(zip(modules, cost.measure(list(modules.values())), strict=True))
     except CompilerError as exc:  # a program the measure cannot build or feed
@@ -75,7 +75,7 @@ def choose_by_running(
         for n, p in plans.items()
     }
     if not any(_same(calibrated, other) for other in candidates.values()):
-        modules["calibrated"] = partition_placed(mod, calibrated, bind_constants, ctx)
+        modules["calibrated"] = _candidate(mod, calibrated, bind_constants, ctx)
         candidates["calibrated"] = calibrated
     best_first = min(first, key=first.__getitem__)
     final = [best_first, *(["calibrated"] if "calibrated" in modules else [])]
@@ -87,6 +87,13 @@ def choose_by_running(
     chosen = min(seconds, key=seconds.__getitem__)
     ctx.bump(f"chosen: {chosen}")
     return candidates[chosen]
+
+
+def _candidate(mod: IRModule, placed: Placed, bind_constants: bool, ctx: PassContext) -> IRModule:
+    """A candidate partitioned in a context of its own: its annotation and partition
+    counts are not the pass's (the chosen one is partitioned again by the pass)."""
+    with PassContext(ctx.opt_level, config=ctx.config) as scratch:
+        return partition_placed(mod, placed, bind_constants, scratch)
 
 
 def _calibration(

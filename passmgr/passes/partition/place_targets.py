@@ -45,7 +45,7 @@ from rules import RuleSet
 from ...context import PassContext
 from ...pass_base import ModulePass, Sequential
 from ...registry import register_pass
-from ..eqsat import resolve_rules
+from ..eqsat import nothing_to_do, resolve_rules
 from .annotate_target import annotate_function, strip_annotations
 from .merge_regions import MergeCompilerRegions
 from .partition_graph import PartitionGraph
@@ -236,7 +236,6 @@ def solve(problem: Problem, cost: PlacementCost) -> dict[Expr, str]:
                     continue  # graph inputs live on the host
                 rows.append((0.0, inf, row))
     h = new_highs(TIME_LIMIT_S)
-    h.setOptionValue("mip_abs_gap", 0.0)  # costs are seconds: an absolute gap would hide them
     scale = 1.0 / max([abs(v) for v in costs] + [1e-30])
     add_columns(h, [v * scale for v in costs], integral=n_placed)
     add_rows(h, rows)
@@ -380,7 +379,8 @@ def plan_placement(
         place = solve(problem, cost)
         placed_body = body
         report.greedy_cost += placement_cost(problem, greedy_placement(problem, targets), cost)
-        if rewrites and not any(_is_composite(c) for c in problem.calls):
+        flexible = rewrites and not any(_is_composite(c) for c in problem.calls)
+        if flexible and not nothing_to_do(plain, list(rewrites), fold_constants=True):
             found = place_by_extraction(
                 plain, targets, cost, list(rewrites), limits or Limits(), TIME_LIMIT_S
             )
