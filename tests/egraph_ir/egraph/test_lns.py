@@ -39,7 +39,8 @@ def test_the_search_never_loses_and_never_beats_brute_force(case) -> None:
     except CompilerError:
         return  # no acyclic program to start from
     table = CostTable.of(snap, costs)
-    choice, _ = improve(snap.by_class, costs, root, start.choice, 5.0)
+    # small e-graphs: the neighbourhoods are most of the e-graph, searched all the same
+    choice, _ = improve(snap.by_class, costs, root, start.choice, 5.0, whole_share=1.0)
     cost = dag_cost(table, choice, root)  # raises on a cycle
     assert brute_force(snap, costs, root) <= cost <= start.cost
 
@@ -73,3 +74,18 @@ def test_the_search_recovers_sharing_greedy_dag_loses(seed: int, better_than_inp
     assert cost <= given_cost
     assert (cost < given_cost) == better_than_input  # distributing found a cheaper one
     assert solves >= 2 and reachable(choice, root)
+
+
+def test_a_neighbourhood_that_is_most_of_the_egraph_is_left_to_the_whole_ilp() -> None:
+    fn = _polynomial(3)
+    g = TensorEGraph()
+    handle = encode(g, fn.body)
+    g.flush()
+    saturate(g, REWRITES, Limits(iterations=50, nodes=300, seconds=30.0))
+    snap = g.snapshot()
+    root = snap.handle_class[handle]
+    table = CostTable(g, snap, get_cost_model("balanced"))
+    start = extract(g, snap, root, "greedy-dag", costs=table.own).choice
+    _, searched = improve(snap.by_class, table.own, root, start, 5.0, whole_share=1.0)
+    _, skipped = improve(snap.by_class, table.own, root, start, 5.0, whole_share=0.0)
+    assert searched >= 1 and skipped == 0
