@@ -130,6 +130,25 @@ def test_depthwise_conv_is_a_jit_kernel_with_its_epilogue() -> None:
     assert "_conv" in exe.get_source()
 
 
+@pytest.mark.parametrize(
+    "side, kernel, padding, blocks",
+    [
+        (56, 3, 1, (8, 2)),  # 56 x 58 = 203 vectors: no whole 2-vector split, widest anyway
+        (28, 1, 0, (8, 1)),  # a 1x1 keeps the exact split (784 = 49 vectors): no padding
+    ],
+)
+def test_register_blocks_are_widest_unless_a_pointwise_row_splits(
+    side: int, kernel: int, padding: int, blocks: tuple[int, int]
+) -> None:
+    from codegen.conv import Wide
+
+    x = ir.var("x", shape=(1, 64, side, side))
+    w = ir.const(np.zeros((64, 64, kernel, kernel), "float32"))
+    conv = ir.infer_type(ir.Function([x], op.conv2d(x, w, padding=(padding,)))).body
+    lay = Wide.of(conv)
+    assert (lay.ob, lay.xv) == blocks
+
+
 @pytest.mark.parametrize("side", [7, 14])
 def test_pointwise_convs_on_ragged_rows_use_the_direct_kernel(side: int) -> None:
     """MobileNetV2's late 1x1 convolutions (49 or 196 columns, not whole register blocks)
