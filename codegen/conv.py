@@ -6,9 +6,12 @@
   times XV*16 output columns) and sweeps the C*KH*KW reduction, loading each input vector
   once for OB fused multiply-adds (~160 GFLOP/s on one core). Output rows are as wide as
   the (phase) input rows, so every tap is a contiguous load; the fused epilogue drops the
-  extra columns (codegen/lower.py: direct_conv). A 1x1 convolution whose rows split into
-  whole register blocks reads its input directly and writes NCHW directly; others (7x7,
-  14x14) take wide rows too, which beats a GEMM with that few columns.
+  extra columns (codegen/lower.py: direct_conv). A block's wide rows live in the calling
+  thread's slot of scratch (THREAD_SLOT), and a depthwise block pads the one channel it
+  reads into its slot itself, so neither goes out to memory and back. A 1x1 convolution
+  whose rows split into whole register blocks reads its input directly and writes NCHW
+  directly; others (7x7, 14x14) take wide rows too, which beats a GEMM with that few
+  columns.
 - Other 1x1 without stride or padding (float64): the input already is the column
   matrix; a GEMM.
 - Other one-group float convolutions (float64): a JIT im2col into scratch, then one GEMM
@@ -29,6 +32,7 @@ from egraph_ir.types import TensorType
 from .blas import Product
 from .loop_ir import (
     INDEX,
+    THREAD_SLOT,
     Assign,
     Bin,
     Buffer,
@@ -241,16 +245,49 @@ def _split_copy(
     name: str,
 ) -> tuple[Kernel, tuple[tuple[int, ...], str]]:
     """Per channel, one rows x width plane per stride phase (a, b) holding input rows
-    a, a+sh, ... and columns b, b+sw, ... shifted by the padding, zero outside. Bounds are
-    worked out here: border rows and columns are plain zero loops and the interior a
-    (strided) copy without selects, which vectorises."""
-    sh, sw = stride
-    dtype = g.dtype
-    plane_size = rows * width
+    a, a+sh, ... and columns b, b+sw, ... shifted by the padding, zero outside."""
     b, ch = _v("b"), _v("c")
     src_plane = mul(add(mul(b, idx(g.c)), ch), idx(g.h * g.w))
-    dst_channel = mul(add(mul(b, idx(g.c)), ch), idx(len(phases) * plane_size))
-    zero = _zero(dtype)
+    dst_channel = mul(add(mul(b, idx(g.c)), ch), idx(len(phases) * rows * width))
+    body = _plane_copy(g, phases, rows, width, stride, ("in0", src_plane), ("out", dst_channel))
+    nest: list[Stmt] = [For("c", g.c, [For("b", g.n, body)], outer=True)]
+    shape = (g.n, g.c, len(phases), rows, width) if len(phases) > 1 else (g.n, g.c, rows, width)
+    buffers = [Buffer("in0", g.dtype, (g.n, g.c, g.h, g.w)), Buffer("out", g.dtype, shape)]
+    work = float(g.n * g.c * len(phases) * rows * width)
+    return Kernel(name, buffers, nest, g.c, work=work, unroll=False), (shape, g.dtype)
+
+
+def private_copy(conv: Call, lay: Wide, channel: LExpr, source: str, dest: str) -> list[Stmt]:
+    """The direct kernel's input for one channel (every batch item) in the calling
+    thread's slot of `dest` (THREAD_SLOT): a depthwise block copies the one channel it
+    reads just before reading it, so the copy stays in cache instead of a whole padded
+    input going out to memory and back (see `direct_block(private_source=True)`)."""
+    g = ConvShape.of(conv)
+    b = _v("pb")
+    per_item = len(lay.phases) * lay.plane
+    src_plane = mul(add(mul(b, idx(g.c)), channel), idx(g.h * g.w))
+    dst = mul(add(mul(THREAD_SLOT, idx(g.n)), b), idx(per_item))
+    stride = (g.sh, g.sw)
+    body = _plane_copy(g, lay.phases, lay.rows, lay.wp, stride, (source, src_plane), (dest, dst))
+    return [For("pb", g.n, body)]
+
+
+def _plane_copy(
+    g: ConvShape,
+    phases: Sequence[tuple[int, int]],
+    rows: int,
+    width: int,
+    stride: tuple[int, int],
+    source: tuple[str, LExpr],
+    dest: tuple[str, LExpr],
+) -> list[Stmt]:
+    """One channel's phase planes: (buffer, start) of its input plane and of its planes.
+    Bounds are worked out here: border rows and columns are plain zero loops and the
+    interior a (strided) copy without selects, which vectorises."""
+    sh, sw = stride
+    (src_buf, src_plane), (out, dst_channel) = source, dest
+    plane_size = rows * width
+    zero = _zero(g.dtype)
     body: list[Stmt] = []
 
     def span(first: int, step: int, size: int, extent: int) -> tuple[int, int]:
@@ -267,7 +304,7 @@ def _split_copy(
             if count > 0:
                 r, t = _v(f"zr{k}_{first}"), _v(f"zt{k}_{first}")
                 at = add(plane, add(mul(add(r, idx(first)), idx(width)), t))
-                body.append(For(r.name, count, [For(t.name, width, [Store("out", at, zero)])]))
+                body.append(For(r.name, count, [For(t.name, width, [Store(out, at, zero)])]))
         r = _v(f"r{k}")
         row = add(plane, mul(add(r, idx(r0)), idx(width)))
         src_row = add(src_plane, mul(add(mul(add(r, idx(r0)), idx(sh)), idx(pa - g.top)), idx(g.w)))
@@ -275,21 +312,17 @@ def _split_copy(
         for first, count in ((0, t0), (t1, width - t1)):
             if count > 0:
                 t = _v(f"zc{k}_{first}")
-                inner.append(For(t.name, count, [Store("out", add(row, add(t, idx(first))), zero)]))
+                inner.append(For(t.name, count, [Store(out, add(row, add(t, idx(first))), zero)]))
         if t1 > t0:
             t = _v(f"t{k}")
             column = add(t, idx(t0))
             src = add(src_row, add(mul(column, idx(sw)), idx(pb - g.left)))
             inner.append(
-                For(t.name, t1 - t0, [Store("out", add(row, column), Load(dtype, "in0", src))])
+                For(t.name, t1 - t0, [Store(out, add(row, column), Load(g.dtype, src_buf, src))])
             )
         if r1 > r0:
             body.append(For(r.name, r1 - r0, inner))
-    nest: list[Stmt] = [For("c", g.c, [For("b", g.n, body)], outer=True)]
-    shape = (g.n, g.c, len(phases), rows, width) if len(phases) > 1 else (g.n, g.c, rows, width)
-    buffers = [Buffer("in0", dtype, (g.n, g.c, g.h, g.w)), Buffer("out", dtype, shape)]
-    work = float(g.n * g.c * len(phases) * plane_size)
-    return Kernel(name, buffers, nest, g.c, work=work, unroll=False), (shape, dtype)
+    return body
 
 
 def _v(name: str) -> LoopVar:
@@ -341,11 +374,21 @@ def grouped_kernel(conv: Call, name: str) -> Kernel:
 
 
 def direct_block(
-    conv: Call, lay: Wide, ob_: LoopVar, source: str, weight: str, dest: str
+    conv: Call,
+    lay: Wide,
+    ob_: LoopVar,
+    source: str,
+    weight: str,
+    dest: str,
+    private_source: bool = False,
+    private_dest: bool = False,
 ) -> list[Stmt]:
     """One block of OB output channels (ob_ counts blocks), for every batch item:
     dest[n, o, q] = sum over c, i, j of w[o, c, i, j] * source[n, g*cg + c, tap(i, j) + q],
-    where source holds each channel's phase planes (the padded input, or the input)."""
+    where source holds each channel's phase planes (the padded input, or the input).
+    Private buffers are the calling thread's slot instead (THREAD_SLOT): the source holds
+    the block's one input channel (`private_copy`), dest the block's OB rows, which its
+    epilogue reads next (the block's rows stay in cache, whatever the layer's size)."""
     g = ConvShape.of(conv)
     groups = int(conv.attrs["groups"])
     cg, og = g.c // groups, g.o // groups
@@ -356,10 +399,8 @@ def direct_block(
     first = mul(ob_, idx(ob))
     group = first if og == 1 else Bin(INDEX, "div", first, idx(og))
     channel = add(mul(group, idx(cg)), ch)
-    base = add(
-        mul(add(mul(b, idx(g.c)), channel), idx(len(lay.phases) * lay.plane)),
-        mul(qb, idx(xv * LANES)),
-    )
+    item = add(mul(THREAD_SLOT, idx(g.n)), b) if private_source else add(mul(b, idx(g.c)), channel)
+    base = add(mul(item, idx(len(lay.phases) * lay.plane)), mul(qb, idx(xv * LANES)))
     body: list[Stmt] = [
         Declare(f"acc{p}_{k}", Const(vec, 0.0)) for p in range(ob) for k in range(xv)
     ]
@@ -392,7 +433,11 @@ def direct_block(
     body.append(For("ch", cg, updates, unroll=False))
     q0 = mul(qb, idx(xv * LANES))
     for p in range(ob):
-        out_at = add(mul(add(mul(b, idx(g.o)), add(first, idx(p))), idx(q)), q0)
+        if private_dest:
+            row = add(mul(add(mul(THREAD_SLOT, idx(g.n)), b), idx(ob)), idx(p))
+        else:
+            row = add(mul(b, idx(g.o)), add(first, idx(p)))
+        out_at = add(mul(row, idx(q)), q0)
         for k in range(xv):
             body.append(Store(dest, add(out_at, idx(k * LANES)), Ref(vec, f"acc{p}_{k}")))
     return [For("b", g.n, [For("qb", q // (xv * LANES), body)])]

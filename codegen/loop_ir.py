@@ -33,6 +33,12 @@ class LoopVar(LExpr):
     name: str
 
 
+# The first outer index of the calling thread's range. Ranges of concurrent calls are
+# disjoint, so a scratch buffer indexed by it is private to the call: each touches only
+# its own slot, which stays in cache (the other slots are never used at the same time).
+THREAD_SLOT = LoopVar(INDEX, "start")
+
+
 @dataclass(frozen=True, eq=False)
 class Load(LExpr):
     buffer: str

@@ -47,6 +47,7 @@ from .kernels import (
 from .kernels import Ref as BufferRef
 from .loop_ir import (
     INDEX,
+    THREAD_SLOT,
     Assign,
     Bin,
     Buffer,
@@ -226,12 +227,13 @@ class _Lowering:
 
     def _element(self, e: Expr, index: Index) -> LExpr:
         if e is self.anchor and self.wide is not None and not self.wide.into_out:
+            # the block's rows in the calling thread's slot (conv.direct_block, private_dest)
             b, o, y, x = index.multi()
-            channels = self.out_type.shape[1]
-            row = add(
-                mul(add(mul(b, idx(channels)), o), idx(self.wide.q)), mul(y, idx(self.wide.wp))
-            )
-            return Load(self.out.dtype, "wide", add(row, x))
+            n, ob = self.out_type.shape[0], self.wide.ob
+            p = Bin(INDEX, "rem", o, idx(ob)) if ob > 1 else idx(0)
+            row = add(mul(add(mul(THREAD_SLOT, idx(n)), b), idx(ob)), p)
+            start = add(mul(row, idx(self.wide.q)), mul(y, idx(self.wide.wp)))
+            return Load(self.out.dtype, "wide", add(start, x))
         if e is self.anchor:
             if self.in_registers:
                 raise Unsupported("the epilogue reads the anchor at another position")
@@ -643,16 +645,27 @@ class _Lowering:
         scratches: list[tuple[tuple[int, ...], str]] = []
         pad = None
         source = self.buffers[x].name
+        groups = int(anchor.attrs["groups"])
+        # depthwise: each block reads one input channel, padded by the block itself
+        private = not lay.pad_free and g.c == groups and g.o // groups == lay.ob
+        block = LoopVar(INDEX, "ob")
+        stmts: list[Stmt] = []
         if not lay.pad_free:  # padded (and for strides, phase-split) input in scratch 0
             pad, padded = conv.phase_kernel(anchor, lay, f"{self.name}_pad")
-            source, special["xpad"] = "xpad", BufferRef("scratch", len(scratches))
+            special["xpad"] = BufferRef("scratch", len(scratches))
             scratches.append(padded)
+            if private:
+                stmts = conv.private_copy(anchor, lay, block, source, "xpad")
+                pad = None
+            source = "xpad"
         dest = "out"
-        if not lay.into_out:
+        if not lay.into_out:  # each block's rows in the calling thread's slot
             dest, special["wide"] = "wide", BufferRef("scratch", len(scratches))
             scratches.append(((g.n, g.o, lay.q), "float32"))
-        block = LoopVar(INDEX, "ob")
-        stmts = conv.direct_block(anchor, lay, block, source, self.buffer_of(w), dest)
+        weight = self.buffer_of(w)
+        stmts += conv.direct_block(
+            anchor, lay, block, source, weight, dest, private, not lay.into_out
+        )
         if not (lay.into_out and anchor is self.fn.body):
             stmts += self.channel_block(block, lay.ob)
         named = zip(special, scratches, strict=True)

@@ -19,6 +19,7 @@ import numpy as np
 from llvmlite import ir
 
 from ..loop_ir import (
+    THREAD_SLOT,
     Assign,
     Bin,
     Cast,
@@ -158,7 +159,7 @@ class _KernelEmitter:
         self.entry_builder = ir.IRBuilder(entry)
         body = self.fn.append_basic_block("body")
         self.b = ir.IRBuilder(body)
-        self.loop_vars: dict[str, ir.Value] = {}
+        self.loop_vars: dict[str, ir.Value] = {THREAD_SLOT.name: self.start}
         self.locals: dict[str, tuple[ir.Value, str]] = {}
         self.scopes: list[dict[int, ir.Value]] = [{}]
         self.pure: dict[int, bool] = {}

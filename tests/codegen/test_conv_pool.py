@@ -164,6 +164,27 @@ def test_pointwise_convs_on_ragged_rows_use_the_direct_kernel(side: int) -> None
     assert_allclose(exe.run(x=value), ir.interpret(fn, x=value))
 
 
+@pytest.mark.parametrize("stride, dilation", [(1, 1), (2, 1), (2, 2)])
+def test_depthwise_blocks_pad_their_own_channel(stride: int, dilation: int) -> None:
+    """A depthwise block pads (and phase-splits) the one channel it reads itself, into the
+    calling thread's slot: no whole padded copy of the input (no `_pad` prologue). Batch
+    3 and two threads, so slots are shared by batch items and taken by both threads."""
+    x = ir.var("x", shape=(3, 24, 19, 19))
+    rng = np.random.default_rng(stride + dilation)
+    w = ir.const(rng.standard_normal((24, 1, 3, 3)).astype("float32"))
+    b = ir.const(rng.standard_normal(24).astype("float32"))
+    conv = op.conv2d(
+        x, w, strides=(stride, stride), padding=(1,), dilation=(dilation, dilation), groups=24
+    )
+    fn = ir.Function([x], op.clip(op.bias_add(conv, b, axis=1), 0.0, 6.0))
+    value = rng.standard_normal((3, 24, 19, 19)).astype("float32")
+    for threads in (1, 2):
+        with pm.PassContext(config={"codegen.num_threads": threads}):
+            exe = codegen.build(fn)
+        assert exe.kernel_kinds() == {"conv": 1} and "_pad" not in exe.get_source()
+        assert_allclose(exe.run(x=value), ir.interpret(fn, x=value))
+
+
 def test_one_thread_and_many_give_the_same_results() -> None:
     x = ir.var("x", shape=(2, 16, 40, 40))
     rng = np.random.default_rng(2)
