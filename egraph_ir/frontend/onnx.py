@@ -564,7 +564,8 @@ class _Window:
         t = n.type()
         if t.ndim not in (3, 4):
             raise FrontendError(
-                f"only 1-D (NCL) and 2-D (NCHW) {n.op_type} are supported, got input {t}"
+                f"only 1-D (NCL), 2-D (NCHW) and, for Conv, MaxPool and AveragePool, 3-D "
+                f"(NCDHW) {n.op_type} are supported, got input {t}"
             )
         spatial = t.ndim - 2
         kernel = tuple(n.attr("kernel_shape", kernel))
@@ -588,6 +589,10 @@ class _Window:
 
 @converter("Conv")
 def _conv(n: _Node) -> Expr:
+    if n.type().ndim == 5:
+        from .onnx_volume import conv3d
+
+        return conv3d(n)
     win = _Window(n, n.type(1).shape[2:])
     out = op.conv2d(
         win.x,
@@ -604,6 +609,12 @@ def _conv(n: _Node) -> Expr:
 
 @converter("MaxPool", "AveragePool")
 def _pool(n: _Node) -> Expr:
+    if n.type().ndim == 5:
+        from .onnx_volume import pool3d
+
+        if len(n.proto.output) > 1 and n.proto.output[1]:
+            raise FrontendError("MaxPool's Indices output is not supported")
+        return pool3d(n)
     win = _Window(n)
     common = {
         "pool_size": win.kernel,

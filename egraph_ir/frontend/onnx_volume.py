@@ -1,0 +1,151 @@
+"""3-D (NCDHW) Conv, MaxPool and AveragePool, folded onto the 2-D ops, so video models
+(Conv3d, MaxPool3d, AvgPool3d exported from PyTorch) run through the same kernels.
+
+Depth is taken apart into its window taps: tap kd reads depths od*sd + kd*dd of the
+depth-padded input for every output depth od (a strided slice). Then
+
+- Conv: the KD taps are stacked next to the input channels of each group and the output
+  depths go into the batch, so one conv2d with KD times the input channels computes the
+  whole convolution: x (N, C, D, H, W) -> (N*OD, G*KD*C/G, H, W), w (O, C/G, KD, KH, KW)
+  -> (O, KD*C/G, KH, KW), groups G; the result (N*OD, O, OH, OW) goes back to NCDHW.
+- MaxPool: each tap pooled in 2-D with depths folded into channels, then the elementwise
+  maximum of the taps (depth padding is -inf: it never wins).
+- AveragePool: the sum of the taps' 2-D averages (depth padding is 0) over the number of
+  taps each output depth counts (inside the input, or inside the padding too with
+  count_include_pad): the 2-D average already divides by the window's height-width count,
+  which is the same for every tap.
+
+Called by the Conv, MaxPool and AveragePool converters (onnx.py) for 5-D inputs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import op
+from ..errors import FrontendError
+from ..expr import Constant, Expr
+from ..infer import infer_new_nodes
+from ..types import TensorType
+from .onnx import _Node, _pads
+
+
+class _Depth:
+    """The depth window of a 3-D node, and the 2-D window of each tap."""
+
+    def __init__(self, n: _Node, kernel: tuple[int, ...], ceil_mode: bool = False) -> None:
+        t = n.type()
+        self.shape = t.shape
+        self.dtype = t.dtype
+        strides = tuple(n.attr("strides", [1, 1, 1]))
+        dilations = tuple(n.attr("dilations", [1, 1, 1]))
+        if not (len(kernel) == len(strides) == len(dilations) == 3):
+            raise FrontendError(f"{n.op_type} on {t} needs 3 kernel sizes, strides, dilations")
+        pads = _pads(n, t, kernel, strides, dilations)
+        (self.kd, *kernel_hw), (self.sd, *strides_hw) = kernel, strides
+        (self.dd, *dilation_hw) = dilations
+        self.front, self.back = pads[0], pads[3]
+        self.kernel, self.strides, self.dilation = (
+            tuple(kernel_hw), tuple(strides_hw), tuple(dilation_hw)
+        )  # fmt: skip
+        self.pads_hw = (pads[1], pads[2], pads[4], pads[5])
+        depth = self.shape[2]
+        span = depth + self.front + self.back - self.dd * (self.kd - 1) - 1
+        if span < 0:
+            raise FrontendError(f"{n.op_type}: the depth window is larger than {t}")
+        self.od = (-(-span // self.sd) if ceil_mode else span // self.sd) + 1
+        if ceil_mode and (self.od - 1) * self.sd >= depth + self.front:
+            self.od -= 1  # the last window would start in the right padding: none
+        # depth the taps reach past the padded input (ceil mode): padded like the rest
+        self.overhang = max(0, (self.od - 1) * self.sd - span)
+
+    def taps(self, x: Expr, pad_value: float) -> list[Expr]:
+        """Per kd, the (N, C, OD, H, W) input depths that tap kd of each window reads."""
+        back = self.back + self.overhang
+        if self.front or back:
+            width = ((0, 0), (0, 0), (self.front, back), (0, 0), (0, 0))
+            x = op.pad(x, pad_width=width, pad_value=pad_value)
+        last = (self.od - 1) * self.sd + 1
+        return [
+            op.strided_slice(
+                x, begin=(k * self.dd,), end=(k * self.dd + last,), strides=(self.sd,), axes=(2,)
+            )
+            for k in range(self.kd)
+        ]
+
+    def counted(self, inside_padding: bool) -> np.ndarray:
+        """Per output depth, how many of its taps lie in the input (or in the padding)."""
+        low, high = (
+            (-self.front, self.shape[2] + self.back) if inside_padding else (0, self.shape[2])
+        )
+        starts = np.arange(self.od) * self.sd - self.front
+        positions = starts[:, None] + np.arange(self.kd)[None, :] * self.dd
+        return ((positions >= low) & (positions < high)).sum(axis=1)
+
+
+def conv3d(n: _Node) -> Expr:
+    w_type = n.type(1)
+    o, cg = w_type.shape[0], w_type.shape[1]
+    depth = _Depth(n, tuple(n.attr("kernel_shape", w_type.shape[2:])))
+    groups = int(n.attr("group", 1))
+    batch, channels, _, h, w = depth.shape
+    if channels != cg * groups or o % groups:
+        raise FrontendError(f"Conv: input {n.type()} and weights {w_type} with {groups} groups")
+    kd, od = depth.kd, depth.od
+    taps = [op.expand_dims(tap, axis=1) for tap in depth.taps(n.x(), 0.0)]
+    stacked = op.concatenate(*taps, axis=1)  # (N, KD, C, OD, H, W)
+    stacked = op.reshape(stacked, newshape=(batch, kd, groups, cg, od, h, w))
+    stacked = op.transpose(stacked, axes=(0, 4, 2, 1, 3, 5, 6))  # (N, OD, G, KD, C/G, H, W)
+    stacked = op.reshape(stacked, newshape=(batch * od, groups * kd * cg, h, w))
+    weights = op.transpose(n.x(1), axes=(0, 2, 1, 3, 4))  # (O, KD, C/G, KH, KW)
+    weights = op.reshape(weights, newshape=(o, kd * cg, *w_type.shape[3:]))
+    out = op.conv2d(
+        stacked,
+        weights,
+        strides=depth.strides,
+        padding=depth.pads_hw,
+        dilation=depth.dilation,
+        groups=groups,
+    )
+    _, _, oh, ow = _shape(out)
+    out = op.transpose(op.reshape(out, newshape=(batch, od, o, oh, ow)), axes=(0, 2, 1, 3, 4))
+    bias = n.input(2)
+    return op.bias_add(out, bias, axis=1) if bias is not None else out
+
+
+def pool3d(n: _Node) -> Expr:
+    ceil_mode = bool(n.attr("ceil_mode", 0))
+    depth = _Depth(n, tuple(n.attr("kernel_shape")), ceil_mode)
+    batch, channels, _, h, w = depth.shape
+    common = {
+        "pool_size": depth.kernel,
+        "strides": depth.strides,
+        "padding": depth.pads_hw,
+        "dilation": depth.dilation,
+        "ceil_mode": ceil_mode,
+    }
+    is_max = n.op_type == "MaxPool"
+    include = bool(n.attr("count_include_pad", 0))
+    pooled = []
+    lowest = -np.inf if depth.dtype.startswith("float") else float(np.iinfo(depth.dtype).min)
+    for tap in depth.taps(n.x(), lowest if is_max else 0.0):
+        flat = op.reshape(tap, newshape=(batch, channels * depth.od, h, w))
+        if is_max:
+            pooled.append(op.max_pool2d(flat, **common))
+        else:
+            pooled.append(op.avg_pool2d(flat, **common, count_include_pad=include))
+    out = pooled[0]
+    for p in pooled[1:]:
+        out = op.maximum(out, p) if is_max else op.add(out, p)
+    _, _, oh, ow = _shape(out)
+    out = op.reshape(out, newshape=(batch, channels, depth.od, oh, ow))
+    if is_max:
+        return out
+    counts = depth.counted(include).astype(depth.dtype).reshape(1, 1, depth.od, 1, 1)
+    return op.divide(out, Constant(np.maximum(counts, 1)))
+
+
+def _shape(e: Expr) -> tuple[int, ...]:
+    t = infer_new_nodes(e).checked_type
+    assert isinstance(t, TensorType)
+    return tuple(t.shape)
