@@ -41,6 +41,10 @@ class Index:
             self._flat = total
         return self._flat
 
+    def has_multi(self) -> bool:
+        """Per-axis indices are known (a loop per axis), not only a flat offset."""
+        return self._multi is not None
+
     def multi(self) -> list[LExpr]:
         if self._multi is None:
             assert self._flat is not None
@@ -274,7 +278,24 @@ def _bias_add(ctx: Ctx) -> LExpr:
 # ---------------------------------------------------------------- injective
 @compute("reshape", "flatten", "squeeze", "expand_dims")
 def _reshape(ctx: Ctx) -> LExpr:
-    return ctx.readers[0](Index(ctx.in_types[0].shape, flat=ctx.index.flat()))
+    """Trailing axes both shapes share keep their loop indices; only the leading ones go
+    through a flat offset, so the divisions involve outer loops alone and leave the
+    inner ones (the (N, C*D, H, W) <-> (N, C, D, H, W) planes of a 3-D convolution, a
+    transformer's head split) plain contiguous copies."""
+    in_shape, out_shape = ctx.in_types[0].shape, ctx.out.shape
+    shared = 0
+    while (
+        shared < min(len(in_shape), len(out_shape))
+        and in_shape[len(in_shape) - 1 - shared] == out_shape[len(out_shape) - 1 - shared]
+    ):
+        shared += 1
+    if not ctx.index.has_multi() or shared == 0:
+        return ctx.readers[0](Index(in_shape, flat=ctx.index.flat()))
+    out = ctx.index.multi()
+    cut_out, cut_in = len(out_shape) - shared, len(in_shape) - shared
+    lead = Index(out_shape[:cut_out], multi=out[:cut_out]).flat()
+    lead_multi = Index(in_shape[:cut_in], flat=lead).multi() if cut_in else []
+    return ctx.readers[0](Index(in_shape, multi=[*lead_multi, *out[cut_out:]]))
 
 
 @compute("broadcast_to")

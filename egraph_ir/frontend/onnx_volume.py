@@ -8,6 +8,8 @@ depth-padded input for every output depth od (a strided slice). Then
   depths go into the batch, so one conv2d with KD times the input channels computes the
   whole convolution: x (N, C, D, H, W) -> (N*OD, G*KD*C/G, H, W), w (O, C/G, KD, KH, KW)
   -> (O, KD*C/G, KH, KW), groups G; the result (N*OD, O, OH, OW) goes back to NCDHW.
+  The stacking is one `take` of whole (channel, depth) planes with constant indices (a
+  contiguous copy per plane; as a concatenation of transposed slices it ran at 0.6 GB/s).
 - MaxPool: each tap pooled in 2-D with depths folded into channels, then the elementwise
   maximum of the taps (depth padding is -inf: it never wins).
 - AveragePool: the sum of the taps' 2-D averages (depth padding is 0) over the number of
@@ -59,12 +61,17 @@ class _Depth:
         # depth the taps reach past the padded input (ceil mode): padded like the rest
         self.overhang = max(0, (self.od - 1) * self.sd - span)
 
-    def taps(self, x: Expr, pad_value: float) -> list[Expr]:
-        """Per kd, the (N, C, OD, H, W) input depths that tap kd of each window reads."""
+    def padded(self, x: Expr, pad_value: float) -> Expr:
+        """x padded in depth: in front, behind, and past that as far as a tap reaches."""
         back = self.back + self.overhang
         if self.front or back:
             width = ((0, 0), (0, 0), (self.front, back), (0, 0), (0, 0))
             x = op.pad(x, pad_width=width, pad_value=pad_value)
+        return x
+
+    def taps(self, x: Expr, pad_value: float) -> list[Expr]:
+        """Per kd, the (N, C, OD, H, W) input depths that tap kd of each window reads."""
+        x = self.padded(x, pad_value)
         last = (self.od - 1) * self.sd + 1
         return [
             op.strided_slice(
@@ -92,10 +99,16 @@ def conv3d(n: _Node) -> Expr:
     if channels != cg * groups or o % groups:
         raise FrontendError(f"Conv: input {n.type()} and weights {w_type} with {groups} groups")
     kd, od = depth.kd, depth.od
-    taps = [op.expand_dims(tap, axis=1) for tap in depth.taps(n.x(), 0.0)]
-    stacked = op.concatenate(*taps, axis=1)  # (N, KD, C, OD, H, W)
-    stacked = op.reshape(stacked, newshape=(batch, kd, groups, cg, od, h, w))
-    stacked = op.transpose(stacked, axes=(0, 4, 2, 1, 3, 5, 6))  # (N, OD, G, KD, C/G, H, W)
+    # the stacked planes, (N, OD, G, KD, C/G) in order, gathered from the depth-padded
+    # input's (channel, depth) planes: one plane copy each
+    padded = depth.padded(n.x(), 0.0)
+    dp = _shape(padded)[2]
+    o_, g_, k_, c_ = np.meshgrid(
+        np.arange(od), np.arange(groups), np.arange(kd), np.arange(cg), indexing="ij"
+    )
+    planes = (g_ * cg + c_) * dp + o_ * depth.sd + k_ * depth.dd
+    flat = op.reshape(padded, newshape=(batch, channels * dp, h, w))
+    stacked = op.take(flat, Constant(planes.reshape(-1).astype("int64")), axis=1)
     stacked = op.reshape(stacked, newshape=(batch * od, groups * kd * cg, h, w))
     weights = op.transpose(n.x(1), axes=(0, 2, 1, 3, 4))  # (O, KD, C/G, KH, KW)
     weights = op.reshape(weights, newshape=(o, kd * cg, *w_type.shape[3:]))

@@ -178,6 +178,27 @@ def test_take_modes_with_negative_and_out_of_range_indices(mode: str, indices: l
     assert_allclose(codegen.build(fn).run(x=xv, i=iv), ir.interpret(fn, xv, iv))
 
 
+@pytest.mark.parametrize(
+    "shape, middle, last",
+    [
+        ((2, 3, 4, 5), (6, 4, 5), (2, 12, 5)),  # leading axes merged and split, rows kept
+        ((1, 6, 7, 8), (1, 2, 3, 56), (6, 7, 8)),  # only the last axis differs
+        ((4, 3, 10), (2, 2, 3, 10), (12, 10)),  # split, then merged past the shared row
+        ((3, 4), (12,), (2, 6)),  # nothing shared
+    ],
+)
+def test_reshapes_inside_fused_kernels_match_the_interpreter(shape, middle, last) -> None:
+    """Reshapes keep the loop indices of the trailing axes both shapes share (compute.py)
+    and go through a flat offset for the rest; gathered rows exercise the per-axis path."""
+    x = ir.var("x", shape=shape)
+    y = op.add(op.reshape(op.multiply(x, ir.const(np.float32(2))), newshape=middle), ir.const(1.0))
+    y = op.exp(op.reshape(y, newshape=last))
+    rows = ir.const(np.array([last[0] - 1, 0, last[0] // 2], dtype="int64"))
+    fn = ir.Function([x], op.take(y, rows, axis=0))
+    value = np.random.default_rng(0).standard_normal(shape).astype("float32")
+    assert_allclose(codegen.build(fn).run(x=value), ir.interpret(fn, x=value))
+
+
 def test_nested_tuple_outputs_keep_their_structure(tmp_path) -> None:
     # TVM's graph executor flattens (x1, ((x2, x3), x4)); here the result keeps its shape
     x = ir.var("x", shape=(2, 3))
