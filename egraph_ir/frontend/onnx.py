@@ -564,8 +564,8 @@ class _Window:
         t = n.type()
         if t.ndim not in (3, 4):
             raise FrontendError(
-                f"only 1-D (NCL), 2-D (NCHW) and, for Conv, MaxPool and AveragePool, 3-D "
-                f"(NCDHW) {n.op_type} are supported, got input {t}"
+                f"only 1-D (NCL), 2-D (NCHW) and, for Conv and pooling, 3-D (NCDHW) "
+                f"{n.op_type} are supported, got input {t}"
             )
         spatial = t.ndim - 2
         kernel = tuple(n.attr("kernel_shape", kernel))

@@ -9,7 +9,8 @@ import numpy as np
 from .. import op
 from ..errors import FrontendError
 from ..expr import Constant, Expr, TupleGetItem
-from .onnx import _Node, _Window, converter
+from .onnx import _Node, _pads, _Window, converter
+from .onnx_volume import _shape, pool3d
 
 
 def _scalar(value: float | int, dtype: str) -> Constant:
@@ -111,19 +112,44 @@ def _lrn(n: _Node) -> Expr:
 
 @converter("LpPool")
 def _lp_pool(n: _Node) -> Expr:
-    """(sum over the window of |x|^p)^(1/p): an average pool of |x|^p (padding counted)
-    times the window's size."""
+    """(sum over the window of |x|^p)^(1/p): an average pool of |x|^p over the input
+    elements each window covers, times their number (padding adds nothing; windows of
+    ceil mode reaching past the padding cover fewer elements than the kernel's size)."""
     t = n.type()
     p = float(n.attr("p", 2))
-    win = _Window(n)
-    powered = op.power(op.abs(win.x), _scalar(p, t.dtype))
-    mean = op.avg_pool2d(
-        powered, pool_size=win.kernel, strides=win.strides, padding=win.pads,
-        dilation=win.dilations, ceil_mode=bool(n.attr("ceil_mode", 0)), count_include_pad=True,
-    )  # fmt: skip
-    area = float(np.prod(win.kernel))
-    total = op.multiply(mean, _scalar(area, t.dtype))
-    return win.finish(op.power(total, _scalar(1.0 / p, t.dtype)))
+    powered = op.power(op.abs(n.x()), _scalar(p, t.dtype))
+    if t.ndim == 5:
+        kernel = tuple(n.attr("kernel_shape"))
+        strides = tuple(n.attr("strides", [1] * 3))
+        dilations = tuple(n.attr("dilations", [1] * 3))
+        begins = _pads(n, t, kernel, strides, dilations)[:3]
+        mean = pool3d(n, powered, include=False)
+        sizes = t.shape[2:]
+    else:
+        win = _Window(n)
+        mean = op.avg_pool2d(
+            win.lift(powered), pool_size=win.kernel,
+            strides=win.strides, padding=win.pads, dilation=win.dilations,
+            ceil_mode=bool(n.attr("ceil_mode", 0)), count_include_pad=False,
+        )  # fmt: skip
+        kernel, strides, dilations, begins = win.kernel, win.strides, win.dilations, win.pads[:2]
+        sizes = _shape(win.x)[2:]
+    counts = _covered(sizes, kernel, strides, dilations, begins, _shape(mean)[2:])
+    total = op.multiply(mean, Constant(counts.astype(t.dtype)[None, None]))
+    if not counts.all():  # a window wholly in padding averages nothing (NaN): its sum is 0
+        total = op.where(Constant(counts[None, None] > 0), total, _scalar(0.0, t.dtype))
+    out = op.power(total, _scalar(1.0 / p, t.dtype))
+    return win.finish(out) if t.ndim != 5 else out
+
+
+def _covered(*axes: tuple[int, ...]) -> np.ndarray:
+    """Per output position, how many input elements its window covers: per axis (size,
+    kernel, stride, dilation, padding before, outputs), multiplied over the axes."""
+    counts = np.ones((), dtype=np.int64)
+    for size, k, s, d, begin, out in zip(*axes, strict=True):
+        positions = np.arange(out)[:, None] * s - begin + np.arange(k)[None, :] * d
+        counts = np.multiply.outer(counts, ((positions >= 0) & (positions < size)).sum(axis=1))
+    return counts
 
 
 @converter("GatherND")

@@ -1,4 +1,4 @@
-"""3-D (NCDHW) Conv, MaxPool and AveragePool, folded onto the 2-D ops, so video models
+"""3-D (NCDHW) Conv, MaxPool, AveragePool and LpPool, folded onto the 2-D ops, so video models
 (Conv3d, MaxPool3d, AvgPool3d exported from PyTorch) run through the same kernels.
 
 Depth is taken apart into its window taps: tap kd reads depths od*sd + kd*dd of the
@@ -17,7 +17,8 @@ depth-padded input for every output depth od (a strided slice). Then
   count_include_pad): the 2-D average already divides by the window's height-width count,
   which is the same for every tap.
 
-Called by the Conv, MaxPool and AveragePool converters (onnx.py) for 5-D inputs.
+Called by the Conv, MaxPool, AveragePool (onnx.py) and LpPool (onnx_tensor.py)
+converters for 5-D inputs.
 """
 
 from __future__ import annotations
@@ -126,7 +127,9 @@ def conv3d(n: _Node) -> Expr:
     return op.bias_add(out, bias, axis=1) if bias is not None else out
 
 
-def pool3d(n: _Node) -> Expr:
+def pool3d(n: _Node, x: Expr | None = None, include: bool | None = None) -> Expr:
+    """MaxPool or AveragePool of x (default: the node's input); `include` overrides
+    count_include_pad (LpPool averages |x|^p with the padding counted)."""
     ceil_mode = bool(n.attr("ceil_mode", 0))
     depth = _Depth(n, tuple(n.attr("kernel_shape")), ceil_mode)
     batch, channels, _, h, w = depth.shape
@@ -138,10 +141,11 @@ def pool3d(n: _Node) -> Expr:
         "ceil_mode": ceil_mode,
     }
     is_max = n.op_type == "MaxPool"
-    include = bool(n.attr("count_include_pad", 0))
+    if include is None:
+        include = bool(n.attr("count_include_pad", 0))
     pooled = []
     lowest = -np.inf if depth.dtype.startswith("float") else float(np.iinfo(depth.dtype).min)
-    for tap in depth.taps(n.x(), lowest if is_max else 0.0):
+    for tap in depth.taps(n.x() if x is None else x, lowest if is_max else 0.0):
         flat = op.reshape(tap, newshape=(batch, channels * depth.od, h, w))
         if is_max:
             pooled.append(op.max_pool2d(flat, **common))

@@ -1,4 +1,4 @@
-"""3-D Conv, MaxPool and AveragePool (onnx_volume.py) against onnxruntime, interpreted and
+"""3-D Conv, MaxPool, AveragePool and LpPool (onnx_volume.py) against onnxruntime, interpreted and
 compiled: random sizes, strides, dilations, padding, groups, ceil mode and pad counting."""
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def test_conv3d_matches_onnxruntime(win: dict, groups: int, bias: bool, seed: in
 @settings(deadline=None, max_examples=15)
 @given(
     windows(pooling=True),
-    st.sampled_from(["MaxPool", "AveragePool"]),
+    st.sampled_from(["MaxPool", "AveragePool", "LpPool"]),
     st.booleans(),
     st.booleans(),
     st.integers(0, 2**16),
@@ -72,6 +72,8 @@ def test_pool3d_matches_onnxruntime(win, op_type, ceil_mode, include_pad, seed) 
     attrs = {**win, "ceil_mode": int(ceil_mode)}
     if op_type == "AveragePool":
         attrs["count_include_pad"] = int(include_pad)
+    if op_type == "LpPool":
+        attrs["p"] = 3 if include_pad else 2
     model, feeds = single_op_model(op_type, [x], attrs)
     _check(model, feeds)
 
@@ -112,13 +114,24 @@ def test_a_small_video_network_compiles_and_matches_onnxruntime() -> None:
 def test_other_ranks_are_named_in_the_error() -> None:
     from onnx import TensorProto, helper
 
-    node = helper.make_node("LpPool", ["x"], ["y"], kernel_shape=[2, 2, 2])
+    node = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2, 2, 2])
     graph = helper.make_graph(
         [node],
         "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4, 4])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4, 4, 4])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     with pytest.raises(ir.CompilerError, match="3-D"):
         from_onnx(model)
+
+
+@pytest.mark.parametrize("shape", [(1, 2, 7), (1, 2, 5, 7), (1, 2, 3, 5, 7)])
+def test_lp_pool_with_ceil_mode_sums_only_what_each_window_covers(shape) -> None:
+    """The last window of ceil mode reaches past the input: its sum has fewer terms than
+    the kernel's size (it used to be scaled up to the full window, in 1-D and 2-D too)."""
+    spatial = len(shape) - 2
+    attrs = {"kernel_shape": [2] * spatial, "strides": [2] * spatial, "ceil_mode": 1, "p": 2}
+    x = np.random.default_rng(len(shape)).standard_normal(shape).astype("float32")
+    model, feeds = single_op_model("LpPool", [x], attrs)
+    _check(model, feeds)
