@@ -9,8 +9,9 @@ import numpy as np
 from .. import op
 from ..errors import FrontendError
 from ..expr import Constant, Expr, TupleGetItem
+from ..types import TensorType
 from .onnx import _Node, _pads, _Window, converter
-from .onnx_volume import _shape, pool3d
+from .onnx_volume import _Depth, _shape, conv3d_of, pool3d
 
 
 def _scalar(value: float | int, dtype: str) -> Constant:
@@ -227,10 +228,11 @@ def _einsum(n: _Node) -> Expr:
 def _conv_transpose(n: _Node) -> Expr:
     """A transposed convolution as a direct one (which compiles natively): zeros between
     the input's pixels (stride - 1 of them), the kernel flipped with its in and out channels
-    swapped per group, padding d * (k - 1) - pads (+ output_padding at the end)."""
+    swapped per group, padding d * (k - 1) - pads (+ output_padding at the end). 1-D is
+    lifted to 2-D; 3-D runs as the 3-D convolution (onnx_volume.py)."""
     t, w = n.type(0), n.type(1)
-    if t.ndim not in (3, 4):
-        raise FrontendError(f"only 1-D (NCL) and 2-D (NCHW) ConvTranspose, got input {t}")
+    if t.ndim not in (3, 4, 5):
+        raise FrontendError(f"only 1-D, 2-D and 3-D ConvTranspose, got input {t}")
     spatial = t.ndim - 2
     groups = int(n.attr("group", 1))
     kernel = [int(k) for k in n.attr("kernel_shape", w.shape[2:])]
@@ -250,6 +252,7 @@ def _conv_transpose(n: _Node) -> Expr:
             small, big = total // 2, total - total // 2
             pads[i], pads[spatial + i] = (small, big) if auto == "SAME_UPPER" else (big, small)
     x, weight = n.x(0), n.x(1)
+    size = tuple(t.shape[2:])
     if spatial == 1:  # lift to 2-D with a height of 1
         x, weight = op.expand_dims(x, axis=2), op.expand_dims(weight, axis=2)
         kernel, strides, dilations, extra = (
@@ -258,40 +261,48 @@ def _conv_transpose(n: _Node) -> Expr:
             [1, *dilations],
             [0, *extra],
         )
-        pads = [0, pads[0], 0, pads[1]]
-    size = t.shape[2:] if spatial == 2 else (1, *t.shape[2:])
+        pads, size = [0, pads[0], 0, pads[1]], (1, *size)
+    dims = len(size)
+    axes = tuple(range(2, 2 + dims))
     x = _spread_pixels(x, (t.shape[0], t.shape[1], *size), strides)
     padding, crop_begin, crop_end = [], [], []
-    for i in range(2):
+    for i in range(dims):
         reach = dilations[i] * (kernel[i] - 1)
-        begin, end = reach - pads[i], reach - pads[2 + i] + extra[i]
+        begin, end = reach - pads[i], reach - pads[dims + i] + extra[i]
         padding.append((max(begin, 0), max(end, 0)))
         crop_begin.append(max(-begin, 0))
         crop_end.append(max(-end, 0))
     if any(crop_begin) or any(crop_end):
-        spread = [(size[i] - 1) * strides[i] + 1 for i in range(2)]
+        spread = [(size[i] - 1) * strides[i] + 1 for i in range(dims)]
         x = op.strided_slice(
             x,
             begin=tuple(crop_begin),
-            end=tuple(spread[i] - crop_end[i] for i in range(2)),
-            axes=(2, 3),
+            end=tuple(spread[i] - crop_end[i] for i in range(dims)),
+            axes=axes,
         )
     c_in, c_out_group = w.shape[0], w.shape[1]
-    kh, kw = kernel
-    flipped = op.reshape(weight, (groups, c_in // groups, c_out_group, kh, kw))
+    flipped = op.reshape(weight, (groups, c_in // groups, c_out_group, *kernel))
     flipped = op.reshape(
-        op.transpose(flipped, axes=(0, 2, 1, 3, 4)), (groups * c_out_group, c_in // groups, kh, kw)
+        op.transpose(flipped, axes=(0, 2, 1, *range(3, 3 + dims))),
+        (groups * c_out_group, c_in // groups, *kernel),
     )
     flipped = op.strided_slice(
-        flipped, begin=(kh - 1, kw - 1), end=(-kh - 1, -kw - 1), strides=(-1, -1), axes=(2, 3)
-    )
-    out = op.conv2d(
-        x,
         flipped,
-        padding=(padding[0][0], padding[1][0], padding[0][1], padding[1][1]),
-        dilation=tuple(dilations),
-        groups=groups,
+        begin=tuple(k - 1 for k in kernel),
+        end=tuple(-k - 1 for k in kernel),
+        strides=(-1,) * dims,
+        axes=axes,
     )
+    befores, afters = tuple(p[0] for p in padding), tuple(p[1] for p in padding)
+    if dims == 3:
+        x_type = TensorType((t.shape[0], t.shape[1], *_shape(x)[2:]), t.dtype)
+        w_type = TensorType((groups * c_out_group, c_in // groups, *kernel), w.dtype)
+        depth = _Depth(x_type, tuple(kernel), (1, 1, 1), tuple(dilations), befores + afters)
+        out = conv3d_of(x, flipped, depth, w_type, groups)
+    else:
+        out = op.conv2d(
+            x, flipped, padding=befores + afters, dilation=tuple(dilations), groups=groups
+        )
     bias = n.input(2)
     if bias is not None:
         out = op.bias_add(out, bias, axis=1)
@@ -300,14 +311,19 @@ def _conv_transpose(n: _Node) -> Expr:
 
 def _spread_pixels(x: Expr, shape: tuple[int, ...], strides: list[int]) -> Expr:
     """stride - 1 zeros between neighbouring pixels: (N, C, H, W) as (N, C, H, 1, W, 1),
-    padded to (N, C, H, sh, W, sw), reshaped to (N, C, H*sh, W*sw), the tail cut."""
-    if strides == [1, 1]:
+    padded to (N, C, H, sh, W, sw), reshaped to (N, C, H*sh, W*sw), the tail cut (and
+    the same over three axes)."""
+    if all(s == 1 for s in strides):
         return x
-    batch, channels, h, w = shape
-    sh, sw = strides
-    grid = op.reshape(x, (batch, channels, h, 1, w, 1))
-    padded = op.pad(grid, pad_width=((0, 0), (0, 0), (0, 0), (0, sh - 1), (0, 0), (0, sw - 1)))
-    flat = op.reshape(padded, (batch, channels, h * sh, w * sw))
+    batch, channels, *size = shape
+    grid = op.reshape(x, (batch, channels, *(d for side in size for d in (side, 1))))
+    width = ((0, 0), (0, 0), *(w for s in strides for w in ((0, 0), (0, s - 1))))
+    padded = op.pad(grid, pad_width=width)
+    spread = tuple(d * s for d, s in zip(size, strides, strict=True))
+    flat = op.reshape(padded, (batch, channels, *spread))
     return op.strided_slice(
-        flat, begin=(0, 0), end=((h - 1) * sh + 1, (w - 1) * sw + 1), axes=(2, 3)
+        flat,
+        begin=(0,) * len(size),
+        end=tuple((d - 1) * s + 1 for d, s in zip(size, strides, strict=True)),
+        axes=tuple(range(2, 2 + len(size))),
     )

@@ -36,15 +36,17 @@ from .onnx import _Node, _pads
 class _Depth:
     """The depth window of a 3-D node, and the 2-D window of each tap."""
 
-    def __init__(self, n: _Node, kernel: tuple[int, ...], ceil_mode: bool = False) -> None:
-        t = n.type()
+    def __init__(
+        self,
+        t: TensorType,
+        kernel: tuple[int, ...],
+        strides: tuple[int, ...],
+        dilations: tuple[int, ...],
+        pads: tuple[int, ...],
+        ceil_mode: bool = False,
+    ) -> None:
         self.shape = t.shape
         self.dtype = t.dtype
-        strides = tuple(n.attr("strides", [1, 1, 1]))
-        dilations = tuple(n.attr("dilations", [1, 1, 1]))
-        if not (len(kernel) == len(strides) == len(dilations) == 3):
-            raise FrontendError(f"{n.op_type} on {t} needs 3 kernel sizes, strides, dilations")
-        pads = _pads(n, t, kernel, strides, dilations)
         (self.kd, *kernel_hw), (self.sd, *strides_hw) = kernel, strides
         (self.dd, *dilation_hw) = dilations
         self.front, self.back = pads[0], pads[3]
@@ -55,12 +57,22 @@ class _Depth:
         depth = self.shape[2]
         span = depth + self.front + self.back - self.dd * (self.kd - 1) - 1
         if span < 0:
-            raise FrontendError(f"{n.op_type}: the depth window is larger than {t}")
+            raise FrontendError(f"the depth window {kernel} is larger than {t}")
         self.od = (-(-span // self.sd) if ceil_mode else span // self.sd) + 1
         if ceil_mode and (self.od - 1) * self.sd >= depth + self.front:
             self.od -= 1  # the last window would start in the right padding: none
         # depth the taps reach past the padded input (ceil mode): padded like the rest
         self.overhang = max(0, (self.od - 1) * self.sd - span)
+
+    @staticmethod
+    def of(n: _Node, kernel: tuple[int, ...], ceil_mode: bool = False) -> _Depth:
+        t = n.type()
+        strides = tuple(n.attr("strides", [1, 1, 1]))
+        dilations = tuple(n.attr("dilations", [1, 1, 1]))
+        if not (len(kernel) == len(strides) == len(dilations) == 3):
+            raise FrontendError(f"{n.op_type} on {t} needs 3 kernel sizes, strides, dilations")
+        pads = _pads(n, t, kernel, strides, dilations)
+        return _Depth(t, kernel, strides, dilations, pads, ceil_mode)
 
     def padded(self, x: Expr, pad_value: float) -> Expr:
         """x padded in depth: in front, behind, and past that as far as a tap reaches."""
@@ -93,16 +105,22 @@ class _Depth:
 
 def conv3d(n: _Node) -> Expr:
     w_type = n.type(1)
+    depth = _Depth.of(n, tuple(n.attr("kernel_shape", w_type.shape[2:])))
+    out = conv3d_of(n.x(), n.x(1), depth, w_type, int(n.attr("group", 1)))
+    bias = n.input(2)
+    return op.bias_add(out, bias, axis=1) if bias is not None else out
+
+
+def conv3d_of(x: Expr, weight: Expr, depth: _Depth, w_type: TensorType, groups: int) -> Expr:
+    """The 3-D convolution of x (depth's shape) with weight (w_type) as one conv2d."""
     o, cg = w_type.shape[0], w_type.shape[1]
-    depth = _Depth(n, tuple(n.attr("kernel_shape", w_type.shape[2:])))
-    groups = int(n.attr("group", 1))
     batch, channels, _, h, w = depth.shape
     if channels != cg * groups or o % groups:
-        raise FrontendError(f"Conv: input {n.type()} and weights {w_type} with {groups} groups")
+        raise FrontendError(f"Conv: input {depth.shape} and weights {w_type} with {groups} groups")
     kd, od = depth.kd, depth.od
     # the stacked planes, (N, OD, G, KD, C/G) in order, gathered from the depth-padded
     # input's (channel, depth) planes: one plane copy each
-    padded = depth.padded(n.x(), 0.0)
+    padded = depth.padded(x, 0.0)
     dp = _shape(padded)[2]
     o_, g_, k_, c_ = np.meshgrid(
         np.arange(od), np.arange(groups), np.arange(kd), np.arange(cg), indexing="ij"
@@ -111,7 +129,7 @@ def conv3d(n: _Node) -> Expr:
     flat = op.reshape(padded, newshape=(batch, channels * dp, h, w))
     stacked = op.take(flat, Constant(planes.reshape(-1).astype("int64")), axis=1)
     stacked = op.reshape(stacked, newshape=(batch * od, groups * kd * cg, h, w))
-    weights = op.transpose(n.x(1), axes=(0, 2, 1, 3, 4))  # (O, KD, C/G, KH, KW)
+    weights = op.transpose(weight, axes=(0, 2, 1, 3, 4))  # (O, KD, C/G, KH, KW)
     weights = op.reshape(weights, newshape=(o, kd * cg, *w_type.shape[3:]))
     out = op.conv2d(
         stacked,
@@ -122,16 +140,14 @@ def conv3d(n: _Node) -> Expr:
         groups=groups,
     )
     _, _, oh, ow = _shape(out)
-    out = op.transpose(op.reshape(out, newshape=(batch, od, o, oh, ow)), axes=(0, 2, 1, 3, 4))
-    bias = n.input(2)
-    return op.bias_add(out, bias, axis=1) if bias is not None else out
+    return op.transpose(op.reshape(out, newshape=(batch, od, o, oh, ow)), axes=(0, 2, 1, 3, 4))
 
 
 def pool3d(n: _Node, x: Expr | None = None, include: bool | None = None) -> Expr:
     """MaxPool or AveragePool of x (default: the node's input); `include` overrides
     count_include_pad (LpPool averages |x|^p with the padding counted)."""
     ceil_mode = bool(n.attr("ceil_mode", 0))
-    depth = _Depth(n, tuple(n.attr("kernel_shape")), ceil_mode)
+    depth = _Depth.of(n, tuple(n.attr("kernel_shape")), ceil_mode)
     batch, channels, _, h, w = depth.shape
     common = {
         "pool_size": depth.kernel,

@@ -1,5 +1,6 @@
-"""3-D Conv, MaxPool, AveragePool and LpPool (onnx_volume.py) against onnxruntime, interpreted and
-compiled: random sizes, strides, dilations, padding, groups, ceil mode and pad counting."""
+"""3-D Conv, ConvTranspose, MaxPool, AveragePool and LpPool (onnx_volume.py) against
+onnxruntime, interpreted and compiled: random sizes, strides, dilations, padding, groups,
+ceil mode and pad counting."""
 
 from __future__ import annotations
 
@@ -54,6 +55,27 @@ def test_conv3d_matches_onnxruntime(win: dict, groups: int, bias: bool, seed: in
     w = rng.standard_normal((2 * groups, 2, *win["kernel_shape"])).astype("float32")
     inputs = [x, w, rng.standard_normal(2 * groups).astype("float32") if bias else None]
     model, feeds = single_op_model("Conv", inputs, {**win, "group": groups}, initializers={})
+    _check(model, feeds)
+
+
+@settings(deadline=None, max_examples=15)
+@given(
+    st.lists(st.integers(1, 3), min_size=3, max_size=3),  # kernel
+    st.lists(st.integers(1, 2), min_size=3, max_size=3),  # strides
+    st.lists(st.integers(1, 2), min_size=3, max_size=3),  # dilations
+    st.lists(st.integers(0, 1), min_size=6, max_size=6),  # pads
+    st.sampled_from([1, 2]),
+    st.integers(0, 2**16),
+)
+def test_conv_transpose3d_matches_onnxruntime(kernel, strides, dilations, pads, groups, seed):
+    """ConvTranspose on NCDHW (3-D U-Net decoders): spread, flipped, one 3-D convolution."""
+    rng = np.random.default_rng(seed)
+    extra = [int(rng.integers(0, s)) for s in strides]  # output_padding < stride (ORT)
+    x = rng.standard_normal((1, 2 * groups, 3, 4, 3)).astype("float32")
+    w = rng.standard_normal((2 * groups, 2, *kernel)).astype("float32")
+    attrs = {"kernel_shape": kernel, "strides": strides, "dilations": dilations, "pads": pads,
+             "output_padding": extra, "group": groups}  # fmt: skip
+    model, feeds = single_op_model("ConvTranspose", [x, w], attrs)
     _check(model, feeds)
 
 
