@@ -67,6 +67,7 @@ from .loop_ir import (
     const,
     idx,
     mul,
+    within,
 )
 
 REDUCTIONS = {"sum", "mean", "max", "min", "prod"}
@@ -493,6 +494,43 @@ class _Lowering:
 
         return self.nest(out_t.shape, inner)
 
+    def max_pool_rows(self, call: Call) -> list[Stmt]:
+        """Window max a row of outputs at a time: the row starts at -inf in the output and
+        each window cell updates every output of the row, so the loop over the row is
+        the innermost one and vectorises (one element's 3x3 window does not)."""
+        src = call.args[0]
+        in_t, out_t = src.checked_type, call.checked_type
+        assert isinstance(in_t, TensorType) and isinstance(out_t, TensorType)
+        _, _, h, w = in_t.shape
+        ow = out_t.shape[3]
+        kh, kw = norm_pair(call.attrs["pool_size"], "pool_size")
+        sh, sw = norm_pair(call.attrs["strides"], "strides")
+        dh, dw = norm_pair(call.attrs["dilation"], "dilation")
+        top, left, _, _ = norm_padding(call.attrs["padding"])
+        dtype = out_t.dtype
+        read = self.reader(src)
+        lowest = const(-np.inf, dtype)
+
+        def row(vs: list[LExpr]) -> list[Stmt]:
+            b, ch, y = vs
+            x0, x, i, j = self.var("x"), self.var("x"), self.var("i"), self.var("j")
+
+            def at(column: LExpr) -> LExpr:
+                return Index(out_t.shape, multi=[b, ch, y, column]).flat()
+
+            ih = add(add(mul(y, idx(sh)), mul(i, idx(dh))), idx(-top))
+            iw = add(add(mul(x, idx(sw)), mul(j, idx(dw))), idx(-left))
+            real = Bin("bool", "and", within(ih, 0, h), within(iw, 0, w))
+            cell = read(Index(in_t.shape, multi=[b, ch, clamp(ih, 0, h - 1), clamp(iw, 0, w - 1)]))
+            pick = Select(dtype, real, cell, lowest)
+            update = Store("out", at(x), Bin(dtype, "max", Load(dtype, "out", at(x)), pick))
+            return [
+                For(x0.name, ow, [Store("out", at(x0), lowest)]),
+                For(i.name, kh, [For(j.name, kw, [For(x.name, ow, [update])])]),
+            ]
+
+        return self.nest(out_t.shape[:-1], row)
+
     def row_nest(self, call: Call) -> list[Stmt]:
         """softmax / log_softmax along one axis: max, sum of exp, normalise. With an
         epilogue, the last pass recomputes each row element and applies the epilogue to it in
@@ -595,7 +633,10 @@ class _Lowering:
                 self.packed = gemm.pack(anchor)
             elif _small_product(anchor):
                 body += self.product_nest(anchor)
-            elif name in ("max_pool2d", "avg_pool2d"):
+            elif name == "max_pool2d":
+                body += self.max_pool_rows(anchor)
+                extent_shape = self.out_type.shape[:-1]
+            elif name == "avg_pool2d":
                 body += self.pool_nest(anchor)
             elif name in ROW_OPS:
                 body += self.row_nest(anchor)
