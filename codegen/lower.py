@@ -432,9 +432,9 @@ class _Lowering:
 
         return self.nest(out_t.shape, inner)
 
-    def pool_nest(self, call: Call) -> list[Stmt]:
-        """Window max/mean: real cells only for max; for avg, explicit padding cells count
-        when count_include_pad (the cells ceil_mode adds never do), as the reference."""
+    def avg_pool_nest(self, call: Call) -> list[Stmt]:
+        """Window mean: explicit padding cells count when count_include_pad (the cells
+        ceil_mode adds never do), as the reference."""
         src = call.args[0]
         in_t, out_t = src.checked_type, call.checked_type
         assert isinstance(in_t, TensorType) and isinstance(out_t, TensorType)
@@ -443,15 +443,10 @@ class _Lowering:
         sh, sw = norm_pair(call.attrs["strides"], "strides")
         dh, dw = norm_pair(call.attrs["dilation"], "dilation")
         top, left, bottom, right = norm_padding(call.attrs["padding"])
-        is_max = call.op.name == "max_pool2d"  # type: ignore[union-attr]
-        include_pad = not is_max and bool(call.attrs["count_include_pad"])
+        include_pad = bool(call.attrs["count_include_pad"])
         dtype = out_t.dtype
         read = self.reader(src)
-
-        def within(e: LExpr, low: int, high: int) -> LExpr:
-            return Bin(
-                "bool", "and", Bin("bool", "ge", e, idx(low)), Bin("bool", "lt", e, idx(high))
-            )
+        zero, one = const(0.0, dtype), const(1.0, dtype)
 
         def inner(vs: list[LExpr]) -> list[Stmt]:
             b, ch, y, x = vs
@@ -460,34 +455,18 @@ class _Lowering:
             ih = add(add(mul(y, idx(sh)), mul(i, idx(dh))), idx(-top))
             iw = add(add(mul(x, idx(sw)), mul(j, idx(dw))), idx(-left))
             real = Bin("bool", "and", within(ih, 0, h), within(iw, 0, w))
-            clamp_h, clamp_w = clamp(ih, 0, h - 1), clamp(iw, 0, w - 1)
-            value = read(Index(in_t.shape, multi=[b, ch, clamp_h, clamp_w]))
-            if is_max:
-                pick = Select(dtype, real, value, const(-np.inf, dtype))
-                steps: list[Stmt] = [Assign(acc, Bin(dtype, "max", Ref(dtype, acc), pick))]
-                init: list[Stmt] = [Declare(acc, const(-np.inf, dtype))]
-                result: LExpr = Ref(dtype, acc)
-            else:
-                counted = real
-                if include_pad:
-                    counted = Bin(
-                        "bool", "and", within(ih, -top, h + bottom), within(iw, -left, w + right)
-                    )
-                one = Select(dtype, counted, const(1.0, dtype), const(0.0, dtype))
-                steps = [
-                    Assign(
-                        acc,
-                        Bin(
-                            dtype,
-                            "add",
-                            Ref(dtype, acc),
-                            Select(dtype, real, value, const(0.0, dtype)),
-                        ),
-                    ),
-                    Assign(cnt, Bin(dtype, "add", Ref(dtype, cnt), one)),
-                ]
-                init = [Declare(acc, const(0.0, dtype)), Declare(cnt, const(0.0, dtype))]
-                result = Bin(dtype, "div", Ref(dtype, acc), Ref(dtype, cnt))
+            value = read(Index(in_t.shape, multi=[b, ch, clamp(ih, 0, h - 1), clamp(iw, 0, w - 1)]))
+            counted = real
+            if include_pad:
+                counted = Bin(
+                    "bool", "and", within(ih, -top, h + bottom), within(iw, -left, w + right)
+                )
+            steps: list[Stmt] = [
+                Assign(acc, Bin(dtype, "add", Ref(dtype, acc), Select(dtype, real, value, zero))),
+                Assign(cnt, Bin(dtype, "add", Ref(dtype, cnt), Select(dtype, counted, one, zero))),
+            ]
+            init: list[Stmt] = [Declare(acc, zero), Declare(cnt, zero)]
+            result = Bin(dtype, "div", Ref(dtype, acc), Ref(dtype, cnt))
             loops = [For(i.name, kh, [For(j.name, kw, steps)])]
             out = Index(out_t.shape, multi=vs).flat()
             return [*init, *loops, Store("out", out, result)]
@@ -637,7 +616,7 @@ class _Lowering:
                 body += self.max_pool_rows(anchor)
                 extent_shape = self.out_type.shape[:-1]
             elif name == "avg_pool2d":
-                body += self.pool_nest(anchor)
+                body += self.avg_pool_nest(anchor)
             elif name in ROW_OPS:
                 body += self.row_nest(anchor)
                 extent_shape = _row_shape(anchor)
