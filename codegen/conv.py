@@ -229,6 +229,16 @@ def phase_kernel(conv: Call, lay: Wide, name: str) -> tuple[Kernel, tuple[tuple[
     return _split_copy(g, lay.phases, lay.rows, lay.wp, (g.sh, g.sw), name)
 
 
+def phase_shape(conv: Call, lay: Wide) -> tuple[tuple[int, ...], str]:
+    """The shape and dtype of phase_kernel's output (the scratch it fills)."""
+    g = ConvShape.of(conv)
+    return _split_shape(g, len(lay.phases), lay.rows, lay.wp), g.dtype
+
+
+def _split_shape(g: ConvShape, phases: int, rows: int, width: int) -> tuple[int, ...]:
+    return (g.n, g.c, phases, rows, width) if phases > 1 else (g.n, g.c, rows, width)
+
+
 def pad_kernel(conv: Call, name: str) -> tuple[Kernel, tuple[tuple[int, ...], str]]:
     """xp[n, c, y, x] = x[n, c, y - top, x - left], zero outside (for grouped_kernel)."""
     g = ConvShape.of(conv)
@@ -251,7 +261,7 @@ def _split_copy(
     dst_channel = mul(add(mul(b, idx(g.c)), ch), idx(len(phases) * rows * width))
     body = _plane_copy(g, phases, rows, width, stride, ("in0", src_plane), ("out", dst_channel))
     nest: list[Stmt] = [For("c", g.c, [For("b", g.n, body)], outer=True)]
-    shape = (g.n, g.c, len(phases), rows, width) if len(phases) > 1 else (g.n, g.c, rows, width)
+    shape = _split_shape(g, len(phases), rows, width)
     buffers = [Buffer("in0", g.dtype, (g.n, g.c, g.h, g.w)), Buffer("out", g.dtype, shape)]
     work = float(g.n * g.c * len(phases) * rows * width)
     return Kernel(name, buffers, nest, g.c, work=work, unroll=False), (shape, g.dtype)

@@ -435,14 +435,9 @@ class _Lowering:
     def avg_pool_nest(self, call: Call) -> list[Stmt]:
         """Window mean: explicit padding cells count when count_include_pad (the cells
         ceil_mode adds never do), as the reference."""
-        src = call.args[0]
-        in_t, out_t = src.checked_type, call.checked_type
-        assert isinstance(in_t, TensorType) and isinstance(out_t, TensorType)
+        src, in_t, out_t = _pool_types(call)
         _, _, h, w = in_t.shape
-        kh, kw = norm_pair(call.attrs["pool_size"], "pool_size")
-        sh, sw = norm_pair(call.attrs["strides"], "strides")
-        dh, dw = norm_pair(call.attrs["dilation"], "dilation")
-        top, left, bottom, right = norm_padding(call.attrs["padding"])
+        (kh, kw), (sh, sw), (dh, dw), (top, left, bottom, right) = _pool_window(call)
         include_pad = bool(call.attrs["count_include_pad"])
         dtype = out_t.dtype
         read = self.reader(src)
@@ -477,15 +472,10 @@ class _Lowering:
         """Window max a row of outputs at a time: the row starts at -inf in the output and
         each window cell updates every output of the row, so the loop over the row is
         the innermost one and vectorises (one element's 3x3 window does not)."""
-        src = call.args[0]
-        in_t, out_t = src.checked_type, call.checked_type
-        assert isinstance(in_t, TensorType) and isinstance(out_t, TensorType)
+        src, in_t, out_t = _pool_types(call)
         _, _, h, w = in_t.shape
         ow = out_t.shape[3]
-        kh, kw = norm_pair(call.attrs["pool_size"], "pool_size")
-        sh, sw = norm_pair(call.attrs["strides"], "strides")
-        dh, dw = norm_pair(call.attrs["dilation"], "dilation")
-        top, left, _, _ = norm_padding(call.attrs["padding"])
+        (kh, kw), (sh, sw), (dh, dw), (top, left, _, _) = _pool_window(call)
         dtype = out_t.dtype
         read = self.reader(src)
         lowest = const(-np.inf, dtype)
@@ -671,12 +661,13 @@ class _Lowering:
         block = LoopVar(INDEX, "ob")
         stmts: list[Stmt] = []
         if not lay.pad_free:  # padded (and for strides, phase-split) input in scratch 0
-            pad, padded = conv.phase_kernel(anchor, lay, f"{self.name}_pad")
             special["xpad"] = BufferRef("scratch", len(scratches))
-            scratches.append(padded)
             if private:
                 stmts = conv.private_copy(anchor, lay, block, source, "xpad")
-                pad = None
+                scratches.append(conv.phase_shape(anchor, lay))
+            else:
+                pad, padded = conv.phase_kernel(anchor, lay, f"{self.name}_pad")
+                scratches.append(padded)
             source = "xpad"
         dest = "out"
         if not lay.into_out:  # each block's rows in the calling thread's slot
@@ -844,6 +835,26 @@ def _row_shape(call: Call) -> tuple[int, ...]:
     assert isinstance(t, TensorType)
     axis = call.attrs["axis"] % t.ndim
     return tuple(d for k, d in enumerate(t.shape) if k != axis)
+
+
+def _pool_types(call: Call) -> tuple[Expr, TensorType, TensorType]:
+    src = call.args[0]
+    in_t, out_t = src.checked_type, call.checked_type
+    assert isinstance(in_t, TensorType) and isinstance(out_t, TensorType)
+    return src, in_t, out_t
+
+
+def _pool_window(
+    call: Call,
+) -> tuple[tuple[int, int], tuple[int, int], tuple[int, int], tuple[int, int, int, int]]:
+    """A 2-D pool's (kernel, strides, dilation, padding (top, left, bottom, right))."""
+    a = call.attrs
+    return (
+        norm_pair(a["pool_size"], "pool_size"),
+        norm_pair(a["strides"], "strides"),
+        norm_pair(a["dilation"], "dilation"),
+        norm_padding(a["padding"]),
+    )
 
 
 def _outer_extent(shape: tuple[int, ...]) -> int:

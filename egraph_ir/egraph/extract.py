@@ -35,6 +35,7 @@ from ..registry import Op
 from ..types import Type
 from .cost import CostModel, balanced_cost
 from .graph import ENode, Snapshot, TensorEGraph, Value, ctor_op, decode_attr
+from .ilp import reachable_size
 from .ilp import solve as solve_ilp
 from .lns import improve
 
@@ -231,19 +232,6 @@ def ilp(
     return outcome.choice, outcome.status, outcome.gap
 
 
-def _reachable_classes(snap: Snapshot, root: Value) -> list[Value]:
-    seen = {root}
-    stack = [root]
-    while stack:
-        c = stack.pop()
-        for n in snap.by_class[c]:
-            for k in n.children:
-                if k not in seen:
-                    seen.add(k)
-                    stack.append(k)
-    return sorted(seen, key=str)
-
-
 # ---------------------------------------------------------------- entry point
 def extract(
     g: TensorEGraph | None,
@@ -276,7 +264,7 @@ def extract(
     ilp_time = time_limit
     searching = extractor == "ilp"
     if extractor == "auto":
-        size = sum(len(snap.by_class[c]) for c in _reachable_classes(snap, root))
+        size = reachable_size(snap.by_class, root)
         ilp_time = min(time_limit, AUTO_ILP_SECONDS)
         searching = True
         extractor = "ilp" if size <= ILP_AUTO_MAX_NODES else "greedy-dag"

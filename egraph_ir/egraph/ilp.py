@@ -254,6 +254,20 @@ def implied_classes(
     return {c: s for c, s in implied.items() if s is not None}
 
 
+def reachable_size(by_class: dict[Value, list[ENode]], root: Value) -> int:
+    """How many e-nodes the classes reachable from root (through any node) hold."""
+    seen, stack, size = {root}, [root], 0
+    while stack:
+        nodes = by_class.get(stack.pop(), ())
+        size += len(nodes)
+        for n in nodes:
+            for k in n.children:
+                if k not in seen:
+                    seen.add(k)
+                    stack.append(k)
+    return size
+
+
 def reachable_classes(choice: dict[Value, ENode], root: Value) -> list[Value]:
     """The classes the choice uses from root (any order; a cycle is walked once)."""
     seen, stack, out = {root}, [root], []

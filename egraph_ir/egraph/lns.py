@@ -23,7 +23,7 @@ from __future__ import annotations
 import time
 
 from .graph import ENode, Value
-from .ilp import MIN_SOLVE_SECONDS, reachable_classes, solve, total_cost
+from .ilp import MIN_SOLVE_SECONDS, reachable_classes, reachable_size, solve, total_cost
 
 LEVELS = 2
 MAX_NODES = 20_000  # e-nodes in a neighbourhood worth one exact solve
@@ -42,7 +42,7 @@ def improve(
     Neighbourhoods above `whole_share` of the reachable e-graph are not searched."""
     deadline = time.perf_counter() + time_limit
     best, best_cost = start, total_cost(start, own, root)
-    whole = sum(len(by_class.get(c, ())) for c in _reachable(by_class, root))
+    whole = reachable_size(by_class, root)
     level, solves = 1, 0
     while level <= LEVELS:
         remaining = deadline - time.perf_counter()
@@ -76,14 +76,3 @@ def _around(
     for k in step:
         sub[k] = [n for n in by_class.get(k, ()) if allowed.issuperset(n.children)]
     return sub
-
-
-def _reachable(by_class: dict[Value, list[ENode]], root: Value) -> set[Value]:
-    seen, stack = {root}, [root]
-    while stack:
-        for n in by_class.get(stack.pop(), ()):
-            for k in n.children:
-                if k not in seen:
-                    seen.add(k)
-                    stack.append(k)
-    return seen

@@ -11,7 +11,7 @@ from ..errors import FrontendError
 from ..expr import Constant, Expr, TupleGetItem
 from ..types import TensorType
 from .onnx import _Node, _pads, _Window, converter
-from .onnx_volume import _Depth, _shape, conv3d_of, pool3d
+from .onnx_volume import _Depth, _shape, conv3d_of, covered, pool3d
 
 
 def _scalar(value: float | int, dtype: str) -> Constant:
@@ -135,22 +135,12 @@ def _lp_pool(n: _Node) -> Expr:
         )  # fmt: skip
         kernel, strides, dilations, begins = win.kernel, win.strides, win.dilations, win.pads[:2]
         sizes = _shape(win.x)[2:]
-    counts = _covered(sizes, kernel, strides, dilations, begins, _shape(mean)[2:])
+    counts = covered(sizes, kernel, strides, dilations, begins, _shape(mean)[2:])
     total = op.multiply(mean, Constant(counts.astype(t.dtype)[None, None]))
     if not counts.all():  # a window wholly in padding averages nothing (NaN): its sum is 0
         total = op.where(Constant(counts[None, None] > 0), total, _scalar(0.0, t.dtype))
     out = op.power(total, _scalar(1.0 / p, t.dtype))
     return win.finish(out) if t.ndim != 5 else out
-
-
-def _covered(*axes: tuple[int, ...]) -> np.ndarray:
-    """Per output position, how many input elements its window covers: per axis (size,
-    kernel, stride, dilation, padding before, outputs), multiplied over the axes."""
-    counts = np.ones((), dtype=np.int64)
-    for size, k, s, d, begin, out in zip(*axes, strict=True):
-        positions = np.arange(out)[:, None] * s - begin + np.arange(k)[None, :] * d
-        counts = np.multiply.outer(counts, ((positions >= 0) & (positions < size)).sum(axis=1))
-    return counts
 
 
 @converter("GatherND")

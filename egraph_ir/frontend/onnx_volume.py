@@ -95,12 +95,20 @@ class _Depth:
 
     def counted(self, inside_padding: bool) -> np.ndarray:
         """Per output depth, how many of its taps lie in the input (or in the padding)."""
-        low, high = (
-            (-self.front, self.shape[2] + self.back) if inside_padding else (0, self.shape[2])
-        )
-        starts = np.arange(self.od) * self.sd - self.front
-        positions = starts[:, None] + np.arange(self.kd)[None, :] * self.dd
-        return ((positions >= low) & (positions < high)).sum(axis=1)
+        size, begin = self.shape[2], self.front
+        if inside_padding:  # the padded input, which starts at the front padding
+            size, begin = size + self.front + self.back, 0
+        return covered((size,), (self.kd,), (self.sd,), (self.dd,), (begin,), (self.od,))
+
+
+def covered(*axes: tuple[int, ...]) -> np.ndarray:
+    """Per output position, how many input elements its window covers: per axis (size,
+    kernel, stride, dilation, padding before, outputs), multiplied over the axes."""
+    counts = np.ones((), dtype=np.int64)
+    for size, k, s, d, begin, out in zip(*axes, strict=True):
+        positions = np.arange(out)[:, None] * s - begin + np.arange(k)[None, :] * d
+        counts = np.multiply.outer(counts, ((positions >= 0) & (positions < size)).sum(axis=1))
+    return counts
 
 
 def conv3d(n: _Node) -> Expr:
