@@ -69,9 +69,9 @@ def main() -> None:
         with pm.PassContext() as ctx:
             placed = pm.passes.PlaceTargets(TARGETS, cost=cost)(optimised)
         place_s = time.perf_counter() - start
-        stats = ctx.statistics["PlaceTargets"]
-        chosen = next((k[len("chosen: ") :] for k in stats if k.startswith("chosen: ")), "?")
-        model_pick = stats.get("measured ms: placed", float("nan"))
+        choice = ctx.run.last("PlaceTargets", pm.passes.PlacementChoice)
+        chosen = choice.chosen or "?"
+        model_pick = choice.measured_ms.get("placed", float("nan"))
         builds["placed"] = codegen.build(placed)
         times: dict[str, list[float]] = {k: [] for k in builds}
         for _ in range(args.rounds):

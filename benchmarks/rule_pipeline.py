@@ -45,13 +45,17 @@ def bench(name: str, repeat: int) -> None:
         f"(min {min(totals) * 1e3:.1f}, {repeat} runs)"
     )
     for pass_name, ts in times.items():
-        stats = ctx.statistics.get(pass_name, {})
+        ran = [
+            r
+            for r in ctx.run.reports(pass_name, pm.passes.EqSatReport)
+            if not r.skipped and r.stop_reason
+        ]
         extra = ""
-        if "e-nodes" in stats:
-            stop = next((k[9:] for k in stats if k.startswith("stopped: ")), "?")
+        if ran:
+            r = ran[-1]
             extra = (
-                f"  e-nodes {int(stats['e-nodes']):>6}  applied {int(stats['rules applied']):>4}"
-                f"  stop {stop:<15} cost {stats['cost before']:.3g} -> {stats['cost after']:.3g}"
+                f"  e-nodes {r.enodes:>6}  applied {r.rules_applied:>4}"
+                f"  stop {r.stop_reason:<15} cost {r.cost_before:.3g} -> {r.cost_after:.3g}"
             )
         print(f"  {pass_name:<20} {statistics.median(ts) * 1e3:8.1f} ms{extra}")
     print(f"  ops before: {dict(before.ops.most_common())}")

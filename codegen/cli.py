@@ -402,9 +402,10 @@ def _parser() -> argparse.ArgumentParser:
         "--targets", metavar="T1,T2", help="offload to external targets (e.g. onnxruntime,blas)"
     )
     p.add_argument(
-        "--place", action="store_true",
-        help="with --targets: place by costs measured on this machine (rewrites that expose "
-        "offloads included; candidate builds are run and the fastest kept), not first fit",
+        "--place", nargs="?", const="measured", choices=("measured", "model"), default=None,
+        help="with --targets: place at least cost instead of first fit; 'measured' (the "
+        "default) times ops and candidate builds on this machine (with the compile's opt level "
+        "and threads) and keeps the fastest, 'model' uses the nominal cost model",
     )  # fmt: skip
     p.add_argument("--time-passes", action="store_true", help="show the time of every pass")
     p.add_argument("--dot", metavar="OUT.dot", help="write the optimised IR as DOT")

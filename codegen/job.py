@@ -41,7 +41,7 @@ class JobOptions:
     config: dict[str, Any] = field(default_factory=dict)  # PassContext config keys
     shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)  # symbolic input dims
     targets: list[str] = field(default_factory=list)  # external targets to partition for
-    place: bool = False  # choose among the targets by measured cost (PlaceTargets)
+    place: str | None = None  # "measured" or "model": PlaceTargets instead of first fit
 
 
 class Progress:
@@ -123,26 +123,27 @@ def _max_error(actual: Any, expected: Any) -> tuple[float, bool]:
     return worst, ok
 
 
-def _collect(ctx: pm.PassContext, timing: pm.PassTimingInstrument) -> dict[str, Any]:
+def _collect(run: pm.PassRun, timing: pm.PassTimingInstrument) -> dict[str, Any]:
+    """The run's typed reports as plain data for the report (EqSat ones in a table)."""
     eqsat = []
-    other = {}
-    for name, counters in ctx.statistics.items():
-        if "e-nodes" not in counters:
-            other[name] = dict(counters)
-            continue
-        stop = [k[len("stopped: ") :] for k in counters if k.startswith("stopped: ")]
-        extracted = [k[len("extracted by ") :] for k in counters if k.startswith("extracted by ")]
-        eqsat.append(
-            {
-                "pass": name,
-                "rules_applied": int(counters["rules applied"]),
-                "enodes": int(counters["e-nodes"]),
-                "stop": ", ".join(stop),
-                "extractor": ", ".join(extracted),
-                "cost_before": counters["cost before"],
-                "cost_after": counters["cost after"],
-            }
-        )
+    other: dict[str, list[str]] = {}
+    for name, rep in run.records:
+        if isinstance(rep, pm.passes.EqSatReport):
+            if rep.skipped or not rep.stop_reason:
+                continue
+            eqsat.append(
+                {
+                    "pass": name,
+                    "rules_applied": rep.rules_applied,
+                    "enodes": rep.enodes,
+                    "stop": rep.stop_reason,
+                    "extractor": f"{rep.extractor} ({rep.status})",
+                    "cost_before": rep.cost_before,
+                    "cost_after": rep.cost_after,
+                }
+            )
+        elif summary := rep.summary():
+            other.setdefault(name, []).append(summary)
     return {"timing": timing.to_dict(), "eqsat": eqsat, "statistics": other}
 
 
@@ -165,14 +166,15 @@ def compile_model(mod: ir.IRModule, opts: JobOptions) -> tuple[Executable, dict[
     with _context(opts, timing) as ctx:
         if opts.targets:  # optimise, then offload: the regions get the optimised program
             mod = optimise(mod, None, extra)
-            if opts.place:  # the cheapest placement under costs measured on this machine
+            if opts.place:  # the cheapest placement, measured on this machine or modelled
                 from .placement_costs import measured_cost
 
-                mod = pm.passes.PlaceTargets(opts.targets, cost=measured_cost())(mod)
+                cost = measured_cost() if opts.place == "measured" else None
+                mod = pm.passes.PlaceTargets(opts.targets, cost=cost)(mod)
             else:
                 mod = pm.passes.partition_for(opts.targets)(mod)
         exe = build(mod, extra_passes=extra)
-    return exe, _collect(ctx, timing)
+    return exe, _collect(ctx.run, timing)
 
 
 def _program_summary(mod: ir.IRModule) -> dict[str, Any]:
@@ -276,8 +278,8 @@ def render_text(report: dict[str, Any], time_passes: bool = False) -> str:
             f"stopped: {e['stop']}, extracted by {e['extractor']}, cost "
             f"{e['cost_before']:.4g} -> {e['cost_after']:.4g}"
         )
-    for name, counters in passes["statistics"].items():
-        lines.append(f"  {name}: " + ", ".join(f"{k} {v:g}" for k, v in counters.items()))
+    for name, summaries in passes["statistics"].items():
+        lines.append(f"  {name}: " + " | ".join(summaries))
     kernels = ", ".join(f"{k} x{v}" for k, v in report["kernels"].items())
     lines.append(
         f"kernels: {kernels} (loops: JIT nests; gemm: JIT product on packed weights; "

@@ -105,8 +105,8 @@ def measure_modules(
 
     runs: list[Callable[[], Any]] = []
     for mod in modules:
-        with pm.PassContext(config={"codegen.num_threads": threads}):
-            exe = build(mod)
+        with pm.PassContext.current().derive(config={"codegen.num_threads": threads}):
+            exe = build(mod)  # as the user's context says, with the measured thread count
         rng = np.random.default_rng(0)
         feeds = [_random(rng, _tensor(p.checked_type)) for p in mod["main"].params]
         runs.append(partial(exe.run, *feeds))
@@ -228,7 +228,7 @@ def _runner(fn: Function, feeds: list[np.ndarray], target: str, threads: int) ->
     if target == HOST:
         from .build import build
 
-        with pm.PassContext(opt_level=0, config={"codegen.num_threads": threads}):
+        with pm.PassContext.current().derive(config={"codegen.num_threads": threads}):
             exe = build(fn)
         return lambda: exe.run(*feeds)
     if target not in list_externals():
@@ -248,13 +248,20 @@ class _Cache:
         from llvmlite import binding as llvm
 
         self.path, self.cpu = path, llvm.get_host_cpu_name()
-        self.threads = threads or default_threads()
+        self.given_threads = threads
         self.values: dict[str, float | None] = {}
         if path is not None and path.is_file():
             try:
                 self.values = json.loads(path.read_text()).get(self.cpu, {})
             except (OSError, ValueError):
                 self.values = {}  # an unreadable cache is measured again
+
+    @property
+    def threads(self) -> int:
+        """The given thread count, else the current context's `codegen.num_threads` (0: all
+        cores), read when timing: a cost made before the user's context still obeys it."""
+        ctx = pm.PassContext.current()
+        return self.given_threads or int(ctx.get_config("codegen.num_threads")) or default_threads()
 
     def key(self, target: str, what: str) -> str:
         return f"{target}|{self.threads}t|{what}"

@@ -2,7 +2,8 @@
 
 The model is TVM's pass infrastructure (PassInfo, PassContext, module/function/sequential
 passes, a registry, decorators, instruments), plus change tracking with FixedPoint/Repeat,
-textual pipelines, bisection (`pass.bisect_limit`) and per-pass statistics.
+textual pipelines, bisection (`pass.bisect_limit`) and a run log (PassRun) of typed reports,
+kept apart from the configuration (PassContext).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from .instrument import (
 )
 from .pass_base import (
     FixedPoint,
+    FixedPointReport,
     FunctionPass,
     ModulePass,
     Pass,
@@ -38,6 +40,7 @@ from .pass_base import (
 )
 from .pipeline import parse_pipeline
 from .registry import get_pass, list_passes, register_pass
+from .run import PassReport, PassRun, count, record, separate_run
 
 
 def override_instruments(instruments: list[PassInstrument] | None) -> None:
@@ -51,14 +54,20 @@ __all__ = [
     "BisectResult",
     "ConfigOption",
     "FixedPoint",
+    "FixedPointReport",
     "bisect_pipeline",
+    "count",
+    "record",
+    "separate_run",
     "FunctionPass",
     "ModulePass",
     "Pass",
     "PassContext",
     "PassInfo",
     "PassInstrument",
+    "PassReport",
     "PassResult",
+    "PassRun",
     "PassTimingInstrument",
     "PrintIRAfter",
     "PrintIRAfterChange",

@@ -14,6 +14,7 @@ from egraph_ir.module import IRModule
 
 from .context import PassContext
 from .pass_base import Pass
+from .run import separate_run
 
 
 @dataclass(frozen=True)
@@ -34,10 +35,9 @@ def bisect_pipeline(
     def run(limit: int) -> tuple[bool, list[str]]:
         nonlocal runs
         runs += 1
-        config = {**base.config, "pass.bisect_limit": limit}
-        with PassContext(base.opt_level, base.required_pass, base.disabled_pass, config) as ctx:
+        with separate_run() as log, base.derive(config={"pass.bisect_limit": limit}):
             out = pipeline(mod)
-        return is_good(out), ctx.optional_passes
+        return is_good(out), log.optional_passes
 
     good, names = run(-1)
     if good:

@@ -1,14 +1,16 @@
 """PassContext: the configuration a `with` block gives every pass run inside it.
 
-Opt level, required and disabled passes, typed config, instruments, statistics. The current
-context is the top of a thread-local stack; each thread starts with its own default context.
+Opt level, required and disabled passes, typed config and instruments: configuration only.
+What a run did (history, typed reports) is a PassRun (run.py), opened by the outermost block.
+The current context is the top of a thread-local stack; each thread starts with its own
+default context. `derive(...)` makes a nested context that keeps everything it does not
+override, so nested builds (measured placement, profiling) run as the user asked.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +18,7 @@ from egraph_ir.errors import ConfigError, did_you_mean
 from egraph_ir.module import IRModule
 
 from .config import config_option
+from .run import PassRun, close_run, in_block, open_run
 
 if TYPE_CHECKING:
     from .instrument import PassInstrument
@@ -86,11 +89,35 @@ class PassContext:
         self.disabled_pass = tuple(disabled_pass)
         self.config = {k: config_option(k).check(v) for k, v in (config or {}).items()}
         self.instruments: list[PassInstrument] = _instrument_list(instruments)
-        self.is_default = False  # the thread's own context: keeps only the latest run's data
-        self.statistics: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-        self.history: list[str] = []  # passes run by the latest top-level pass call, in order
-        self.running: list[str] = []  # the stack of passes being run (nested Sequentials)
-        self.optional_passes: list[str] = []  # optional passes reached, for bisection
+        self.is_default = False  # the thread's own context (no `with` block)
+        self._opened: PassRun | None = None  # the run this block opened, if outermost
+        self._run: PassRun | None = None  # the run this block writes into
+
+    def derive(self, **overrides: Any) -> PassContext:
+        """A copy of this configuration with some fields replaced; `config` entries are
+        merged into this context's config. Instruments are not inherited (they observe the
+        outer block; a derived context runs without them unless given)."""
+        known = ("opt_level", "required_pass", "disabled_pass", "config", "instruments")
+        unknown = set(overrides) - set(known)
+        if unknown:
+            raise ConfigError(
+                f"derive: unknown field(s) {', '.join(sorted(unknown))}; known: {', '.join(known)}"
+            )
+        config = {**self.config, **(overrides.pop("config", None) or {})}
+        fields: dict[str, Any] = {
+            "opt_level": self.opt_level,
+            "required_pass": self.required_pass,
+            "disabled_pass": self.disabled_pass,
+            "instruments": (),
+        }
+        fields.update(overrides)
+        return PassContext(config=config, **fields)
+
+    @property
+    def run(self) -> PassRun:
+        """The run record this block writes into (the outermost block's): history and
+        typed reports. Not configuration: it is where the passes' results go."""
+        return self._run if self._run is not None else PassRun.current()
 
     # ---------------------------------------------------------------- with-block
     @staticmethod
@@ -101,6 +128,9 @@ class PassContext:
     def __enter__(self) -> PassContext:
         self._enter_instruments(self.instruments)
         _stack().append(self)
+        if not in_block():
+            self._opened = open_run()
+        self._run = PassRun.current()
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -111,8 +141,11 @@ class PassContext:
             in_order = bool(stack) and stack[-1] is self
             if self in stack[1:]:
                 stack.remove(self)  # never leave a stale current context behind
-            if self.statistics:
-                log.info("pass statistics:\n%s", self.render_statistics())
+            if self._opened is not None:
+                close_run(self._opened)
+                if self._opened.records or self._opened.counters:
+                    log.info("pass reports:\n%s", self._opened.render())
+                self._opened = None
         if not in_order and exc[0] is None:
             raise ConfigError(
                 "PassContext exited out of order: the innermost `with` block must end first"
@@ -165,12 +198,13 @@ class PassContext:
         """Count an optional pass against pass.bisect_limit; False once the limit is spent."""
         if info.always_run:
             return True
-        self.optional_passes.append(info.name)
+        reached = PassRun.current().optional_passes
+        reached.append(info.name)
         limit = self.get_config("pass.bisect_limit")
-        if 0 <= limit < len(self.optional_passes):
+        if 0 <= limit < len(reached):
             log.warning(
                 "bisect: skipping pass #%d '%s' (pass.bisect_limit=%d)",
-                len(self.optional_passes),
+                len(reached),
                 info.name,
                 limit,
             )
@@ -197,22 +231,3 @@ class PassContext:
         """A pass that had run_before_pass raised: instruments close what they opened."""
         for inst in self.instruments:
             inst.run_failed_pass(mod, info)
-
-    # ---------------------------------------------------------------- statistics
-    def bump(self, counter: str, amount: float = 1) -> None:
-        """Add to a named counter of the pass now running (e.g. 'rules fired')."""
-        owner = self.running[-1] if self.running else "<no pass>"
-        self.statistics[owner][counter] += amount
-
-    def record(self, counter: str, value: float) -> None:
-        """Set a named value of the pass now running (e.g. 'e-nodes')."""
-        owner = self.running[-1] if self.running else "<no pass>"
-        self.statistics[owner][counter] = value
-
-    def render_statistics(self) -> str:
-        lines = []
-        for name, counters in self.statistics.items():
-            for counter, value in counters.items():
-                shown = int(value) if float(value).is_integer() else round(value, 6)
-                lines.append(f"{name:>24}  {shown:>12}  {counter}")
-        return "\n".join(lines)

@@ -19,6 +19,7 @@ from egraph_ir.module import IRModule
 from egraph_ir.structural import structural_equal
 
 from .context import PASS_NAMES, PassContext
+from .run import PassReport, PassRun, in_block, record
 
 SKIP_ATTRS = ("SkipOptimization", "Primitive", "Compiler")
 
@@ -134,17 +135,17 @@ def run_pass(p: Pass, mod: IRModule, ctx: PassContext) -> PassResult:
     info = p.info
     if info.name in ctx.disabled_pass:
         return PassResult(mod, False)
+    run = PassRun.current()
+    if not run.running:  # a new top-level call
+        if not in_block():  # the thread's own run: nobody reads it later, keep it small
+            run.clear()
+        run.history.clear()
     if not isinstance(p, Sequential) and not ctx.bisect_allows(info):
         return PassResult(mod, False)
     if not ctx.instrument_before(mod, info):
         return PassResult(mod, False)
-    if not ctx.running:
-        ctx.history = []  # a new top-level run
-        if ctx.is_default:  # nobody reads the thread's own context later: keep it small
-            ctx.statistics.clear()
-            ctx.optional_passes.clear()
-    before = list(ctx.history)
-    ctx.running.append(info.name)
+    before = list(run.history)
+    run.running.append(info.name)
     held = mod.functions_by_name()
     try:
         out = p.transform(mod, ctx)
@@ -162,11 +163,11 @@ def run_pass(p: Pass, mod: IRModule, ctx: PassContext) -> PassResult:
         ran = ", ".join(before) or "no passes"
         raise PassError(f"pass '{info.name}' failed after [{ran}]: {exc}") from exc
     finally:
-        ctx.running.pop()
+        run.running.pop()
     if not isinstance(out, IRModule):
         raise PassError(f"pass '{info.name}' returned {type(out).__name__}, expected an IRModule")
     if not isinstance(p, Sequential):
-        ctx.history.append(info.name)
+        run.history.append(info.name)
     ctx.instrument_after(out, info)
     return PassResult(out, module_changed(mod, out))
 
@@ -277,11 +278,19 @@ class FixedPoint(Sequential):
         self.max_iters = max_iters
 
     def transform(self, mod: IRModule, ctx: PassContext) -> IRModule:
-        for _ in range(self.max_iters):
+        for done in range(1, self.max_iters + 1):
             out = super().transform(mod, ctx)
-            ctx.bump("FixedPoint iterations")
             if not module_changed(mod, out):
+                record(FixedPointReport(iterations=done, hit_max_iters=False))
                 return out
             mod = out
-        ctx.bump("FixedPoint hit max_iters")
+        record(FixedPointReport(iterations=self.max_iters, hit_max_iters=True))
         return mod
+
+
+@dataclass(frozen=True, slots=True)
+class FixedPointReport(PassReport):
+    """How many rounds a FixedPoint ran and whether it stopped at max_iters still changing."""
+
+    iterations: int
+    hit_max_iters: bool

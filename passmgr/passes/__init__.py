@@ -1,26 +1,33 @@
-"""The standard passes, each registered under its class name."""
+"""The standard passes, each registered under its class name, and the typed reports they
+record in the run (`ctx.run.last("FuseOps")`, `PassRun.reports(kind=EqSatReport)`)."""
 
 from __future__ import annotations
 
-from .combine_parallel_dense import CombineParallelDense
-from .dead_code import DeadCodeElimination
-from .devices import PlanDevices, device_map
+from .combine_parallel_dense import CombineParallelDense, CombineReport
+from .dead_code import DeadCodeElimination, DeadCodeReport
+from .devices import DevicePlanReport, PlanDevices, device_map
 from .eqsat import (
     AlgebraicSimplify,
     CastCanonicalize,
     EliminateCommonSubexpr,
     EqSat,
+    EqSatReport,
     FoldScaleAxis,
     SimplifyInference,
 )
-from .fold_constant import FoldConstant
-from .fuse_ops import FuseOps
+from .fold_constant import FoldConstant, FoldReport
+from .fuse_ops import FuseOps, FuseReport
 from .infer_type import InferType
 from .partition import (
+    AnnotateReport,
     AnnotateTarget,
+    CompositeReport,
     MergeCompilerRegions,
     MergeComposite,
+    MergeRegionsReport,
     PartitionGraph,
+    PartitionReport,
+    PlacementChoice,
     PlacementCost,
     PlaceTargets,
     cost_table,
@@ -31,6 +38,17 @@ from .partition import (
 from .print_ir import PrintIR
 
 __all__ = [
+    "AnnotateReport",
+    "CombineReport",
+    "CompositeReport",
+    "DeadCodeReport",
+    "DevicePlanReport",
+    "EqSatReport",
+    "FoldReport",
+    "FuseReport",
+    "MergeRegionsReport",
+    "PartitionReport",
+    "PlacementChoice",
     "AnnotateTarget",
     "MergeComposite",
     "MergeCompilerRegions",

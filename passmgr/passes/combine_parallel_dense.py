@@ -31,6 +31,7 @@ from egraph_ir.visitor import ExprMutator, post_order
 from ..context import PassContext
 from ..pass_base import FunctionPass
 from ..registry import register_pass
+from ..run import PassReport, record
 
 
 @dataclass
@@ -195,10 +196,17 @@ class CombineParallelDense(FunctionPass):
         if not fn.body.has_type:
             infer_type(mod)  # also callable on its own, outside a Sequential
         groups = _Finder(fn).groups(self.min_num_branches)
+        record(CombineReport(len(groups), sum(len(g.branches) for g in groups)))
         if not groups:
             return fn
         out = _Combiner(groups).visit(fn)
         assert isinstance(out, Function)
-        ctx.bump("groups combined", len(groups))
-        ctx.bump("products combined", sum(len(g.branches) for g in groups))
         return out
+
+
+@dataclass(frozen=True, slots=True)
+class CombineReport(PassReport):
+    """Groups of parallel products combined in one function, and products in them."""
+
+    groups_combined: int
+    products_combined: int

@@ -6,6 +6,8 @@ dropped binding can make its value's variables unused in turn).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from egraph_ir.expr import Expr, Function, GlobalVar, Let, Var, children
 from egraph_ir.module import IRModule
 from egraph_ir.visitor import ExprMutator, post_order
@@ -13,6 +15,7 @@ from egraph_ir.visitor import ExprMutator, post_order
 from ..context import PassContext
 from ..pass_base import ModulePass
 from ..registry import register_pass
+from ..run import PassReport, record
 
 
 def _used_vars(e: Expr) -> set[Var]:
@@ -77,14 +80,22 @@ class DeadCodeElimination(ModulePass):
     def transform_module(self, mod: IRModule, ctx: PassContext) -> IRModule:
         keep = reachable_functions(mod) if "main" in mod else set(mod)
         funcs = {}
+        lets = 0
         for name, fn in mod.items():
             if name not in keep:
-                ctx.bump("functions removed")
                 continue
             new_fn, dropped = eliminate_dead_lets(fn)
-            if dropped:
-                ctx.bump("let bindings removed", dropped)
+            lets += dropped
             funcs[name] = new_fn
+        record(DeadCodeReport(functions_removed=len(mod) - len(funcs), let_bindings_removed=lets))
         if len(funcs) == len(mod) and all(funcs[n] is mod[n] for n in funcs):
             return mod
         return IRModule(funcs)
+
+
+@dataclass(frozen=True, slots=True)
+class DeadCodeReport(PassReport):
+    """Functions unreachable from main and let bindings nobody reads, removed."""
+
+    functions_removed: int
+    let_bindings_removed: int

@@ -13,7 +13,7 @@ expensive than the original under the same cost model (both DAG costs).
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import rules as rules_lib
@@ -33,6 +33,7 @@ from ..config import register_config
 from ..context import PassContext
 from ..pass_base import FunctionPass
 from ..registry import register_pass
+from ..run import PassReport, record
 
 log = logging.getLogger(__name__)
 
@@ -116,10 +117,10 @@ class EqSat(FunctionPass):
         rewrites = rule_set.rewrites()
         if not rewrites and not self.fold_constants:  # hash-consing alone: no e-graph needed
             body, merged = merge_equal(fn.body)
-            ctx.bump("merged", merged)
+            record(EqSatReport(merged=merged))
             return fn if not merged else Function(fn.params, body, fn.ret_type, fn.attrs, fn.span)
         if rewrites and nothing_to_do(fn, rewrites, self.fold_constants):
-            ctx.bump("skipped: no rule can match")
+            record(EqSatReport(skipped=True))
             return fn
         result = optimize(
             fn,
@@ -131,20 +132,67 @@ class EqSat(FunctionPass):
             extract_time_limit=float(ctx.get_config("eqsat.extract_time_limit_s")),
         )
         rep = result.report
-        ctx.bump("rules applied", sum(rep.applied.values()))
-        ctx.record("e-nodes", max(rep.enodes_per_iteration))
-        ctx.record("cost before", result.cost_before % AVOID_PENALTY)
-        ctx.record("cost after", min(result.cost_after, result.cost_before) % AVOID_PENALTY)
-        ctx.bump(f"stopped: {rep.stop_reason.value}")
-        if result.extraction is not None:
-            ctx.bump(f"extracted by {result.extraction.extractor} ({result.extraction.status})")
+        kept = result.cost_after > result.cost_before  # the input stays: nothing cheaper
+        out = fn if kept else result.function
         for name, why in rep.unsound.items():
             log.warning("unsound rule %s refused: %s", name, why)
-            ctx.bump(f"refused (type change): {name}")
+        extraction = result.extraction
+        record(
+            EqSatReport(
+                stop_reason=rep.stop_reason.value,
+                iterations=rep.iterations,
+                enodes=max(rep.enodes_per_iteration),
+                rules_applied=sum(rep.applied.values()),
+                applied=dict(rep.applied),
+                extractor=extraction.extractor if extraction is not None else "",
+                status=extraction.status if extraction is not None else "",
+                cost_before=_without(result.cost_before, fn, self.avoid),
+                cost_after=_without(min(result.cost_after, result.cost_before), out, self.avoid),
+                penalised_cost_before=result.cost_before,
+                penalised_cost_after=min(result.cost_after, result.cost_before),
+                refused=tuple(rep.unsound),
+                seconds=rep.seconds,
+            )
+        )
         log.info("%s: %s", self.info.name, rep.summary())
-        if result.cost_after > result.cost_before:
-            return fn
-        return result.function
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class EqSatReport(PassReport):
+    """One function's saturation and extraction. Costs are DAG costs under the pass's cost
+    model; `cost_*` leave out the prohibitive price on `avoid` ops, `penalised_cost_*` are
+    what the extractor compared. `skipped`: no rule could match, nothing ran; `merged`: the
+    hash-consing-only run (no rules) merged that many equal computations."""
+
+    stop_reason: str = ""  # "saturated", "iteration limit", "e-node limit", "time limit"
+    iterations: int = 0
+    enodes: int = 0
+    rules_applied: int = 0
+    applied: dict[str, int] = field(default_factory=dict)  # per rule
+    extractor: str = ""
+    status: str = ""  # "optimal", "feasible", "heuristic"
+    cost_before: float = 0.0
+    cost_after: float = 0.0
+    penalised_cost_before: float = 0.0
+    penalised_cost_after: float = 0.0
+    refused: tuple[str, ...] = ()  # rules whose rewrite would have changed a type
+    seconds: float = 0.0
+    skipped: bool = False
+    merged: int = 0
+
+
+def _without(cost: float, fn: Function, avoid: tuple[str, ...]) -> float:
+    """cost less the penalty of each avoided op fn still computes (counted in fn itself)."""
+    if not avoid:
+        return cost
+    names = set(avoid)
+    count = sum(
+        1
+        for n in post_order(fn.body)
+        if isinstance(n, Call) and isinstance(n.op, Op) and n.op.name in names
+    )
+    return cost - count * AVOID_PENALTY
 
 
 def _could_match(e: Expr, p: object) -> bool:

@@ -29,6 +29,7 @@ from egraph_ir.visitor import post_order, rebuild
 from ..context import PassContext
 from ..pass_base import FunctionPass
 from ..registry import register_pass
+from ..run import PassReport, record
 
 DEFAULT_MAX_BYTES = 64 << 20
 
@@ -91,6 +92,12 @@ class FoldConstant(FunctionPass):
 
     def transform_function(self, fn: Function, mod: IRModule, ctx: PassContext) -> Function:
         out, folded = fold_function(fn, self.max_bytes)
-        if folded:
-            ctx.bump("calls folded", folded)
+        record(FoldReport(calls_folded=folded))
         return out
+
+
+@dataclass(frozen=True, slots=True)
+class FoldReport(PassReport):
+    """Calls evaluated at compile time in one function."""
+
+    calls_folded: int

@@ -42,6 +42,7 @@ from ..config import register_config
 from ..context import PassContext
 from ..pass_base import ModulePass
 from ..registry import register_pass
+from ..run import PassReport, record
 
 MAX_GROUP_DEPTH = 256  # TVM's default; codegen builds a group's element as one expression
 register_config(
@@ -342,6 +343,7 @@ class FuseOps(ModulePass):
             infer_type(mod)  # also callable on its own, outside a Sequential
         new = {}
         changed = False
+        groups = 0
         for name, fn in mod.items():
             if fn.attrs.get("Primitive") or _already_fused(fn):
                 new[name] = fn
@@ -349,9 +351,17 @@ class FuseOps(ModulePass):
             out, count = fuse_function(fn, depth)
             if out is not fn:
                 changed = True
-                ctx.bump("groups", count)
+                groups += count
             new[name] = out
+        record(FuseReport(groups=groups))
         return infer_type(IRModule(new)) if changed else mod
+
+
+@dataclass(frozen=True, slots=True)
+class FuseReport(PassReport):
+    """How many fused groups (primitive functions) FuseOps made."""
+
+    groups: int
 
 
 def _already_fused(fn: Function) -> bool:

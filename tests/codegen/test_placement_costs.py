@@ -40,10 +40,50 @@ def test_measured_costs_are_cached_per_cpu_and_drive_a_placement(tmp_path, monke
     assert pm.passes.placement_report(mod, ["blas", "onnxruntime"], again).cost == first.cost
     with pm.PassContext() as ctx:  # candidates are built and run; the fastest is kept
         placed = pm.passes.PlaceTargets(["blas", "onnxruntime"], cost=again)(mod)
-    stats = ctx.statistics["PlaceTargets"]
-    runs = {k: v for k, v in stats.items() if k.startswith("measured ms: ")}
-    assert {"measured ms: host", "measured ms: blas", "measured ms: placed"} <= runs.keys()
-    assert all(v > 0 for v in runs.values())
-    assert sum(v for k, v in stats.items() if k.startswith("chosen: ")) == 1
+    choice = ctx.run.last("PlaceTargets", pm.passes.PlacementChoice)
+    assert {"host", "blas", "placed"} <= choice.measured_ms.keys()
+    assert all(v > 0 for v in choice.measured_ms.values())
+    assert choice.chosen in choice.measured_ms
     value = np.random.default_rng(2).standard_normal((64, 64)).astype("float32")
     assert_allclose(codegen.build(placed)(value), ir.interpret(mod, value))
+
+
+def test_measured_placement_builds_as_the_compile_was_asked(tmp_path, monkeypatch) -> None:
+    """`egc compile --place measured --config codegen.num_threads=1 --opt-level 2`: every
+    build the measurement makes (one-op timings and whole candidates) runs in a context
+    derived from the user's: one thread, opt level 2."""
+    import sys
+
+    from codegen import placement_costs
+    from codegen.cli import main
+
+    monkeypatch.setenv("EGC_COST_CACHE", str(tmp_path / "costs.json"))  # measure afresh
+    seen: list[tuple[int, int]] = []
+    build_module = sys.modules["codegen.build"]  # `codegen.build` is the function
+    real_build = build_module.build
+
+    def spy_build(*args, **kwargs):
+        ctx = pm.PassContext.current()
+        seen.append((ctx.opt_level, int(ctx.get_config("codegen.num_threads"))))
+        return real_build(*args, **kwargs)
+
+    external_threads: list[int] = []
+    real_get = placement_costs.get_external
+
+    def spy_get(target):
+        codegen_fn = real_get(target)
+
+        def wrapped(region, threads):
+            external_threads.append(threads)
+            return codegen_fn(region, threads)
+
+        return wrapped
+
+    monkeypatch.setattr(build_module, "build", spy_build)
+    monkeypatch.setattr(placement_costs, "get_external", spy_get)
+    args = ["compile", "mlp", "--targets", "blas", "--place", "measured", "--repeats", "1"]
+    args += ["--config", "codegen.num_threads=1", "--opt-level", "2"]
+    assert main(args) == 0
+    assert len(seen) > 3  # one-op timings and the candidates
+    assert set(seen) == {(2, 1)}
+    assert external_threads and set(external_threads) == {1}

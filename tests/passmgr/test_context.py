@@ -89,17 +89,17 @@ def test_required_passes_are_resolved_by_name_and_run_first() -> None:
         broken(small_module())
 
 
-def test_statistics_are_kept_per_pass() -> None:
+def test_counters_are_kept_per_pass_in_the_run() -> None:
     @pm.module_pass(opt_level=0, name="Counter")
     def counter(mod, ctx):
-        ctx.bump("things seen", 3)
-        ctx.bump("things seen")
+        pm.count("things seen", 3)
+        pm.count("things seen")
         return mod
 
     with pm.PassContext() as ctx:
         counter(small_module())
-    assert ctx.statistics["Counter"]["things seen"] == 4
-    assert "things seen" in ctx.render_statistics()
+    assert ctx.run.counters["Counter"]["things seen"] == 4
+    assert "things seen" in ctx.run.render()
 
 
 def test_unknown_pass_names_in_the_context_are_errors_with_a_hint() -> None:
@@ -111,3 +111,20 @@ def test_unknown_pass_names_in_the_context_are_errors_with_a_hint() -> None:
     with pytest.raises(ir.ConfigError, match=r"required_pass: unknown pass 'InferTyp'"):
         pm.PassContext(required_pass=["InferTyp"])
     pm.PassContext(disabled_pass=["FoldScaleAxis"], required_pass=["Rename"])  # known names
+
+
+def test_derive_keeps_what_it_does_not_override_and_shares_the_run() -> None:
+    with pm.PassContext(
+        opt_level=3, disabled_pass=["FoldConstant"], config={"eqsat.iter_limit": 4}
+    ) as outer:
+        inner = outer.derive(config={"eqsat.node_limit": 7})
+        assert (inner.opt_level, inner.disabled_pass) == (3, ("FoldConstant",))
+        assert inner.config == {"eqsat.iter_limit": 4, "eqsat.node_limit": 7}
+        assert outer.derive(opt_level=1).opt_level == 1 and outer.config == {"eqsat.iter_limit": 4}
+        with inner:
+            pm.passes.FoldConstant(max_bytes=1)(small_module())  # disabled: not run
+            pm.passes.EliminateCommonSubexpr()(small_module())
+        assert inner.run is outer.run  # nested blocks write into the outermost block's run
+        assert [name for name, _ in outer.run.records] == ["EliminateCommonSubexpr"]
+    with pytest.raises(ir.ConfigError, match=r"unknown field.*opt_levl"):
+        pm.PassContext().derive(opt_levl=1)

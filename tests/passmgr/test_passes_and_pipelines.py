@@ -137,12 +137,12 @@ def test_change_tracking_fixed_point_and_repeat() -> None:
     with pm.PassContext() as ctx:
         out = pm.FixedPoint(peel, max_iters=10)(mod)
     assert out["main"].body is x
-    assert ctx.statistics["FixedPoint"]["FixedPoint iterations"] == 6  # five changes, one check
+    assert ctx.run.last("FixedPoint") == pm.FixedPointReport(6, False)  # five changes, one check
     out = pm.Repeat(peel, 2)(mod)
     assert str(out["main"].body).count("negative") == 3
     with pm.PassContext() as ctx:
         pm.FixedPoint(peel, max_iters=2)(mod)
-    assert ctx.statistics["FixedPoint"]["FixedPoint hit max_iters"] == 1
+    assert ctx.run.last("FixedPoint").hit_max_iters
 
 
 def test_pipeline_text_round_trip_and_options() -> None:
@@ -186,7 +186,7 @@ def test_a_users_python_pass_joins_an_existing_pipeline() -> None:
             def rewrite_call(self, pre, post):
                 inner = post.args[0] if post.args else None
                 if post.op.name == "exp" and isinstance(inner, ir.Call) and inner.op.name == "log":
-                    ctx.bump("rewrites")
+                    pm.count("rewrites")
                     return inner.args[0]
                 return post
 
@@ -198,8 +198,8 @@ def test_a_users_python_pass_joins_an_existing_pipeline() -> None:
     with pm.PassContext(opt_level=2) as ctx:
         out = pipeline(mod)
     assert str(out["main"].body) == "%x"
-    assert ctx.statistics["ExpOfLogIsX"]["rewrites"] == 1
-    assert ctx.history == ["InferType", "DeadCodeElimination", "InferType", "ExpOfLogIsX"]
+    assert ctx.run.counters["ExpOfLogIsX"]["rewrites"] == 1
+    assert ctx.run.history == ["InferType", "DeadCodeElimination", "InferType", "ExpOfLogIsX"]
 
 
 def test_bisection_finds_a_deliberately_broken_pass_in_a_pipeline_of_ten() -> None:
@@ -223,5 +223,5 @@ def test_bisection_finds_a_deliberately_broken_pass_in_a_pipeline_of_ten() -> No
     with pm.PassContext(config={"pass.bisect_limit": 3}) as ctx:
         out = pipeline(mod)
     assert ran(out) == ["p0", "p1", "p2"]
-    assert ctx.history[0] == "InferType"  # always-run passes are not counted
+    assert ctx.run.history[0] == "InferType"  # always-run passes are not counted
     assert pm.bisect_pipeline(pm.Sequential(passes[:6]), mod, is_good).culprit is None

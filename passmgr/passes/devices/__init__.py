@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from .plan import PlanDevices, analyse, device_map
+from .plan import DevicePlanReport, PlanDevices, analyse, device_map
 
-__all__ = ["PlanDevices", "analyse", "device_map"]
+__all__ = ["DevicePlanReport", "PlanDevices", "analyse", "device_map"]

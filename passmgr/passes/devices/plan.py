@@ -42,6 +42,7 @@ from ...config import register_config
 from ...context import PassContext
 from ...pass_base import ModulePass
 from ...registry import register_pass
+from ...run import PassReport, record
 from .analysis import DeviceAnalysis, device_polymorphic, is_opaque_function, op_name
 
 register_config("devices.default", str, "cpu:0", "device of what nothing constrains (PlanDevices)")
@@ -192,9 +193,16 @@ class PlanDevices(ModulePass):
         funcs = {}
         for name, fn in typed.items():
             funcs[name] = fn if is_opaque_function(fn) else rewriter.function(fn)
-        ctx.bump("copies", rewriter.count)
-        ctx.record("bytes on cut edges", analysis.copied_bytes)
+        record(DevicePlanReport(copies=rewriter.count, bytes_on_cut_edges=analysis.copied_bytes))
         return infer_type(IRModule(funcs))
 
 
-__all__ = ["PlanDevices", "analyse", "device_map", "fixed"]
+@dataclass(frozen=True, slots=True)
+class DevicePlanReport(PassReport):
+    """Copies PlanDevices inserted, and the bytes they move per run."""
+
+    copies: int
+    bytes_on_cut_edges: int
+
+
+__all__ = ["DevicePlanReport", "PlanDevices", "analyse", "device_map", "fixed"]

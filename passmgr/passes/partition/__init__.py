@@ -12,11 +12,12 @@ from typing import Any
 from rules.patterns import BUILTIN_DIR
 
 from ...pass_base import Pass, Sequential
-from .annotate_target import AnnotateTarget
-from .merge_composite import MergeComposite
-from .merge_regions import MergeCompilerRegions
-from .partition_graph import PartitionGraph, register_region_optimizer
-from .place_targets import PlacementCost, PlaceTargets, cost_table, placement_report
+from .annotate_target import AnnotateReport, AnnotateTarget
+from .merge_composite import CompositeReport, MergeComposite
+from .merge_regions import MergeCompilerRegions, MergeRegionsReport
+from .partition_graph import PartitionGraph, PartitionReport, register_region_optimizer
+from .place_model import PlacementCost, cost_table
+from .place_targets import PlacementChoice, PlaceTargets, placement_report
 
 
 def partition_for(
@@ -41,6 +42,11 @@ def partition_for(
 
 
 __all__ = [
+    "AnnotateReport",
+    "CompositeReport",
+    "MergeRegionsReport",
+    "PartitionReport",
+    "PlacementChoice",
     "partition_for",
     "AnnotateTarget",
     "MergeComposite",

@@ -33,6 +33,7 @@ from egraph_ir.visitor import post_order
 from ...context import PassContext
 from ...pass_base import FunctionPass
 from ...registry import register_pass
+from ...run import PassReport, record
 from .regions import BEGIN, DEFAULT, END, annotation
 
 
@@ -93,7 +94,14 @@ class AnnotateTarget(FunctionPass):
                 return next((t for t in self.targets if supports(t, n)), DEFAULT)
             return DEFAULT
 
-        return annotate_function(fn, body, choose, self.include_non_call_ops, ctx)
+        out = annotate_function(fn, body, choose, self.include_non_call_ops)
+        annotated: dict[str, int] = {}
+        for n in post_order(out.body, into_functions=False):
+            if isinstance(n, Call) and isinstance(n.op, Op) and n.op.name == END:
+                t = str(n.attrs["compiler"])
+                annotated[t] = annotated.get(t, 0) + 1
+        record(AnnotateReport(region_outputs=annotated))
+        return out
 
 
 def annotate_function(
@@ -101,7 +109,6 @@ def annotate_function(
     body: Expr,
     choose: Callable[[Call], str],
     include_non_call_ops: bool,
-    ctx: PassContext,
 ) -> Function:
     """fn with `body` (its body without annotations) annotated: each call on the target
     `choose` gives it; tuples and fields (with include_non_call_ops) on their inputs'
@@ -123,7 +130,6 @@ def annotate_function(
         memo[n] = new
         if t is not None:
             target[n] = t
-            ctx.bump(f"annotated {t}")
     result = memo[body]
     if body in target:
         result = end(result, target[body])
@@ -132,6 +138,14 @@ def annotate_function(
     out = Function(fn.params, result, fn.ret_type, fn.attrs, fn.span)
     infer_type(out)
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class AnnotateReport(PassReport):
+    """Annotated values leaving a region (compiler_end) in one function, by target
+    ('default': the host)."""
+
+    region_outputs: dict[str, int]
 
 
 def _edges(

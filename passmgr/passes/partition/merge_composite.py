@@ -38,6 +38,7 @@ from rules.patterns import (
 from ...context import PassContext
 from ...pass_base import FunctionPass
 from ...registry import register_pass
+from ...run import PassReport, record
 
 
 def read_table(table: Any) -> list[CompositePattern]:
@@ -77,13 +78,22 @@ class MergeComposite(FunctionPass):
 
     def transform_function(self, fn: Function, mod: IRModule, ctx: PassContext) -> Function:
         out = fn
+        merged: dict[str, int] = {}
         for entry in self.patterns:
             body, count = merge_pattern(out.body, entry)
             if count:
-                ctx.bump(f"composite {entry.name}", count)
+                merged[entry.name] = merged.get(entry.name, 0) + count
                 out = Function(out.params, body, out.ret_type, out.attrs, out.span)
                 infer_type(out)
+        record(CompositeReport(merged=merged))
         return out
+
+
+@dataclass(frozen=True, slots=True)
+class CompositeReport(PassReport):
+    """Composite functions made in one function, by pattern name."""
+
+    merged: dict[str, int]
 
 
 def merge_pattern(body: Expr, entry: CompositePattern) -> tuple[Expr, int]:

@@ -20,6 +20,7 @@ from egraph_ir.module import IRModule
 from ...context import PassContext
 from ...pass_base import FunctionPass
 from ...registry import register_pass
+from ...run import PassReport, record
 from .regions import RegionSet, _UnionFind, annotation, find_regions, region_order
 
 
@@ -73,9 +74,16 @@ class MergeCompilerRegions(FunctionPass):
                         removed += 1
                         continue
             memo[n] = n if isinstance(n, Var | Constant) else rebuild_keeping_functions(n, memo)
+        record(MergeRegionsReport(edges_merged=removed))
         if not removed:
             return fn
-        ctx.bump("region edges merged", removed)
         out = Function(fn.params, memo[fn.body], fn.ret_type, fn.attrs, fn.span)
         infer_type(out)
         return out
+
+
+@dataclass(frozen=True, slots=True)
+class MergeRegionsReport(PassReport):
+    """Annotation pairs removed between neighbouring regions of one target, in one function."""
+
+    edges_merged: int

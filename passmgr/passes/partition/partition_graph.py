@@ -35,6 +35,7 @@ from egraph_ir.module import IRModule
 from ...context import PassContext
 from ...pass_base import ModulePass
 from ...registry import register_pass
+from ...run import PassReport, record
 from .regions import DEFAULT, Region, RegionSet, annotation, find_regions, inputs
 
 RegionOptimizer = Callable[[Function], Function]
@@ -68,6 +69,7 @@ class PartitionGraph(ModulePass):
         counter = [0]
         new: dict[str, Function] = {}
         changed = False
+        regions: dict[str, int] = {}
         for name, fn in funcs.items():
             if any(fn.attrs.get(a) for a in ("Primitive", "Compiler", "SkipOptimization")):
                 new[name] = fn
@@ -80,10 +82,19 @@ class PartitionGraph(ModulePass):
             for gname, gfn in lifted.items():
                 optimise = _OPTIMIZERS.get(str(gfn.attrs["Compiler"]))
                 new[gname] = optimise(gfn) if optimise else gfn
-                ctx.bump(f"regions {gfn.attrs['Compiler']}")
+                target = str(gfn.attrs["Compiler"])
+                regions[target] = regions.get(target, 0) + 1
             new[name] = Function(fn.params, body, fn.ret_type, fn.attrs, fn.span)
             changed = True
+        record(PartitionReport(regions=regions))
         return infer_type(IRModule(new)) if changed else mod
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionReport(PassReport):
+    """Functions lifted out for external targets, by target."""
+
+    regions: dict[str, int]
 
 
 class _Partitioner:

@@ -25,7 +25,6 @@ import time
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from egraph_ir.egraph import Limits, Rewrite
 from egraph_ir.egraph.encode import encode
@@ -40,10 +39,8 @@ from egraph_ir.registry import Op
 from egraph_ir.support import supports
 from egraph_ir.types import Type, tensor_types
 
+from .place_model import PlacementCost
 from .regions import DEFAULT
-
-if TYPE_CHECKING:
-    from .place_targets import PlacementCost
 
 TIE_BREAK = 1e-9  # relative to the costliest choice, per picked op: fewer nodes win ties
 MAX_ROUNDS = 50  # solves adding cycle rows before giving up on this e-graph

@@ -22,27 +22,31 @@ noise of timing, and a mixed placement wins wherever one really runs faster.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from egraph_ir.errors import CompilerError
 from egraph_ir.expr import Expr
 from egraph_ir.module import IRModule
 
-from ...context import PassContext
-from .place_targets import (
-    PlacementCost,
-    Plan,
-    Problem,
-    cost_by_target,
-    greedy_placement,
-    partition_placed,
-    solve,
-)
+from ...run import separate_run
+from .place_model import PlacementCost, Plan, Problem, cost_by_target, greedy_placement, solve
 from .regions import DEFAULT
 
 log = logging.getLogger(__name__)
 Placed = dict[str, tuple[Expr, Mapping[Expr, str]]]  # function name -> (body, {call: target})
 SCALE_RANGE = (0.05, 20.0)  # calibration factors are clamped: one noisy run must not flip all
+Partition = Callable[[IRModule, Placed], IRModule]  # the module partitioned as placed
+
+
+@dataclass(frozen=True)
+class RunChoice:
+    """The placement that ran fastest, its candidate's name and every candidate's time."""
+
+    placed: Placed
+    chosen: str
+    ms: dict[str, float]
+    failed: bool = False  # the runs failed: the model's placement is kept
 
 
 def choose_by_running(
@@ -50,9 +54,8 @@ def choose_by_running(
     plans: Mapping[str, Plan],
     targets: Sequence[str],
     cost: PlacementCost,
-    bind_constants: bool,
-    ctx: PassContext,
-) -> Placed:
+    partition: Partition,
+) -> RunChoice:
     """The candidate placement (see the module docstring) that runs fastest."""
     assert cost.measure is not None
     placed: Placed = {n: (p.body, p.place) for n, p in plans.items()}
@@ -62,38 +65,35 @@ def choose_by_running(
         candidates[t] = {
             n: (p.given_body, greedy_placement(p.given_problem, [t])) for n, p in plans.items()
         }
-    modules = {k: _candidate(mod, v, bind_constants, ctx) for k, v in candidates.items()}
+    modules = {k: _candidate(mod, v, partition) for k, v in candidates.items()}
     try:
         first = dict(zip(modules, cost.measure(list(modules.values())), strict=True))
     except CompilerError as exc:  # a program the measure cannot build or feed
         log.warning("PlaceTargets keeps the model's placement: the runs failed: %s", exc)
-        ctx.bump("chosen: placed (runs failed)")
-        return placed
+        return RunChoice(placed, "placed", {}, failed=True)
     scale = _calibration(plans, candidates, first, targets, cost)
     calibrated: Placed = {
         n: (p.body, solve(_scaled(p.problem, scale), _scaled_cost(cost, scale)))
         for n, p in plans.items()
     }
     if not any(_same(calibrated, other) for other in candidates.values()):
-        modules["calibrated"] = _candidate(mod, calibrated, bind_constants, ctx)
+        modules["calibrated"] = _candidate(mod, calibrated, partition)
         candidates["calibrated"] = calibrated
     best_first = min(first, key=first.__getitem__)
     final = [best_first, *(["calibrated"] if "calibrated" in modules else [])]
     seconds = dict(zip(final, cost.measure([modules[k] for k in final]), strict=True))
-    for name, value in first.items():
-        ctx.record(f"measured ms: {name}", value * 1e3)
+    ms = {name: value * 1e3 for name, value in first.items()}
     if "calibrated" in seconds:
-        ctx.record("measured ms: calibrated", seconds["calibrated"] * 1e3)
+        ms["calibrated"] = seconds["calibrated"] * 1e3
     chosen = min(seconds, key=seconds.__getitem__)
-    ctx.bump(f"chosen: {chosen}")
-    return candidates[chosen]
+    return RunChoice(candidates[chosen], chosen, ms)
 
 
-def _candidate(mod: IRModule, placed: Placed, bind_constants: bool, ctx: PassContext) -> IRModule:
-    """A candidate partitioned in a context of its own: its annotation and partition
-    counts are not the pass's (the chosen one is partitioned again by the pass)."""
-    with PassContext(ctx.opt_level, config=ctx.config) as scratch:
-        return partition_placed(mod, placed, bind_constants, scratch)
+def _candidate(mod: IRModule, placed: Placed, partition: Partition) -> IRModule:
+    """A candidate partitioned in a run of its own: its annotation and partition reports
+    are not the pass's (the chosen one is partitioned again by the pass)."""
+    with separate_run():
+        return partition(mod, placed)
 
 
 def _calibration(

@@ -196,7 +196,6 @@ def rebuild_fresh(node, memo):
 
 
 def test_passes_whose_rules_cannot_match_skip_saturation_on_a_long_chain() -> None:
-    import time
 
     import egraph_ir as ir
     import passmgr as pm
@@ -208,15 +207,12 @@ def test_passes_whose_rules_cannot_match_skip_saturation_on_a_long_chain() -> No
         e = [op.relu, op.negative, op.exp][i % 3](e)
     mod = ir.infer_type(ir.IRModule.from_expr(ir.Function([x], e)))
     with pm.PassContext(opt_level=3) as ctx:
-        start = time.perf_counter()
         out = pm.Sequential([pm.passes.AlgebraicSimplify(), pm.passes.EliminateCommonSubexpr()])(
             mod
         )
-        seconds = time.perf_counter() - start
     assert out["main"] is mod["main"]  # nothing to rewrite, nothing to merge
-    assert ctx.statistics["AlgebraicSimplify"]["skipped: no rule can match"] == 1
-    assert ctx.statistics["EliminateCommonSubexpr"]["merged"] == 0
-    assert seconds < 30  # linear in the program, no e-graph built (about 0.2 s here)
+    assert ctx.run.last("AlgebraicSimplify").skipped  # no e-graph built
+    assert ctx.run.last("EliminateCommonSubexpr").merged == 0
 
 
 def test_implied_classes_are_what_every_acyclic_program_uses() -> None:

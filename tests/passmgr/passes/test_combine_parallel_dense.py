@@ -27,7 +27,7 @@ def test_transformer_qkv_projections_become_one_matmul_with_one_bias() -> None:
     assert before["matmul"] - after["matmul"] == 2  # Q, K, V -> one
     assert after["split"] == 1 and before["add"] - after["add"] == 2
     assert "split(%2, indices_or_sections=[256, 512], axis=-1)" in out.astext(show_meta=False)
-    assert ctx.statistics["CombineParallelDense"]["groups combined"] == 1
+    assert ctx.run.total("CombineParallelDense", "groups_combined") == 1
     assert_same_outputs(out, mod, models.example_inputs("transformer"))
 
 

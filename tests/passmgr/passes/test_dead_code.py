@@ -26,10 +26,7 @@ def test_removes_unused_lets_in_cascade_and_unreachable_functions() -> None:
     def @helper(%a: float32) { exp(%a) }
     def @main(%x: float32) { let %c = @helper(%x); add(%c, %x) }""")
     assert_structural_equal(out, expected)
-    assert ctx.statistics["DeadCodeElimination"] == {
-        "functions removed": 1,
-        "let bindings removed": 2,
-    }
+    assert ctx.run.last("DeadCodeElimination") == pm.passes.DeadCodeReport(1, 2)
 
 
 def test_leaves_a_clean_module_untouched() -> None:

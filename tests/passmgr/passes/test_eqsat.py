@@ -57,7 +57,7 @@ def test_transformer_layer_norms_are_simplified_and_outputs_agree() -> None:
     out, ctx = run(mod, pm.passes.SimplifyInference(), pm.passes.AlgebraicSimplify())
     ops = summarize(out).ops
     assert "layer_norm" not in ops and ops["mean"] >= 4
-    assert ctx.statistics["SimplifyInference"]["rules applied"] == 2
+    assert ctx.run.total("SimplifyInference", "rules_applied") == 2
     x = models.example_inputs("transformer")
     np.testing.assert_allclose(ir.interpret(out, **x), ir.interpret(mod, **x), rtol=1e-4, atol=1e-5)
 
@@ -71,7 +71,7 @@ def test_a_user_rule_file_runs_exactly_like_a_built_in_one() -> None:
     assert str(plain["main"].body) == "%0 = log(%x);\nexp(%0)"
     fast, ctx = run(mod, pm.passes.EqSat(rules=str(path)), config={"eqsat.fast_math": True})
     assert fast["main"].body is fast["main"].params[0]
-    assert ctx.statistics["EqSat"]["rules applied"] >= 2
+    assert ctx.run.total("EqSat", "rules_applied") >= 2
     from_set, _ = run(mod, pm.passes.EqSat(rules=rules.load(path), fast_math=True))
     assert_structural_equal(from_set, fast)
     pipeline = pm.parse_pipeline(f"InferType,EqSat(rules={path},fast_math=true,node_limit=500)")
@@ -83,7 +83,7 @@ def test_config_keys_limit_eqsat_and_bad_rule_names_fail_early() -> None:
     _, ctx = run(
         mod, pm.passes.EqSat(rules="algebraic", fast_math=True), config={"eqsat.iter_limit": 1}
     )
-    assert ctx.statistics["EqSat"]["stopped: iteration limit"] == 1
+    assert ctx.run.last("EqSat").stop_reason == "iteration limit"
     with pytest.raises(ir.RuleError, match="no built-in rule set 'nope'"):
         pm.passes.EqSat(rules="nope")
     with pytest.raises(ir.ConfigError, match=r"unknown config key 'eqsat.node_limt'"):
@@ -114,7 +114,7 @@ def test_fold_constant_folds_whole_constant_subgraphs() -> None:
     assert_structural_equal(
         out, ir.parse("def @main(%x: Tensor[(2,), float32]) { add(%x, [10f]) }")
     )
-    assert ctx.statistics["FoldConstant"]["calls folded"] == 3
+    assert ctx.run.total("FoldConstant", "calls_folded") == 3
 
 
 @given(programs(max_nodes=8))
@@ -149,9 +149,9 @@ def test_a_pass_skips_functions_no_rule_can_match() -> None:
     plain = ir.parse("def @main(%x: Tensor[(2, 4), float32]) { tanh(relu(%x)) }")
     out, ctx = run(plain, pm.passes.SimplifyInference())
     assert out["main"] is plain["main"]
-    assert ctx.statistics["SimplifyInference"]["skipped: no rule can match"] == 1
+    assert ctx.run.last("SimplifyInference").skipped
     _, ctx = run(models.transformer(), pm.passes.SimplifyInference())
-    assert "skipped: no rule can match" not in ctx.statistics["SimplifyInference"]
+    assert not any(r.skipped for r in ctx.run.reports("SimplifyInference"))
 
 
 @pytest.mark.parametrize("bad", [-1.0, float("nan"), float("inf"), "cheap"])

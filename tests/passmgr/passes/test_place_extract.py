@@ -76,10 +76,10 @@ def test_a_1x1_convolution_runs_as_a_product_where_that_pays(products_only) -> N
     flops = 2.0 * 64 * 32 * 16
     with pm.PassContext() as ctx:
         placed = pm.passes.PlaceTargets([products_only], cost=_table(products_only, 10, 1e-6))(mod)
-    stats = ctx.statistics["PlaceTargets"]
+    stats = ctx.run.last("PlaceTargets", pm.passes.PlacementChoice)
     # the product on the target: its time and one launch (the transposed input enters)
-    assert stats["cost"] == pytest.approx(flops / 1e10 + 1e-6)
-    assert stats["rewritten functions"] == 1 and stats["regions"] == 1
+    assert stats.cost == pytest.approx(flops / 1e10 + 1e-6)
+    assert stats.rewritten_functions == 1 and stats.regions == 1
     assert _ops(placed, products_only) == ["dense"] and "conv2d" not in _ops(placed)
     value = np.random.default_rng(1).standard_normal((1, 16, 8, 8)).astype("float32")
     assert_allclose(ir.interpret(placed, value), ir.interpret(mod, value))
@@ -88,7 +88,7 @@ def test_a_1x1_convolution_runs_as_a_product_where_that_pays(products_only) -> N
     for exact in ({"rules": "none"}, {"fast_math": False}):  # no product: all stays home
         with pm.PassContext() as ctx:
             pm.passes.PlaceTargets([products_only], cost=table, **exact)(mod)
-        assert ctx.statistics["PlaceTargets"]["cost"] == pytest.approx(flops / 1e9)
+        assert ctx.run.last("PlaceTargets").cost == pytest.approx(flops / 1e9)
 
 
 def test_a_rewrite_no_target_pays_for_is_not_kept(products_only) -> None:
@@ -97,7 +97,7 @@ def test_a_rewrite_no_target_pays_for_is_not_kept(products_only) -> None:
     slow = _table(products_only, 10, launch=1.0)  # a launch dearer than the whole product
     with pm.PassContext() as ctx:
         placed = pm.passes.PlaceTargets([products_only], cost=slow)(mod)
-    assert ctx.statistics["PlaceTargets"]["rewritten functions"] == 0
+    assert ctx.run.last("PlaceTargets").rewritten_functions == 0
     assert ir.structural_equal(placed["main"], mod["main"])
 
 
@@ -148,9 +148,7 @@ def test_flexible_placement_is_sound_and_never_costlier_than_exact(products_only
         flexible = pm.passes.PlaceTargets([products_only], cost=cost)(mod)
     with pm.PassContext() as exact_ctx:
         pm.passes.PlaceTargets([products_only], cost=cost, rules="none")(mod)
-    assert ctx.statistics["PlaceTargets"]["cost"] <= exact_ctx.statistics["PlaceTargets"][
-        "cost"
-    ] * (1 + 1e-9)
+    assert ctx.run.last("PlaceTargets").cost <= exact_ctx.run.last("PlaceTargets").cost * (1 + 1e-9)
     value = (
         np.random.default_rng(4)
         .standard_normal(mod["main"].params[0].checked_type.shape)
@@ -216,7 +214,7 @@ def _joint_brute_force(fn: ir.Function, targets, cost, rewrites) -> float:
     from egraph_ir.egraph.ilp import extractable
     from egraph_ir.egraph.saturate import saturate
     from egraph_ir.errors import CompilerError
-    from passmgr.passes.partition.place_targets import placement_cost, problem_of
+    from passmgr.passes.partition.place_model import placement_cost, problem_of
 
     g = TensorEGraph()
     handle = encode(g, fn.body)
@@ -267,7 +265,8 @@ def _product_chains(draw) -> ir.Function:
 @settings(max_examples=30, deadline=None)
 def test_placement_over_the_egraph_is_the_brute_force_optimum(products_only, data) -> None:
     from passmgr.passes.partition.place_extract import place_by_extraction
-    from passmgr.passes.partition.place_targets import _rewrites, placement_cost, problem_of
+    from passmgr.passes.partition.place_model import placement_cost, problem_of
+    from passmgr.passes.partition.place_targets import _rewrites
 
     register_support("mock_pointwise", "add")
     register_support("mock_pointwise", "relu")

@@ -71,10 +71,10 @@ def test_a_calibrated_mixed_placement_beats_every_single_target_build(mock_targe
     mod = _program()
     with pm.PassContext() as ctx:
         placed = pm.passes.PlaceTargets([mock_target], cost=_model(6.0, 10.0, measure))(mod)
-    stats = ctx.statistics["PlaceTargets"]
-    assert stats["chosen: calibrated"] == 1
-    assert (stats["measured ms: host"], stats[f"measured ms: {MOCK}"]) == (40e3, 32e3)
-    assert stats["measured ms: calibrated"] == 26e3
+    choice = ctx.run.last("PlaceTargets", pm.passes.PlacementChoice)
+    assert choice.chosen == "calibrated"
+    assert (choice.measured_ms["host"], choice.measured_ms[MOCK]) == (40e3, 32e3)
+    assert choice.measured_ms["calibrated"] == 26e3
     assert _true_seconds(placed, 5.0, 1.0, 10.0) == 26.0
     assert runs == [3, 2]  # placed, host, first fit; then the best of those and the calibrated
     value = np.random.default_rng(0).random((4, 4)).astype("float32")
@@ -88,16 +88,16 @@ def test_a_run_overrules_the_model_when_a_single_target_is_faster(mock_target) -
     measure = lambda modules: [_true_seconds(m, 5.0, 0.0, 1.0) for m in modules]  # noqa: E731
     with pm.PassContext() as ctx:
         placed = pm.passes.PlaceTargets([mock_target], cost=_model(6.0, 10.0, measure))(mod)
-    stats = ctx.statistics["PlaceTargets"]
-    assert stats["cost"] == pytest.approx(40.0)  # the model's own answer: all on the host
+    choice = ctx.run.last("PlaceTargets", pm.passes.PlacementChoice)
+    assert choice.cost == pytest.approx(40.0)  # the model's own answer: all on the host
     assert _true_seconds(placed, 5.0, 0.0, 1.0) == 7.0
-    assert stats["chosen: calibrated"] + stats[f"chosen: {MOCK}"] == 1
+    assert choice.chosen in ("calibrated", MOCK)
 
 
 def test_without_a_measure_the_model_decides_alone(mock_target) -> None:
     with pm.PassContext() as ctx:
         placed = pm.passes.PlaceTargets([mock_target], cost=_model(6.0, 10.0))(_program())
-    assert not any(k.startswith("chosen") for k in ctx.statistics["PlaceTargets"])
+    assert ctx.run.last("PlaceTargets", pm.passes.PlacementChoice).chosen == ""
     assert len(placed.functions) == 1  # all on the host, as the model says
 
 
@@ -109,5 +109,6 @@ def test_runs_that_fail_leave_the_models_placement(mock_target) -> None:
 
     with pm.PassContext() as ctx:
         placed = pm.passes.PlaceTargets([mock_target], cost=_model(6.0, 10.0, measure))(_program())
-    assert ctx.statistics["PlaceTargets"]["chosen: placed (runs failed)"] == 1
+    choice = ctx.run.last("PlaceTargets", pm.passes.PlacementChoice)
+    assert (choice.chosen, choice.runs_failed) == ("placed", True)
     assert len(placed.functions) == 1  # the model's answer: all on the host

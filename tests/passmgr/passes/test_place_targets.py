@@ -17,7 +17,7 @@ from egraph_ir import op
 from egraph_ir.errors import ConfigError
 from egraph_ir.support import register_support, unregister_support
 from egraph_ir.testing import assert_allclose
-from passmgr.passes.partition.place_targets import (
+from passmgr.passes.partition.place_model import (
     greedy_placement,
     placement_cost,
     problem_of,
@@ -57,21 +57,21 @@ def test_a_small_mlp_stays_on_the_host_and_a_large_one_sends_its_products_out() 
     small = mlp_module(8)
     with pm.PassContext() as ctx:
         placed = pm.passes.PlaceTargets(["blas"], cost=COST)(small)
-    stats = ctx.statistics["PlaceTargets"]
-    assert stats["cost"] == pytest.approx(3 * 2 * 8**3 / 1e9)  # three products on the host
-    assert stats["regions"] == 0 and len(placed.functions) == 1
-    assert stats["greedy cost"] > stats["cost"]  # greedy pays three launches
+    stats = ctx.run.last("PlaceTargets", pm.passes.PlacementChoice)
+    assert stats.cost == pytest.approx(3 * 2 * 8**3 / 1e9)  # three products on the host
+    assert stats.regions == 0 and len(placed.functions) == 1
+    assert stats.greedy_cost > stats.cost  # greedy pays three launches
 
     large = mlp_module(512)
     with pm.PassContext() as ctx:
         placed = pm.passes.PlaceTargets(["blas"], cost=COST)(large)
-    stats = ctx.statistics["PlaceTargets"]
+    stats = ctx.run.last("PlaceTargets", pm.passes.PlacementChoice)
     copy = 512 * 512 * 4 * 1e-10
     # three products on blas; x and two relu results enter blas, three products come back
     expected = 3 * 2 * 512**3 / 2e10 + 3 * (5e-6 + copy) + 3 * copy
-    assert stats["cost"] == pytest.approx(expected)
-    assert stats["greedy cost"] == pytest.approx(expected)  # greedy is right here: agree
-    assert stats["regions"] == 3 and len(placed.functions) == 4
+    assert stats.cost == pytest.approx(expected)
+    assert stats.greedy_cost == pytest.approx(expected)  # greedy is right here: agree
+    assert stats.regions == 3 and len(placed.functions) == 4
     value = np.random.default_rng(0).standard_normal((512, 512)).astype("float32")
     assert_allclose(codegen.build(placed)(value), ir.interpret(large, value))
 
@@ -166,7 +166,7 @@ def test_placed_programs_partition_without_cycles_and_match_the_interpreter(mock
     with pm.PassContext() as ctx:
         placed = pm.passes.PlaceTargets(["mock_a"], cost=cost)(mod)
     # all six ops on mock_a: one entry (x) and the result back: 6 * 1 + 2
-    assert ctx.statistics["PlaceTargets"]["cost"] == pytest.approx(8.0)
+    assert ctx.run.last("PlaceTargets").cost == pytest.approx(8.0)
     regions = [f for f in placed.functions.values() if f.attrs.get("Compiler") == "mock_a"]
     assert len(regions) == 1
     value = np.random.default_rng(1).standard_normal((4, 8)).astype("float32")
@@ -182,4 +182,4 @@ def test_bad_arguments_are_config_errors_and_the_defaults_keep_everything_home()
     assert "blas" in default.targets and "onnxruntime" in default.targets
     with pm.PassContext() as ctx:
         default(mlp_module(64))
-    assert ctx.statistics["PlaceTargets"]["regions"] == 0  # equal op costs: no launch pays
+    assert ctx.run.last("PlaceTargets").regions == 0  # equal op costs: no launch pays
