@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 PY_CANDIDATES := $(wildcard $(PYENV_ROOT)/versions/3.1[2-9]*/bin/python3 $(HOME)/.pyenv/versions/3.1[2-9]*/bin/python3) \
 	python3.13 python3.12 python3
 
-.PHONY: demo test test-thorough lint typecheck bench fuzz clean
+.PHONY: demo test test-all test-thorough lint typecheck bench fuzz clean
 
 SECONDS ?= 600
 
@@ -30,8 +30,12 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy egraph_ir rules passmgr codegen
+	$(VENV)/bin/mypy egraph_ir rules passmgr codegen egc
 	$(PY) -m pytest -q
+
+# the default suite plus the minutes-long runs (marker `full`)
+test-all: $(STAMP)
+	$(PY) -m pytest -q -m "full or not full"
 
 test-thorough: $(STAMP)
 	HYPOTHESIS_PROFILE=thorough $(PY) -m pytest -q
@@ -41,11 +45,11 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 
 typecheck: $(STAMP)
-	$(VENV)/bin/mypy egraph_ir rules passmgr codegen
+	$(VENV)/bin/mypy egraph_ir rules passmgr codegen egc
 
 # every fuzzer for SECONDS; failing cases (shrunk) land in fuzz-failures/
 fuzz: $(STAMP)
-	$(PY) -m codegen.fuzz --seconds $(SECONDS) --out fuzz-failures
+	$(PY) -m egc.fuzz --seconds $(SECONDS) --out fuzz-failures
 
 bench: $(STAMP)
 	@for b in benchmarks/*.py; do echo "== $$b"; $(PY) $$b; done

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import egraph_ir as ir
 import passmgr as pm
-from codegen.pipelines import standard_pipeline
 from egraph_ir import models
+from passmgr.standard import standard_pipeline
 
 REAL = Path(__file__).resolve().parents[1].parent / "shared" / "models" / "real"
 

@@ -16,7 +16,7 @@ import time
 
 import onnx
 
-from codegen.conformance import cases, run
+from egc.conformance import cases, run
 
 
 def main() -> int:

@@ -24,8 +24,8 @@ import numpy as np
 
 import codegen
 import passmgr as pm
-from codegen.pipelines import standard_pipeline
 from egraph_ir import models
+from passmgr.standard import standard_pipeline
 
 REAL = Path(__file__).resolve().parents[1].parent / "shared" / "models" / "real"
 TARGETS = ("blas", "onnxruntime")

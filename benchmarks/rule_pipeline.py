@@ -15,9 +15,9 @@ import time
 
 import egraph_ir as ir
 import passmgr as pm
-from codegen.pipelines import standard_pipeline
 from egraph_ir import models
 from egraph_ir.summary import summarize
+from passmgr.standard import standard_pipeline
 
 
 def walk(node: dict, depth: int = 0):

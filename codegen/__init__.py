@@ -4,7 +4,7 @@
 current PassContext, lowers each fused group to loops (or a library anchor plus a JIT
 epilogue), plans memory, emits LLVM with llvmlite, JIT-compiles it and returns an
 `Executable`, which `save` writes to one file that `load` runs elsewhere without
-compiling. The `egc` command line lives in cli.py.
+compiling. The `egc` command line and the compile job live above it, in the `egc` package.
 """
 
 from __future__ import annotations

@@ -31,6 +31,7 @@ from egraph_ir.infer import infer_type
 from egraph_ir.module import IRModule
 from egraph_ir.types import TensorType, Type
 from egraph_ir.visitor import post_order, rebuild
+from passmgr.standard import standard_pipeline
 
 from . import blas
 from .devices import assign_devices, mentions_devices, plan_devices
@@ -44,7 +45,6 @@ from .llvm.jit import start_helpers
 from .loop_ir import Kernel
 from .lower import KernelCache
 from .memory_plan import list_memory_planners, parse_pools, plan_graph
-from .pipelines import standard_pipeline
 from .program import link
 from .runtime import default_threads
 

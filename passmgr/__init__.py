@@ -38,9 +38,10 @@ from .pass_base import (
     Sequential,
     module_changed,
 )
-from .pipeline import parse_pipeline
+from .pipeline_text import parse_pipeline
 from .registry import get_pass, list_passes, register_pass
 from .run import PassReport, PassRun, count, record, separate_run
+from .standard import standard_pipeline
 
 
 def override_instruments(instruments: list[PassInstrument] | None) -> None:
@@ -59,6 +60,7 @@ __all__ = [
     "count",
     "record",
     "separate_run",
+    "standard_pipeline",
     "FunctionPass",
     "ModulePass",
     "Pass",

@@ -55,7 +55,7 @@ def test_measured_placement_builds_as_the_compile_was_asked(tmp_path, monkeypatc
     import sys
 
     from codegen import placement_costs
-    from codegen.cli import main
+    from egc.cli import main
 
     monkeypatch.setenv("EGC_COST_CACHE", str(tmp_path / "costs.json"))  # measure afresh
     seen: list[tuple[int, int]] = []

@@ -1,7 +1,7 @@
 """An ONNX backend (`onnx.backend.base.Backend`), so ONNX's own conformance suite runs as is.
 
     import onnx.backend.test
-    from codegen.onnx_backend import EgcBackend
+    from egc.onnx_backend import EgcBackend
     suite = onnx.backend.test.BackendTest(EgcBackend, __name__)
 
 `prepare` imports the model (`from_onnx`) and compiles it (`codegen.build`); with
@@ -22,12 +22,11 @@ import onnx
 import onnx.numpy_helper
 from onnx.backend.base import Backend, BackendRep
 
+from codegen.build import build
 from egraph_ir.errors import ConstantInputError, FrontendError
 from egraph_ir.frontend import from_onnx
 from egraph_ir.interp import interpret
 from egraph_ir.module import IRModule
-
-from .build import build
 
 
 class EgcRep(BackendRep):

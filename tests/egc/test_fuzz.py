@@ -1,4 +1,4 @@
-"""A fast slice of the fuzzers in codegen.fuzz (the long run is `make fuzz SECONDS=600`):
+"""A fast slice of the fuzzers in egc.fuzz (the long run is `make fuzz SECONDS=600`):
 fixed seeds, so a failure here reproduces with `run_case(kind, seed)`."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import egraph_ir as ir
-from codegen.fuzz.programs import random_program
-from codegen.fuzz.runner import run_case
+from egc.fuzz.programs import random_program
+from egc.fuzz.runner import run_case
 
 pytest.importorskip("onnx")
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import egraph_ir as ir
-from codegen.cli import main
+from egc.cli import main
 from egraph_ir import models
 
 

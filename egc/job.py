@@ -21,12 +21,11 @@ import numpy as np
 
 import egraph_ir as ir
 import passmgr as pm
+from codegen.build import Executable, build, optimise
 from egraph_ir import models
 from egraph_ir.compare import mismatch
 from egraph_ir.errors import did_you_mean
 from egraph_ir.summary import input_types, summarize
-
-from .build import Executable, build, optimise
 
 
 @dataclass
@@ -167,7 +166,7 @@ def compile_model(mod: ir.IRModule, opts: JobOptions) -> tuple[Executable, dict[
         if opts.targets:  # optimise, then offload: the regions get the optimised program
             mod = optimise(mod, None, extra)
             if opts.place:  # the cheapest placement, measured on this machine or modelled
-                from .placement_costs import measured_cost
+                from codegen.placement_costs import measured_cost
 
                 cost = measured_cost() if opts.place == "measured" else None
                 mod = pm.passes.PlaceTargets(opts.targets, cost=cost)(mod)

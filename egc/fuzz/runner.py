@@ -1,4 +1,4 @@
-"""The fuzz runner behind `python -m codegen.fuzz --seconds 600 [--out fuzz-failures]`:
+"""The fuzz runner behind `python -m egc.fuzz --seconds 600 [--out fuzz-failures]`:
 every fuzzer in turn, each case in a watched worker process (a crash or a case over 30 s
 is recorded, not fatal); failing cases are shrunk where possible and saved with what went wrong."""
 

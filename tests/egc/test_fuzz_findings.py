@@ -1,4 +1,4 @@
-"""Regressions for defects the differential fuzzer (codegen.fuzz) found: each one compiled
+"""Regressions for defects the differential fuzzer (egc.fuzz) found: each one compiled
 and interpreted, or refused with a clean error."""
 
 from __future__ import annotations

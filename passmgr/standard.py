@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import passmgr as pm
+from . import passes as p
+from .pass_base import Sequential
 
 
-def standard_pipeline() -> pm.Sequential:
-    """Inference simplification and rule-based clean-up, as codegen.build will run it."""
-    p = pm.passes
-    return pm.Sequential(
+def standard_pipeline() -> Sequential:
+    """Inference simplification and rule-based clean-up, as codegen.build runs it."""
+    return Sequential(
         [
             p.InferType(),  # every later pass reads checked types
             p.SimplifyInference(),  # batch/layer norm and dropout into plain arithmetic

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import codegen
-from codegen.conformance import cases
+from egc.conformance import cases
 from egraph_ir.errors import CompilerError
 from egraph_ir.frontend import from_onnx
 

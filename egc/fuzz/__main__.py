@@ -1,4 +1,4 @@
-"""`python -m codegen.fuzz --seconds 600 [--out fuzz-failures] [--seed 0]`: see runner.py."""
+"""`python -m egc.fuzz --seconds 600 [--out fuzz-failures] [--seed 0]`: see runner.py."""
 
 from __future__ import annotations
 

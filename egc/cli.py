@@ -25,6 +25,9 @@ import numpy as np
 
 import egraph_ir as ir
 import passmgr as pm
+from codegen.artifact import load, project_version
+from codegen.executable import aligned
+from codegen.external import list_externals
 from egraph_ir import models
 from egraph_ir.dot import module_to_dot
 from egraph_ir.egraph import egraph_to_dot, optimize
@@ -34,9 +37,6 @@ from passmgr.config import config_option
 from passmgr.context import check_pass_names
 from passmgr.registry import pass_factory
 
-from .artifact import load, project_version
-from .executable import aligned
-from .external import list_externals
 from .job import JobOptions, Progress, load_model, random_inputs, render_text, run_job
 
 
@@ -318,8 +318,7 @@ def rules_check(sources: list[str], max_examples: int, seed: int) -> int:
 def list_things(what: str) -> int:
     """`egc list passes|rules|ops|targets|configs` as a table."""
     import rules
-
-    from .build import TARGETS
+    from codegen.build import TARGETS
 
     if what == "passes":
         rows = []
