@@ -9,11 +9,8 @@ in TVM's `relay.build`. A module that mentions devices is planned (PlanDevices) 
 fusion; each device gets its own arena and every device_copy is a copy kernel between two
 arenas (codegen/devices.py).
 
-Config: `codegen.num_threads` (the executable's whole thread budget,
-BLAS included; 0 = every core this process may use), `codegen.host_fallback` (run groups
-without a compute definition with numpy, or fail), `codegen.memory_planner` (a name in
-codegen/memory_plan.py's registry), `codegen.check_devices` (the device sanitizer,
-codegen/sanitizer.py).
+Config: the `codegen.*` keys (codegen/options.py), read once into a BuildOptions that the
+stages receive whole and the executable keeps (and saves).
 """
 
 from __future__ import annotations
@@ -44,31 +41,11 @@ from .llvm.emit import emit_modules
 from .llvm.jit import start_helpers
 from .loop_ir import Kernel
 from .lower import KernelCache
-from .memory_plan import list_memory_planners, parse_pools, plan_graph
+from .memory_plan import plan_graph
+from .options import BuildOptions
 from .program import link
-from .runtime import default_threads
 
 TARGETS = ("llvm",)
-
-pm.register_config("codegen.num_threads", int, 0, "thread budget, BLAS included (0: all cores)")
-pm.register_config("codegen.host_fallback", bool, True, "run ops without compute with numpy")
-pm.register_config(
-    "codegen.memory_planner",
-    str,
-    "arena",
-    "memory planner: arena, conflicts, hill-climb, tokens or a registered one",
-    choices=list_memory_planners,
-)
-pm.register_config(
-    "codegen.memory_pools",
-    str,
-    "",
-    'memory pools in order, e.g. "sram:256K,dram" (a size caps a pool; empty: one pool)',
-    validate=parse_pools,
-)
-pm.register_config(
-    "codegen.check_devices", bool, False, "check every kernel's buffers lie on its device"
-)
 
 
 def build(
@@ -85,8 +62,8 @@ def build(
         mod = IRModule.from_expr(mod)
     if "main" not in dict(mod.items()):
         raise CodegenError("the module has no 'main' function")
-    ctx = pm.PassContext.current()
-    threads = int(ctx.get_config("codegen.num_threads")) or default_threads()
+    options = BuildOptions.from_context()
+    threads = options.threads
     start_helpers(threads - 1)  # compile helpers start while the passes run
     times: dict[str, float] = {}
     clock = _Clock(times)
@@ -94,11 +71,9 @@ def build(
     optimised = clock("optimise", optimise, mod, params, extra_passes)
     placed = clock("devices", plan_devices, optimised) if mentions_devices(optimised) else optimised
     fused = clock("fuse", fuse, placed)
-    fallback = bool(ctx.get_config("codegen.host_fallback"))
-    graph, cache = clock("lower", lower, fused, fallback, externals)
+    graph, cache = clock("lower", lower, fused, options.host_fallback, externals)
     assign_devices(graph, fused["main"])
-    pools = parse_pools(str(ctx.get_config("codegen.memory_pools")))
-    plan = clock("plan", plan_graph, graph, str(ctx.get_config("codegen.memory_planner")), pools)
+    plan = clock("plan", plan_graph, graph, options.memory_planner, options.pools)
     shared = share_identical_kernels(graph)
     program = clock("link", link, graph, plan, threads)
     native = bool(program.calls)
@@ -112,10 +87,9 @@ def build(
         times.update({f"llvm {k}": v for k, v in library.seconds.items()})
     t0 = time.perf_counter()
     types, names = outputs_of(fused["main"])
-    exe = Executable(program, library, types, names, source, times, optimised, fused)
+    exe = Executable(program, library, types, names, options, source, times, optimised, fused)
     times["bind"] = time.perf_counter() - t0
     exe.kernels_reused = cache.hits + shared
-    exe.runtime.check_devices = bool(ctx.get_config("codegen.check_devices"))
     return exe
 
 

@@ -17,9 +17,11 @@ from egraph_ir.errors import CodegenError
 from egraph_ir.module import IRModule
 from egraph_ir.types import TensorType, Type, tensor_types
 
+from .artifact_write import save
 from .kernels import ExternalKernel
 from .llvm import JitLibrary
 from .memory_plan import MemoryPlan
+from .options import BuildOptions
 from .program import Program
 from .runtime import Runtime
 
@@ -109,6 +111,7 @@ class Executable:
         library: JitLibrary | None,
         output_types: list[Type],
         output_names: list[str],
+        options: BuildOptions,
         source: str = "",
         times: dict[str, float] | None = None,
         optimised: IRModule | None = None,
@@ -127,7 +130,8 @@ class Executable:
             n.name: TensorType(n.shape, n.dtype)  # type: ignore[arg-type]
             for n in self.graph.inputs
         }
-        self.runtime = Runtime(program, library)
+        self.options = options  # how it was built; the run-time half may differ after load
+        self.runtime = Runtime(program, library, options.threads, options.check_devices)
         self.kernels_reused = 0  # fused groups that reused another group's compiled code
 
     # ------------------------------------------------------------ running
@@ -252,9 +256,11 @@ class Executable:
 
     def save(self, path: str) -> None:
         """Write one file that `codegen.load` runs in another process without compiling."""
-        from .artifact import save
+        save(path, self.program, self.library, self.options, self.outputs(), self.get_source())
 
-        save(self, path)
+    def outputs(self) -> tuple[list[Type], list[str]]:
+        """The output types and names."""
+        return self.output_types, self.output_names
 
     def __repr__(self) -> str:
         ins = ", ".join(f"{k}: {t}" for k, t in self.input_types.items())

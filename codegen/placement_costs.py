@@ -42,7 +42,7 @@ from egraph_ir.registry import Op
 from egraph_ir.types import TensorType, tensor_types
 
 from .external import get_external, list_externals
-from .runtime import default_threads
+from .options import default_threads
 
 DEFAULT_CACHE = "~/.cache/egraph-compiler/costs.json"  # EGC_COST_CACHE overrides it
 BUDGET_S = 0.03  # time spent timing one call on one target (at least MIN_RUNS runs)

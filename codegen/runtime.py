@@ -11,7 +11,6 @@ the whole thread budget: the BLAS is single-threaded per call (codegen/blas.py).
 from __future__ import annotations
 
 import ctypes
-import os
 import threading
 import time
 import weakref
@@ -31,14 +30,16 @@ ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
 WORKER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 
 
-def default_threads() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
 class Runtime:
     """Owns the arena, the slot table and the pool; `run(feeds)` executes the graph."""
 
-    def __init__(self, program: Program, library: JitLibrary | None) -> None:
+    def __init__(
+        self,
+        program: Program,
+        library: JitLibrary | None,
+        threads: int | None = None,
+        check_devices: bool = False,
+    ) -> None:
         self.program, self.library = program, library
         graph = program.graph
         self.graph: Graph = graph
@@ -52,7 +53,8 @@ class Runtime:
             self.slots[slot] = array.ctypes.data
         for slot, arena, offset in program.arena_slots:
             self.slots[slot] = self.bases[arena] + offset
-        self.check_devices = False  # the sanitizer (codegen.check_devices)
+        self.check_devices = check_devices  # the sanitizer (codegen.check_devices)
+        self.thread_count = min(threads or program.threads, program.threads)
         self.copies = copy_traffic(graph)  # per run: (src, dst) -> (count, bytes)
         self.runs = 0
         self._constants = [a for _, a in program.constants]  # kept alive with the table
@@ -85,11 +87,11 @@ class Runtime:
         self.workers: list[threading.Thread] = []
         self._lock = threading.Lock()  # one run at a time: runs share the arena and slots
         if library is not None and program.parallel:
-            self._start_workers(program.threads - 1)
+            self._start_workers(self.thread_count - 1)
 
     @property
     def threads(self) -> int:
-        return self.program.threads
+        return self.thread_count
 
     def planned(self, node_id: int) -> bool:
         return node_id in self.program.plan.offsets

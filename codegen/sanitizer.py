@@ -12,15 +12,25 @@ are filled during the run and not checked.
 from __future__ import annotations
 
 import bisect
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
+
+import numpy as np
 
 from egraph_ir.errors import CodegenError
 
-from .graph import Graph
+from .graph import Graph, Node
 from .memory_plan import nbytes
+from .program import Program
 
-if TYPE_CHECKING:
-    from .runtime import Runtime
+
+class RunState(Protocol):
+    """What the sanitizer reads of a runtime (codegen/runtime.py) about to run."""
+
+    graph: Graph
+    program: Program
+    slots: np.ndarray
+    bases: list[int]
+    fresh: list[Node]
 
 
 def copy_traffic(graph: Graph) -> dict[tuple[str, str], tuple[int, int]]:
@@ -55,7 +65,7 @@ class _Owners:
         return None
 
 
-def check_devices(rt: Runtime, env: dict[int, Any]) -> None:
+def check_devices(rt: RunState, env: dict[int, Any]) -> None:
     """Raise CodegenError when a kernel's buffer is not in its device's memory."""
     program, graph = rt.program, rt.graph
     owners = _Owners()

@@ -25,7 +25,8 @@ import numpy as np
 
 import egraph_ir as ir
 import passmgr as pm
-from codegen.artifact import load, project_version
+from codegen.artifact import load
+from codegen.artifact_write import project_version
 from codegen.executable import aligned
 from codegen.external import list_externals
 from egraph_ir import models
@@ -34,7 +35,7 @@ from egraph_ir.egraph import egraph_to_dot, optimize
 from egraph_ir.errors import CompilerError, did_you_mean
 from egraph_ir.support import supported_ops
 from passmgr.config import config_option
-from passmgr.context import check_pass_names
+from passmgr.names import check_pass_names
 from passmgr.registry import pass_factory
 
 from .job import JobOptions, Progress, load_model, random_inputs, render_text, run_job
@@ -97,19 +98,9 @@ def config_value(text: str) -> tuple[str, Any]:
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
     try:
         option = config_option(key.strip())
+        return option.key, option.parse(raw)
     except CompilerError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
-    raw = raw.strip()
-    try:
-        if option.type is bool:
-            if raw.lower() not in ("true", "false", "1", "0"):
-                raise ValueError(raw)
-            return option.key, raw.lower() in ("true", "1")
-        return option.key, option.type(raw)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"config '{option.key}' expects {option.type.__name__}, got {raw!r}"
-        ) from None
 
 
 def shape_value(text: str) -> tuple[str, tuple[int, ...]]:

@@ -43,10 +43,12 @@ from .module import IRModule
 from .registry import Cost, Op, OpPattern
 from .structural import structural_equal, structural_hash
 from .text.parser import parse
+from .text.printer import print_expr  # also makes str(expr) print the text format
 from .types import FuncType, TensorType, TupleType, Type
 from .visitor import ExprFunctor, ExprMutator, ExprVisitor, post_order
 
 __all__ = [
+    "print_expr",
     "AttrError",
     "Attrs",
     "Call",

@@ -6,18 +6,25 @@ Each node has one extra slot, the type `infer_type` computed for it (`checked_ty
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from .attrs import Attrs
 from .errors import Span, TypeInferenceError
+from .registry import Op
 from .types import TensorType, Type, check_dtype
 
-if TYPE_CHECKING:
-    from .registry import Op
+# the text printer (text/printer.py) registers itself here: it imports the node classes,
+# so this module cannot import it
+_PRINTER: list[Callable[[Expr], str]] = []
+
+
+def set_printer(print_expr: Callable[[Expr], str]) -> None:
+    """Make `str(expr)` print with print_expr (the text format)."""
+    _PRINTER[:] = [print_expr]
 
 
 class Expr:
@@ -43,9 +50,7 @@ class Expr:
         object.__setattr__(self, "_checked_type", ty)
 
     def __str__(self) -> str:
-        from .text.printer import print_expr
-
-        return print_expr(self)
+        return _PRINTER[0](self) if _PRINTER else object.__repr__(self)
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -104,8 +109,6 @@ class Call(Expr):
     span: Span | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        from .registry import Op
-
         args = tuple(self.args)
         for a in args:
             if not isinstance(a, Expr):

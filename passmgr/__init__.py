@@ -26,21 +26,11 @@ from .instrument import (
     pass_instrument,
     verify_module,
 )
-from .pass_base import (
-    FixedPoint,
-    FixedPointReport,
-    FunctionPass,
-    ModulePass,
-    Pass,
-    PassInfo,
-    PassResult,
-    Repeat,
-    Sequential,
-    module_changed,
-)
+from .pass_base import FunctionPass, ModulePass, Pass, PassInfo, PassResult, module_changed
 from .pipeline_text import parse_pipeline
 from .registry import get_pass, list_passes, register_pass
 from .run import PassReport, PassRun, count, record, separate_run
+from .sequential import FixedPoint, FixedPointReport, Repeat, Sequential
 from .standard import standard_pipeline
 
 

@@ -1,11 +1,17 @@
-"""Typed configuration options for PassContext, registered once with a default."""
+"""Typed configuration options for PassContext, registered once with a default.
+
+Each package declares its keys in its own module (`codegen/options.py` declares the
+`codegen.*` keys). A key used before its package is imported is found through the
+`egraph_compiler.config` entry points (pyproject.toml): the entry point named like the
+key's prefix names the module that declares it. Text (command lines, pipeline text) becomes
+a typed value through one converter, `parse_text`.
+"""
 
 from __future__ import annotations
 
-import importlib
-import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from importlib import metadata
 from typing import Any
 
 from egraph_ir.errors import CompilerError, ConfigError, did_you_mean
@@ -22,6 +28,10 @@ class ConfigOption:
 
     def allowed(self) -> tuple[Any, ...]:
         return tuple(self.choices() if callable(self.choices) else self.choices)
+
+    def parse(self, text: str) -> Any:
+        """The value a text (command line, pipeline text) gives, checked."""
+        return self.check(parse_text(text, self.type, f"config '{self.key}'"))
 
     def check(self, value: Any) -> Any:
         """Return value converted to the option's type, or raise ConfigError."""
@@ -53,7 +63,7 @@ class ConfigOption:
 
 
 _OPTIONS: dict[str, ConfigOption] = {}
-DECLARING_PACKAGES = ("codegen", "rules", "egraph_ir")  # packages that register options
+ENTRY_POINTS = "egraph_compiler.config"  # name: a key prefix; value: the declaring module
 
 
 def register_config(
@@ -75,14 +85,16 @@ def register_config(
     return option
 
 
+def _declaring_modules(prefix: str) -> list[metadata.EntryPoint]:
+    return [ep for ep in metadata.entry_points(group=ENTRY_POINTS) if ep.name == prefix]
+
+
 def config_option(key: str) -> ConfigOption:
-    """The option of a key. A key of one of the project's packages that is not imported
-    yet (`codegen.*` before `import codegen`) imports that package first, so its options
-    exist without the user importing it."""
+    """The option of a key. A key whose declaring module is not imported yet (`codegen.*`
+    before `import codegen`) is found through its entry point, which imports it."""
     if key not in _OPTIONS and isinstance(key, str):
-        package = key.split(".", 1)[0]
-        if package in DECLARING_PACKAGES and package not in sys.modules:
-            importlib.import_module(package)
+        for ep in _declaring_modules(key.split(".", 1)[0]):
+            ep.load()
     try:
         return _OPTIONS[key]
     except KeyError:
@@ -93,8 +105,27 @@ def config_option(key: str) -> ConfigOption:
 
 
 def list_configs() -> dict[str, ConfigOption]:
-    """All registered options by key."""
+    """All options by key, those of packages not imported yet included."""
+    for ep in metadata.entry_points(group=ENTRY_POINTS):
+        ep.load()
     return dict(sorted(_OPTIONS.items()))
+
+
+def parse_text(raw: str, type_: Any, what: str) -> Any:
+    """A text as a value of type_ (bool: true/false/1/0; int; float; str as is), or a
+    ConfigError naming `what`."""
+    text = raw.strip()
+    try:
+        if type_ is bool:
+            if text.lower() not in ("true", "false", "1", "0"):
+                raise ValueError(text)
+            return text.lower() in ("true", "1")
+        if type_ in (int, float):
+            return type_(text)
+    except ValueError:
+        name = getattr(type_, "__name__", str(type_))
+        raise ConfigError(f"{what} expects {name}, got {raw!r}") from None
+    return raw
 
 
 register_config(

@@ -12,17 +12,16 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from egraph_ir.errors import ConfigError, did_you_mean
+from egraph_ir.errors import ConfigError
 from egraph_ir.module import IRModule
 
 from .config import config_option
+from .info import PassInfo
+from .instrument import PassInstrument
+from .names import check_pass_names
 from .run import PassRun, close_run, in_block, open_run
-
-if TYPE_CHECKING:
-    from .instrument import PassInstrument
-    from .pass_base import PassInfo
 
 log = logging.getLogger(__name__)
 _local = threading.local()
@@ -36,24 +35,8 @@ def _stack() -> list[PassContext]:
     return _local.stack
 
 
-PASS_NAMES: set[str] = set()  # every pass name defined so far (classes, PassInfos, registry)
-
-
-def check_pass_names(what: str, names: Sequence[str]) -> None:
-    """A name in required_pass / disabled_pass (or --disable) that no pass has is a typo:
-    an error with a did-you-mean, rather than a setting that silently does nothing."""
-    for name in names:
-        if name not in PASS_NAMES:
-            raise ConfigError(
-                f"{what}: unknown pass '{name}'{did_you_mean(name, PASS_NAMES)}; "
-                f"known: {', '.join(sorted(n for n in PASS_NAMES if not n.startswith('_')))}"
-            )
-
-
 def _instrument_list(instruments: object) -> list[PassInstrument]:
     """The instruments as a list, or a ConfigError naming what is not one."""
-    from .instrument import PassInstrument
-
     if isinstance(instruments, str | bytes | PassInstrument) or not isinstance(
         instruments, Iterable
     ):

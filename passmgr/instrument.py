@@ -19,8 +19,8 @@ from egraph_ir.infer import infer_type
 from egraph_ir.module import IRModule
 from egraph_ir.visitor import free_vars
 
-from .context import check_pass_names
-from .pass_base import PassInfo
+from .info import PassInfo
+from .names import check_pass_names
 
 HOOKS = ("enter_pass_ctx", "exit_pass_ctx", "should_run", "run_before_pass", "run_after_pass")
 

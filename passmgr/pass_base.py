@@ -1,4 +1,4 @@
-"""Passes: PassInfo, Pass, ModulePass, FunctionPass, Sequential, FixedPoint, Repeat.
+"""Passes: PassInfo, Pass, ModulePass, FunctionPass (Sequential and friends: sequential.py).
 
 A pass maps an IRModule to an IRModule under `PassContext.current()`. IR is immutable, so a
 pass cannot change its input in place, and a pass that raises leaves the caller's module as
@@ -8,7 +8,6 @@ it was; the error is a PassError naming the pass and the passes that ran before 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -18,31 +17,12 @@ from egraph_ir.infer import infer_type
 from egraph_ir.module import IRModule
 from egraph_ir.structural import structural_equal
 
-from .context import PASS_NAMES, PassContext
-from .run import PassReport, PassRun, in_block, record
+from .context import PassContext
+from .info import PassInfo
+from .names import PASS_NAMES
+from .run import PassRun, in_block
 
 SKIP_ATTRS = ("SkipOptimization", "Primitive", "Compiler")
-
-
-@dataclass(frozen=True, slots=True)
-class PassInfo:
-    """What the manager needs to know about a pass.
-
-    `always_run` passes (analyses such as InferType) are not counted or skipped by bisection.
-    """
-
-    name: str
-    opt_level: int = 0
-    required: tuple[str, ...] = ()
-    always_run: bool = False
-
-    def __post_init__(self) -> None:
-        if isinstance(self.required, str) or not isinstance(self.required, tuple | list):
-            raise TypeError(
-                f"required must be a list or tuple of pass names, got {self.required!r}"
-            )
-        object.__setattr__(self, "required", tuple(self.required))
-        PASS_NAMES.add(self.name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +52,7 @@ class Pass:
     always_run: ClassVar[bool] = False
     pass_name: ClassVar[str | None] = None
     idempotent: ClassVar[bool] = False  # a second run changes nothing (checked by testing)
+    is_pipeline: ClassVar[bool] = False  # runs other passes (not counted, not in history)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -140,7 +121,7 @@ def run_pass(p: Pass, mod: IRModule, ctx: PassContext) -> PassResult:
         if not in_block():  # the thread's own run: nobody reads it later, keep it small
             run.clear()
         run.history.clear()
-    if not isinstance(p, Sequential) and not ctx.bisect_allows(info):
+    if not p.is_pipeline and not ctx.bisect_allows(info):
         return PassResult(mod, False)
     if not ctx.instrument_before(mod, info):
         return PassResult(mod, False)
@@ -166,7 +147,7 @@ def run_pass(p: Pass, mod: IRModule, ctx: PassContext) -> PassResult:
         run.running.pop()
     if not isinstance(out, IRModule):
         raise PassError(f"pass '{info.name}' returned {type(out).__name__}, expected an IRModule")
-    if not isinstance(p, Sequential):
+    if not p.is_pipeline:
         run.history.append(info.name)
     ctx.instrument_after(out, info)
     return PassResult(out, module_changed(mod, out))
@@ -213,84 +194,3 @@ class FunctionPass(Pass):
 
     def transform_function(self, fn: Function, mod: IRModule, ctx: PassContext) -> Function:
         raise NotImplementedError(f"{type(self).__name__} does not implement transform_function")
-
-
-class Sequential(Pass):
-    """Run passes in order. Each runs if the context enables it (disabled > required >
-    opt_level); its `required` passes, looked up by name, run just before it."""
-
-    def __init__(
-        self,
-        passes: Sequence[Pass],
-        opt_level: int = 0,
-        name: str = "Sequential",
-        required: Sequence[str] = (),
-    ) -> None:
-        for p in passes:
-            if not isinstance(p, Pass):
-                raise TypeError(f"Sequential takes passes, got {type(p).__name__}")
-        self.passes = list(passes)
-        self._info = PassInfo(name, opt_level, tuple(required))
-
-    @property
-    def info(self) -> PassInfo:
-        return self._info
-
-    def transform(self, mod: IRModule, ctx: PassContext) -> IRModule:
-        from .registry import get_pass
-
-        for p in self.passes:
-            if not ctx.pass_enabled(p.info):
-                continue
-            for name in p.info.required:
-                mod = run_pass(get_pass(name), mod, ctx).module
-            mod = run_pass(p, mod, ctx).module
-        return mod
-
-    def __str__(self) -> str:
-        return ",".join(str(p) for p in self.passes)
-
-
-class Repeat(Sequential):
-    """Run a pipeline n times."""
-
-    def __init__(self, pipeline: Pass | Sequence[Pass], n: int) -> None:
-        passes = [pipeline] if isinstance(pipeline, Pass) else list(pipeline)
-        super().__init__(passes, name="Repeat")
-        if n < 0:
-            raise ValueError(f"Repeat needs n >= 0, got {n}")
-        self.n = n
-
-    def transform(self, mod: IRModule, ctx: PassContext) -> IRModule:
-        for _ in range(self.n):
-            mod = super().transform(mod, ctx)
-        return mod
-
-
-class FixedPoint(Sequential):
-    """Run a pipeline until the module stops changing, at most max_iters times."""
-
-    def __init__(self, pipeline: Pass | Sequence[Pass], max_iters: int = 10) -> None:
-        passes = [pipeline] if isinstance(pipeline, Pass) else list(pipeline)
-        super().__init__(passes, name="FixedPoint")
-        if max_iters < 1:
-            raise ValueError(f"FixedPoint needs max_iters >= 1, got {max_iters}")
-        self.max_iters = max_iters
-
-    def transform(self, mod: IRModule, ctx: PassContext) -> IRModule:
-        for done in range(1, self.max_iters + 1):
-            out = super().transform(mod, ctx)
-            if not module_changed(mod, out):
-                record(FixedPointReport(iterations=done, hit_max_iters=False))
-                return out
-            mod = out
-        record(FixedPointReport(iterations=self.max_iters, hit_max_iters=True))
-        return mod
-
-
-@dataclass(frozen=True, slots=True)
-class FixedPointReport(PassReport):
-    """How many rounds a FixedPoint ran and whether it stopped at max_iters still changing."""
-
-    iterations: int
-    hit_max_iters: bool

@@ -16,8 +16,10 @@ from typing import Any
 
 from egraph_ir.errors import ConfigError
 
-from .pass_base import Pass, Sequential
+from .config import parse_text
+from .pass_base import Pass
 from .registry import get_pass, pass_factory
+from .sequential import Sequential
 
 _TOKEN = re.compile(r"\s*([A-Za-z_./~][\w.\-/+~]*|-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|[(),=\[\]])")
 
@@ -140,17 +142,6 @@ def _coerce(raw: Any, hint: Any, name: str, key: str) -> Any:
     if isinstance(raw, list):
         inner = typing.get_args(hint)[0] if typing.get_args(hint) else str
         return tuple(_coerce(r, inner, name, key) for r in raw)
-    try:
-        if hint is bool:
-            if raw.lower() not in ("true", "false", "1", "0"):
-                raise ValueError(raw)
-            return raw.lower() in ("true", "1")
-        if hint is int:
-            return int(raw)
-        if hint is float:
-            return float(raw)
-    except ValueError:
-        raise ConfigError(
-            f"pass '{name}': option '{key}' expects {hint.__name__}, got {raw!r}"
-        ) from None
+    if hint in (bool, int, float):
+        return parse_text(raw, hint, f"pass '{name}': option '{key}'")
     return raw

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from . import passes as p
-from .pass_base import Sequential
+from .sequential import Sequential
 
 
 def standard_pipeline() -> Sequential:

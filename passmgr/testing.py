@@ -26,7 +26,8 @@ from egraph_ir.structural import structural_equal
 from egraph_ir.testing import ProgramCase, assert_allclose, programs
 
 from .context import PassContext
-from .pass_base import Pass, Sequential
+from .pass_base import Pass
+from .sequential import Sequential
 
 Backend = Callable[[IRModule], Callable[..., Any]]
 

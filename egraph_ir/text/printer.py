@@ -28,6 +28,7 @@ from ..expr import (
     Tuple,
     TupleGetItem,
     Var,
+    set_printer,
 )
 from ..registry import Op
 
@@ -263,3 +264,6 @@ def _nested(items: list[str], shape: tuple[int, ...]) -> str:
     for dim in reversed(shape):
         level = ["[" + ", ".join(level[i : i + dim]) + "]" for i in range(0, len(level), dim)]
     return level[0]
+
+
+set_printer(print_expr)  # str(expr) prints the text format

@@ -11,7 +11,8 @@ from typing import Any
 
 from rules.patterns import BUILTIN_DIR
 
-from ...pass_base import Pass, Sequential
+from ...pass_base import Pass
+from ...sequential import Sequential
 from .annotate_target import AnnotateReport, AnnotateTarget
 from .merge_composite import CompositeReport, MergeComposite
 from .merge_regions import MergeCompilerRegions, MergeRegionsReport

@@ -28,9 +28,10 @@ from egraph_ir.visitor import post_order
 from rules import RuleSet
 
 from ...context import PassContext
-from ...pass_base import ModulePass, Sequential
+from ...pass_base import ModulePass
 from ...registry import register_pass
 from ...run import PassReport, record
+from ...sequential import Sequential
 from ..eqsat import nothing_to_do, resolve_rules
 from .annotate_target import annotate_function, strip_annotations
 from .merge_regions import MergeCompilerRegions

@@ -1,0 +1,149 @@
+"""Writing an executable to one file (the format: codegen/artifact.py, which reads it).
+
+Kept apart from the reader so that `Executable.save` needs nothing of `codegen.load`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import os
+import zipfile
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import llvmlite.binding as llvm
+import numpy as np
+
+from egraph_ir.errors import CodegenError
+from egraph_ir.module import IRModule
+from egraph_ir.types import TensorType, TupleType, Type
+
+from .graph import Node
+from .kernels import ExternalKernel, HostKernel
+from .llvm import JitLibrary
+from .llvm.objcompile import init
+from .options import BuildOptions
+from .program import Program, Segment
+
+FORMAT = 3  # 2: devices (one arena each, copies between them); 3: memory pools
+# every Node field but the two the file holds elsewhere: the kernel object (compiled code,
+# or the host function's IR text) and a param's value (a constant buffer)
+SAVED_NODE_FIELDS = tuple(
+    f.name for f in dataclasses.fields(Node) if f.name not in ("kernel", "value")
+)
+SUFFIX = ".egc"
+
+
+def project_version() -> str:
+    try:
+        return metadata.version("egraph-compiler")
+    except metadata.PackageNotFoundError:  # pragma: no cover - run from a source tree
+        return "unknown"
+
+
+def host_features() -> set[str]:
+    """The CPU features LLVM sees on this machine (e.g. avx2, fma)."""
+    init()
+    return {name for name, on in llvm.get_host_cpu_features().items() if on}
+
+
+def save(
+    path: str | Path,
+    program: Program,
+    library: JitLibrary | None,
+    options: BuildOptions,
+    outputs: tuple[list[Type], list[str]],
+    source: str,
+) -> None:
+    """Write a compiled program to one file (codegen/artifact.py says what it holds); the
+    file appears whole or not at all."""
+    manifest = {
+        "format": FORMAT,
+        "project_version": project_version(),
+        "triple": llvm.get_process_triple(),
+        "cpu": llvm.get_host_cpu_name(),
+        "features": sorted(host_features()),
+        "threads": program.threads,
+        "options": options.to_json(),
+        "blas": program.uses_blas,
+    }
+    target = Path(path)
+    partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
+    program_json = json.dumps(_program_json(program, outputs))
+    try:
+        with zipfile.ZipFile(partial, "w", zipfile.ZIP_STORED) as zf:
+            zf.writestr("manifest.json", json.dumps(manifest, indent=1))
+            zf.writestr("program.json", program_json, zipfile.ZIP_DEFLATED)
+            for slot, array in program.constants:
+                buf = io.BytesIO()
+                np.save(buf, array, allow_pickle=False)
+                zf.writestr(f"constants/{slot}.npy", buf.getvalue())
+            for k, data in enumerate(library.objects if library is not None else []):
+                zf.writestr(f"code/{k}.o", data, zipfile.ZIP_DEFLATED)
+            zf.writestr("source.ll", source, zipfile.ZIP_DEFLATED)
+        os.replace(partial, target)  # a failed write leaves the old file as it was
+    except OSError as exc:
+        raise CodegenError(f"{path}: cannot write ({exc.strerror or exc})") from None
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+def _type_json(t: Type) -> Any:
+    if isinstance(t, TensorType):
+        return {"shape": list(t.shape), "dtype": t.dtype}
+    if isinstance(t, TupleType):
+        return {"fields": [_type_json(f) for f in t.fields]}
+    raise CodegenError(f"cannot save an output of type {t}")
+
+
+def _program_json(program: Program, outputs: tuple[list[Type], list[str]]) -> dict[str, Any]:
+    output_types, output_names = outputs
+    graph = program.graph
+    nodes = []
+    host: dict[str, str] = {}
+    external: dict[str, str] = {}
+    for n in graph.nodes:
+        nodes.append({f: getattr(n, f) for f in SAVED_NODE_FIELDS})
+        if isinstance(n.kernel, HostKernel):
+            host[str(n.id)] = str(IRModule({"main": n.kernel.function}))
+        elif isinstance(n.kernel, ExternalKernel):
+            external[str(n.id)] = str(IRModule({"main": n.kernel.function}))
+    plan = program.plan
+    return {
+        "nodes": nodes,
+        "inputs": [n.id for n in graph.inputs],
+        "outputs": graph.outputs,
+        "tuple_output": graph.tuple_output,
+        "output_tree": graph.output_tree,
+        "plan": {
+            "offsets": {str(k): v for k, v in plan.offsets.items()},
+            "bytes": plan.bytes,
+            "naive": plan.naive,
+            "lower_bound": plan.lower_bound,
+            "method": plan.method,
+            "arena_of": {str(k): v for k, v in plan.arena_of.items()},
+            "arena_bytes": plan.arena_bytes,
+            "arena_names": plan.arena_names,
+            "arena_device": plan.arena_device,
+            "device_names": plan.device_names,
+        },
+        "devices": [[d.device_type, d.device_id, d.target, d.memory_scope] for d in graph.devices],
+        "slot_device": {str(k): v for k, v in program.slot_device.items()},
+        "slot_count": program.slot_count,
+        "slot_of": {str(k): v for k, v in program.slot_of.items()},
+        "constant_slots": [slot for slot, _ in program.constants],
+        "arena_slots": program.arena_slots,
+        "schedule": [
+            {"segment": s.index, "nodes": s.nodes} if isinstance(s, Segment) else s
+            for s in program.schedule
+        ],
+        "parallel": program.parallel,
+        "uses_blas": program.uses_blas,
+        "host_steps": host,
+        "external_steps": external,
+        "output_types": [_type_json(t) for t in output_types],
+        "output_names": output_names,
+    }

@@ -1,0 +1,106 @@
+"""The back end's configuration: the `codegen.*` config keys and `BuildOptions`, their one
+typed value.
+
+`codegen.build` reads the keys once from the current PassContext into a BuildOptions and
+passes that value whole to the stages that need it; the executable keeps it and `save`
+writes it into the artifact. Its run-time half (`threads`, `check_devices`) can be changed
+when an artifact is loaded (`codegen.load(path, threads=...)`).
+
+The keys are declared here, in the package that reads them; passmgr finds this module
+through the `egraph_compiler.config` entry point when a `codegen.*` key is used before
+`import codegen`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import passmgr as pm
+from egraph_ir.errors import CodegenError
+
+from .memory_plan import MemoryPool, list_memory_planners, parse_pools
+
+pm.register_config("codegen.num_threads", int, 0, "thread budget, BLAS included (0: all cores)")
+pm.register_config("codegen.host_fallback", bool, True, "run ops without compute with numpy")
+pm.register_config(
+    "codegen.memory_planner",
+    str,
+    "arena",
+    "memory planner: arena, conflicts, hill-climb, tokens or a registered one",
+    choices=list_memory_planners,
+)
+pm.register_config(
+    "codegen.memory_pools",
+    str,
+    "",
+    'memory pools in order, e.g. "sram:256K,dram" (a size caps a pool; empty: one pool)',
+    validate=parse_pools,
+)
+pm.register_config(
+    "codegen.check_devices", bool, False, "check every kernel's buffers lie on its device"
+)
+
+
+def default_threads() -> int:
+    """Every core this process may use."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+@dataclass(frozen=True, slots=True)
+class BuildOptions:
+    """How to build and run: compile-time choices and the run-time half (threads, device
+    checks), resolved (a thread count of 0 in the config means every core)."""
+
+    threads: int = 1
+    host_fallback: bool = True
+    memory_planner: str = "arena"
+    memory_pools: str = ""
+    check_devices: bool = False
+
+    @staticmethod
+    def from_context(ctx: pm.PassContext | None = None) -> BuildOptions:
+        """The options the context's config says (the current context by default)."""
+        ctx = ctx or pm.PassContext.current()
+        return BuildOptions(
+            threads=int(ctx.get_config("codegen.num_threads")) or default_threads(),
+            host_fallback=bool(ctx.get_config("codegen.host_fallback")),
+            memory_planner=str(ctx.get_config("codegen.memory_planner")),
+            memory_pools=str(ctx.get_config("codegen.memory_pools")),
+            check_devices=bool(ctx.get_config("codegen.check_devices")),
+        )
+
+    @property
+    def pools(self) -> tuple[MemoryPool, ...]:
+        return parse_pools(self.memory_pools)
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> BuildOptions:
+        known = {f.name for f in dataclasses.fields(BuildOptions)}
+        return BuildOptions(**{k: v for k, v in data.items() if k in known})
+
+    def at_run_time(
+        self, threads: int | None = None, check_devices: bool | None = None
+    ) -> BuildOptions:
+        """These options with the run-time half overridden (None: keep). The kernels were
+        split into chunks for the compiled thread count; fewer threads share those chunks,
+        more would find no more to do, so a count above the compiled one is refused."""
+        new = self
+        if threads is not None:
+            if not isinstance(threads, int) or isinstance(threads, bool) or threads < 0:
+                raise CodegenError(f"threads must be a count (0: all cores), got {threads!r}")
+            count = min(threads or default_threads(), self.threads)
+            if threads > self.threads:
+                raise CodegenError(
+                    f"threads={threads}: this executable was compiled for {self.threads} "
+                    f"thread(s); compile it again with codegen.num_threads={threads}"
+                )
+            new = dataclasses.replace(new, threads=count)
+        if check_devices is not None:
+            new = dataclasses.replace(new, check_devices=bool(check_devices))
+        return new
