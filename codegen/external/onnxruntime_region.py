@@ -14,7 +14,7 @@ import numpy as np
 
 from egraph_ir.errors import CodegenError
 from egraph_ir.expr import Function
-from egraph_ir.frontend.onnx_export import to_onnx
+from egraph_ir.frontend.onnx import to_onnx
 from egraph_ir.inline import inline_function
 
 from . import Runner

@@ -606,3 +606,35 @@ def test_loop_with_a_static_trip_count_is_unrolled_and_matches_onnxruntime() -> 
     assert got[1].shape == (4, 2)  # steps 0..3: the condition is false after step 3
     for a, e in zip(got, expected, strict=True):
         assert_allclose(np.asarray(a), e)
+
+
+def test_a_users_converter_imports_an_op_of_its_own_domain() -> None:
+    """The converter API is public: `converter("domain.OpType")` and `Node`."""
+    from onnx import TensorProto, helper
+
+    from egraph_ir.frontend import converter
+    from egraph_ir.frontend.onnx import CONVERTERS, Node
+
+    node = helper.make_node("ScaledTanh", ["x"], ["y"], domain="com.example", scale=2.0)
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+    )
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)]
+    model = helper.make_model(graph, opset_imports=opsets)
+    with pytest.raises(ir.CompilerError, match=r"unsupported ONNX ops: com\.example\.ScaledTanh"):
+        from_onnx(model)
+
+    @converter("com.example.ScaledTanh")
+    def scaled_tanh(n: Node) -> ir.Expr:
+        scale = ir.const(np.float32(n.attr("scale")))
+        return ir.op.multiply(ir.op.tanh(n.x()), scale)
+
+    try:
+        mod = from_onnx(model)
+        x = np.random.default_rng(0).standard_normal((2, 3)).astype("float32")
+        np.testing.assert_allclose(ir.interpret(mod, x), 2 * np.tanh(x), rtol=1e-6)
+    finally:
+        del CONVERTERS["com.example.ScaledTanh"]

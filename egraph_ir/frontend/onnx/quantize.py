@@ -7,14 +7,14 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from .. import op
-from ..errors import FrontendError
-from ..expr import Constant, Expr
-from ..types import FLOAT_DTYPES, NARROW_INTS, TensorType
-from .onnx import _Node, converter
+from ... import op
+from ...errors import FrontendError
+from ...expr import Constant, Expr
+from ...types import FLOAT_DTYPES, NARROW_INTS, TensorType
+from .node import Node, converter
 
 
-def _spread(n: _Node, i: int, x: TensorType, axis: int | None = None) -> Expr:
+def _spread(n: Node, i: int, x: TensorType, axis: int | None = None) -> Expr:
     """Input i (a scale or zero point) shaped to broadcast against x: a scalar as is, a
     vector along `axis`, a blocked tensor repeated `block_size` times along `axis`."""
     value, t = n.x(i), n.type(i)
@@ -34,7 +34,7 @@ def _spread(n: _Node, i: int, x: TensorType, axis: int | None = None) -> Expr:
     return op.reshape(value, tuple(shape))
 
 
-def dequantized(n: _Node, x: int, scale: int, zero: int, axis: int | None = None) -> Expr:
+def dequantized(n: Node, x: int, scale: int, zero: int, axis: int | None = None) -> Expr:
     """(input x - zero point) * scale, in float32."""
     x_t = n.type(x)
     value = op.cast(n.x(x), dtype="float32")
@@ -44,7 +44,7 @@ def dequantized(n: _Node, x: int, scale: int, zero: int, axis: int | None = None
 
 
 def quantized(
-    n: _Node, value: Expr, t: TensorType, scale: int, zero: int, out: str, axis: int | None = None
+    n: Node, value: Expr, t: TensorType, scale: int, zero: int, out: str, axis: int | None = None
 ) -> Expr:
     """value / scale, rounded half to even (integers), plus the zero point, saturated to
     out's range (float8 / float4: unless saturate=0), cast to out."""
@@ -64,19 +64,19 @@ def quantized(
     return op.cast(op.clip(shifted, a_min=float(info.min), a_max=float(info.max)), dtype=out)
 
 
-def _onnx_dtype(n: _Node, code: int) -> str:
+def _onnx_dtype(n: Node, code: int) -> str:
     return str(n.importer.onnx.helper.tensor_dtype_to_np_dtype(code))
 
 
 @converter("DequantizeLinear")
-def _dequantize(n: _Node) -> Expr:
+def _dequantize(n: Node) -> Expr:
     code = n.attr("output_dtype")
     out = _onnx_dtype(n, code) if code else n.type(1).dtype
     return op.cast(dequantized(n, 0, 1, 2), dtype=out)
 
 
 @converter("QuantizeLinear")
-def _quantize(n: _Node) -> Expr:
+def _quantize(n: Node) -> Expr:
     code = n.attr("output_dtype")
     if code:
         out = _onnx_dtype(n, code)
@@ -86,7 +86,7 @@ def _quantize(n: _Node) -> Expr:
 
 
 @converter("QLinearMatMul")
-def _qlinear_matmul(n: _Node) -> Expr:
+def _qlinear_matmul(n: Node) -> Expr:
     """quantize(dequantize(a) @ dequantize(b)): a's scale per row, b's and y's per column."""
     a_t, b_t = n.type(0), n.type(3)
     product = op.matmul(
@@ -97,7 +97,7 @@ def _qlinear_matmul(n: _Node) -> Expr:
 
 
 @converter("MatMulInteger")
-def _matmul_integer(n: _Node) -> Expr:
+def _matmul_integer(n: Node) -> Expr:
     """(a - a_zero_point) @ (b - b_zero_point) in int32; a's zero point per row, b's per
     column."""
     a_t, b_t = n.type(0), n.type(1)

@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import FrontendError
-from ..types import TensorType
+from ...errors import FrontendError
+from ...types import TensorType
 
 
 def function_schema(node: Any, opset: int, onnx: Any) -> Any | None:

@@ -15,14 +15,14 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import FrontendError
-from ..expr import Call, Constant, Expr, Function, Tuple, TupleGetItem, Var
-from ..infer import infer_type
-from ..module import IRModule
-from ..op.nn import norm_padding
-from ..registry import Op
-from ..types import TensorType, TupleType, tensor_types
-from ..visitor import post_order
+from ...errors import FrontendError
+from ...expr import Call, Constant, Expr, Function, Tuple, TupleGetItem, Var
+from ...infer import infer_type
+from ...module import IRModule
+from ...op.nn import norm_padding
+from ...registry import Op
+from ...types import TensorType, TupleType, tensor_types
+from ...visitor import post_order
 
 OPSET = 17
 
@@ -143,7 +143,7 @@ def _pool_attrs(call: Call, with_dilation: bool = True) -> dict[str, Any]:
     return out
 
 
-def _axes(axis: Any, ndim: int) -> list[int]:
+def axes_of(axis: Any, ndim: int) -> list[int]:
     """An axis attribute (None: all, an int, or a tuple) as sorted non-negative axes."""
     if axis is None:
         return list(range(ndim))
@@ -172,7 +172,7 @@ def _convert(g: _Graph, call: Call, ins: list[str]) -> list[str]:
         value = attrs.get("fill_value", 1 if "ones" in name else 0)
         return [g.const(np.full(out.shape, value, dtype=out.dtype))]
     if name in REDUCE:
-        axes = _axes(attrs["axis"], _arg(call, 0).ndim)
+        axes = axes_of(attrs["axis"], _arg(call, 0).ndim)
         keep = int(attrs["keepdims"])
         if not axes:  # over no axis (a scalar, or axis=[]): every element is its own result
             return g.node("Identity", ins)
@@ -279,7 +279,7 @@ def _convert(g: _Graph, call: Call, ins: list[str]) -> list[str]:
         return [_affine(g, y, call, ins, axis)]
     if name == "l2_normalize":
         x = _arg(call, 0)
-        over = g.const(np.array(_axes(attrs["axis"], x.ndim), np.int64))
+        over = g.const(np.array(axes_of(attrs["axis"], x.ndim), np.int64))
         squares = g.one("ReduceSum", [g.one("Mul", [ins[0], ins[0]]), over], keepdims=1)
         norm = g.one("Sqrt", [g.one("Max", [squares, _scalar(g, attrs["eps"], x.dtype)])])
         return g.node("Div", [ins[0], norm])

@@ -1,70 +1,154 @@
-"""ONNX converters built from existing ops (Tile, EyeLike, OneHot, LpNormalization,
-InstanceNormalization, LRN, LpPool, GatherND, ReverseSequence) and the converters of
-ScatterElements, ScatterND, TopK and Einsum (ops of egraph_ir/op/select.py)."""
+"""Converters of neural-network layers: products (MatMul, Gemm, Einsum), convolutions
+(Conv, ConvTranspose), pooling (Max/Average/Lp/Global), normalisations (Batch, Layer,
+Instance, RMS, Lp, LRN) and Dropout. 3-D convolutions and pools are in volume.py."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from .. import op
-from ..errors import FrontendError
-from ..expr import Constant, Expr, TupleGetItem
-from ..types import TensorType
-from .onnx import _Node, _pads, _Window, converter
-from .onnx_volume import _Depth, _shape, conv3d_of, covered, pool3d
+from ... import op
+from ...errors import FrontendError
+from ...expr import Constant, Expr, TupleGetItem
+from ...types import TensorType
+from .node import Node, converter, scalar
+from .volume import Depth, conv3d, conv3d_of, covered, pool3d, static_shape
+from .windows import Window, onnx_pads
 
 
-def _scalar(value: float | int, dtype: str) -> Constant:
-    return Constant(np.asarray(value, dtype=dtype))
+@converter("MatMul")
+def _matmul(n: Node) -> Expr:
+    return op.matmul(n.x(0), n.x(1))
 
 
-@converter("Tile")
-def _tile(n: _Node) -> Expr:
-    """x (a, b) tiled (r, s): x as (1, a, 1, b), broadcast to (r, a, s, b), reshaped."""
-    t = n.type()
-    repeats = [int(r) for r in np.asarray(n.const(1)).reshape(-1)]
-    if len(repeats) != t.ndim or any(r < 0 for r in repeats):
-        raise FrontendError(f"repeats {repeats} must give one count >= 0 per axis of {t}")
-    spread = tuple(d for size in t.shape for d in (1, size))
-    target = tuple(d for r, size in zip(repeats, t.shape, strict=True) for d in (r, size))
-    tiled = op.broadcast_to(op.reshape(n.x(), spread), target)
-    return op.reshape(tiled, tuple(r * size for r, size in zip(repeats, t.shape, strict=True)))
+@converter("Gemm")
+def _gemm(n: Node) -> Expr:
+    a, b = n.x(0), n.x(1)
+    if n.attr("transA", 0):
+        a = op.transpose(a, axes=(1, 0))
+    out = op.dense(a, b) if n.attr("transB", 0) else op.matmul(a, b)
+    dtype = n.type(0).dtype
+    alpha, beta = float(n.attr("alpha", 1.0)), float(n.attr("beta", 1.0))
+    if alpha != 1.0:
+        out = op.multiply(out, Constant(np.asarray(alpha, dtype=dtype)))
+    c = n.input(2)
+    if c is not None and beta != 0.0:
+        if beta != 1.0:
+            c = op.multiply(c, Constant(np.asarray(beta, dtype=dtype)))
+        out = op.add(out, c)
+    return out
 
 
-@converter("EyeLike")
-def _eye_like(n: _Node) -> Expr:
-    t = n.type()
-    if t.ndim != 2:
-        raise FrontendError(f"EyeLike takes a 2-D input, got {t}")
-    code = n.attr("dtype")
-    dtype = str(n.importer.onnx.helper.tensor_dtype_to_np_dtype(code)) if code else t.dtype
-    rows, cols = t.shape
-    return Constant(np.eye(rows, cols, k=int(n.attr("k", 0)), dtype=np.dtype(dtype)))
-
-
-@converter("OneHot")
-def _one_hot(n: _Node) -> Expr:
-    """values[1] where the (wrapped) index equals the position along the new axis, else
-    values[0]."""
-    t = n.type(0)
-    depth = int(np.asarray(n.const(1)).reshape(-1)[0])
-    values = n.x(2)
-    axis = int(n.attr("axis", -1)) % (t.ndim + 1)
-    index = n.x(0)
-    wrapped = op.where(
-        op.less(index, _scalar(0, t.dtype)), op.add(index, _scalar(depth, t.dtype)), index
+@converter("Conv")
+def _conv(n: Node) -> Expr:
+    if n.type().ndim == 5:
+        return conv3d(n)
+    win = Window(n, n.type(1).shape[2:])
+    out = op.conv2d(
+        win.x,
+        win.lift(n.x(1)),
+        strides=win.strides,
+        padding=win.pads,
+        dilation=win.dilations,
+        groups=int(n.attr("group", 1)),
     )
-    shape = [1] * (t.ndim + 1)
-    shape[axis] = depth
-    positions = Constant(np.arange(depth, dtype=t.dtype).reshape(shape))
-    hit = op.equal(op.expand_dims(wrapped, axis=axis), positions)
-    off = op.take(values, Constant(np.asarray(0, np.int64)), axis=0)
-    on = op.take(values, Constant(np.asarray(1, np.int64)), axis=0)
-    return op.where(hit, on, off)
+    bias = n.input(2)
+    out = op.bias_add(out, bias, axis=1) if bias is not None else out
+    return win.finish(out)
+
+
+@converter("MaxPool", "AveragePool")
+def _pool(n: Node) -> Expr:
+    if n.type().ndim == 5:
+        if len(n.proto.output) > 1 and n.proto.output[1]:
+            raise FrontendError("MaxPool's Indices output is not supported")
+        return pool3d(n)
+    win = Window(n)
+    common = {
+        "pool_size": win.kernel,
+        "strides": win.strides,
+        "padding": win.pads,
+        "dilation": win.dilations,
+        "ceil_mode": bool(n.attr("ceil_mode", 0)),
+    }
+    if n.op_type == "MaxPool":
+        if len(n.proto.output) > 1 and n.proto.output[1]:
+            raise FrontendError("MaxPool's Indices output is not supported")
+        return win.finish(op.max_pool2d(win.x, **common))
+    include = bool(n.attr("count_include_pad", 0))
+    return win.finish(op.avg_pool2d(win.x, **common, count_include_pad=include))
+
+
+@converter("GlobalAveragePool")
+def _global_avg_pool(n: Node) -> Expr:
+    t = n.type()
+    if t.ndim < 3:
+        raise FrontendError(f"GlobalAveragePool needs (N, C, ...), got input {t}")
+    return (
+        op.mean(n.x(), axis=tuple(range(2, t.ndim)), keepdims=True)
+        if t.ndim != 4
+        else (op.global_avg_pool2d(n.x()))
+    )
+
+
+@converter("GlobalMaxPool")
+def _global_max_pool(n: Node) -> Expr:
+    t = n.type()
+    if t.ndim < 3:
+        raise FrontendError(f"GlobalMaxPool needs (N, C, ...), got input {t}")
+    return op.max(n.x(), axis=tuple(range(2, t.ndim)), keepdims=True)
+
+
+@converter("BatchNormalization")
+def _batch_norm(n: Node) -> Expr:
+    if n.attr("training_mode", 0):
+        raise FrontendError("training_mode=1 is not supported (inference only)")
+    bn = op.batch_norm(
+        n.x(0), n.x(1), n.x(2), n.x(3), n.x(4), axis=1, epsilon=float(n.attr("epsilon", 1e-5))
+    )
+    return TupleGetItem(bn, 0)
+
+
+@converter("LayerNormalization")
+def _layer_norm(n: Node) -> list[Expr]:
+    t = n.type()
+    axis = n.attr("axis", -1) % t.ndim
+    eps = float(n.attr("epsilon", 1e-5))
+    gamma = n.x(1)
+    if any(o for o in n.proto.output[1:]):  # Mean and InvStdDev over the normalised axes
+        axes = tuple(range(axis, t.ndim))
+        mean = op.mean(n.x(), axis=axes, keepdims=True)
+        centred = op.subtract(n.x(), mean)
+        var = op.mean(op.multiply(centred, centred), axis=axes, keepdims=True)
+        inv_std = op.rsqrt(op.add(var, Constant(np.asarray(eps, dtype=t.dtype))))
+        normed = op.multiply(centred, inv_std)
+        normed = op.multiply(normed, gamma)
+        beta_in = n.input(2)
+        if beta_in is not None:
+            normed = op.add(normed, beta_in)
+        return [normed, mean, inv_std]
+    beta = n.input(2)
+    if beta is None:
+        beta = Constant(np.zeros(n.type(1).shape, dtype=t.dtype))
+    if axis == t.ndim - 1:
+        return [op.layer_norm(n.x(), gamma, beta, axis=-1, epsilon=eps)]
+    inner = int(np.prod(t.shape[axis:]))  # normalise over several trailing axes: flatten them
+    flat = op.reshape(n.x(), newshape=(*t.shape[:axis], inner))
+    g, b = op.reshape(gamma, newshape=(inner,)), op.reshape(beta, newshape=(inner,))
+    normed = op.layer_norm(flat, g, b, axis=-1, epsilon=eps)
+    return [op.reshape(normed, newshape=t.shape)]
+
+
+@converter("Dropout")
+def _dropout(n: Node) -> list[Expr]:
+    training = n.const(2, np.asarray(False))
+    if bool(np.asarray(training)):
+        raise FrontendError("training_mode=True is not supported (inference only)")
+    t = n.type()
+    return [n.x(), Constant(np.ones(t.shape, dtype=bool))]  # inference: identity, full mask
 
 
 @converter("LpNormalization")
-def _lp_normalization(n: _Node) -> Expr:
+def _lp_normalization(n: Node) -> Expr:
     t = n.type()
     p = int(n.attr("p", 2))
     axis = int(n.attr("axis", -1)) % t.ndim
@@ -76,18 +160,18 @@ def _lp_normalization(n: _Node) -> Expr:
     else:
         raise FrontendError(f"p must be 1 or 2, got {p}")
     # a zero norm means a zero slice, which stays zero (as ONNX's reference)
-    one, zero = _scalar(1, t.dtype), _scalar(0, t.dtype)
+    one, zero = scalar(1, t.dtype), scalar(0, t.dtype)
     return op.divide(x, op.where(op.equal(norm, zero), one, norm))
 
 
 @converter("InstanceNormalization")
-def _instance_norm(n: _Node) -> Expr:
+def _instance_norm(n: Node) -> Expr:
     eps = float(n.attr("epsilon", 1e-5))
     return op.instance_norm(n.x(0), n.x(1), n.x(2), axis=1, epsilon=eps)
 
 
 @converter("LRN")
-def _lrn(n: _Node) -> Expr:
+def _lrn(n: Node) -> Expr:
     """x / (bias + alpha / size * (sum of x^2 over `size` neighbouring channels))^beta; the
     window sum is an average pool over (channel, 1) windows times its size."""
     t = n.type()
@@ -106,116 +190,71 @@ def _lrn(n: _Node) -> Expr:
     )  # fmt: skip
     # alpha / size * (window sum) = alpha * (window mean)
     scale = op.add(
-        _scalar(bias, t.dtype), op.multiply(op.reshape(window, t.shape), _scalar(alpha, t.dtype))
+        scalar(bias, t.dtype), op.multiply(op.reshape(window, t.shape), scalar(alpha, t.dtype))
     )
-    return op.divide(x, op.power(scale, _scalar(beta, t.dtype)))
+    return op.divide(x, op.power(scale, scalar(beta, t.dtype)))
 
 
 @converter("LpPool")
-def _lp_pool(n: _Node) -> Expr:
+def _lp_pool(n: Node) -> Expr:
     """(sum over the window of |x|^p)^(1/p): an average pool of |x|^p over the input
     elements each window covers, times their number (padding adds nothing; windows of
     ceil mode reaching past the padding cover fewer elements than the kernel's size)."""
     t = n.type()
     p = float(n.attr("p", 2))
-    powered = op.power(op.abs(n.x()), _scalar(p, t.dtype))
+    powered = op.power(op.abs(n.x()), scalar(p, t.dtype))
     if t.ndim == 5:
         kernel = tuple(n.attr("kernel_shape"))
         strides = tuple(n.attr("strides", [1] * 3))
         dilations = tuple(n.attr("dilations", [1] * 3))
-        begins = _pads(n, t, kernel, strides, dilations)[:3]
+        begins = onnx_pads(n, t, kernel, strides, dilations)[:3]
         mean = pool3d(n, powered, include=False)
         sizes = t.shape[2:]
     else:
-        win = _Window(n)
+        win = Window(n)
         mean = op.avg_pool2d(
             win.lift(powered), pool_size=win.kernel,
             strides=win.strides, padding=win.pads, dilation=win.dilations,
             ceil_mode=bool(n.attr("ceil_mode", 0)), count_include_pad=False,
         )  # fmt: skip
         kernel, strides, dilations, begins = win.kernel, win.strides, win.dilations, win.pads[:2]
-        sizes = _shape(win.x)[2:]
-    counts = covered(sizes, kernel, strides, dilations, begins, _shape(mean)[2:])
+        sizes = static_shape(win.x)[2:]
+    counts = covered(sizes, kernel, strides, dilations, begins, static_shape(mean)[2:])
     total = op.multiply(mean, Constant(counts.astype(t.dtype)[None, None]))
     if not counts.all():  # a window wholly in padding averages nothing (NaN): its sum is 0
-        total = op.where(Constant(counts[None, None] > 0), total, _scalar(0.0, t.dtype))
-    out = op.power(total, _scalar(1.0 / p, t.dtype))
+        total = op.where(Constant(counts[None, None] > 0), total, scalar(0.0, t.dtype))
+    out = op.power(total, scalar(1.0 / p, t.dtype))
     return win.finish(out) if t.ndim != 5 else out
 
 
-@converter("GatherND")
-def _gather_nd(n: _Node) -> Expr:
-    """data[batch..., index...]: each index tuple (and the batch position) becomes one
-    offset into data flattened over the batch and indexed axes, then a take."""
-    data_t, index_t = n.type(0), n.type(1)
-    batch = int(n.attr("batch_dims", 0))
-    k = index_t.shape[-1]
-    lead = data_t.shape[: batch + k]
-    strides = np.cumprod((*lead[1:], 1)[::-1])[::-1].astype(np.int64)
-    index = op.cast(n.x(1), dtype="int64")
-    dims = Constant(np.asarray(data_t.shape[batch : batch + k], np.int64))
-    index = op.where(op.less(index, _scalar(0, "int64")), op.add(index, dims), index)
-    offset = op.sum(op.multiply(index, Constant(strides[batch:])), axis=(-1,))
-    if batch:  # the batch position of each index tuple
-        grid = np.indices(index_t.shape[:batch]).astype(np.int64)
-        base = sum(g * s for g, s in zip(grid, strides[:batch], strict=True))
-        base = base.reshape(*index_t.shape[:batch], *[1] * (index_t.ndim - 1 - batch))
-        offset = op.add(offset, Constant(np.asarray(base, np.int64)))
-    flat = op.reshape(n.x(0), (int(np.prod(lead, dtype=np.int64)), *data_t.shape[batch + k :]))
-    return op.take(flat, offset, axis=0, mode="fast")
-
-
-@converter("ReverseSequence")
-def _reverse_sequence(n: _Node) -> Expr:
-    """Each batch entry's first `length` steps reversed: a gather along the time axis of
-    index length - 1 - t where t < length, t elsewhere."""
-    t = n.type(0)
-    time_axis = int(n.attr("time_axis", 0))
-    batch_axis = int(n.attr("batch_axis", 1))
-    steps = t.shape[time_axis]
-    shape = [1] * t.ndim
-    shape[time_axis] = steps
-    time = Constant(np.arange(steps, dtype=np.int64).reshape(shape))
-    lens_shape = [1] * t.ndim
-    lens_shape[batch_axis] = t.shape[batch_axis]
-    lengths = op.reshape(op.cast(n.x(1), dtype="int64"), tuple(lens_shape))
-    flipped = op.subtract(op.subtract(lengths, _scalar(1, "int64")), time)
-    index = op.where(op.less(time, lengths), flipped, time)
-    return op.gather_elements(n.x(0), op.broadcast_to(index, t.shape), axis=time_axis, mode="fast")
-
-
-@converter("ScatterElements")
-def _scatter_elements(n: _Node) -> Expr:
-    return op.scatter_elements(
-        n.x(0), n.x(1), n.x(2), axis=int(n.attr("axis", 0)), reduction=n.attr("reduction", "none")
-    )
-
-
-@converter("ScatterND")
-def _scatter_nd(n: _Node) -> Expr:
-    return op.scatter_nd(n.x(0), n.x(1), n.x(2), reduction=n.attr("reduction", "none"))
-
-
-@converter("TopK")
-def _topk(n: _Node) -> list[Expr]:
-    k = int(np.asarray(n.const(1)).reshape(-1)[0])
-    both = op.topk(
-        n.x(0),
-        k=k,
-        axis=int(n.attr("axis", -1)),
-        largest=bool(n.attr("largest", 1)),
-        sorted=bool(n.attr("sorted", 1)),
-    )
-    return [TupleGetItem(both, 0), TupleGetItem(both, 1)]
+@converter("RMSNormalization")
+def _rms_norm(n: Node) -> Expr:
+    """x / sqrt(mean(x^2 over the axes from `axis` on) + epsilon) * scale, computed in
+    float32 for float16 inputs (the default stash_type)."""
+    t = n.type()
+    axis = n.attr("axis", -1) % t.ndim
+    eps = float(n.attr("epsilon", 1e-5))
+    x, scale = n.x(0), n.x(1)
+    wide = t.dtype == "float16" and n.attr("stash_type", 1) == 1
+    if wide:
+        x = op.cast(x, dtype="float32")
+    dtype = "float32" if wide else t.dtype
+    axes = tuple(range(axis, t.ndim))
+    mean_square = op.mean(op.multiply(x, x), axis=axes, keepdims=True)
+    inv = op.rsqrt(op.add(mean_square, Constant(np.asarray(eps, dtype=dtype))))
+    normed = op.multiply(x, inv)
+    if wide:
+        normed = op.cast(normed, dtype=t.dtype)
+    return op.multiply(normed, scale)
 
 
 @converter("Einsum")
-def _einsum(n: _Node) -> Expr:
+def _einsum(n: Node) -> Expr:
     return op.einsum(*n.inputs(), equation=n.attr("equation"))
 
 
 @converter("ConvTranspose")
-def _conv_transpose(n: _Node) -> Expr:
+def _conv_transpose(n: Node) -> Expr:
     """A transposed convolution as a direct one (which compiles natively): zeros between
     the input's pixels (stride - 1 of them), the kernel flipped with its in and out channels
     swapped per group, padding d * (k - 1) - pads (+ output_padding at the end). 1-D is
@@ -285,9 +324,9 @@ def _conv_transpose(n: _Node) -> Expr:
     )
     befores, afters = tuple(p[0] for p in padding), tuple(p[1] for p in padding)
     if dims == 3:
-        x_type = TensorType((t.shape[0], t.shape[1], *_shape(x)[2:]), t.dtype)
+        x_type = TensorType((t.shape[0], t.shape[1], *static_shape(x)[2:]), t.dtype)
         w_type = TensorType((groups * c_out_group, c_in // groups, *kernel), w.dtype)
-        depth = _Depth(x_type, tuple(kernel), (1, 1, 1), tuple(dilations), befores + afters)
+        depth = Depth(x_type, tuple(kernel), (1, 1, 1), tuple(dilations), befores + afters)
         out = conv3d_of(x, flipped, depth, w_type, groups)
     else:
         out = op.conv2d(

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import op
-from ..errors import FrontendError
-from ..expr import Constant, Expr
-from .onnx import _Node, converter
+from ... import op
+from ...errors import FrontendError
+from ...expr import Constant, Expr
+from .node import Node, converter
 
 GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
 DEFAULT_ACTIVATIONS = {
@@ -111,7 +111,7 @@ def _gru_step(
     return op.add(op.multiply(op.subtract(one, z), h_new), op.multiply(z, h))
 
 
-def _initial(n: _Node, index: int, d: int, layer: _Layer) -> Expr:
+def _initial(n: Node, index: int, d: int, layer: _Layer) -> Expr:
     """Direction d's initial state (input `index`: initial_h or initial_c), zeros if absent."""
     value = n.input(index)
     if value is None:
@@ -122,7 +122,7 @@ def _initial(n: _Node, index: int, d: int, layer: _Layer) -> Expr:
 
 
 def _direction(
-    n: _Node,
+    n: Node,
     layer: _Layer,
     x: Expr,
     seq: int,
@@ -181,7 +181,7 @@ def _direction(
 
 
 @converter("LSTM", "GRU", "RNN")
-def _recurrent(n: _Node) -> list[Expr]:
+def _recurrent(n: Node) -> list[Expr]:
     kind = n.op_type
     gates = GATES[kind]
     layout = int(n.attr("layout", 0))

@@ -25,15 +25,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import op
-from ..errors import FrontendError
-from ..expr import Constant, Expr
-from ..infer import infer_new_nodes
-from ..types import TensorType
-from .onnx import _Node, _pads
+from ... import op
+from ...errors import FrontendError
+from ...expr import Constant, Expr
+from ...infer import infer_new_nodes
+from ...types import TensorType
+from .node import Node
+from .windows import onnx_pads
 
 
-class _Depth:
+class Depth:
     """The depth window of a 3-D node, and the 2-D window of each tap."""
 
     def __init__(
@@ -65,14 +66,14 @@ class _Depth:
         self.overhang = max(0, (self.od - 1) * self.sd - span)
 
     @staticmethod
-    def of(n: _Node, kernel: tuple[int, ...], ceil_mode: bool = False) -> _Depth:
+    def of(n: Node, kernel: tuple[int, ...], ceil_mode: bool = False) -> Depth:
         t = n.type()
         strides = tuple(n.attr("strides", [1, 1, 1]))
         dilations = tuple(n.attr("dilations", [1, 1, 1]))
         if not (len(kernel) == len(strides) == len(dilations) == 3):
             raise FrontendError(f"{n.op_type} on {t} needs 3 kernel sizes, strides, dilations")
-        pads = _pads(n, t, kernel, strides, dilations)
-        return _Depth(t, kernel, strides, dilations, pads, ceil_mode)
+        pads = onnx_pads(n, t, kernel, strides, dilations)
+        return Depth(t, kernel, strides, dilations, pads, ceil_mode)
 
     def padded(self, x: Expr, pad_value: float) -> Expr:
         """x padded in depth: in front, behind, and past that as far as a tap reaches."""
@@ -111,15 +112,15 @@ def covered(*axes: tuple[int, ...]) -> np.ndarray:
     return counts
 
 
-def conv3d(n: _Node) -> Expr:
+def conv3d(n: Node) -> Expr:
     w_type = n.type(1)
-    depth = _Depth.of(n, tuple(n.attr("kernel_shape", w_type.shape[2:])))
+    depth = Depth.of(n, tuple(n.attr("kernel_shape", w_type.shape[2:])))
     out = conv3d_of(n.x(), n.x(1), depth, w_type, int(n.attr("group", 1)))
     bias = n.input(2)
     return op.bias_add(out, bias, axis=1) if bias is not None else out
 
 
-def conv3d_of(x: Expr, weight: Expr, depth: _Depth, w_type: TensorType, groups: int) -> Expr:
+def conv3d_of(x: Expr, weight: Expr, depth: Depth, w_type: TensorType, groups: int) -> Expr:
     """The 3-D convolution of x (depth's shape) with weight (w_type) as one conv2d."""
     o, cg = w_type.shape[0], w_type.shape[1]
     batch, channels, _, h, w = depth.shape
@@ -129,7 +130,7 @@ def conv3d_of(x: Expr, weight: Expr, depth: _Depth, w_type: TensorType, groups: 
     # the stacked planes, (N, OD, G, KD, C/G) in order, gathered from the depth-padded
     # input's (channel, depth) planes: one plane copy each
     padded = depth.padded(x, 0.0)
-    dp = _shape(padded)[2]
+    dp = static_shape(padded)[2]
     o_, g_, k_, c_ = np.meshgrid(
         np.arange(od), np.arange(groups), np.arange(kd), np.arange(cg), indexing="ij"
     )
@@ -147,15 +148,15 @@ def conv3d_of(x: Expr, weight: Expr, depth: _Depth, w_type: TensorType, groups: 
         dilation=depth.dilation,
         groups=groups,
     )
-    _, _, oh, ow = _shape(out)
+    _, _, oh, ow = static_shape(out)
     return op.transpose(op.reshape(out, newshape=(batch, od, o, oh, ow)), axes=(0, 2, 1, 3, 4))
 
 
-def pool3d(n: _Node, x: Expr | None = None, include: bool | None = None) -> Expr:
+def pool3d(n: Node, x: Expr | None = None, include: bool | None = None) -> Expr:
     """MaxPool or AveragePool of x (default: the node's input); `include` overrides
     count_include_pad (LpPool averages |x|^p with the padding counted)."""
     ceil_mode = bool(n.attr("ceil_mode", 0))
-    depth = _Depth.of(n, tuple(n.attr("kernel_shape")), ceil_mode)
+    depth = Depth.of(n, tuple(n.attr("kernel_shape")), ceil_mode)
     batch, channels, _, h, w = depth.shape
     common = {
         "pool_size": depth.kernel,
@@ -178,7 +179,7 @@ def pool3d(n: _Node, x: Expr | None = None, include: bool | None = None) -> Expr
     out = pooled[0]
     for p in pooled[1:]:
         out = op.maximum(out, p) if is_max else op.add(out, p)
-    _, _, oh, ow = _shape(out)
+    _, _, oh, ow = static_shape(out)
     out = op.reshape(out, newshape=(batch, channels, depth.od, oh, ow))
     if is_max:
         return out
@@ -186,7 +187,7 @@ def pool3d(n: _Node, x: Expr | None = None, include: bool | None = None) -> Expr
     return op.divide(out, Constant(np.maximum(counts, 1)))
 
 
-def _shape(e: Expr) -> tuple[int, ...]:
+def static_shape(e: Expr) -> tuple[int, ...]:
     t = infer_new_nodes(e).checked_type
     assert isinstance(t, TensorType)
     return tuple(t.shape)

@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import op
-from ..errors import FrontendError
-from ..expr import Constant, Expr
-from .onnx import _Node, converter
+from ... import op
+from ...errors import FrontendError
+from ...expr import Constant, Expr
+from .node import Node, converter
 
 REDUCTIONS = ("none", "sum", "mean")
 
 
-def nll_loss(n: _Node, log_prob: Expr, dtype: str, target: Expr, weight: Expr | None) -> Expr:
+def nll_loss(n: Node, log_prob: Expr, dtype: str, target: Expr, weight: Expr | None) -> Expr:
     """loss[n, d..] = -log_prob[n, target[n, d..], d..] * weight[target[n, d..]], zero
     where the target is ignore_index; "mean" divides by the summed weights of the samples
     kept (their count without weights), as ONNX's definition."""
@@ -47,7 +47,7 @@ def nll_loss(n: _Node, log_prob: Expr, dtype: str, target: Expr, weight: Expr | 
 
 
 @converter("NegativeLogLikelihoodLoss")
-def _nll(n: _Node) -> Expr:
+def _nll(n: Node) -> Expr:
     t = n.type(0)
     if t.ndim < 2:
         raise FrontendError(f"input must be (N, C, ...), got {t}")
@@ -55,7 +55,7 @@ def _nll(n: _Node) -> Expr:
 
 
 @converter("SoftmaxCrossEntropyLoss")
-def _softmax_cross_entropy(n: _Node) -> list[Expr]:
+def _softmax_cross_entropy(n: Node) -> list[Expr]:
     t = n.type(0)
     if t.ndim < 2:
         raise FrontendError(f"scores must be (N, C, ...), got {t}")

@@ -10,10 +10,10 @@ import math
 
 import numpy as np
 
-from .. import op
-from ..errors import FrontendError
-from ..expr import Constant, Expr
-from .onnx import _Node, converter
+from ... import op
+from ...errors import FrontendError
+from ...expr import Constant, Expr
+from .node import Node, converter
 
 MODES = {"linear": "linear", "bilinear": "linear", "nearest": "nearest", "cubic": "cubic",
          "bicubic": "cubic"}  # fmt: skip
@@ -52,7 +52,7 @@ def _cubic_weights(t: Expr, c) -> list[Expr]:
 
 
 @converter("GridSample")
-def _grid_sample(n: _Node) -> Expr:
+def _grid_sample(n: Node) -> Expr:
     t, g = n.type(0), n.type(1)
     spatial = t.ndim - 2
     if spatial not in (2, 3) or g.ndim != t.ndim or g.shape[-1] != spatial:

@@ -10,11 +10,11 @@ import math
 
 import numpy as np
 
-from .. import op
-from ..errors import FrontendError
-from ..expr import Constant, Expr
-from ..types import FLOAT_DTYPES
-from .onnx import _Node, converter
+from ... import op
+from ...errors import FrontendError
+from ...expr import Constant, Expr
+from ...types import FLOAT_DTYPES
+from .node import Node, converter
 
 MODES = ("nearest", "linear", "cubic")
 TRANSFORMS = (
@@ -97,19 +97,19 @@ def _nearest(x: np.ndarray, rule: str, size: int) -> np.ndarray:
     return np.clip(index, 0, size - 1).astype(np.int64)
 
 
-def _choice(n: _Node, name: str, default: str, known: tuple[str, ...]) -> str:
+def _choice(n: Node, name: str, default: str, known: tuple[str, ...]) -> str:
     value = n.attr(name, default)
     if value not in known:
         raise FrontendError(f"{name} must be one of {', '.join(known)}, got {value!r}")
     return value
 
 
-def _axes_of(n: _Node, t_ndim: int) -> list[int]:
+def _axes_of(n: Node, t_ndim: int) -> list[int]:
     axes = n.attr("axes")
     return list(range(t_ndim)) if axes is None else [int(a) % t_ndim for a in axes]
 
 
-def _plan(n: _Node) -> list[_Axis]:
+def _plan(n: Node) -> list[_Axis]:
     """Sizes, scales and region of interest of every axis (unresized ones keep scale 1)."""
     t = n.type()
     axes = _axes_of(n, t.ndim)
@@ -144,7 +144,7 @@ def _plan(n: _Node) -> list[_Axis]:
 
 
 @converter("Resize")
-def _resize(n: _Node) -> Expr:
+def _resize(n: Node) -> Expr:
     t = n.type()
     mode = _choice(n, "mode", "nearest", MODES)
     transform = _choice(n, "coordinate_transformation_mode", "half_pixel", TRANSFORMS)

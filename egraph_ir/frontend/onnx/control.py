@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import op
-from ..errors import FrontendError
-from ..expr import Constant, Expr, If, Tuple, TupleGetItem
-from .onnx import _Node, converter
+from ... import op
+from ...errors import FrontendError
+from ...expr import Constant, Expr, If, Tuple, TupleGetItem
+from .node import Node, converter
 
 
 @converter("Scan")
-def _scan(n: _Node) -> list[Expr]:
+def _scan(n: Node) -> list[Expr]:
     body = n.attr("body")
     count = int(n.attr("num_scan_inputs"))
     inputs = n.inputs()
@@ -55,7 +55,7 @@ def _scan(n: _Node) -> list[Expr]:
 
 
 @converter("If")
-def _if(n: _Node) -> list[Expr]:
+def _if(n: Node) -> list[Expr]:
     cond = n.x(0)
     then = n.importer.run_graph(n.attr("then_branch"), {})
     other = n.importer.run_graph(n.attr("else_branch"), {})
@@ -79,7 +79,7 @@ MAX_UNROLL = 4096  # steps a Loop may unroll to (each one is a copy of its body)
 
 
 @converter("Loop")
-def _loop(n: _Node) -> list[Expr]:
+def _loop(n: Node) -> list[Expr]:
     """Unrolled: the trip count and the condition must be known at import (constants, or
     computed from shapes; the ONNX backend specialises on inputs that set them). Each
     step's condition must fold to a constant too; a false one ends the loop."""
