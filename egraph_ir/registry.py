@@ -239,25 +239,25 @@ class Op:
         return Cost(float(self.flops(arg_types, out_type, attrs)), float(moved))
 
 
-_REGISTRY: dict[str, Op] = {}
+REGISTRY: dict[str, Op] = {}
 
 
 def register_op(op: Op) -> Op:
     """Add an op to the registry; a second op of the same name is an error."""
-    if op.name in _REGISTRY:
+    if op.name in REGISTRY:
         raise ValueError(f"op '{op.name}' is already registered")
-    _REGISTRY[op.name] = op
+    REGISTRY[op.name] = op
     return op
 
 
 def get_op(name: str) -> Op:
     """Look up an op by name; unknown names get a 'did you mean'."""
     try:
-        return _REGISTRY[name]
+        return REGISTRY[name]
     except KeyError:
-        raise UnknownOpError(f"unknown op '{name}'{did_you_mean(name, _REGISTRY)}") from None
+        raise UnknownOpError(f"unknown op '{name}'{did_you_mean(name, REGISTRY)}") from None
 
 
 def list_ops() -> list[str]:
     """The names of all registered ops, sorted."""
-    return sorted(_REGISTRY)
+    return sorted(REGISTRY)

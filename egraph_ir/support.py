@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from .errors import CompilerError
 from .expr import Call, Function
-from .registry import _REGISTRY, Op, get_op
+from .registry import REGISTRY, Op, get_op
 from .types import tensor_types
 
 Predicate = Callable[[Call], bool]
@@ -90,7 +90,7 @@ def register_shipped_targets() -> None:
     """onnxruntime: every op the ONNX exporter writes, on the dtypes every ONNX Runtime
     kernel accepts; blas: float products. Called once the registry is complete."""
     ort = dtypes_in(ONNXRUNTIME_DTYPES)
-    for name in list(_REGISTRY):
+    for name in list(REGISTRY):
         if name not in NOT_FOR_ONNXRUNTIME:
             register_support("onnxruntime", name, ort)
     blas = dtypes_in(("float32", "float64"))

@@ -103,8 +103,8 @@ VALUE_FUNCS: dict[str, tuple[int, Callable[..., Any]]] = {
     "len": (1, len),
 }
 COMPARE: dict[str, Callable[[Any, Any], bool]] = {
-    "==": lambda a, b: _norm(a) == _norm(b),
-    "!=": lambda a, b: _norm(a) != _norm(b),
+    "==": lambda a, b: normalise_value(a) == normalise_value(b),
+    "!=": lambda a, b: normalise_value(a) != normalise_value(b),
     "<": lambda a, b: a < b,
     "<=": lambda a, b: a <= b,
     ">": lambda a, b: a > b,
@@ -112,7 +112,7 @@ COMPARE: dict[str, Callable[[Any, Any], bool]] = {
 }
 
 
-def _norm(v: Any) -> Any:
+def normalise_value(v: Any) -> Any:
     return tuple(v) if isinstance(v, list) else v
 
 

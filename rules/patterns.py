@@ -31,8 +31,8 @@ from egraph_ir.errors import RuleError, Span
 from egraph_ir.expr import Call, Constant, Expr, TupleGetItem
 from egraph_ir.registry import Op
 
-from .guards import GuardExpr, _norm
-from .reader import NAME, _Line, _PatternReader, read_guard, read_source, source_lines
+from .guards import GuardExpr, normalise_value
+from .reader import NAME, Line, PatternReader, read_guard, read_source, source_lines
 
 Check = Callable[[Call], bool]
 BUILTIN_DIR = Path(__file__).resolve().parent / "builtin"
@@ -124,7 +124,7 @@ def _match(p: Pattern, e: Expr, st: CompositeMatch) -> bool:
         if isinstance(want, AttrVar):
             if st.attrs.setdefault(want.name, have) != have:
                 return False
-        elif _norm(want) != _norm(have):
+        elif normalise_value(want) != normalise_value(have):
             return False
     for sub, arg in zip(p.args, e.args, strict=True):
         if not _match(sub, arg, st):
@@ -187,17 +187,17 @@ def parse_patterns(text: str, source: str = "<patterns>") -> list[CompositePatte
                 "pattern line; add 'where' guards or start a new 'pattern NAME'"
             )
         current["pattern"] = _pattern_line(
-            _Line(body, source, lineno, indent + 1), current["kinds"]
+            Line(body, source, lineno, indent + 1), current["kinds"]
         )
     finish()
     return entries
 
 
-def _pattern_line(line: _Line, kinds: dict[str, str]) -> Pattern:
+def _pattern_line(line: Line, kinds: dict[str, str]) -> Pattern:
     if any(t.kind == "arrow" for t in line.toks):
         arrow = next(t for t in line.toks if t.kind == "arrow")
         raise line.error("a pattern has no right-hand side: remove '=>' and what follows", arrow)
-    p = _PatternReader(line, kinds, "lhs", optional=True).pattern()
+    p = PatternReader(line, kinds, "lhs", optional=True).pattern()
     if not isinstance(p, PCall | PGet | POpt):
         raise line.error("a pattern must be an op call", line.toks[0])
     line.done()
@@ -207,7 +207,7 @@ def _pattern_line(line: _Line, kinds: dict[str, str]) -> Pattern:
 def parse_pattern(text: str, source: str = "<pattern>") -> tuple[Pattern, dict[str, str]]:
     """One pattern written in the rule syntax; also its variables' kinds."""
     kinds: dict[str, str] = {}
-    return _pattern_line(_Line(text, source, 1), kinds), kinds
+    return _pattern_line(Line(text, source, 1), kinds), kinds
 
 
 def load_patterns(path: str | Path) -> list[CompositePattern]:

@@ -25,7 +25,7 @@ from typing import Any
 from egraph_ir.egraph import AttrVar, PCall, PGet, PLit, PVar
 from egraph_ir.egraph.pattern import Pattern, POpt, walk
 from egraph_ir.errors import AttrError, RuleError, Span, did_you_mean
-from egraph_ir.registry import _REGISTRY
+from egraph_ir.registry import REGISTRY
 from egraph_ir.types import DTYPES
 
 from .guards import (
@@ -78,7 +78,7 @@ class Tok:
     col: int
 
 
-class _Line:
+class Line:
     """Tokens of one line with error reporting at file:line:col."""
 
     def __init__(self, text: str, source: str, line: int, first_col: int = 1) -> None:
@@ -131,12 +131,12 @@ class _Line:
 
 
 # ---------------------------------------------------------------- patterns
-class _PatternReader:
+class PatternReader:
     """Parses one side of a rewrite; records variable kinds and checks ops and attributes."""
 
     def __init__(
         self,
-        line: _Line,
+        line: Line,
         kinds: dict[str, str],
         side: str,
         optional: bool = False,
@@ -210,10 +210,10 @@ class _PatternReader:
         return PVar(self._bind(tok, "tensor"))
 
     def _call(self, tok: Tok, depth: int) -> PCall:
-        op = _REGISTRY.get(tok.text)
+        op = REGISTRY.get(tok.text)
         if op is None:
             raise self.line.error(
-                f"unknown op '{tok.text}'{did_you_mean(tok.text, _REGISTRY)}", tok
+                f"unknown op '{tok.text}'{did_you_mean(tok.text, REGISTRY)}", tok
             )
         self.line.expect("(")
         args: list[Pattern] = []
@@ -311,7 +311,7 @@ class _GuardReader:
     none, or any when only a match can tell), so an ill-typed guard is refused at load
     time instead of silently never holding."""
 
-    def __init__(self, line: _Line, kinds: dict[str, str]) -> None:
+    def __init__(self, line: Line, kinds: dict[str, str]) -> None:
         self.line, self.kinds = line, kinds
         self.depth = 0
         self.kind = "any"  # the static kind of the expression read last
@@ -495,7 +495,7 @@ def read_guard(
     body: str, source: str, lineno: int, indent: int, kinds: dict[str, str]
 ) -> GuardExpr:
     """A `where ...` line's guard (body starts with `where`)."""
-    line = _Line(body[5:], source, lineno, indent + 6)
+    line = Line(body[5:], source, lineno, indent + 6)
     if not line.toks:
         raise line.error("empty guard")
     return _GuardReader(line, kinds).guard()
@@ -557,7 +557,7 @@ def parse_rules(text: str, source: str = "<rules>") -> list[Rule]:
                 f"{source}:{lineno}:{indent + 1}: rule '{current['name']}' already has "
                 "a rewrite; start a new rule or add 'where' guards"
             )
-        _rewrite(current, _Line(body, source, lineno, indent + 1))
+        _rewrite(current, Line(body, source, lineno, indent + 1))
     finish()
     return rules
 
@@ -591,16 +591,16 @@ def _header(
     }
 
 
-def _rewrite(current: dict[str, Any], line: _Line) -> None:
+def _rewrite(current: dict[str, Any], line: Line) -> None:
     kinds: dict[str, str] = current["kinds"]
     attr_kinds: dict[str, str] = {}
-    lhs = _PatternReader(line, kinds, "lhs", attr_kinds=attr_kinds).pattern()
+    lhs = PatternReader(line, kinds, "lhs", attr_kinds=attr_kinds).pattern()
     if not isinstance(lhs, PCall | PGet):
         raise line.error("the left-hand side must be an op call", line.toks[0])
     arrow = line.next()
     if arrow.kind != "arrow":
         raise line.error(f"expected '=>' or '<=>', found '{arrow.text}'", arrow)
-    rhs = _PatternReader(line, kinds, "rhs", attr_kinds=attr_kinds).pattern()
+    rhs = PatternReader(line, kinds, "rhs", attr_kinds=attr_kinds).pattern()
     line.done()
     if arrow.text == "<=>":
         if not isinstance(rhs, PCall | PGet):

@@ -25,7 +25,7 @@ from egraph_ir.expr import Call, Expr, Function, TupleGetItem, Var
 from egraph_ir.infer import infer_type
 from egraph_ir.interp import interpret
 from egraph_ir.module import IRModule
-from egraph_ir.registry import _REGISTRY
+from egraph_ir.registry import REGISTRY
 from egraph_ir.types import TensorType, TupleType, tensor_types
 from egraph_ir.visitor import post_order, rebuild
 from rules.bindings import draw_structure
@@ -54,7 +54,7 @@ def _probe(name: str) -> tuple[rules.Rule, PCall]:
 
 
 def fuzzable_ops() -> list[str]:
-    return sorted(n for n in _REGISTRY if n not in SKIPPED_OPS and _REGISTRY[n].inputs)
+    return sorted(n for n in REGISTRY if n not in SKIPPED_OPS and REGISTRY[n].inputs)
 
 
 ORDER_SENSITIVE = {  # ops whose result depends on the order of a sum or a product

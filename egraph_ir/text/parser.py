@@ -33,7 +33,7 @@ from ..expr import (
     Var,
 )
 from ..module import IRModule
-from ..registry import _REGISTRY
+from ..registry import REGISTRY
 from ..types import DTYPES, FuncType, TensorType, TupleType, Type
 from .printer import METADATA_MARKER
 
@@ -361,13 +361,13 @@ class Parser:
 
     def op_call(self) -> Expr:
         tok = self.take("ident", "an op name")
-        if tok.text not in _REGISTRY:
-            raise self.error(f"unknown op '{tok.text}'{did_you_mean(tok.text, _REGISTRY)}", tok)
+        if tok.text not in REGISTRY:
+            raise self.error(f"unknown op '{tok.text}'{did_you_mean(tok.text, REGISTRY)}", tok)
         if not self.at("("):
             raise self.error(f"expected '(' after op '{tok.text}'")
         args, attrs = self.call_args()
         try:
-            return Call(_REGISTRY[tok.text], tuple(args), Attrs(attrs), self.span(tok))
+            return Call(REGISTRY[tok.text], tuple(args), Attrs(attrs), self.span(tok))
         except CompilerError as exc:
             raise self.error(str(exc), tok) from None
 

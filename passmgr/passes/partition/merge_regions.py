@@ -21,12 +21,12 @@ from ...context import PassContext
 from ...pass_base import FunctionPass
 from ...registry import register_pass
 from ...run import PassReport, record
-from .regions import RegionSet, _UnionFind, annotation, find_regions, region_order
+from .regions import RegionSet, UnionFind, annotation, find_regions, region_order
 
 
-def merged_regions(rs: RegionSet) -> _UnionFind:
+def merged_regions(rs: RegionSet) -> UnionFind:
     """Which regions merge (TVM's restriction algorithm, see the module docstring)."""
-    uf = _UnionFind()
+    uf = UnionFind()
     restrictions: dict[int, set[int]] = {}
     for r in region_order(rs):
         region = rs.regions[r]

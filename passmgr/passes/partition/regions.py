@@ -57,7 +57,7 @@ class Region:
     ends: list[Call] = field(default_factory=list)
 
 
-class _UnionFind:
+class UnionFind:
     def __init__(self) -> None:
         self.parent: dict[int, int] = {}
 
@@ -98,7 +98,7 @@ def find_regions(body: Expr) -> RegionSet:
     """Group the dataflow of `body` into regions."""
     nodes = list(post_order(body, into_functions=False))
     index = {n: i for i, n in enumerate(nodes)}
-    uf = _UnionFind()
+    uf = UnionFind()
     for i, n in enumerate(nodes):
         kind = annotation(n)
         if kind is not None:
