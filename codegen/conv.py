@@ -6,7 +6,7 @@
   times XV*16 output columns) and sweeps the C*KH*KW reduction, loading each input vector
   once for OB fused multiply-adds (~160 GFLOP/s on one core). Output rows are as wide as
   the (phase) input rows, so every tap is a contiguous load; the fused epilogue drops the
-  extra columns (codegen/lower.py: direct_conv). A block's wide rows live in the calling
+  extra columns (codegen/lower/: direct_conv). A block's wide rows live in the calling
   thread's slot of scratch (THREAD_SLOT), and a depthwise block pads the one channel it
   reads into its slot itself, so neither goes out to memory and back. A 1x1 convolution
   whose rows split into whole register blocks reads its input directly and writes NCHW

@@ -2,7 +2,7 @@
 
 `build_graph(fn, lower_group)` walks the fused main function (dataflow only) and makes one
 node per graph input, constant, fused kernel, reshape-only group (an alias of its input's
-storage) and tuple field; `lower_group` (codegen/lower.py) turns each primitive function
+storage) and tuple field; `lower_group` (codegen/lower/) turns each primitive function
 into a kernel. Memory planning (codegen/memory_plan.py) and the runtime read this graph.
 """
 

@@ -1,7 +1,7 @@
 """Cumulative ops and bit shifts (ONNX CumSum, CumProd, BitShift).
 
 They have numpy references and type relations but no loop compute definition: a fused
-group holding one runs through the host fallback (codegen/lower.py), so they are opaque
+group holding one runs through the host fallback (codegen/lower/), so they are opaque
 and stay in groups of their own.
 """
 

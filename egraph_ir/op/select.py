@@ -2,7 +2,7 @@
 topk and einsum (ONNX ScatterElements, ScatterND, TopK, Einsum).
 
 They have numpy references and type relations but no loop compute definition: a group
-holding one runs through the host fallback (codegen/lower.py), so they are opaque.
+holding one runs through the host fallback (codegen/lower/), so they are opaque.
 """
 
 from __future__ import annotations

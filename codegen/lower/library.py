@@ -1,0 +1,168 @@
+"""Kernels around a native or library anchor: the direct convolution and the packed product
+(JIT micro-kernels with the epilogue per block), BLAS products and the other convolutions
+(1x1 as GEMM, im2col + GEMM, grouped loops) with the epilogue after them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+
+import numpy as np
+
+from egraph_ir.expr import Call, Constant, Expr, Var
+from egraph_ir.op._common import size_of
+
+from .. import conv, gemm
+from ..compute import Index
+from ..kernels import (
+    ConvKernel,
+    JitGemmKernel,
+    LoopKernel,
+)
+from ..kernels import Ref as BufferRef
+from ..loop_ir import (
+    INDEX,
+    THREAD_SLOT,
+    Bin,
+    Buffer,
+    For,
+    Kernel,
+    LExpr,
+    Load,
+    LoopVar,
+    Stmt,
+    Store,
+    add,
+    idx,
+    mul,
+)
+from .group import Group
+from .select import Unsupported
+
+
+def direct_conv(group: Group, anchor: Call, ops: list[str], wide: conv.Wide) -> ConvKernel:
+    """The direct micro-kernel and the epilogue in one loop over blocks of output
+    channels: each block's rows are still in cache when its epilogue reads them."""
+    lay, g = wide, conv.ConvShape.of(anchor)
+    x, w = anchor.args
+    if not isinstance(x, Var):
+        raise Unsupported("conv2d of a constant input")
+    special: dict[str, BufferRef] = {}
+    scratches: list[tuple[tuple[int, ...], str]] = []
+    pad = None
+    source = group.buffers[x].name
+    groups = int(anchor.attrs["groups"])
+    # depthwise: each block reads one input channel, padded by the block itself
+    private = not lay.pad_free and g.c == groups and g.o // groups == lay.ob
+    block = LoopVar(INDEX, "ob")
+    stmts: list[Stmt] = []
+    if not lay.pad_free:  # padded (and for strides, phase-split) input in scratch 0
+        special["xpad"] = BufferRef("scratch", len(scratches))
+        if private:
+            stmts = conv.private_copy(anchor, lay, block, source, "xpad")
+            scratches.append(conv.phase_shape(anchor, lay))
+        else:
+            pad, padded = conv.phase_kernel(anchor, lay, f"{group.name}_pad")
+            scratches.append(padded)
+        source = "xpad"
+    dest = "out"
+    if not lay.into_out:  # each block's rows in the calling thread's slot
+        dest, special["wide"] = "wide", BufferRef("scratch", len(scratches))
+        scratches.append(((g.n, g.o, lay.q), "float32"))
+    weight = group.buffer_of(w)
+    stmts += conv.direct_block(anchor, lay, block, source, weight, dest, private, not lay.into_out)
+    if not (lay.into_out and anchor is group.fn.body):
+        stmts += channel_block(group, block, lay.ob)
+    named = zip(special, scratches, strict=True)
+    buffers = group.kernel_buffers([Buffer(name, "float32", shape) for name, (shape, _) in named])
+    work = conv.direct_macs(anchor, lay) / conv.LANES + size_of(group.out_type.shape)
+    nest: list[Stmt] = [For("ob", g.o // lay.ob, stmts, outer=True)]
+    kernel = Kernel(group.name, buffers, nest, g.o // lay.ob, work, unroll=False)
+    fused = LoopKernel(group.name, ops, kernel, dict(group.constants), special)
+    source_index = group.fn.params.index(x)
+    weights = operand(w, group.fn.params)
+    return ConvKernel(
+        group.name, ops, source_index, weights, pad, None, tuple(scratches), epilogue=fused
+    )
+
+
+def packed_gemm(group: Group, anchor: Call, ops: list[str], p: gemm.Packed) -> LoopKernel:
+    """The packed-weights micro-kernel and the epilogue, one column panel at a time."""
+    panel = LoopVar(INDEX, "panel")
+    a = group.buffers[anchor.args[0]].name
+    stmts = gemm.panel_block(p, panel, a, group.buffer_of(Constant(p.panels)), "out")
+    if anchor is not group.fn.body:
+        stmts += panel_epilogue(group, panel, p)
+    buffers = group.kernel_buffers()
+    panels = p.n // p.width
+    work = p.macs / gemm.LANES + size_of(group.out_type.shape)
+    nest: list[Stmt] = [For("panel", panels, stmts, outer=True)]
+    kernel = Kernel(group.name, buffers, nest, panels, work, unroll=False)
+    return JitGemmKernel(group.name, ops, kernel, dict(group.constants))
+
+
+def panel_epilogue(group: Group, panel: LExpr, p: gemm.Packed) -> list[Stmt]:
+    """The epilogue over the columns of one panel, every row."""
+    shape = group.out_type.shape
+    m, j = LoopVar(INDEX, "em"), LoopVar(INDEX, "ej")
+    column = add(mul(panel, idx(p.width)), j)
+    lead = Index(shape[:-1], flat=m).multi() if len(shape) > 2 else [m]
+    index = Index(shape, multi=[*lead, column], flat=add(mul(m, idx(p.n)), column))
+    store = Store("out", index.flat(), group.reader(group.fn.body)(index))
+    return [For("em", p.m, [For("ej", p.width, [store])])]
+
+
+def channel_block(group: Group, block: LExpr, ob: int) -> list[Stmt]:
+    """The epilogue (or a plain copy) for output channels block*ob .. block*ob + ob - 1."""
+    shape = group.out_type.shape
+    n, _, oh, ow = shape
+    p, b, y, x = (LoopVar(INDEX, k) for k in ("ep", "eb", "ey", "ex"))
+    index = Index(shape, multi=[b, add(mul(block, idx(ob)), p), y, x])
+    store = Store("out", index.flat(), group.reader(group.fn.body)(index))
+    return [For("ep", ob, [For("eb", n, [For("ey", oh, [For("ex", ow, [store])])])])]
+
+
+def conv_kernel(
+    group: Group, anchor: Call, ops: list[str], epilogue: LoopKernel | None
+) -> ConvKernel:
+    """The convolutions the direct micro-kernel does not take: a 1x1 as a GEMM on the
+    input, float64 as a GEMM over JIT im2col columns, the rest (grouped float64 or
+    float16, negative padding) as direct loops over the padded input."""
+    if not isinstance(anchor.args[0], Var):
+        raise Unsupported("conv2d of a constant input")
+    source = group.fn.params.index(anchor.args[0])
+    weights = operand(anchor.args[1], group.fn.params)
+    kernel = partial(ConvKernel, group.name, ops, source, weights, epilogue=epilogue)
+    if conv.pointwise(anchor):
+        return kernel(None, None, gemm=conv.pointwise_product(anchor))
+    if conv.columns_fit(anchor):
+        columns, scratch = conv.im2col_kernel(anchor, f"{group.name}_im2col")
+        return kernel(columns, None, (scratch,), gemm=conv.columns_product(anchor))
+    pad, scratch = conv.pad_kernel(anchor, f"{group.name}_pad")
+    return kernel(pad, conv.grouped_kernel(anchor, f"{group.name}_conv"), (scratch,))
+
+
+def wide_rows_load(group: Group, wide: conv.Wide) -> Callable[[Index], LExpr]:
+    """Where the epilogue reads the direct convolution's result: a block's rows in the
+    calling thread's slot of scratch (conv.direct_block, private_dest), or the output."""
+
+    def load(index: Index) -> LExpr:
+        b, o, y, x = index.multi()
+        n, ob = group.out_type.shape[0], wide.ob
+        p = Bin(INDEX, "rem", o, idx(ob)) if ob > 1 else idx(0)
+        row = add(mul(add(mul(THREAD_SLOT, idx(n)), b), idx(ob)), p)
+        start = add(mul(row, idx(wide.q)), mul(y, idx(wide.wp)))
+        return Load(group.out.dtype, "wide", add(start, x))
+
+    def from_out(index: Index) -> LExpr:
+        return Load(group.out.dtype, "out", index.flat())
+
+    return from_out if wide.into_out else load
+
+
+def operand(x: Expr, params: tuple[Var, ...]) -> int | np.ndarray:
+    """A library argument: the index of a group parameter, or a constant array."""
+    if isinstance(x, Constant):
+        return np.ascontiguousarray(x.data)
+    assert isinstance(x, Var)
+    return params.index(x)

@@ -1,0 +1,198 @@
+"""Loop nests of the anchors that are plain loops: elementwise groups, reductions, small
+products and arg-max, each with the epilogue applied where the result is stored."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from egraph_ir.expr import Call, Expr
+from egraph_ir.types import TensorType
+
+from ..compute import Index
+from ..loop_ir import (
+    INDEX,
+    Assign,
+    Bin,
+    Declare,
+    For,
+    LExpr,
+    Ref,
+    Select,
+    Stmt,
+    Store,
+    const,
+    idx,
+)
+from .group import Group
+
+
+def elementwise_nest(group: Group, root: Expr) -> list[Stmt]:
+    shape = group.out_type.shape
+
+    def inner(vs: list[LExpr]) -> list[Stmt]:
+        index = Index(shape, multi=vs) if vs else Index(shape, flat=idx(0))
+        flat = index.flat()
+        index = Index(shape, multi=vs or None, flat=flat)
+        return [Store("out", flat, group.reader(root)(index))]
+
+    return group.nest(shape, inner)
+
+
+def reduction_nest(group: Group, call: Call) -> list[Stmt]:
+    op = call.op.name  # type: ignore[union-attr]
+    src = call.args[0]
+    in_t = src.checked_type
+    assert isinstance(in_t, TensorType)
+    axes: tuple[int, ...]
+    if op == "global_avg_pool2d":  # a mean over H and W that keeps them
+        op, axes, keep = "mean", (2, 3), True
+    else:
+        given = call.attrs["axis"]
+        axes = tuple(range(in_t.ndim)) if given is None else tuple(a % in_t.ndim for a in given)
+        keep = bool(call.attrs["keepdims"])
+    kept = [k for k in range(in_t.ndim) if k not in axes]
+    out_t = call.checked_type
+    assert isinstance(out_t, TensorType)
+    out_shape, dtype = out_t.shape, out_t.dtype
+    acc_name = f"acc{group.loops}"
+    count = int(np.prod([in_t.shape[a] for a in axes], dtype=np.int64))
+    init, combine = _reduce_ops(op, dtype)
+    read = group.reader(src)
+
+    def inner(out_vars: list[LExpr]) -> list[Stmt]:
+        kept_vars = [out_vars[k] for k in kept] if keep else out_vars
+        red_vars = {a: group.var("r") for a in axes}
+        multi: list[LExpr] = []
+        it = iter(kept_vars)
+        for k in range(in_t.ndim):
+            multi.append(red_vars[k] if k in red_vars else next(it))
+        element = read(Index(in_t.shape, multi=multi))
+        body: list[Stmt] = [Assign(acc_name, combine(Ref(dtype, acc_name), element))]
+        for a in reversed(axes):
+            body = [For(red_vars[a].name, in_t.shape[a], body)]
+        result: LExpr = Ref(dtype, acc_name)
+        if op == "mean":
+            result = Bin(dtype, "div", result, const(float(count), dtype))
+        out_index = Index(out_shape, multi=out_vars) if out_vars else Index(out_shape, flat=idx(0))
+        store = group.store_through_epilogue(call, out_index, result)
+        return [Declare(acc_name, init), *body, store]
+
+    return group.nest(out_shape, inner)
+
+
+def product_nest(group: Group, call: Call) -> list[Stmt]:
+    """dense / matmul / batch_matmul as loops — any rank, broadcast batches, 1-D
+    operands, transposes: small products (cheaper than a BLAS call) and integer ones."""
+    a, b = call.args
+    a_t, b_t, out_t = a.checked_type, b.checked_type, call.checked_type
+    assert isinstance(a_t, TensorType) and isinstance(b_t, TensorType)
+    assert isinstance(out_t, TensorType)
+    name = call.op.name  # type: ignore[union-attr]
+    ta = bool(call.attrs["transpose_a"]) if name == "batch_matmul" else False
+    tb = bool(call.attrs["transpose_b"]) if name == "batch_matmul" else name == "dense"
+    a_vec = name == "matmul" and a_t.ndim == 1
+    b_vec = name == "matmul" and b_t.ndim == 1
+    k_extent = a_t.shape[-2] if ta else a_t.shape[-1]
+    read_a, read_b = group.reader(a), group.reader(b)
+    dtype = out_t.dtype
+
+    def batch(vs: list[LExpr], shape: tuple[int, ...]) -> list[LExpr]:
+        """The batch indices of an operand, broadcast (right-aligned) from the output's."""
+        offset = len(vs) - len(shape)
+        return [idx(0) if d == 1 else vs[offset + n] for n, d in enumerate(shape)]
+
+    def inner(vs: list[LExpr]) -> list[Stmt]:
+        k = group.var("k")
+        if name == "dense":  # x (..., K) . w (N, K)
+            a_multi, b_multi = [*vs[:-1], k], [vs[-1], k]
+        else:
+            j = None if b_vec else vs[-1]
+            rest = vs if b_vec else vs[:-1]
+            i = None if a_vec else rest[-1]
+            outer = rest if a_vec else rest[:-1]
+            a_multi = (
+                [k] if i is None else [*batch(outer, a_t.shape[:-2]), *([k, i] if ta else [i, k])]
+            )
+            b_multi = (
+                [k] if j is None else [*batch(outer, b_t.shape[:-2]), *([j, k] if tb else [k, j])]
+            )
+        acc = f"acc{group.loops}"
+        left = read_a(Index(a_t.shape, multi=a_multi))
+        right = read_b(Index(b_t.shape, multi=b_multi))
+        step = Assign(acc, Bin(dtype, "add", Ref(dtype, acc), Bin(dtype, "mul", left, right)))
+        out = Index(out_t.shape, multi=vs).flat() if vs else idx(0)
+        return [
+            Declare(acc, const(0.0 if np.dtype(dtype).kind == "f" else 0, dtype)),
+            For(k.name, k_extent, [step]),
+            Store("out", out, Ref(dtype, acc)),
+        ]
+
+    return group.nest(out_t.shape, inner)
+
+
+def argmax_nest(group: Group, call: Call) -> list[Stmt]:
+    """Index of the first maximum (a NaN counts as the maximum, as in numpy)."""
+    src = call.args[0]
+    in_t, out_t = src.checked_type, call.checked_type
+    assert isinstance(in_t, TensorType) and isinstance(out_t, TensorType)
+    axis = call.attrs["axis"]
+    keep = bool(call.attrs["keepdims"])
+    read = group.reader(src)
+    dtype = in_t.dtype
+    flat_shape = (int(np.prod(in_t.shape, dtype=np.int64)),)
+
+    def inner(vs: list[LExpr]) -> list[Stmt]:
+        k = group.var("k")
+        best, where = f"best{group.loops}", f"at{group.loops}"
+        if axis is None:
+            value = read(Index(in_t.shape, flat=k))
+            extent = flat_shape[0]
+        else:
+            a = axis % in_t.ndim
+            outer = [v for d, v in enumerate(vs) if not keep or d != a] if keep else list(vs)
+            multi = [*outer[:a], k, *outer[a:]]
+            value = read(Index(in_t.shape, multi=multi))
+            extent = in_t.shape[a]
+        current = Ref(dtype, best)
+        nan_first = Bin(
+            "bool", "and", Bin("bool", "ne", value, value), Bin("bool", "eq", current, current)
+        )
+        better = Bin("bool", "or", Bin("bool", "gt", value, current), nan_first)
+        step: list[Stmt] = [
+            Assign(where, Select(INDEX, better, k, Ref(INDEX, where))),
+            Assign(best, Select(dtype, better, value, current)),
+        ]
+        out = Index(out_t.shape, multi=vs) if vs else Index(out_t.shape, flat=idx(0))
+        return [
+            Declare(best, const(_lowest(dtype), dtype)),
+            Declare(where, idx(0)),
+            For(k.name, extent, step),
+            group.store_through_epilogue(call, out, Ref(INDEX, where)),
+        ]
+
+    return group.nest(out_t.shape, inner)
+
+
+def _lowest(dtype: str) -> float | int:
+    """The value every element of `dtype` is at least (argmax's starting best)."""
+    if np.dtype(dtype).kind == "f":
+        return -np.inf
+    if np.dtype(dtype).kind == "b":
+        return False
+    return int(np.iinfo(dtype).min)
+
+
+def _reduce_ops(op: str, dtype: str) -> tuple[LExpr, Callable[[LExpr, LExpr], LExpr]]:
+    is_float = np.dtype(dtype).kind == "f"
+    if op in ("sum", "mean"):
+        return const(0.0 if is_float else 0, dtype), lambda a, b: Bin(dtype, "add", a, b)
+    if op == "prod":
+        return const(1.0 if is_float else 1, dtype), lambda a, b: Bin(dtype, "mul", a, b)
+    if op == "max":
+        low: Any = -np.inf if is_float else int(np.iinfo(dtype).min)
+        return const(low, dtype), lambda a, b: Bin(dtype, "max", a, b)
+    high: Any = np.inf if is_float else int(np.iinfo(dtype).max)
+    return const(high, dtype), lambda a, b: Bin(dtype, "min", a, b)

@@ -1,0 +1,175 @@
+"""Which kernel a fused group becomes: its anchor op (if any) and a `Strategy`.
+
+The choice is a table from the anchor's op name to a chooser, each a few lines that read
+the call's shapes and dtypes; a group without an anchor is `Elementwise`. Everything else
+in codegen/lower/ builds the chosen strategy and decides nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from egraph_ir.expr import Call, Constant, Function, Var
+from egraph_ir.op._common import size_of
+from egraph_ir.registry import Op, OpPattern
+from egraph_ir.types import TensorType
+
+from .. import blas, conv, gemm
+
+
+class Unsupported(Exception):
+    """No native kernel for this group (it runs on the host, or fails without fallback)."""
+
+
+@dataclass(frozen=True)
+class Elementwise:
+    """One loop nest over the output, every producer inlined."""
+
+
+@dataclass(frozen=True)
+class Reduction:
+    """sum, mean, max, min, prod and global average pooling: an accumulator per output."""
+
+
+@dataclass(frozen=True)
+class ArgMax:
+    """The index of the first maximum along an axis (or over all elements)."""
+
+
+@dataclass(frozen=True)
+class LoopProduct:
+    """dense / matmul / batch_matmul as plain loops: small or integer products."""
+
+
+@dataclass(frozen=True)
+class PackedProduct:
+    """A float32 product on constant weights packed into column panels (JIT micro-kernel)."""
+
+    packed: gemm.Packed
+
+
+@dataclass(frozen=True)
+class LibraryProduct:
+    """A product through BLAS, then the epilogue as a JIT loop over its result."""
+
+
+@dataclass(frozen=True)
+class MaxPoolRows:
+    """Max pooling a row of outputs at a time (the innermost loop runs along the row)."""
+
+
+@dataclass(frozen=True)
+class AvgPool:
+    """Average pooling, one output element at a time."""
+
+
+@dataclass(frozen=True)
+class RowOp:
+    """softmax / log_softmax along one axis: max, sum of exponentials, normalise."""
+
+
+@dataclass(frozen=True)
+class DirectConv:
+    """The register-blocked direct convolution with its epilogue per block of channels."""
+
+    wide: conv.Wide
+
+
+@dataclass(frozen=True)
+class LibraryConv:
+    """A 1x1 convolution as a GEMM on the input, im2col + GEMM, or grouped direct loops."""
+
+
+Strategy = (
+    Elementwise
+    | Reduction
+    | ArgMax
+    | LoopProduct
+    | PackedProduct
+    | LibraryProduct
+    | MaxPoolRows
+    | AvgPool
+    | RowOp
+    | DirectConv
+    | LibraryConv
+)
+
+PRODUCTS = ("dense", "matmul", "batch_matmul")
+REDUCTIONS = ("sum", "mean", "max", "min", "prod", "global_avg_pool2d")
+ROW_OPS = ("softmax", "log_softmax")
+SMALL_PRODUCT = 1 << 16  # multiply-adds below which loops beat a BLAS call
+
+
+def is_anchor(c: Call) -> bool:
+    """A call that needs its own nest (or library call) rather than inlining."""
+    op = c.op
+    assert isinstance(op, Op)
+    return (
+        op.pattern in (OpPattern.COMM_REDUCE, OpPattern.OUT_ELEMWISE_FUSABLE) or op.name in ROW_OPS
+    )
+
+
+def small_product(call: Call) -> bool:
+    """Products that run as loops: under SMALL_PRODUCT multiply-adds, or not float (BLAS
+    has no integer GEMM)."""
+    if not isinstance(call.op, Op) or call.op.name not in PRODUCTS:
+        return False
+    a_t, out_t = call.args[0].checked_type, call.checked_type
+    if not (isinstance(a_t, TensorType) and isinstance(out_t, TensorType)):
+        return False
+    transposed = call.op.name == "batch_matmul" and call.attrs["transpose_a"]
+    k = a_t.shape[-2] if transposed else a_t.shape[-1]
+    return size_of(out_t.shape) * k <= SMALL_PRODUCT or a_t.dtype not in blas.BLAS_DTYPES
+
+
+def _materialised(anchor: Call) -> None:
+    if any(not isinstance(x, Var | Constant) for x in anchor.args):
+        raise Unsupported(f"{anchor.op.name} takes materialised inputs")  # type: ignore[union-attr]
+
+
+def _product(anchor: Call) -> Strategy:
+    if gemm.packed_fits(anchor) and isinstance(anchor.args[0], Var):
+        return PackedProduct(gemm.pack(anchor))
+    if small_product(anchor):
+        return LoopProduct()
+    _materialised(anchor)
+    return LibraryProduct()
+
+
+def _conv2d(anchor: Call) -> Strategy:
+    """The direct micro-kernel wherever it fits (codegen/conv.py), 1x1 convolutions
+    included: where their rows do not split into whole register blocks (7x7, 14x14) the
+    wide rows still beat a GEMM on the input, whose columns are too few for BLAS."""
+    _materialised(anchor)
+    return DirectConv(conv.Wide.of(anchor)) if conv.direct_fits(anchor) else LibraryConv()
+
+
+CHOOSERS: dict[str, Callable[[Call], Strategy]] = {
+    **dict.fromkeys(REDUCTIONS, lambda _: Reduction()),
+    "argmax": lambda _: ArgMax(),
+    **dict.fromkeys(PRODUCTS, _product),
+    "max_pool2d": lambda _: MaxPoolRows(),
+    "avg_pool2d": lambda _: AvgPool(),
+    **dict.fromkeys(ROW_OPS, lambda _: RowOp()),
+    "conv2d": _conv2d,
+}
+
+
+def select(fn: Function, calls: list[Call]) -> tuple[Call | None, Strategy]:
+    """The group's anchor (None: none) and the strategy that lowers it."""
+    anchors = [c for c in calls if is_anchor(c)]
+    if len(anchors) > 1:
+        raise Unsupported("more than one anchor")
+    if not anchors:
+        return None, Elementwise()
+    anchor = anchors[0]
+    name = anchor.op.name  # type: ignore[union-attr]
+    anchor_t, out_t = anchor.checked_type, fn.body.checked_type
+    assert isinstance(anchor_t, TensorType) and isinstance(out_t, TensorType)
+    if anchor is not fn.body and anchor_t.shape != out_t.shape:
+        raise Unsupported("the epilogue changes the anchor's shape")
+    chooser = CHOOSERS.get(name)
+    if chooser is None:
+        raise Unsupported(f"{name} has no compute definition")
+    return anchor, chooser(anchor)

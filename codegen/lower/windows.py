@@ -1,0 +1,195 @@
+"""Loop nests over windows and rows: average pooling, max pooling a row of outputs at a time,
+and softmax / log_softmax along an axis."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from egraph_ir.expr import Call, Expr
+from egraph_ir.op.nn import norm_padding, norm_pair
+from egraph_ir.types import TensorType
+
+from ..compute import Index, strides
+from ..loop_ir import (
+    Assign,
+    Bin,
+    Declare,
+    For,
+    LExpr,
+    Load,
+    Ref,
+    Select,
+    Stmt,
+    Store,
+    Un,
+    add,
+    clamp,
+    const,
+    idx,
+    mul,
+    within,
+)
+from .group import Group
+
+
+def avg_pool_nest(group: Group, call: Call) -> list[Stmt]:
+    """Window mean: explicit padding cells count when count_include_pad (the cells
+    ceil_mode adds never do), as the reference."""
+    src, in_t, out_t = _pool_types(call)
+    _, _, h, w = in_t.shape
+    (kh, kw), (sh, sw), (dh, dw), (top, left, bottom, right) = _pool_window(call)
+    include_pad = bool(call.attrs["count_include_pad"])
+    dtype = out_t.dtype
+    read = group.reader(src)
+    zero, one = const(0.0, dtype), const(1.0, dtype)
+
+    def inner(vs: list[LExpr]) -> list[Stmt]:
+        b, ch, y, x = vs
+        i, j = group.var("i"), group.var("j")
+        acc, cnt = f"acc{group.loops}", f"cnt{group.loops}"
+        ih = add(add(mul(y, idx(sh)), mul(i, idx(dh))), idx(-top))
+        iw = add(add(mul(x, idx(sw)), mul(j, idx(dw))), idx(-left))
+        real = Bin("bool", "and", within(ih, 0, h), within(iw, 0, w))
+        value = read(Index(in_t.shape, multi=[b, ch, clamp(ih, 0, h - 1), clamp(iw, 0, w - 1)]))
+        counted = real
+        if include_pad:
+            counted = Bin("bool", "and", within(ih, -top, h + bottom), within(iw, -left, w + right))
+        steps: list[Stmt] = [
+            Assign(acc, Bin(dtype, "add", Ref(dtype, acc), Select(dtype, real, value, zero))),
+            Assign(cnt, Bin(dtype, "add", Ref(dtype, cnt), Select(dtype, counted, one, zero))),
+        ]
+        init: list[Stmt] = [Declare(acc, zero), Declare(cnt, zero)]
+        result = Bin(dtype, "div", Ref(dtype, acc), Ref(dtype, cnt))
+        loops = [For(i.name, kh, [For(j.name, kw, steps)])]
+        out = Index(out_t.shape, multi=vs).flat()
+        return [*init, *loops, Store("out", out, result)]
+
+    return group.nest(out_t.shape, inner)
+
+
+def max_pool_rows(group: Group, call: Call) -> list[Stmt]:
+    """Window max a row of outputs at a time: the row starts at -inf in the output and
+    each window cell updates every output of the row, so the loop over the row is
+    the innermost one and vectorises (one element's 3x3 window does not)."""
+    src, in_t, out_t = _pool_types(call)
+    _, _, h, w = in_t.shape
+    ow = out_t.shape[3]
+    (kh, kw), (sh, sw), (dh, dw), (top, left, _, _) = _pool_window(call)
+    dtype = out_t.dtype
+    read = group.reader(src)
+    lowest = const(-np.inf, dtype)
+
+    def row(vs: list[LExpr]) -> list[Stmt]:
+        b, ch, y = vs
+        x0, x, i, j = group.var("x"), group.var("x"), group.var("i"), group.var("j")
+
+        def at(column: LExpr) -> LExpr:
+            return Index(out_t.shape, multi=[b, ch, y, column]).flat()
+
+        ih = add(add(mul(y, idx(sh)), mul(i, idx(dh))), idx(-top))
+        iw = add(add(mul(x, idx(sw)), mul(j, idx(dw))), idx(-left))
+        real = Bin("bool", "and", within(ih, 0, h), within(iw, 0, w))
+        cell = read(Index(in_t.shape, multi=[b, ch, clamp(ih, 0, h - 1), clamp(iw, 0, w - 1)]))
+        pick = Select(dtype, real, cell, lowest)
+        update = Store("out", at(x), Bin(dtype, "max", Load(dtype, "out", at(x)), pick))
+        return [
+            For(x0.name, ow, [Store("out", at(x0), lowest)]),
+            For(i.name, kh, [For(j.name, kw, [For(x.name, ow, [update])])]),
+        ]
+
+    return group.nest(out_t.shape[:-1], row)
+
+
+def row_nest(group: Group, call: Call) -> list[Stmt]:
+    """softmax / log_softmax along one axis: max, sum of exp, normalise. With an
+    epilogue, the last pass recomputes each row element and applies the epilogue to it in
+    registers (the epilogue may change the dtype; the row axis need not be the last)."""
+    op = call.op.name  # type: ignore[union-attr]
+    src = call.args[0]
+    t = src.checked_type
+    assert isinstance(t, TensorType)
+    axis = call.attrs["axis"] % t.ndim
+    dtype = t.dtype
+    outer_shape = tuple(d for k, d in enumerate(t.shape) if k != axis)
+    read = group.reader(src)
+    n = t.shape[axis]
+    stride = strides(t.shape)[axis]
+    fused = call is not group.fn.body
+
+    def inner(vs: list[LExpr]) -> list[Stmt]:
+        multi = list(vs)
+        multi.insert(axis, idx(0))
+        base = Index(t.shape, multi=multi).flat()
+
+        def at(j: LExpr) -> LExpr:
+            return add(base, mul(j, idx(stride)))
+
+        m, s, r = f"m{group.loops}", f"s{group.loops}", f"r{group.loops}"
+        j1, j2, j3 = group.var("j"), group.var("j"), group.var("j")
+        x1 = read(Index(t.shape, flat=at(j1)))
+        shifted = Bin(dtype, "sub", read(Index(t.shape, flat=at(j2))), Ref(dtype, m))
+        e = Un(dtype, "exp", shifted)
+        stmts: list[Stmt] = [
+            Declare(m, const(-np.inf, dtype)),
+            # maxnum skips NaN, but a NaN input still makes its row NaN through exp
+            For(j1.name, n, [Assign(m, Bin(dtype, "maxnum", Ref(dtype, m), x1))]),
+            Declare(s, const(0.0, dtype)),
+        ]
+        x3 = read(Index(t.shape, flat=at(j3)))
+        if op == "softmax" and not fused:  # keep each exp in out, scale it in place
+            t_ = f"t{group.loops}"
+            total = Bin(dtype, "add", Ref(dtype, s), Ref(dtype, t_))
+            stmts.append(
+                For(
+                    j2.name,
+                    n,
+                    [Declare(t_, e), Store("out", at(j2), Ref(dtype, t_)), Assign(s, total)],
+                )
+            )
+            value: LExpr = Bin(dtype, "mul", Load(dtype, "out", at(j3)), Ref(dtype, r))
+            stmts.append(Declare(r, Bin(dtype, "div", const(1.0, dtype), Ref(dtype, s))))
+        else:
+            stmts.append(For(j2.name, n, [Assign(s, Bin(dtype, "add", Ref(dtype, s), e))]))
+            if op == "softmax":
+                stmts.append(Declare(r, Bin(dtype, "div", const(1.0, dtype), Ref(dtype, s))))
+                shifted3 = Bin(dtype, "sub", x3, Ref(dtype, m))
+                value = Bin(dtype, "mul", Un(dtype, "exp", shifted3), Ref(dtype, r))
+            else:
+                stmts.append(
+                    Declare(r, Bin(dtype, "add", Ref(dtype, m), Un(dtype, "log", Ref(dtype, s))))
+                )
+                value = Bin(dtype, "sub", x3, Ref(dtype, r))
+        row = list(vs)
+        row.insert(axis, j3)
+        out = Index(t.shape, multi=row, flat=at(j3))
+        stmts.append(For(j3.name, n, [group.store_through_epilogue(call, out, value)]))
+        return stmts
+
+    return group.nest(outer_shape, inner)
+
+
+def _pool_types(call: Call) -> tuple[Expr, TensorType, TensorType]:
+    src = call.args[0]
+    in_t, out_t = src.checked_type, call.checked_type
+    assert isinstance(in_t, TensorType) and isinstance(out_t, TensorType)
+    return src, in_t, out_t
+
+
+def _pool_window(
+    call: Call,
+) -> tuple[tuple[int, int], tuple[int, int], tuple[int, int], tuple[int, int, int, int]]:
+    """A 2-D pool's (kernel, strides, dilation, padding (top, left, bottom, right))."""
+    a = call.attrs
+    return (
+        norm_pair(a["pool_size"], "pool_size"),
+        norm_pair(a["strides"], "strides"),
+        norm_pair(a["dilation"], "dilation"),
+        norm_padding(a["padding"]),
+    )
+
+
+def row_shape(call: Call) -> tuple[int, ...]:
+    t = call.args[0].checked_type
+    assert isinstance(t, TensorType)
+    axis = call.attrs["axis"] % t.ndim
+    return tuple(d for k, d in enumerate(t.shape) if k != axis)
