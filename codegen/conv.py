@@ -22,7 +22,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from egraph_ir.expr import Call, Var
@@ -35,25 +34,20 @@ from .loop_ir import (
     THREAD_SLOT,
     Assign,
     Bin,
-    Buffer,
     Const,
     Declare,
     For,
-    Kernel,
     LExpr,
     Load,
     LoopVar,
     Ref,
-    Select,
     Splat,
     Stmt,
     Store,
     add,
-    clamp,
     const,
     idx,
     mul,
-    within,
 )
 
 LANES = 16
@@ -222,165 +216,12 @@ class Wide:
         return add(offset, idx(j * g.dw // g.sw))
 
 
-def phase_kernel(conv: Call, lay: Wide, name: str) -> tuple[Kernel, tuple[tuple[int, ...], str]]:
-    """The direct kernel's input: xph[n, c, phase (a, b), r, t] = x[n, c, r*sh + a - top,
-    t*sw + b - left], zero outside, so every tap reads a contiguous row."""
-    g = ConvShape.of(conv)
-    return _split_copy(g, lay.phases, lay.rows, lay.wp, (g.sh, g.sw), name)
-
-
-def phase_shape(conv: Call, lay: Wide) -> tuple[tuple[int, ...], str]:
-    """The shape and dtype of phase_kernel's output (the scratch it fills)."""
-    g = ConvShape.of(conv)
-    return _split_shape(g, len(lay.phases), lay.rows, lay.wp), g.dtype
-
-
-def _split_shape(g: ConvShape, phases: int, rows: int, width: int) -> tuple[int, ...]:
-    return (g.n, g.c, phases, rows, width) if phases > 1 else (g.n, g.c, rows, width)
-
-
-def pad_kernel(conv: Call, name: str) -> tuple[Kernel, tuple[tuple[int, ...], str]]:
-    """xp[n, c, y, x] = x[n, c, y - top, x - left], zero outside (for grouped_kernel)."""
-    g = ConvShape.of(conv)
-    hp, wp = g.padded
-    return _split_copy(g, ((0, 0),), hp, wp, (1, 1), name)
-
-
-def _split_copy(
-    g: ConvShape,
-    phases: Sequence[tuple[int, int]],
-    rows: int,
-    width: int,
-    stride: tuple[int, int],
-    name: str,
-) -> tuple[Kernel, tuple[tuple[int, ...], str]]:
-    """Per channel, one rows x width plane per stride phase (a, b) holding input rows
-    a, a+sh, ... and columns b, b+sw, ... shifted by the padding, zero outside."""
-    b, ch = _v("b"), _v("c")
-    src_plane = mul(add(mul(b, idx(g.c)), ch), idx(g.h * g.w))
-    dst_channel = mul(add(mul(b, idx(g.c)), ch), idx(len(phases) * rows * width))
-    body = _plane_copy(g, phases, rows, width, stride, ("in0", src_plane), ("out", dst_channel))
-    nest: list[Stmt] = [For("c", g.c, [For("b", g.n, body)], outer=True)]
-    shape = _split_shape(g, len(phases), rows, width)
-    buffers = [Buffer("in0", g.dtype, (g.n, g.c, g.h, g.w)), Buffer("out", g.dtype, shape)]
-    work = float(g.n * g.c * len(phases) * rows * width)
-    return Kernel(name, buffers, nest, g.c, work=work, unroll=False), (shape, g.dtype)
-
-
-def private_copy(conv: Call, lay: Wide, channel: LExpr, source: str, dest: str) -> list[Stmt]:
-    """The direct kernel's input for one channel (every batch item) in the calling
-    thread's slot of `dest` (THREAD_SLOT): a depthwise block copies the one channel it
-    reads just before reading it, so the copy stays in cache instead of a whole padded
-    input going out to memory and back (see `direct_block(private_source=True)`)."""
-    g = ConvShape.of(conv)
-    b = _v("pb")
-    per_item = len(lay.phases) * lay.plane
-    src_plane = mul(add(mul(b, idx(g.c)), channel), idx(g.h * g.w))
-    dst = mul(add(mul(THREAD_SLOT, idx(g.n)), b), idx(per_item))
-    stride = (g.sh, g.sw)
-    body = _plane_copy(g, lay.phases, lay.rows, lay.wp, stride, (source, src_plane), (dest, dst))
-    return [For("pb", g.n, body)]
-
-
-def _plane_copy(
-    g: ConvShape,
-    phases: Sequence[tuple[int, int]],
-    rows: int,
-    width: int,
-    stride: tuple[int, int],
-    source: tuple[str, LExpr],
-    dest: tuple[str, LExpr],
-) -> list[Stmt]:
-    """One channel's phase planes: (buffer, start) of its input plane and of its planes.
-    Bounds are worked out here: border rows and columns are plain zero loops and the
-    interior a (strided) copy without selects, which vectorises."""
-    sh, sw = stride
-    (src_buf, src_plane), (out, dst_channel) = source, dest
-    plane_size = rows * width
-    zero = _zero(g.dtype)
-    body: list[Stmt] = []
-
-    def span(first: int, step: int, size: int, extent: int) -> tuple[int, int]:
-        """The k in [0, extent) with 0 <= k*step + first < size."""
-        lo = max(0, -(first // step))  # ceil(-first / step)
-        hi = min(extent, max(lo, -(-(size - first) // step)))
-        return lo, hi
-
-    for k, (pa, pb) in enumerate(phases):
-        plane = add(dst_channel, idx(k * plane_size))
-        r0, r1 = span(pa - g.top, sh, g.h, rows)
-        t0, t1 = span(pb - g.left, sw, g.w, width)
-        for first, count in ((0, r0), (r1, rows - r1)):
-            if count > 0:
-                r, t = _v(f"zr{k}_{first}"), _v(f"zt{k}_{first}")
-                at = add(plane, add(mul(add(r, idx(first)), idx(width)), t))
-                body.append(For(r.name, count, [For(t.name, width, [Store(out, at, zero)])]))
-        r = _v(f"r{k}")
-        row = add(plane, mul(add(r, idx(r0)), idx(width)))
-        src_row = add(src_plane, mul(add(mul(add(r, idx(r0)), idx(sh)), idx(pa - g.top)), idx(g.w)))
-        inner: list[Stmt] = []
-        for first, count in ((0, t0), (t1, width - t1)):
-            if count > 0:
-                t = _v(f"zc{k}_{first}")
-                inner.append(For(t.name, count, [Store(out, add(row, add(t, idx(first))), zero)]))
-        if t1 > t0:
-            t = _v(f"t{k}")
-            column = add(t, idx(t0))
-            src = add(src_row, add(mul(column, idx(sw)), idx(pb - g.left)))
-            inner.append(
-                For(t.name, t1 - t0, [Store(out, add(row, column), Load(g.dtype, src_buf, src))])
-            )
-        if r1 > r0:
-            body.append(For(r.name, r1 - r0, inner))
-    return body
-
-
-def _v(name: str) -> LoopVar:
+def loop_var(name: str) -> LoopVar:
     return LoopVar(INDEX, name)
 
 
-def _zero(dtype: str) -> Const:
+def zero(dtype: str) -> Const:
     return const(0.0 if dtype.startswith("float") else 0, dtype)
-
-
-def grouped_kernel(conv: Call, name: str) -> Kernel:
-    """Any conv2d over the padded input (groups, depthwise, stride, dilation, any dtype):
-    each output row accumulates, in place, one weight times a strided input row per
-    (input channel, i, j); the row stays in L1 and the x loop vectorises."""
-    g = ConvShape.of(conv)
-    groups = int(conv.attrs["groups"])
-    hp, wp = g.padded
-    cg, og = g.c // groups, g.o // groups  # input and output channels per group
-    dtype = g.dtype
-    o, b, y, x, ch, i, j = (_v(k) for k in ("o", "b", "y", "x", "ch", "i", "j"))
-    row = add(mul(add(mul(b, idx(g.o)), o), idx(g.oh * g.ow)), mul(y, idx(g.ow)))
-    out_at = add(row, x)
-    group = o if og == 1 else Bin(INDEX, "div", o, idx(og))
-    channel = add(mul(group, idx(cg)), ch)
-    iy = add(mul(y, idx(g.sh)), mul(i, idx(g.dh)))
-    ix = add(mul(x, idx(g.sw)), mul(j, idx(g.dw)))
-    src = add(mul(add(mul(b, idx(g.c)), channel), idx(hp * wp)), add(mul(iy, idx(wp)), ix))
-    w_at = add(mul(add(mul(o, idx(cg)), ch), idx(g.kh * g.kw)), add(mul(i, idx(g.kw)), j))
-    weight = "weight"
-    update = Bin(dtype, "mul", Ref(dtype, weight), Load(dtype, "in0", src))
-    taps: list[Stmt] = [
-        Declare(weight, Load(dtype, "in1", w_at)),
-        For(
-            "x", g.ow, [Store("out", out_at, Bin(dtype, "add", Load(dtype, "out", out_at), update))]
-        ),
-    ]
-    body: list[Stmt] = [
-        For("x0", g.ow, [Store("out", add(row, _v("x0")), _zero(dtype))]),
-        For("ch", cg, [For("i", g.kh, [For("j", g.kw, taps)])]),
-    ]
-    nest: list[Stmt] = [For("o", g.o, [For("b", g.n, [For("y", g.oh, body)])], outer=True)]
-    buffers = [
-        Buffer("in0", dtype, (g.n, g.c, hp, wp)),
-        Buffer("in1", dtype, (g.o, cg, g.kh, g.kw)),
-        Buffer("out", dtype, (g.n, g.o, g.oh, g.ow)),
-    ]
-    macs = g.n * g.o * g.oh * g.ow * cg * g.kh * g.kw
-    return Kernel(name, buffers, nest, g.o, work=float(macs))
 
 
 def direct_block(
@@ -405,7 +246,7 @@ def direct_block(
     kh, kw = g.kh, g.kw
     ob, xv, q = lay.ob, lay.xv, lay.q
     vec = f"float32x{LANES}"
-    b, qb, ch = _v("b"), _v("qb"), _v("ch")
+    b, qb, ch = loop_var("b"), loop_var("qb"), loop_var("ch")
     first = mul(ob_, idx(ob))
     group = first if og == 1 else Bin(INDEX, "div", first, idx(og))
     channel = add(mul(group, idx(cg)), ch)
@@ -421,7 +262,7 @@ def direct_block(
     # taps unrolled (LLVM does not unroll these loops); a kernel row loop stays for large
     # kernels (7x7), where unrolling every tap only costs compile time
     unrolled = kh * kw <= 16
-    row_var = _v("i")
+    row_var = loop_var("i")
     updates: list[Stmt] = []
     for i in range(kh) if unrolled else [0]:
         for j in range(kw):
@@ -456,46 +297,3 @@ def direct_block(
 def direct_macs(conv: Call, lay: Wide) -> int:
     g = ConvShape.of(conv)
     return g.n * g.o * lay.q * (g.c // int(conv.attrs["groups"])) * g.kh * g.kw
-
-
-def im2col_kernel(conv: Call, name: str) -> tuple[Kernel, tuple[tuple[int, ...], str]]:
-    """cols[n, (c, i, j), (oh, ow)] = padded x[n, c, oh*sh + i*dh, ow*sw + j*dw].
-
-    The loop over ow is split, per kernel column j, into a left border, an interior where
-    the input column is always in range (a contiguous, vectorisable copy) and a right border.
-    """
-    g = ConvShape.of(conv)
-    n, c, h, w, kh, kw, oh, ow = g.n, g.c, g.h, g.w, g.kh, g.kw, g.oh, g.ow
-    dtype = g.dtype
-    shape = (n, c * kh * kw, oh * ow)
-    ch, i, b, y = _v("c"), _v("i"), _v("b"), _v("y")
-    ih = add(add(mul(y, idx(g.sh)), mul(i, idx(g.dh))), idx(-g.top))
-    row_ok = within(ih, 0, h)
-    plane = add(mul(b, idx(c * h * w)), mul(ch, idx(h * w)))
-    base = add(plane, mul(clamp(ih, 0, h - 1), idx(w)))
-    zero = const(0.0, dtype)
-    segments: list[Stmt] = []
-    for j in range(kw):
-        row = add(add(mul(ch, idx(kh * kw)), mul(i, idx(kw))), idx(j))
-        lo = min(ow, max(0, -(-(g.left - j * g.dw) // g.sw)))
-        hi = max(lo, min(ow, (w - 1 + g.left - j * g.dw) // g.sw + 1))
-        for start, stop, checked in ((0, lo, True), (lo, hi, False), (hi, ow, True)):
-            if stop <= start:
-                continue
-            var = LoopVar(INDEX, f"x{j}_{start}")
-            x = add(var, idx(start))
-            iw = add(mul(x, idx(g.sw)), idx(j * g.dw - g.left))
-            ok = Bin("bool", "and", row_ok, within(iw, 0, w)) if checked else row_ok
-            load = Load(dtype, "in0", add(base, clamp(iw, 0, w - 1) if checked else iw))
-            column = add(mul(y, idx(ow)), x)
-            dst = add(mul(add(mul(b, idx(shape[1])), row), idx(shape[2])), column)
-            segments.append(
-                For(var.name, stop - start, [Store("out", dst, Select(dtype, ok, load, zero))])
-            )
-    body: list[Stmt] = segments
-    for key, extent in (("y", oh), ("b", n), ("i", kh)):
-        body = [For(key, extent, body)]
-    body = [For("c", c, body, outer=True)]
-    buffers = [Buffer("in0", dtype, (n, c, h, w)), Buffer("out", dtype, shape)]
-    kernel = Kernel(name, buffers, body, c, work=float(n * shape[1] * shape[2]))
-    return kernel, (shape, dtype)

@@ -12,6 +12,7 @@ from typing import Any
 
 from egraph_ir.errors import RuleError, did_you_mean
 
+from .lexer import read_source
 from .patterns import (
     CompositeMatch,
     CompositePattern,
@@ -20,7 +21,7 @@ from .patterns import (
     parse_patterns,
     pattern_table,
 )
-from .reader import parse_rules, read_source
+from .reader import parse_rules
 from .rule import FAST_MATH, Rule, RuleSet
 
 BUILTIN_DIR = Path(__file__).resolve().parent / "builtin"

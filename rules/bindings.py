@@ -267,6 +267,23 @@ def _propose(
 
 
 # ---------------------------------------------------------------- attribute values
+CHOICES: dict[str, list[Any]] = {  # attributes whose value is one of a few, by name
+    "num_newaxis": [0, 1, 2],
+    "compiler": ["default", "blas", "onnxruntime"],  # annotations: any target name
+    "epsilon": [1e-5, 1e-3, 0.1],
+    "eps": [1e-5, 1e-3, 0.1],
+    "rate": [0.0, 0.25, 0.5],
+    "alpha": [0.01, 0.2, 1.5],
+    "fill_value": [0.0, 1.0, -2.5],
+    "pad_value": [0.0, 1.0, -2.5],
+    "a_min": [-1.0, 0.0, -6.0],
+    "a_max": [1.0, 6.0, 0.5],
+    "strides": [(1, 1), (1, 1), (2, 2), (1, 2)],
+    "dilation": [(1, 1), (1, 1), (2, 2), (1, 2)],
+    "approximate": ["none", "tanh"],
+}
+
+
 def attr_value(b: _Builder, op: str, name: str, kind: str, default: Any, ins: list[Type]) -> Any:
     """A value for one attribute that is likely valid for its op and input types."""
     first = ins[0] if ins and isinstance(ins[0], TensorType) else TensorType((), "float32")
@@ -294,30 +311,22 @@ def attr_value(b: _Builder, op: str, name: str, kind: str, default: Any, ins: li
             return int(b.rng.integers(-r, r))
         axes = sorted(set(b.rng.choice(r, size=int(b.rng.integers(1, r + 1))).tolist()))
         return tuple(int(a) for a in axes)
-    if name == "num_newaxis":
-        return pick([0, 1, 2])
-    if name == "compiler":  # annotations: any target name
-        return pick(["default", "blas", "onnxruntime"])
+    if name in CHOICES:
+        return pick(CHOICES[name])
     if kind == "device":  # the host's devices: all of them run here
         return pick([VirtualDevice("cpu", 0), VirtualDevice("cpu", 1)])
     if kind == "bool":
         return bool(b.rng.random() < 0.5) if default is not True else bool(b.rng.random() < 0.8)
     if kind == "dtype":
         return pick(list(DTYPES))
-    if name in ("epsilon", "eps"):
-        return pick([1e-5, 1e-3, 0.1])
-    if name == "rate":
-        return pick([0.0, 0.25, 0.5])
-    if name == "alpha":
-        return pick([0.01, 0.2, 1.5])
-    if name in ("fill_value", "pad_value"):
-        return pick([0.0, 1.0, -2.5])
-    if name == "a_min":
-        return pick([-1.0, 0.0, -6.0])
-    if name == "a_max":
-        return pick([1.0, 6.0, 0.5])
-    if name in ("strides", "dilation"):
-        return pick([(1, 1), (1, 1), (2, 2), (1, 2)])
+    return _shaped_attr_value(b, op, name, default, shape)
+
+
+def _shaped_attr_value(
+    b: _Builder, op: str, name: str, default: Any, shape: tuple[int, ...]
+) -> Any:
+    """Attribute values that depend on the input's shape or on randomness beyond a pick."""
+    r, pick = len(shape), b._pick
     if name == "padding":
         return tuple(int(v) for v in b.rng.integers(0, 2, size=4))
     if name == "pool_size":
@@ -339,8 +348,6 @@ def attr_value(b: _Builder, op: str, name: str, kind: str, default: Any, ins: li
         return None
     if name == "pad_width":
         return tuple((int(b.rng.integers(0, 2)), int(b.rng.integers(0, 3))) for _ in shape)
-    if name == "approximate":
-        return pick(["none", "tanh"])
     if default is not None and not _is_required(default):
         return default
     raise _Retry(f"no generator for {op}.{name}")

@@ -31,8 +31,10 @@ from egraph_ir.errors import RuleError, Span
 from egraph_ir.expr import Call, Constant, Expr, TupleGetItem
 from egraph_ir.registry import Op
 
+from .guard_reader import read_guard
 from .guards import GuardExpr, normalise_value
-from .reader import NAME, Line, PatternReader, read_guard, read_source, source_lines
+from .lexer import NAME, Line, read_source, source_lines
+from .pattern_reader import PatternReader
 
 Check = Callable[[Call], bool]
 BUILTIN_DIR = Path(__file__).resolve().parent / "builtin"
@@ -186,9 +188,7 @@ def parse_patterns(text: str, source: str = "<patterns>") -> list[CompositePatte
                 f"{source}:{lineno}:{indent + 1}: pattern '{current['name']}' already has its "
                 "pattern line; add 'where' guards or start a new 'pattern NAME'"
             )
-        current["pattern"] = _pattern_line(
-            Line(body, source, lineno, indent + 1), current["kinds"]
-        )
+        current["pattern"] = _pattern_line(Line(body, source, lineno, indent + 1), current["kinds"])
     finish()
     return entries
 

@@ -389,59 +389,73 @@ class _KernelEmitter:
             if dtype == "bool" or _unsigned(dtype):
                 return b.icmp_unsigned(sym, x, y)
             return b.icmp_signed(sym, x, y)
-        if _is_float(dtype):
-            if op == "add":
-                return b.fadd(x, y, flags=FLAGS)
-            if op == "sub":
-                return b.fsub(x, y, flags=FLAGS)
-            if op == "mul":
-                return b.fmul(x, y, flags=FLAGS)
-            if op == "div":
-                return b.fdiv(x, y)
-            if op == "rem":  # C fmod: the dividend's sign
-                return b.frem(x, y)
-            if op == "pow":
-                return self.math.call(b, "pow", x, y)
-            if op == "maxnum":  # NaN-skipping max: vectorises as a reduction
-                return self.math.call(b, "maxnum", x, y)
-            if op in ("max", "min"):  # NaN-propagating (IEEE 754-2019 maximum/minimum)
-                return self.math.call(b, "maximum" if op == "max" else "minimum", x, y)
+        out = self.float_binary(op, x, y) if _is_float(dtype) else self.int_binary(op, dtype, x, y)
+        if out is None:
+            raise NotImplementedError(f"{op} on {dtype}")
+        return out
+
+    def float_binary(self, op: str, x: ir.Value, y: ir.Value) -> ir.Value | None:
+        b = self.b
+        if op == "add":
+            return b.fadd(x, y, flags=FLAGS)
+        if op == "sub":
+            return b.fsub(x, y, flags=FLAGS)
+        if op == "mul":
+            return b.fmul(x, y, flags=FLAGS)
+        if op == "div":
+            return b.fdiv(x, y)
+        if op == "rem":  # C fmod: the dividend's sign
+            return b.frem(x, y)
+        if op == "pow":
+            return self.math.call(b, "pow", x, y)
+        if op == "maxnum":  # NaN-skipping max: vectorises as a reduction
+            return self.math.call(b, "maxnum", x, y)
+        if op in ("max", "min"):  # NaN-propagating (IEEE 754-2019 maximum/minimum)
+            return self.math.call(b, "maximum" if op == "max" else "minimum", x, y)
+        return None
+
+    def int_binary(self, op: str, dtype: str, x: ir.Value, y: ir.Value) -> ir.Value | None:
+        b = self.b
+        ty = value_type(dtype)
+        if op == "add":
+            return b.add(x, y)
+        if op == "sub":
+            return b.sub(x, y)
+        if op == "mul":
+            return b.mul(x, y)
+        if op in ("div", "rem"):
+            return self.int_division(op, dtype, x, y)
+        if op in ("max", "min"):
+            sym = ">" if op == "max" else "<"
+            pick = b.icmp_unsigned(sym, x, y) if _unsigned(dtype) else b.icmp_signed(sym, x, y)
+            return b.select(pick, x, y)
+        if op == "pow":
+            d = ir.DoubleType()
+            xf = b.uitofp(x, d) if _unsigned(dtype) else b.sitofp(x, d)
+            yf = b.uitofp(y, d) if _unsigned(dtype) else b.sitofp(y, d)
+            r = self.math.call(b, "pow", xf, yf)
+            return b.fptoui(r, ty) if _unsigned(dtype) else b.fptosi(r, ty)
+        return None
+
+    def int_division(self, op: str, dtype: str, x: ir.Value, y: ir.Value) -> ir.Value:
+        """x / 0 is 0; and x / -1 is computed as -x (wrapping), since the hardware traps on
+        INT_MIN / -1 (SIGFPE would kill the process)."""
+        b = self.b
+        ty = value_type(dtype)
+        zero = ir.Constant(ty, 0)
+        is_zero = b.icmp_unsigned("==", y, zero)
+        odd = is_zero
+        minus_one = None
+        if not _unsigned(dtype):
+            minus_one = b.icmp_signed("==", y, ir.Constant(ty, -1))
+            odd = b.or_(is_zero, minus_one)
+        safe = b.select(odd, ir.Constant(ty, 1), y)
+        if op == "div":
+            q = b.udiv(x, safe) if _unsigned(dtype) else b.sdiv(x, safe)
+            if minus_one is not None:
+                q = b.select(minus_one, b.sub(zero, x), q)
         else:
-            ty = value_type(dtype)
-            zero = ir.Constant(ty, 0)
-            if op == "add":
-                return b.add(x, y)
-            if op == "sub":
-                return b.sub(x, y)
-            if op == "mul":
-                return b.mul(x, y)
-            if op in ("div", "rem"):
-                # x / 0 is 0; and x / -1 is computed as -x (wrapping), since the hardware
-                # traps on INT_MIN / -1 (SIGFPE would kill the process)
-                is_zero = b.icmp_unsigned("==", y, zero)
-                odd = is_zero
-                minus_one = None
-                if not _unsigned(dtype):
-                    minus_one = b.icmp_signed("==", y, ir.Constant(ty, -1))
-                    odd = b.or_(is_zero, minus_one)
-                safe = b.select(odd, ir.Constant(ty, 1), y)
-                if op == "div":
-                    q = b.udiv(x, safe) if _unsigned(dtype) else b.sdiv(x, safe)
-                    if minus_one is not None:
-                        q = b.select(minus_one, b.sub(zero, x), q)
-                else:
-                    q = b.urem(x, safe) if _unsigned(dtype) else b.srem(x, safe)
-                    if minus_one is not None:
-                        q = b.select(minus_one, zero, q)
-                return b.select(is_zero, zero, q)
-            if op in ("max", "min"):
-                sym = ">" if op == "max" else "<"
-                pick = b.icmp_unsigned(sym, x, y) if _unsigned(dtype) else b.icmp_signed(sym, x, y)
-                return b.select(pick, x, y)
-            if op == "pow":
-                d = ir.DoubleType()
-                xf = b.uitofp(x, d) if _unsigned(dtype) else b.sitofp(x, d)
-                yf = b.uitofp(y, d) if _unsigned(dtype) else b.sitofp(y, d)
-                r = self.math.call(b, "pow", xf, yf)
-                return b.fptoui(r, ty) if _unsigned(dtype) else b.fptosi(r, ty)
-        raise NotImplementedError(f"{op} on {dtype}")
+            q = b.urem(x, safe) if _unsigned(dtype) else b.srem(x, safe)
+            if minus_one is not None:
+                q = b.select(minus_one, zero, q)
+        return b.select(is_zero, zero, q)

@@ -12,7 +12,7 @@ import numpy as np
 from egraph_ir.expr import Call, Constant, Expr, Var
 from egraph_ir.op._common import size_of
 
-from .. import conv, gemm
+from .. import conv, conv_prologue, gemm
 from ..compute import Index
 from ..kernels import (
     ConvKernel,
@@ -59,10 +59,10 @@ def direct_conv(group: Group, anchor: Call, ops: list[str], wide: conv.Wide) -> 
     if not lay.pad_free:  # padded (and for strides, phase-split) input in scratch 0
         special["xpad"] = BufferRef("scratch", len(scratches))
         if private:
-            stmts = conv.private_copy(anchor, lay, block, source, "xpad")
-            scratches.append(conv.phase_shape(anchor, lay))
+            stmts = conv_prologue.private_copy(anchor, lay, block, source, "xpad")
+            scratches.append(conv_prologue.phase_shape(anchor, lay))
         else:
-            pad, padded = conv.phase_kernel(anchor, lay, f"{group.name}_pad")
+            pad, padded = conv_prologue.phase_kernel(anchor, lay, f"{group.name}_pad")
             scratches.append(padded)
         source = "xpad"
     dest = "out"
@@ -136,10 +136,10 @@ def conv_kernel(
     if conv.pointwise(anchor):
         return kernel(None, None, gemm=conv.pointwise_product(anchor))
     if conv.columns_fit(anchor):
-        columns, scratch = conv.im2col_kernel(anchor, f"{group.name}_im2col")
+        columns, scratch = conv_prologue.im2col_kernel(anchor, f"{group.name}_im2col")
         return kernel(columns, None, (scratch,), gemm=conv.columns_product(anchor))
-    pad, scratch = conv.pad_kernel(anchor, f"{group.name}_pad")
-    return kernel(pad, conv.grouped_kernel(anchor, f"{group.name}_conv"), (scratch,))
+    pad, scratch = conv_prologue.pad_kernel(anchor, f"{group.name}_pad")
+    return kernel(pad, conv_prologue.grouped_kernel(anchor, f"{group.name}_conv"), (scratch,))
 
 
 def wide_rows_load(group: Group, wide: conv.Wide) -> Callable[[Index], LExpr]:

@@ -133,31 +133,12 @@ def solve(
             return IlpOutcome(forced, "optimal", 0.0, cost, 0, len(nodes))
     col = {n: i for i, n in enumerate(nodes)}
     inf = highspy.kHighsInf
+    rows = _choice_rows(classes, root, col, deadline, implied)
+    if rows is None:
+        return IlpOutcome(warm, "time-out", None, None, 0, len(nodes))
     h = new_highs()
     n_cols = len(nodes)
     add_columns(h, [own[n] for n in nodes], integral=n_cols)
-    rows: list[Row] = []
-
-    def holds(kept: list[ENode], users: list[ENode]) -> Row:
-        """A class keeps a node (one of `kept`) whenever one of `users` is chosen."""
-        return (0.0, inf, [*((col[m], 1.0) for m in kept), *((col[n], -1.0) for n in users)])
-
-    rows.append((1.0, inf, [(col[n], 1.0) for n in classes[root]]))
-    for ns in classes.values():
-        if len(ns) > 1:
-            rows.append((-inf, 1.0, [(col[n], 1.0) for n in ns]))
-    for i, ns in enumerate(classes.values()):
-        if i % 1024 == 0 and time.perf_counter() > deadline:
-            return IlpOutcome(warm, "time-out", None, None, 0, len(nodes))
-        needing: dict[Value, list[ENode]] = {}
-        for n in ns:
-            for k in set(n.children):
-                needing.setdefault(k, []).append(n)
-        for k, users in needing.items():  # class k holds a node when c's chosen node needs k
-            rows.append(holds(classes[k], users))
-    tighten = implied and len(nodes) <= IMPLIED_MAX_NODES
-    for c, needed in (implied_classes(classes) if tighten else {}).items():
-        rows += [holds(classes[d], classes[c]) for d in needed - {c}]  # d used wherever c is
     add_rows(h, rows)
 
     best, best_cost = warm, warm_cost
@@ -197,6 +178,43 @@ def solve(
     gap = max(0.0, (best_cost - lower) / best_cost) if best_cost > 0 else 0.0
     status = "optimal" if gap <= 1e-9 else "feasible"
     return IlpOutcome(best, status, gap, lower, rounds, len(nodes))
+
+
+def _choice_rows(
+    classes: dict[Value, list[ENode]],
+    root: Value,
+    col: dict[ENode, int],
+    deadline: float,
+    implied: bool,
+) -> list[Row] | None:
+    """The rows of the extraction program (None when the deadline passes while building):
+    the root holds a node, a class holds at most one, a chosen node's children hold one,
+    and (with `implied`) the implied-class rows."""
+    import highspy
+
+    inf = highspy.kHighsInf
+
+    def holds(kept: list[ENode], users: list[ENode]) -> Row:
+        """A class keeps a node (one of `kept`) whenever one of `users` is chosen."""
+        return (0.0, inf, [*((col[m], 1.0) for m in kept), *((col[n], -1.0) for n in users)])
+
+    rows: list[Row] = [(1.0, inf, [(col[n], 1.0) for n in classes[root]])]
+    for ns in classes.values():
+        if len(ns) > 1:
+            rows.append((-inf, 1.0, [(col[n], 1.0) for n in ns]))
+    for i, ns in enumerate(classes.values()):
+        if i % 1024 == 0 and time.perf_counter() > deadline:
+            return None
+        needing: dict[Value, list[ENode]] = {}
+        for n in ns:
+            for k in set(n.children):
+                needing.setdefault(k, []).append(n)
+        for k, users in needing.items():  # class k holds a node when c's chosen node needs k
+            rows.append(holds(classes[k], users))
+    tighten = implied and len(col) <= IMPLIED_MAX_NODES
+    for c, needed in (implied_classes(classes) if tighten else {}).items():
+        rows += [holds(classes[d], classes[c]) for d in needed - {c}]  # d used wherever c is
+    return rows
 
 
 def _start_nodes(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..attrs import Attrs
-from ..registry import ShapeError
+from ..registry import Op, OpPattern, ShapeError, register_op
 from ..types import TensorType, Type, tensor_types
 
 INTEGER = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
@@ -99,3 +99,21 @@ def per_input_element(k: float):
 
 # A transcendental function costs about this many FLOPs (a polynomial plus range reduction).
 TRANSCENDENTAL = 10.0
+
+
+def register_anchor(
+    name, inputs, infer, ref, flops, attrs=(), pattern=OpPattern.OUT_ELEMWISE_FUSABLE, doc=""
+):
+    """Register an op whose elementwise consumers fuse after it (nn.py, norm.py)."""
+    register_op(
+        Op(
+            name=name,
+            inputs=inputs,
+            infer=infer,
+            reference=ref,
+            pattern=pattern,
+            flops=flops,
+            attrs=attrs,
+            doc=doc,
+        )
+    )

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -72,35 +73,10 @@ def _grid_sample(n: Node) -> Expr:
     sizes, out_shape = t.shape[2:], g.shape[1:-1]
     batch, channels = t.shape[:2]
     count = math.prod(out_shape)
-    taps_per_axis: list[list[tuple[Expr, Expr | None]]] = []  # (position, weight)
-    for k, size in enumerate(sizes):
-        component = spatial - 1 - k  # the grid lists x (the last axis) first
-        gk = op.squeeze(
-            op.strided_slice(n.x(1), begin=(component,), end=(component + 1,), axes=(g.ndim - 1,)),
-            axis=(g.ndim - 1,),
-        )
-        x: Expr
-        if align:
-            x = op.multiply(op.add(gk, c(1)), c((size - 1) / 2))
-        else:
-            x = op.divide(op.subtract(op.multiply(op.add(gk, c(1)), c(size)), c(1)), c(2))
-        low, high = (0.0, size - 1.0) if align else (-0.5, size - 0.5)
-        if padding == "border":
-            x = op.clip(x, a_min=0.0, a_max=float(size - 1))
-        elif padding == "reflection":
-            x = _reflect(x, low, high, c)
-        if mode == "nearest":
-            taps_per_axis.append([(op.round(x), None)])
-            continue
-        base = op.floor(x)
-        frac = op.subtract(x, base)
-        if mode == "linear":
-            taps_per_axis.append([(base, op.subtract(c(1), frac)), (op.add(base, c(1)), frac)])
-        else:
-            weights = _cubic_weights(frac, c)
-            taps_per_axis.append(
-                [(op.add(base, c(d)), w) for d, w in zip((-1, 0, 1, 2), weights, strict=True)]
-            )
+    taps_per_axis = [
+        _axis_taps(n.x(1), g.ndim, spatial - 1 - k, size, mode, padding, align, c)
+        for k, size in enumerate(sizes)  # the grid lists x (the last axis) first
+    ]
     strides = [math.prod(sizes[k + 1 :]) for k in range(spatial)]
     flat = op.reshape(n.x(0), (batch, channels, math.prod(sizes)))
     total: Expr | None = None
@@ -133,3 +109,38 @@ def _grid_sample(n: Node) -> Expr:
         total = value if total is None else op.add(total, value)
     assert total is not None
     return op.reshape(total, (batch, channels, *out_shape))
+
+
+def _axis_taps(
+    grid: Expr,
+    ndim: int,
+    component: int,
+    size: int,
+    mode: str,
+    padding: str,
+    align: bool,
+    c: Callable[[float], Constant],
+) -> list[tuple[Expr, Expr | None]]:
+    """The input positions one axis's taps read and their weights (None: weight 1)."""
+    gk = op.squeeze(
+        op.strided_slice(grid, begin=(component,), end=(component + 1,), axes=(ndim - 1,)),
+        axis=(ndim - 1,),
+    )
+    x: Expr
+    if align:
+        x = op.multiply(op.add(gk, c(1)), c((size - 1) / 2))
+    else:
+        x = op.divide(op.subtract(op.multiply(op.add(gk, c(1)), c(size)), c(1)), c(2))
+    low, high = (0.0, size - 1.0) if align else (-0.5, size - 0.5)
+    if padding == "border":
+        x = op.clip(x, a_min=0.0, a_max=float(size - 1))
+    elif padding == "reflection":
+        x = _reflect(x, low, high, c)
+    if mode == "nearest":
+        return [(op.round(x), None)]
+    base = op.floor(x)
+    frac = op.subtract(x, base)
+    if mode == "linear":
+        return [(base, op.subtract(c(1), frac)), (op.add(base, c(1)), frac)]
+    weights = _cubic_weights(frac, c)
+    return [(op.add(base, c(d)), w) for d, w in zip((-1, 0, 1, 2), weights, strict=True)]

@@ -310,18 +310,7 @@ def _conv_transpose(n: Node) -> Expr:
             axes=axes,
         )
     c_in, c_out_group = w.shape[0], w.shape[1]
-    flipped = op.reshape(weight, (groups, c_in // groups, c_out_group, *kernel))
-    flipped = op.reshape(
-        op.transpose(flipped, axes=(0, 2, 1, *range(3, 3 + dims))),
-        (groups * c_out_group, c_in // groups, *kernel),
-    )
-    flipped = op.strided_slice(
-        flipped,
-        begin=tuple(k - 1 for k in kernel),
-        end=tuple(-k - 1 for k in kernel),
-        strides=(-1,) * dims,
-        axes=axes,
-    )
+    flipped = _flipped_kernel(weight, groups, c_in, c_out_group, kernel)
     befores, afters = tuple(p[0] for p in padding), tuple(p[1] for p in padding)
     if dims == 3:
         x_type = TensorType((t.shape[0], t.shape[1], *static_shape(x)[2:]), t.dtype)
@@ -336,6 +325,26 @@ def _conv_transpose(n: Node) -> Expr:
     if bias is not None:
         out = op.bias_add(out, bias, axis=1)
     return op.squeeze(out, axis=(2,)) if spatial == 1 else out
+
+
+def _flipped_kernel(
+    weight: Expr, groups: int, c_in: int, c_out_group: int, kernel: list[int]
+) -> Expr:
+    """A transposed convolution's kernel as a direct one's: in and out channels swapped per
+    group, every spatial axis reversed."""
+    dims = len(kernel)
+    flipped = op.reshape(weight, (groups, c_in // groups, c_out_group, *kernel))
+    flipped = op.reshape(
+        op.transpose(flipped, axes=(0, 2, 1, *range(3, 3 + dims))),
+        (groups * c_out_group, c_in // groups, *kernel),
+    )
+    return op.strided_slice(
+        flipped,
+        begin=tuple(k - 1 for k in kernel),
+        end=tuple(-k - 1 for k in kernel),
+        strides=(-1,) * dims,
+        axes=tuple(range(2, 2 + dims)),
+    )
 
 
 def _spread_pixels(x: Expr, shape: tuple[int, ...], strides: list[int]) -> Expr:

@@ -25,6 +25,7 @@ import time
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from egraph_ir.egraph import Limits, Rewrite
 from egraph_ir.egraph.encode import encode
@@ -193,6 +194,20 @@ def _solve(
     add_columns(h, [v * scale for v in costs], integral=n_picks)
     add_rows(h, rows)
     deadline = time.perf_counter() + time_limit
+    return _cut_cycles(h, column, options, root, deadline)
+
+
+def _cut_cycles(
+    h: Any,
+    column: dict[tuple[ENode, str], int],
+    options: dict[ENode, dict[str, float]],
+    root: Value,
+    deadline: float,
+) -> dict[Value, tuple[ENode, str]] | None:
+    """Solve; while the picked program has a cycle, forbid it and solve again."""
+    import highspy
+
+    inf = highspy.kHighsInf
     for _ in range(MAX_ROUNDS):
         remaining = deadline - time.perf_counter()
         if remaining <= 0:
