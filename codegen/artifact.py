@@ -23,6 +23,7 @@ import io
 import json
 import time
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,10 +39,11 @@ from egraph_ir.types import TensorType, TupleType, Type
 
 from . import blas
 from .artifact_write import FORMAT, host_features
+from .devices import DevicePlan
 from .executable import Executable
 from .external.host import external_kernel
-from .graph import Graph, Node
-from .kernels import HostKernel
+from .graph import AliasNode, FieldNode, Graph, InputNode, KernelNode, Node, ParamNode
+from .kernels import CompiledKernel, HostKernel
 from .llvm import JitLibrary
 from .memory_plan import MemoryPlan
 from .options import BuildOptions
@@ -78,9 +80,12 @@ def load(
             source = zf.read("source.ll").decode()
         except (KeyError, ValueError, UnicodeDecodeError, zipfile.BadZipFile) as exc:
             raise CodegenError(f"{path}: damaged or incomplete ({exc})") from None
-    saved = BuildOptions.from_json(manifest.get("options", {"threads": manifest["threads"]}))
+    saved = BuildOptions.from_json(manifest.get("options", {"threads": manifest.get("threads", 1)}))
     options = saved.at_run_time(threads, check_devices)
-    program, types, names = _program_from_json(data, constants, manifest["threads"], options)
+    try:
+        program, types, names = _program_from_json(data, constants, saved.threads, options)
+    except (KeyError, ValueError, TypeError, IndexError, AttributeError) as exc:
+        raise CodegenError(f"{path}: damaged or incomplete ({type(exc).__name__}: {exc})") from None
     if manifest.get("blas"):
         blas.register_symbols()
     library = JitLibrary.from_objects(objects) if objects else None
@@ -123,29 +128,61 @@ def _type_from_json(d: dict[str, Any]) -> Type:
     return TensorType(tuple(d["shape"]), d["dtype"])
 
 
+def _function(text: str) -> Function:
+    fn = infer_type(parse(text))["main"]
+    assert isinstance(fn, Function)
+    return fn
+
+
+def _node(
+    d: dict[str, Any], kernels: dict[int, CompiledKernel], value: Callable[[int], np.ndarray]
+) -> Node:
+    """A saved node (artifact_write._node_json) back, with its kernel or constant."""
+    shape = tuple(d["shape"]) if d["shape"] is not None else None
+    common = (d["id"], d["name"], tuple(d["inputs"]), shape, d["dtype"])
+    match d["op"]:
+        case "input":
+            return InputNode(*common)
+        case "param":
+            return ParamNode(*common, value(d["id"]))
+        case "kernel":
+            ops = tuple(d["ops"])
+            kernel = kernels.get(d["id"])
+            return KernelNode(*common, kernel, d["kind"], ops, d["flops"], d["bytes"])
+        case "alias":
+            return AliasNode(*common)
+        case "field":
+            return FieldNode(*common, d["index"])
+    raise ValueError(f"node {d['id']} of unknown kind {d['op']!r}")
+
+
 def _program_from_json(
     data: dict[str, Any], constants: dict[int, np.ndarray], threads: int, options: BuildOptions
 ) -> tuple[Program, list[Type], list[str]]:
     slot_of = {int(k): v for k, v in data["slot_of"].items()}
-    nodes = []
-    for d in data["nodes"]:
-        n = Node(**{**d, "shape": tuple(d["shape"]) if d["shape"] is not None else None})
-        if n.op == "param":
-            n.value = constants[slot_of[n.id]]
-        nodes.append(n)
+    entries = {d["id"]: d for d in data["nodes"]}
+    kernels: dict[int, CompiledKernel] = {}
     for key, text in data["host_steps"].items():
-        fn = infer_type(parse(text))["main"]
-        assert isinstance(fn, Function)
-        n = nodes[int(key)]
-        n.kernel = HostKernel(n.name, n.ops, fn)
+        fn = _function(text)
+        d = entries[int(key)]
+        kernels[int(key)] = HostKernel(d["name"], list(d["ops"]), fn)
     for key, text in data.get("external_steps", {}).items():
-        fn = infer_type(parse(text))["main"]
-        assert isinstance(fn, Function)
-        n = nodes[int(key)]
-        n.kernel = external_kernel(n.name, fn, options.threads)
-    graph = Graph(nodes, [nodes[i] for i in data["inputs"]], data["outputs"], data["tuple_output"])
-    graph.devices = [VirtualDevice(*d) for d in data["devices"]]
-    graph.output_tree = _tree(data.get("output_tree"))
+        d = entries[int(key)]
+        kernels[int(key)] = external_kernel(d["name"], _function(text), options.threads)
+    nodes = [_node(d, kernels, lambda i: constants[slot_of[i]]) for d in data["nodes"]]
+    inputs = [n for n in (nodes[i] for i in data["inputs"]) if isinstance(n, InputNode)]
+    graph = Graph(
+        nodes,
+        inputs,
+        data["outputs"],
+        data["tuple_output"],
+        output_tree=_tree(data.get("output_tree")),
+    )
+    devices = DevicePlan(
+        tuple(VirtualDevice(*d) for d in data["devices"]),
+        tuple(data["device_of"]),
+        {int(k): v for k, v in data["copy_source"].items()},
+    )
     p = data["plan"]
     plan = MemoryPlan(
         {int(k): v for k, v in p["offsets"].items()},
@@ -153,7 +190,7 @@ def _program_from_json(
         {int(k): v for k, v in p["arena_of"].items()}, p["arena_bytes"], p["arena_names"],
         p["arena_device"], p["device_names"],
     )  # fmt: skip
-    program = Program(graph, plan, threads)
+    program = Program(graph, plan, threads, devices)
     program.slot_count, program.slot_of = data["slot_count"], slot_of
     program.constants = [(slot, constants[slot]) for slot in data["constant_slots"]]
     program.arena_slots = [(slot, device, offset) for slot, device, offset in data["arena_slots"]]

@@ -5,7 +5,6 @@ Kept apart from the reader so that `Executable.save` needs nothing of `codegen.l
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import json
 import os
@@ -21,19 +20,14 @@ from egraph_ir.errors import CodegenError
 from egraph_ir.module import IRModule
 from egraph_ir.types import TensorType, TupleType, Type
 
-from .graph import Node
+from .graph import FieldNode, KernelNode, Node
 from .kernels import ExternalKernel, HostKernel
 from .llvm import JitLibrary
 from .llvm.objcompile import init
 from .options import BuildOptions
 from .program import Program, Segment
 
-FORMAT = 3  # 2: devices (one arena each, copies between them); 3: memory pools
-# every Node field but the two the file holds elsewhere: the kernel object (compiled code,
-# or the host function's IR text) and a param's value (a constant buffer)
-SAVED_NODE_FIELDS = tuple(
-    f.name for f in dataclasses.fields(Node) if f.name not in ("kernel", "value")
-)
+FORMAT = 4  # 2: devices (one arena each); 3: memory pools; 4: nodes by kind, device plan
 SUFFIX = ".egc"
 
 
@@ -99,6 +93,18 @@ def _type_json(t: Type) -> Any:
     raise CodegenError(f"cannot save an output of type {t}")
 
 
+def _node_json(n: Node) -> dict[str, Any]:
+    """A node as saved: its kind (`op`), the common fields and its kind's own."""
+    shape = list(n.shape) if n.shape is not None else None
+    entry = {"op": n.op, "id": n.id, "name": n.name, "inputs": list(n.inputs), "shape": shape}
+    entry["dtype"] = n.dtype
+    if isinstance(n, KernelNode):
+        entry.update(kind=n.kind, ops=list(n.ops), flops=n.flops, bytes=n.bytes)
+    elif isinstance(n, FieldNode):
+        entry["index"] = n.index
+    return entry  # a param's value is a constant file, a kernel's code an object file
+
+
 def _program_json(program: Program, outputs: tuple[list[Type], list[str]]) -> dict[str, Any]:
     output_types, output_names = outputs
     graph = program.graph
@@ -106,11 +112,12 @@ def _program_json(program: Program, outputs: tuple[list[Type], list[str]]) -> di
     host: dict[str, str] = {}
     external: dict[str, str] = {}
     for n in graph.nodes:
-        nodes.append({f: getattr(n, f) for f in SAVED_NODE_FIELDS})
-        if isinstance(n.kernel, HostKernel):
-            host[str(n.id)] = str(IRModule({"main": n.kernel.function}))
-        elif isinstance(n.kernel, ExternalKernel):
-            external[str(n.id)] = str(IRModule({"main": n.kernel.function}))
+        nodes.append(_node_json(n))
+        kernel = n.kernel if isinstance(n, KernelNode) else None
+        if isinstance(kernel, HostKernel):
+            host[str(n.id)] = str(IRModule({"main": kernel.function}))
+        elif isinstance(kernel, ExternalKernel):
+            external[str(n.id)] = str(IRModule({"main": kernel.function}))
     plan = program.plan
     return {
         "nodes": nodes,
@@ -130,7 +137,11 @@ def _program_json(program: Program, outputs: tuple[list[Type], list[str]]) -> di
             "arena_device": plan.arena_device,
             "device_names": plan.device_names,
         },
-        "devices": [[d.device_type, d.device_id, d.target, d.memory_scope] for d in graph.devices],
+        "devices": [
+            [d.device_type, d.device_id, d.target, d.memory_scope] for d in program.devices.devices
+        ],
+        "device_of": list(program.devices.device),
+        "copy_source": {str(k): v for k, v in program.devices.source.items()},
         "slot_device": {str(k): v for k, v in program.slot_device.items()},
         "slot_count": program.slot_count,
         "slot_of": {str(k): v for k, v in program.slot_of.items()},

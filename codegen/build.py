@@ -72,10 +72,10 @@ def build(
     placed = clock("devices", plan_devices, optimised) if mentions_devices(optimised) else optimised
     fused = clock("fuse", fuse, placed)
     graph, cache = clock("lower", lower, fused, options.host_fallback, externals)
-    assign_devices(graph, fused["main"])
-    plan = clock("plan", plan_graph, graph, options.memory_planner, options.pools)
+    devices = assign_devices(graph, fused["main"])
+    plan = clock("plan", plan_graph, graph, devices, options.memory_planner, options.pools)
     shared = share_identical_kernels(graph)
-    program = clock("link", link, graph, plan, threads)
+    program = clock("link", link, graph, devices, plan, threads)
     native = bool(program.calls)
     kernels = unique_kernels(graph)
     parts = clock("emit", emit_modules, kernels, program.extend, threads) if native else []

@@ -12,6 +12,7 @@ main's parameter devices, a copy's result from its destination, every other kern
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import passmgr as pm
 from egraph_ir.device import VirtualDevice, as_device
@@ -24,7 +25,7 @@ from egraph_ir.registry import Op
 from egraph_ir.visitor import post_order, rebuild
 from passmgr.passes.devices.analysis import is_opaque_function
 
-from .graph import Graph, Node, storage_root
+from .graph import AliasNode, Graph, InputNode, KernelNode, ParamNode, storage_root
 
 HOST_DEVICE_TYPES = ("cpu",)
 
@@ -84,8 +85,34 @@ def main_devices(fn: Function) -> tuple[VirtualDevice, list[VirtualDevice]]:
     return result, params
 
 
-def assign_devices(graph: Graph, fn: Function) -> None:
-    """Set graph.devices and every node's device (and a copy's source device)."""
+@dataclass(frozen=True)
+class DevicePlan:
+    """Where each graph node's value lives (its kernel runs there), by node id, as an index
+    into `devices`; and each copy's source device."""
+
+    devices: tuple[VirtualDevice, ...] = (VirtualDevice("cpu"),)
+    device: tuple[int, ...] = ()
+    source: dict[int, int] = field(default_factory=dict)  # copy node id -> source device
+
+    @staticmethod
+    def host(graph: Graph) -> DevicePlan:
+        """Everything on the host's one device."""
+        return DevicePlan(device=(0,) * len(graph.nodes))
+
+    @property
+    def names(self) -> list[str]:
+        return [d.name for d in self.devices]
+
+    def of(self, node_id: int) -> int:
+        return self.device[node_id]
+
+    def source_of(self, node_id: int) -> int:
+        """A copy's source device; -1 for every other node."""
+        return self.source.get(node_id, -1)
+
+
+def assign_devices(graph: Graph, fn: Function) -> DevicePlan:
+    """Every node's device (and each copy's source device), from main's devices."""
     result, params = main_devices(fn)
     devices: list[VirtualDevice] = [result]
 
@@ -96,19 +123,21 @@ def assign_devices(graph: Graph, fn: Function) -> None:
 
     nodes = graph.nodes
     known: dict[int, int] = {}
+    source: dict[int, int] = {}
     for node, vd in zip(graph.inputs, params, strict=True):
         known[node.id] = index(vd)
     for node_id, (src, dst) in graph.copies.items():
-        nodes[node_id].src_device = index(src)
+        source[node_id] = index(src)
         known[node_id] = index(dst)
     for n in nodes:  # forward: a kernel runs where its inputs are
-        if n.id in known or n.op in ("input", "param"):
+        if n.id in known or isinstance(n, InputNode | ParamNode):
             continue
         sources = {known[i] for i in n.inputs if i in known}
         if len(sources) > 1:
             names = ", ".join(str(devices[s]) for s in sorted(sources))
+            what = ", ".join(n.ops) if isinstance(n, KernelNode) and n.ops else n.op
             raise CodegenError(
-                f"{n.name} ({', '.join(n.ops) or n.op}) reads values on different devices "
+                f"{n.name} ({what}) reads values on different devices "
                 f"({names}) without a device_copy; run PlanDevices on the module"
             )
         if sources:
@@ -122,19 +151,16 @@ def assign_devices(graph: Graph, fn: Function) -> None:
     for n in reversed(nodes):  # backward: constants-only kernels run where they are used
         if n.id in known:
             continue
-        wanted = [_wanted_by(nodes[u], known) if u >= 0 else 0 for u in users.get(n.id, [])]
+        wanted = [
+            (source.get(u, known.get(u, 0)) if u >= 0 else 0) for u in users.get(n.id, [])
+        ]  # a user needs its input where it reads: a copy's source, else its own device
         known[n.id] = wanted[0] if wanted else 0
+    device = [known.get(n.id, 0) for n in nodes]
     for n in nodes:
-        n.device = known.get(n.id, 0)
-        if n.op == "alias":
-            n.device = known.get(storage_root(nodes, n).id, n.device)
-    graph.devices = devices
+        if isinstance(n, AliasNode):
+            device[n.id] = known.get(storage_root(nodes, n).id, device[n.id])
     check_runnable(devices)
-
-
-def _wanted_by(user: Node, known: dict[int, int]) -> int:
-    """The device a user needs its input on: a copy's source, else the user's own."""
-    return user.src_device if user.src_device >= 0 else known.get(user.id, 0)
+    return DevicePlan(tuple(devices), tuple(device), source)
 
 
 def check_runnable(devices: Sequence[VirtualDevice]) -> None:
@@ -147,4 +173,11 @@ def check_runnable(devices: Sequence[VirtualDevice]) -> None:
             )
 
 
-__all__ = ["assign_devices", "check_runnable", "main_devices", "mentions_devices", "plan_devices"]
+__all__ = [
+    "DevicePlan",
+    "assign_devices",
+    "check_runnable",
+    "main_devices",
+    "mentions_devices",
+    "plan_devices",
+]

@@ -18,9 +18,10 @@ from egraph_ir.module import IRModule
 from egraph_ir.types import TensorType, Type, tensor_types
 
 from .artifact_write import save
+from .graph import AliasNode, KernelNode
 from .kernels import ExternalKernel
 from .llvm import JitLibrary
-from .memory_plan import MemoryPlan
+from .memory_plan import MemoryPlan, graph_storage_ids
 from .options import BuildOptions
 from .program import Program
 from .runtime import Runtime
@@ -179,10 +180,11 @@ class Executable:
         rows = []
         for node_id, values in samples.items():
             n = self.graph.nodes[node_id]
+            assert isinstance(n, KernelNode)  # only kernels are timed
             low, high = np.percentile(values, [10, 90])
             rows.append(
                 KernelTime(
-                    n.name, n.kind, n.ops, medians[node_id], float(low), float(high),
+                    n.name, n.kind, list(n.ops), medians[node_id], float(low), float(high),
                     n.flops, n.bytes, medians[node_id] / total,
                 )
             )  # fmt: skip
@@ -203,7 +205,10 @@ class Executable:
 
     @property
     def graph_json(self) -> str:
-        return self.graph.to_json(self.program.plan.bytes)
+        program = self.program
+        storage = graph_storage_ids(self.graph, program.plan)
+        devices = list(program.devices.device)
+        return self.graph.to_json(program.plan.bytes, storage, devices, program.devices.names)
 
     @property
     def memory_plan(self) -> MemoryPlan:
@@ -212,7 +217,7 @@ class Executable:
     @property
     def devices(self) -> list[str]:
         """The devices the graph runs on (index 0 holds main's result)."""
-        return [d.name for d in self.graph.devices]
+        return self.program.devices.names
 
     @property
     def stats(self) -> dict[str, Any]:
@@ -231,8 +236,8 @@ class Executable:
         """How many kernels of each kind (loops, gemm, blas, conv, host) and aliases."""
         kinds: dict[str, int] = {}
         for n in self.graph.nodes:
-            if n.op in ("kernel", "alias"):
-                key = n.kind if n.op == "kernel" else n.op
+            if isinstance(n, KernelNode | AliasNode):
+                key = n.kind if isinstance(n, KernelNode) else n.op
                 kinds[key] = kinds.get(key, 0) + 1
         return kinds
 
@@ -240,7 +245,7 @@ class Executable:
         """The external regions: name, target, ops, input and output types."""
         out = []
         for n in self.graph.nodes:
-            k = n.kernel
+            k = n.kernel if isinstance(n, KernelNode) else None
             if isinstance(k, ExternalKernel):
                 fn = k.function
                 out.append(

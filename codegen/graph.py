@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -19,7 +19,7 @@ from egraph_ir.device import VirtualDevice
 from egraph_ir.errors import CodegenError
 from egraph_ir.expr import Call, Constant, Expr, Function, GlobalVar, Tuple, TupleGetItem, Var
 from egraph_ir.registry import Op
-from egraph_ir.types import TensorType, TupleType, tensor_types
+from egraph_ir.types import TensorType, tensor_types
 from egraph_ir.visitor import post_order
 
 from .kernels import CompiledKernel
@@ -30,49 +30,88 @@ LowerGroup = Callable[[Function, int], CompiledKernel]  # a primitive function, 
 LowerGlobal = Callable[[str], CompiledKernel]  # a called global function (external region)
 
 
-@dataclass
-class Node:
-    """One entry of the graph: what it is, where its value lives."""
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    """What every node has: its id (its position), a name, the nodes it reads, its value's
+    shape and dtype (None for a tuple-valued kernel)."""
 
     id: int
-    op: str  # input, param, kernel, alias, field
     name: str
-    inputs: list[int]
+    inputs: tuple[int, ...]
     shape: tuple[int, ...] | None
     dtype: str | None
-    kernel: CompiledKernel | None = None
-    index: int = 0  # for fields
-    value: np.ndarray | None = None  # params
-    storage_id: int = -1
-    kind: str = ""  # the kernel's kind (kept when the kernel object is not: a loaded file)
-    ops: list[str] = field(default_factory=list)
-    flops: float = 0.0  # of the kernel's ops, from the registry's cost estimates
-    bytes: float = 0.0  # the kernel's inputs read and output written
-    device: int = 0  # index into Graph.devices: where the value lives (the kernel runs)
-    src_device: int = -1  # a device_copy's source device (-1: not a copy)
 
-    def to_json(self) -> dict[str, Any]:
-        entry: dict[str, Any] = {
-            "op": self.op,
+    def to_json(self, storage_id: int, device: int) -> dict[str, Any]:
+        return {
+            "op": self.op,  # type: ignore[attr-defined]
             "name": self.name,
-            "inputs": self.inputs,
-            "storage_id": self.storage_id,
-            "device_index": self.device,
+            "inputs": list(self.inputs),
+            "storage_id": storage_id,
+            "device_index": device,
             "shape": list(self.shape) if self.shape is not None else None,
             "dtype": self.dtype,
         }
-        if self.op == "kernel":
-            entry.update(kind=self.kind, ops=self.ops, flops=self.flops, bytes=self.bytes)
+
+
+@dataclass(frozen=True, slots=True)
+class InputNode(_Entry):
+    """A graph input, fed by the caller."""
+
+    op: ClassVar[str] = "input"
+
+
+@dataclass(frozen=True, slots=True)
+class ParamNode(_Entry):
+    """A constant (weights), bound at build time."""
+
+    value: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    op: ClassVar[str] = "param"
+
+
+@dataclass(frozen=True, slots=True)
+class KernelNode(_Entry):
+    """A fused group's kernel (or an external region's); `kernel` is what runs it."""
+
+    kernel: CompiledKernel | None = None
+    kind: str = ""  # the kernel's kind
+    ops: tuple[str, ...] = ()
+    flops: float = 0.0  # of the kernel's ops, from the registry's cost estimates
+    bytes: float = 0.0  # the kernel's inputs read and output written
+    op: ClassVar[str] = "kernel"
+
+    def to_json(self, storage_id: int, device: int) -> dict[str, Any]:
+        entry = _Entry.to_json(self, storage_id, device)
+        entry.update(kind=self.kind, ops=list(self.ops), flops=self.flops, bytes=self.bytes)
         return entry
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
+class AliasNode(_Entry):
+    """A reshape-only group: its value is its input's storage, seen with another shape."""
+
+    op: ClassVar[str] = "alias"
+
+
+@dataclass(frozen=True, slots=True)
+class FieldNode(_Entry):
+    """Field `index` of a tuple-valued kernel."""
+
+    index: int = 0
+    op: ClassVar[str] = "field"
+
+
+Node = InputNode | ParamNode | KernelNode | AliasNode | FieldNode
+
+
+@dataclass(frozen=True)
 class Graph:
+    """The nodes in execution order, the inputs, the outputs (node ids), and the copies
+    between devices the program asks for (node id -> source, destination)."""
+
     nodes: list[Node]
-    inputs: list[Node]
+    inputs: list[InputNode]
     outputs: list[int]
     tuple_output: bool
-    devices: list[VirtualDevice] = field(default_factory=lambda: [VirtualDevice("cpu")])
     copies: dict[int, tuple[VirtualDevice, VirtualDevice]] = field(default_factory=dict)
     output_tree: Any = None  # nested outputs: tuples of indices into `outputs`
 
@@ -84,14 +123,17 @@ class Graph:
         return tuple(results) if self.tuple_output else results[0]
 
     def kernels(self) -> list[CompiledKernel]:
-        return [n.kernel for n in self.nodes if n.kernel is not None]
+        return [n.kernel for n in self.nodes if isinstance(n, KernelNode) and n.kernel]
 
-    def to_json(self, arena_bytes: int) -> str:
+    def to_json(
+        self, arena_bytes: int, storage: dict[int, int], device: list[int], names: list[str]
+    ) -> str:
+        """TVM-style graph JSON; storage ids and devices come from their plans."""
         return json.dumps(
             {
-                "nodes": [n.to_json() for n in self.nodes],
+                "nodes": [n.to_json(storage.get(n.id, -1), device[n.id]) for n in self.nodes],
                 "heads": self.outputs,
-                "devices": [d.name for d in self.devices],
+                "devices": names,
                 "arena_bytes": arena_bytes,
             },
             indent=1,
@@ -123,7 +165,7 @@ def output_leaves(body: Expr) -> tuple[list[Expr], Any, set[Expr]]:
 
 def storage_root(nodes: list[Node], n: Node) -> Node:
     """The node whose storage `n` uses (aliases share their source's)."""
-    while n.op == "alias":
+    while isinstance(n, AliasNode):
         n = nodes[n.inputs[0]]
     return n
 
@@ -156,6 +198,19 @@ def group_cost(call: Call, fn: Function | None = None) -> tuple[float, float]:
     return flops, float(moved)
 
 
+def _kernel_node(
+    node_id: int,
+    call: Call,
+    args: tuple[int, ...],
+    kernel: CompiledKernel,
+    cost: tuple[float, float],
+) -> KernelNode:
+    t = call.checked_type
+    shape, dtype = (t.shape, t.dtype) if isinstance(t, TensorType) else (None, None)
+    ops = tuple(kernel.ops)
+    return KernelNode(node_id, kernel.name, args, shape, dtype, kernel, kernel.kind, ops, *cost)
+
+
 def build_graph(
     fn: Function, lower_group: LowerGroup, lower_global: LowerGlobal | None = None
 ) -> Graph:
@@ -170,12 +225,12 @@ def build_graph(
         nodes.append(node)
 
     leaves, tree, result_tuples = output_leaves(fn.body)
-    inputs = []
+    inputs: list[InputNode] = []
     for p in fn.params:
         t = p.checked_type
         if not isinstance(t, TensorType):
             raise CodegenError(f"input %{p.name_hint} has type {t}; only tensors are supported")
-        node = Node(len(nodes), "input", p.name_hint, [], t.shape, t.dtype)
+        node = InputNode(len(nodes), p.name_hint, (), t.shape, t.dtype)
         add(node, p)
         inputs.append(node)
     for e in post_order(fn.body, into_functions=False):
@@ -184,12 +239,12 @@ def build_graph(
         t = e.checked_type
         shape, dtype = (t.shape, t.dtype) if isinstance(t, TensorType) else (None, None)
         if isinstance(e, Constant):
-            add(Node(len(nodes), "param", f"p{len(nodes)}", [], shape, dtype, value=e.data), e)
+            add(ParamNode(len(nodes), f"p{len(nodes)}", (), shape, dtype, e.data), e)
         elif isinstance(e, Call) and isinstance(e.op, Function) and e.op.attrs.get("Primitive"):
-            args = [ids[a] for a in e.args]
+            args = tuple(ids[a] for a in e.args)
             alias = alias_op(e.op)
             if alias is not None:
-                add(Node(len(nodes), "alias", alias, args, shape, dtype), e)
+                add(AliasNode(len(nodes), alias, args, shape, dtype), e)
                 continue
             kernel = lower_group(e.op, len(nodes))
             body = e.op.body
@@ -198,24 +253,14 @@ def build_graph(
                     body.attrs["src_virtual_device"],
                     body.attrs["dst_virtual_device"],
                 )
-            if isinstance(t, TupleType):
-                shape, dtype = None, None
-            node = Node(len(nodes), "kernel", kernel.name, args, shape, dtype, kernel)
-            node.kind, node.ops = kernel.kind, kernel.ops
-            node.flops, node.bytes = group_cost(e)
-            add(node, e)
+            add(_kernel_node(len(nodes), e, args, kernel, group_cost(e)), e)
         elif isinstance(e, Call) and isinstance(e.op, GlobalVar) and lower_global is not None:
             kernel = lower_global(e.op.name_hint)
-            if isinstance(t, TupleType):
-                shape, dtype = None, None
-            node = Node(len(nodes), "kernel", kernel.name, [ids[a] for a in e.args], shape, dtype)
-            node.kind, node.ops, node.kernel = kernel.kind, kernel.ops, kernel
-            node.flops, node.bytes = group_cost(e, kernel.function)  # type: ignore[attr-defined]
-            add(node, e)
+            args = tuple(ids[a] for a in e.args)
+            cost = group_cost(e, kernel.function)  # type: ignore[attr-defined]
+            add(_kernel_node(len(nodes), e, args, kernel, cost), e)
         elif isinstance(e, TupleGetItem):
-            field = Node(len(nodes), "field", "field", [ids[e.tuple_value]], shape, dtype)
-            field.index = e.index
-            add(field, e)
+            add(FieldNode(len(nodes), "field", (ids[e.tuple_value],), shape, dtype, e.index), e)
         elif (isinstance(e, Tuple) and e in result_tuples) or isinstance(e, GlobalVar):
             continue
         elif isinstance(e, Var):

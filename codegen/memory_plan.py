@@ -30,7 +30,8 @@ import numpy as np
 
 from egraph_ir.errors import CodegenError
 
-from .graph import Graph, storage_root
+from .devices import DevicePlan
+from .graph import FieldNode, Graph, KernelNode, storage_root
 
 ALIGN = 64  # bytes: cache line and AVX-512 vector
 
@@ -416,42 +417,50 @@ MAX_SCRATCHES = 4
 
 
 def plan_graph(
-    graph: Graph, method: str = "arena", pools: tuple[MemoryPool, ...] = DEFAULT_POOLS
+    graph: Graph,
+    devices: DevicePlan,
+    method: str = "arena",
+    pools: tuple[MemoryPool, ...] = DEFAULT_POOLS,
 ) -> MemoryPlan:
     """Lifetimes of the graph's kernel results (aliases extend their source's) and scratch
-    buffers (alive during their kernel only), then a plan per device; sets each node's
-    storage_id (planned tensors share ids by place; inputs, constants and outputs, which
-    the caller owns, get one id each after them, as in TVM's graph JSON)."""
+    buffers (alive during their kernel only), then a plan per device."""
     nodes = graph.nodes
     outputs = {storage_root(nodes, nodes[o]).id for o in graph.outputs}
     last: dict[int, int] = {}
     for step, n in enumerate(nodes):
         for i in n.inputs:
             last[storage_root(nodes, nodes[i]).id] = step
-            if nodes[i].op == "field":
+            if isinstance(nodes[i], FieldNode):
                 last[nodes[i].inputs[0]] = step
-    per_device: list[list[Tensor]] = [[] for _ in graph.devices]
+    per_device: list[list[Tensor]] = [[] for _ in devices.devices]
     for step, n in enumerate(nodes):
-        if n.kernel is None:
+        if not isinstance(n, KernelNode) or n.kernel is None:
             continue
-        tensors = per_device[n.device]
+        tensors = per_device[devices.of(n.id)]
         for k, (shape, dtype) in enumerate(n.kernel.scratches):
             tensors.append(Tensor(scratch_id(n.id, k), nbytes(shape, dtype), step, step))
         if n.shape is None or n.id in outputs:
             continue
         size = nbytes(n.shape, n.dtype)  # type: ignore[arg-type]
         tensors.append(Tensor(n.id, size, step, max(last.get(n.id, step), step)))
-    plan = combine(
+    return combine(
         [plan_pools(t, method, pools) for t in per_device],
-        [d.name for d in graph.devices],
+        devices.names,
         pools,
         [lower_bound(t) for t in per_device],
     )
+
+
+def graph_storage_ids(graph: Graph, plan: MemoryPlan) -> dict[int, int]:
+    """Each node's storage id: planned tensors share ids by place; inputs, constants and
+    outputs, which the caller owns, get one id each after them, as in TVM's graph JSON."""
+    nodes = graph.nodes
     storage = plan.storage_ids()
-    own = max(storage.values(), default=-1) + 1  # inputs, constants, outputs: one id each
+    own = max(storage.values(), default=-1) + 1
+    out = {}
     for n in nodes:
         root = storage_root(nodes, n)
         if root.id not in storage and root.shape is not None:
             storage[root.id], own = own, own + 1
-        n.storage_id = storage.get(root.id, -1)
-    return plan
+        out[n.id] = storage.get(root.id, -1)
+    return out

@@ -18,7 +18,8 @@ import numpy as np
 from llvmlite import ir
 
 from .blas import Product
-from .graph import Graph, Node, storage_root
+from .devices import DevicePlan
+from .graph import Graph, KernelNode, Node, ParamNode, storage_root
 from .kernels import Gemm, Launch, NativeCall, PythonStep, Ref
 from .llvm.native import EntryEmitter, GemmCall, LaunchCall, emit_pool
 from .memory_plan import MemoryPlan, scratch_id
@@ -43,6 +44,7 @@ class Program:
     graph: Graph
     plan: MemoryPlan
     threads: int
+    devices: DevicePlan
     slot_count: int = 0
     slot_of: dict[int, int] = field(default_factory=dict)  # node id -> slot
     constants: list[tuple[int, np.ndarray]] = field(default_factory=list)  # (slot, array)
@@ -67,9 +69,9 @@ class Program:
                 entries.segment(item.index, steps)
 
 
-def link(graph: Graph, plan: MemoryPlan, threads: int) -> Program:
+def link(graph: Graph, devices: DevicePlan, plan: MemoryPlan, threads: int) -> Program:
     """Slots, native calls and the schedule for a planned graph."""
-    program = Program(graph, plan, max(1, threads))
+    program = Program(graph, plan, max(1, threads), devices)
     nodes = graph.nodes
     outputs = {storage_root(nodes, nodes[o]).id for o in graph.outputs}
     constant_slots: dict[tuple[int, int], int] = {}
@@ -92,19 +94,18 @@ def link(graph: Graph, plan: MemoryPlan, threads: int) -> Program:
         if root is not n:
             program.slot_of[n.id] = program.slot_of[root.id]
             continue
-        if n.op == "kernel" and n.shape is None:
+        if isinstance(n, KernelNode) and n.shape is None:
             continue  # a tuple: its fields get slots
         slot = program.new_slot()
         program.slot_of[n.id] = slot
-        program.slot_device[slot] = n.device
-        if n.op == "param":
-            assert n.value is not None
-            constant_slot(n.value, n.device, slot)
-        elif n.op == "kernel" and n.id not in outputs:
+        program.slot_device[slot] = devices.of(n.id)
+        if isinstance(n, ParamNode):
+            constant_slot(n.value, devices.of(n.id), slot)
+        elif isinstance(n, KernelNode) and n.id not in outputs:
             program.arena_slots.append((slot, plan.arena_of.get(n.id, 0), plan.offsets[n.id]))
     segment: list[int] = []
     for n in nodes:
-        if n.kernel is None:
+        if not isinstance(n, KernelNode) or n.kernel is None:
             continue
         native = n.kernel.native_calls()
         if native is None:
@@ -117,18 +118,19 @@ def link(graph: Graph, plan: MemoryPlan, threads: int) -> Program:
         scratches = []
         for k in range(len(n.kernel.scratches)):
             scratches.append(program.new_slot())
-            program.slot_device[scratches[-1]] = n.device
+            program.slot_device[scratches[-1]] = devices.of(n.id)
             tid = scratch_id(n.id, k)
             program.arena_slots.append(
                 (scratches[-1], plan.arena_of.get(tid, 0), plan.offsets[tid])
             )
 
         def resolve(ref: Ref, node: Node = n, scratch_slots: list[int] = scratches) -> int:
-            reads_on = node.src_device if node.src_device >= 0 else node.device
+            copy_source = devices.source_of(node.id)
+            reads_on = copy_source if copy_source >= 0 else devices.of(node.id)
             if ref.kind == "input":
                 source = storage_root(nodes, nodes[node.inputs[ref.index]])
-                if source.op == "param" and source.device != reads_on:
-                    return constant_slot(source.value, reads_on)  # type: ignore[arg-type]
+                if isinstance(source, ParamNode) and devices.of(source.id) != reads_on:
+                    return constant_slot(source.value, reads_on)
                 return program.slot_of[node.inputs[ref.index]]
             if ref.kind == "out":
                 return program.slot_of[node.id]

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .graph import Graph, storage_root
+from .graph import AliasNode, FieldNode, Graph, KernelNode, Node, ParamNode, storage_root
 from .llvm import JitLibrary
 from .llvm.native import STATE_SIZE
 from .memory_plan import nbytes
@@ -55,26 +55,25 @@ class Runtime:
             self.slots[slot] = self.bases[arena] + offset
         self.check_devices = check_devices  # the sanitizer (codegen.check_devices)
         self.thread_count = min(threads or program.threads, program.threads)
-        self.copies = copy_traffic(graph)  # per run: (src, dst) -> (count, bytes)
+        self.copies = copy_traffic(graph, program.devices)  # per run: (src, dst) -> (n, bytes)
         self.runs = 0
         self._constants = [a for _, a in program.constants]  # kept alive with the table
         self.static: dict[int, np.ndarray] = {}  # values that do not change between runs
         for n in graph.nodes:
-            if n.op == "param":
-                assert n.value is not None
+            if isinstance(n, ParamNode):
                 self.static[n.id] = n.value
-            elif n.op == "kernel" and n.shape is not None and self.planned(n.id):
+            elif isinstance(n, KernelNode) and n.shape is not None and self.planned(n.id):
                 self.static[n.id] = self.view(n.id, n.shape, n.dtype)  # type: ignore[arg-type]
         # graph outputs computed by kernels: a new array on every run
-        self.fresh = [
+        self.fresh: list[Node] = [
             n
             for n in graph.nodes
-            if n.op == "kernel" and n.shape is not None and not self.planned(n.id)
+            if isinstance(n, KernelNode) and n.shape is not None and not self.planned(n.id)
         ]
         self.fresh_ids = {n.id for n in self.fresh}
         self.fields: dict[int, list[int]] = {}  # a tuple-valued host kernel -> its fields
         for n in graph.nodes:
-            if n.op == "field":
+            if isinstance(n, FieldNode):
                 self.fields.setdefault(n.inputs[0], []).append(n.id)
         self.entries: dict[int, Callable[[int, int], None]] = {}
         self.step_fns: dict[int, Callable[[int, int], None]] = {}
@@ -163,9 +162,9 @@ class Runtime:
             return env[node_id]
         nodes = self.graph.nodes
         n = nodes[node_id]
-        if n.op == "alias":  # a reshape of its storage root, which is never an alias
+        if isinstance(n, AliasNode):  # a reshape of its storage root, never an alias itself
             value = self._value(storage_root(nodes, n).id, env).reshape(n.shape)
-        elif n.op == "field":
+        elif isinstance(n, FieldNode):
             value = np.require(self._value(n.inputs[0], env)[n.index], requirements="C")
             self.slots[self.program.slot_of[n.id]] = value.ctypes.data
         else:

@@ -18,7 +18,8 @@ import numpy as np
 
 from egraph_ir.errors import CodegenError
 
-from .graph import Graph, Node
+from .devices import DevicePlan
+from .graph import FieldNode, Graph, KernelNode, Node
 from .memory_plan import nbytes
 from .program import Program
 
@@ -33,13 +34,14 @@ class RunState(Protocol):
     fresh: list[Node]
 
 
-def copy_traffic(graph: Graph) -> dict[tuple[str, str], tuple[int, int]]:
+def copy_traffic(graph: Graph, devices: DevicePlan) -> dict[tuple[str, str], tuple[int, int]]:
     """Copies per run: (source, destination) device names -> (count, bytes)."""
     out: dict[tuple[str, str], tuple[int, int]] = {}
+    names = devices.names
     for n in graph.nodes:
-        if n.src_device < 0 or n.shape is None:
+        if devices.source_of(n.id) < 0 or n.shape is None:
             continue
-        key = (graph.devices[n.src_device].name, graph.devices[n.device].name)
+        key = (names[devices.source_of(n.id)], names[devices.of(n.id)])
         count, moved = out.get(key, (0, 0))
         out[key] = (count + 1, moved + nbytes(n.shape, n.dtype))  # type: ignore[arg-type]
     return out
@@ -68,6 +70,7 @@ class _Owners:
 def check_devices(rt: RunState, env: dict[int, Any]) -> None:
     """Raise CodegenError when a kernel's buffer is not in its device's memory."""
     program, graph = rt.program, rt.graph
+    devices = program.devices
     owners = _Owners()
     plan = program.plan
     sizes = plan.arena_bytes or [plan.bytes]
@@ -77,8 +80,8 @@ def check_devices(rt: RunState, env: dict[int, Any]) -> None:
         owners.add(array.ctypes.data, array.nbytes, program.slot_device.get(slot, 0))
     for n in [*graph.inputs, *rt.fresh]:
         value = env[n.id]
-        owners.add(value.ctypes.data, value.nbytes, n.device)
-    field_slots = {program.slot_of[n.id] for n in graph.nodes if n.op == "field"}
+        owners.add(value.ctypes.data, value.nbytes, devices.of(n.id))
+    field_slots = {program.slot_of[n.id] for n in graph.nodes if isinstance(n, FieldNode)}
     for node_id, calls in program.calls.items():
         n = graph.nodes[node_id]
         out = program.slot_of.get(node_id)
@@ -86,11 +89,14 @@ def check_devices(rt: RunState, env: dict[int, Any]) -> None:
             for slot in call.slots:
                 if slot in field_slots:
                     continue
-                wanted = n.device if slot == out or n.src_device < 0 else n.src_device
+                source = devices.source_of(n.id)
+                wanted = devices.of(n.id) if slot == out or source < 0 else source
                 found = owners.owner(int(rt.slots[slot]))
                 if found != wanted:
-                    where = "no device's memory" if found is None else graph.devices[found].name
+                    names = devices.names
+                    where = "no device's memory" if found is None else names[found]
+                    ops = ", ".join(n.ops) if isinstance(n, KernelNode) else n.op
                     raise CodegenError(
-                        f"device check: kernel {n.name} ({', '.join(n.ops)}) runs on "
-                        f"{graph.devices[wanted].name} but a buffer it uses lies in {where}"
+                        f"device check: kernel {n.name} ({ops}) runs on "
+                        f"{names[wanted]} but a buffer it uses lies in {where}"
                     )

@@ -74,7 +74,7 @@ def test_saved_file_holds_object_code_constants_and_cpu_features(tmp_path: Path)
         manifest = json.loads(zf.read("manifest.json"))
     assert "program.json" in names and any(n.startswith("code/") for n in names)
     assert any(n.startswith("constants/") for n in names)
-    assert manifest["format"] == 3 and manifest["features"] and manifest["triple"]
+    assert manifest["format"] == 4 and manifest["features"] and manifest["triple"]
     loaded = codegen.load(tmp_path / "cnn.egc")
     assert loaded.kernel_kinds() == exe.kernel_kinds()
     assert loaded.memory_plan.bytes == exe.memory_plan.bytes
@@ -158,3 +158,23 @@ def test_profile_gives_spread_flops_and_shares() -> None:
     assert all(k.low <= k.seconds <= k.high for k in prof)
     table = str(prof)
     assert "GFLOP/s" in table and "conv2d" in table and "total" in table
+
+
+def test_the_run_time_options_are_saved_and_can_change_at_load(tmp_path: Path) -> None:
+    """BuildOptions travel in the file; threads (up to the compiled count) and the device
+    check are the run-time half a load may override."""
+    import passmgr as pm
+
+    with pm.PassContext(config={"codegen.num_threads": 2, "codegen.memory_planner": "conflicts"}):
+        exe = codegen.build(models.mlp())
+    path = tmp_path / "mlp.egc"
+    exe.save(str(path))
+    x = models.example_inputs("mlp")
+    same = codegen.load(path)
+    assert same.options == exe.options and same.threads == 2
+    assert same.options.memory_planner == "conflicts"
+    one = codegen.load(path, threads=1, check_devices=True)
+    assert one.threads == 1 and one.options.check_devices and len(one.runtime.workers) == 0
+    np.testing.assert_array_equal(one.run(**x), exe.run(**x))
+    with pytest.raises(ir.CodegenError, match="compiled for 2 thread"):
+        codegen.load(path, threads=3)

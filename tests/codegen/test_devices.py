@@ -50,7 +50,7 @@ def test_each_device_has_its_own_arena() -> None:
     assert len(arenas) == 2
     for node in exe.graph.nodes:
         if node.id in plan.offsets:
-            assert plan.device_of.get(node.id, 0) == node.device
+            assert plan.device_of.get(node.id, 0) == exe.program.devices.of(node.id)
     assert '"devices": [\n  "cpu:1",\n  "cpu:0"\n ]' in exe.graph_json
 
 

@@ -12,6 +12,7 @@ import egraph_ir as ir
 import passmgr as pm
 from codegen import blas
 from codegen.build import fuse, lower, optimise, unique_kernels
+from codegen.devices import DevicePlan
 from codegen.memory_plan import plan_graph
 from egraph_ir import op
 from egraph_ir.testing import assert_allclose
@@ -98,7 +99,8 @@ def test_stages_return_typed_values() -> None:
     optimised = optimise(mod, None)
     fused = fuse(optimised)
     graph, cache = lower(fused)
-    plan = plan_graph(graph)
+    devices = DevicePlan.host(graph)
+    plan = plan_graph(graph, devices)
     assert [k.kind for k in graph.kernels()] == ["loops", "gemm"]
     assert plan.bytes >= 4 * 16 * 4  # exp's result lives in the arena until the product
     assert {k.name for k in unique_kernels(graph)} == {k.name for k in graph.kernels()}
