@@ -37,9 +37,12 @@ def infer_type(target: IRModule) -> IRModule: ...
 @overload
 def infer_type(target: Expr) -> Expr: ...
 def infer_type(target: IRModule | Expr) -> IRModule | Expr:
-    """Infer and record the type of every node; returns its argument."""
+    """Infer and record the type of every node; returns its argument. A module is inferred
+    once: modules are immutable, so a second call on the same module returns at once."""
     if isinstance(target, IRModule):
-        _infer_module(target)
+        if not target.typed:
+            _infer_module(target)
+            target.typed = True
     else:
         _Inferrer(None, "<expr>", {}, allow_free_vars=True).run(target)
     return target

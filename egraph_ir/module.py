@@ -12,7 +12,7 @@ from .expr import Expr, Function, GlobalVar
 class IRModule:
     """Functions by global name. Immutable: `with_function` returns a new module."""
 
-    __slots__ = ("_funcs",)
+    __slots__ = ("_funcs", "typed")
 
     def __init__(self, functions: Mapping[Any, Function] | None = None) -> None:
         """functions: by name (str) or GlobalVar."""
@@ -23,6 +23,7 @@ class IRModule:
                 raise TypeError(f"@{name} must be a Function, got {type(fn).__name__}")
             funcs[name] = fn
         self._funcs = funcs
+        self.typed = False  # infer_type ran on this module: its types are recorded
 
     @staticmethod
     def from_expr(expr: Expr, functions: Mapping[Any, Function] | None = None) -> IRModule:
@@ -57,6 +58,7 @@ class IRModule:
     def restore_functions(self, table: Mapping[str, Function]) -> None:
         """Put a table taken by functions_by_name back (undoing an in-place change)."""
         self._funcs = dict(table)
+        self.typed = False
 
     def __setitem__(self, key: object, value: object) -> None:
         raise TypeError("IRModule is immutable; use mod.with_function(name, fn)")

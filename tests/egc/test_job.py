@@ -1,0 +1,26 @@
+"""The compile job behind `egc compile`: what it does to a module along the way."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from egc.job import JobOptions, run_job
+from egraph_ir import infer
+
+
+def test_a_module_is_type_inferred_once_per_compile(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The summary, the optimisation and binding parameters all need checked types; a
+    module records that it has them, so no module is walked twice."""
+    walks: Counter[int] = Counter()
+    real = infer._infer_module
+
+    def counting(mod):  # type: ignore[no-untyped-def]
+        walks[id(mod)] += 1
+        return real(mod)
+
+    monkeypatch.setattr(infer, "_infer_module", counting)
+    report, _ = run_job("mlp", JobOptions(repeats=1))
+    assert report["ok"] and walks
+    assert max(walks.values()) == 1, walks.most_common(3)
