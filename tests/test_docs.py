@@ -24,8 +24,9 @@ BIN = Path(sys.executable).parent  # the venv's egc and python come first on PAT
 def _blocks() -> list[tuple[str, str, str]]:
     out = []
     for page in PAGES:
-        for k, m in enumerate(BLOCK.finditer(page.read_text())):
-            line = page.read_text()[: m.start()].count("\n") + 1
+        text = page.read_text()
+        for m in BLOCK.finditer(text):
+            line = text[: m.start()].count("\n") + 1
             out.append((f"{page.name}:{line}", m.group(1), m.group(2)))
     return out
 
