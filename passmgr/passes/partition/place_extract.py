@@ -15,26 +15,26 @@ on its target, one launch and copy per value entering a target, copies of result
   reading class: k's value enters t, paid once however many of t's nodes read it;
 - a cycle the picked nodes close is forbidden when a solution uses it, then solved again.
 
+The integer program itself is generic (egraph_ir/egraph/labelled.py: extraction where each
+picked node also takes a label); this module says what the labels and costs are.
+
 A rewrite is therefore kept only where a target pays for it: with no target taking the
 new form, the input program costs least (ties go to fewer nodes).
 """
 
 from __future__ import annotations
 
-import time
-from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from egraph_ir.egraph import Limits, Rewrite
 from egraph_ir.egraph.encode import encode
 from egraph_ir.egraph.extract import constant_of, node_ir, reachable
 from egraph_ir.egraph.graph import ENode, Snapshot, TensorEGraph, Value
-from egraph_ir.egraph.ilp import cycles_of, extractable
+from egraph_ir.egraph.ilp import extractable
+from egraph_ir.egraph.labelled import LabelledProblem, labelled_extraction
 from egraph_ir.egraph.saturate import saturate
 from egraph_ir.expr import Call, Constant, Expr, Function, Var
-from egraph_ir.highs import Row, add_columns, add_rows, new_highs
 from egraph_ir.infer import infer_type
 from egraph_ir.registry import Op
 from egraph_ir.support import supports
@@ -42,9 +42,6 @@ from egraph_ir.types import Type, tensor_types
 
 from .place_model import PlacementCost
 from .regions import DEFAULT
-
-TIE_BREAK = 1e-9  # relative to the costliest choice, per picked op: fewer nodes win ties
-MAX_ROUNDS = 50  # solves adding cycle rows before giving up on this e-graph
 
 
 @dataclass
@@ -75,7 +72,18 @@ def place_by_extraction(
     classes = extractable(snap.by_class, root)  # every node kept: dominance needs one cost
     options = _options(g, snap, classes, targets, cost)
     size = {c: sum(t.nbytes for t in tensor_types(_class_type(g, snap, c))) for c in classes}
-    picked = _solve(classes, options, size, root, cost, time_limit)
+    problem = LabelledProblem(
+        classes,
+        options,
+        root,
+        entry=lambda k, t: cost.launch_of(t) + cost.per_byte * size[k],
+        result=lambda t: 0.0 if t == DEFAULT else cost.per_byte * size[root],
+        everywhere=frozenset(n for ns in classes.values() for n in ns if n.ctor == "Const"),
+        counted=frozenset(
+            n for ns in classes.values() for n in ns if n.ctor not in ("Var", "Const", "Opaque")
+        ),
+    )
+    picked = labelled_extraction(problem, time_limit)
     if picked is None:
         return None
     built: dict[Value, Expr] = {}
@@ -133,102 +141,3 @@ def _options(
                 seen[key] = choices
             out[n] = seen[key]
     return out
-
-
-def _solve(
-    classes: dict[Value, list[ENode]],
-    options: dict[ENode, dict[str, float]],
-    size: dict[Value, int],
-    root: Value,
-    cost: PlacementCost,
-    time_limit: float,
-) -> dict[Value, tuple[ENode, str]] | None:
-    """The integer program of the module docstring; per picked class its node and target."""
-    import highspy
-
-    column: dict[tuple[ENode, str], int] = {}
-    costs: list[float] = []
-    for c, nodes in classes.items():
-        for n in nodes:
-            for t, value in options[n].items():
-                column[(n, t)] = len(costs)
-                back = cost.per_byte * size[c] if c == root and t != DEFAULT else 0.0
-                costs.append(value + back)
-    n_picks = len(costs)
-    top = max([abs(v) for v in costs] + [1e-30])
-    for (n, _), j in column.items():
-        if n.ctor not in ("Var", "Const", "Opaque"):
-            costs[j] += TIE_BREAK * top
-
-    def on(c: Value, t: str | None = None) -> list[tuple[int, float]]:
-        """The columns of class c's nodes (on t; a constant counts on every target)."""
-        cols = []
-        for n in classes[c]:
-            for u in options[n]:
-                if t is None or u == t or n.ctor == "Const":
-                    cols.append((column[(n, u)], 1.0))
-        return cols
-
-    inf = highspy.kHighsInf
-    rows: list[Row] = [(1.0, 1.0, on(root))]
-    readers: dict[Value, dict[Value, list[ENode]]] = defaultdict(lambda: defaultdict(list))
-    for c, nodes in classes.items():
-        rows.append((0.0, 1.0, on(c)))
-        for n in nodes:
-            for k in dict.fromkeys(n.children):
-                readers[k][c].append(n)
-    for k, by_class in readers.items():
-        for nodes in by_class.values():
-            need = [(column[(n, t)], -1.0) for n in nodes for t in options[n]]
-            rows.append((0.0, inf, on(k) + need))
-        targets = {t for nodes in by_class.values() for n in nodes for t in options[n]}
-        for t in sorted(targets):
-            entry = len(costs)
-            costs.append(cost.launch_of(t) + cost.per_byte * size[k])
-            for nodes in by_class.values():
-                reading = [(column[(n, t)], -1.0) for n in nodes if t in options[n]]
-                if reading:
-                    rows.append((0.0, inf, [(entry, 1.0), *on(k, t), *reading]))
-    scale = 1.0 / top
-    h = new_highs()
-    add_columns(h, [v * scale for v in costs], integral=n_picks)
-    add_rows(h, rows)
-    deadline = time.perf_counter() + time_limit
-    return _cut_cycles(h, column, options, root, deadline)
-
-
-def _cut_cycles(
-    h: Any,
-    column: dict[tuple[ENode, str], int],
-    options: dict[ENode, dict[str, float]],
-    root: Value,
-    deadline: float,
-) -> dict[Value, tuple[ENode, str]] | None:
-    """Solve; while the picked program has a cycle, forbid it and solve again."""
-    import highspy
-
-    inf = highspy.kHighsInf
-    for _ in range(MAX_ROUNDS):
-        remaining = deadline - time.perf_counter()
-        if remaining <= 0:
-            return None
-        h.setOptionValue("time_limit", remaining)
-        h.run()
-        if h.getInfo().primal_solution_status != 2:
-            return None
-        x = h.getSolution().col_value
-        picked: dict[Value, tuple[ENode, str]] = {}
-        for (n, t), j in column.items():
-            if x[j] > 0.5:
-                picked[n.eclass] = (n, t)
-        cycles = cycles_of({c: n for c, (n, _) in picked.items()}, root)
-        if not cycles:
-            return picked
-        add_rows(
-            h,
-            [
-                (-inf, len(cycle) - 1.0, [(column[(n, t)], 1.0) for n in cycle for t in options[n]])
-                for cycle in cycles
-            ],
-        )
-    return None
