@@ -103,15 +103,31 @@ def test_node_limit_holds_on_a_2000_node_program_under_commutativity_and_associa
     )
 
 
-@pytest.mark.slow
-def test_time_limit_is_kept_within_twenty_percent() -> None:
+class _Clock:
+    """A clock that moves `step` seconds each time it is read: time limits are tested on
+    what the code reads, never on the machine's speed (no wall-clock assertion)."""
+
+    def __init__(self, step: float) -> None:
+        self.now, self.step = 0.0, step
+
+    def perf_counter(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+def test_time_limit_is_kept_within_twenty_percent(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    saturate_module = sys.modules["egraph_ir.egraph.saturate"]  # the package re-exports a function
+    clock = _Clock(0.01)
+    monkeypatch.setattr(saturate_module, "time", clock)
     result = optimize(
-        random_program(2000, seed=1),
+        random_program(300, seed=1),
         AC.rewrites(),
-        Limits(nodes=10**7, seconds=1.5, iterations=100),
+        Limits(nodes=10**7, seconds=1.5, iterations=10**6),
     )
     assert result.report.stop_reason is StopReason.TIME_LIMIT
-    assert result.report.seconds <= 1.5 * 1.2
+    assert 1.5 <= result.report.seconds <= 1.5 * 1.2
 
 
 def test_iteration_limit_and_back_off() -> None:
@@ -171,10 +187,17 @@ def test_a_guard_that_breaks_the_machine_is_not_read_as_false(error: type) -> No
         optimize(fn, [rw])
 
 
-def test_the_ilp_keeps_to_the_extraction_time_limit_on_a_large_egraph() -> None:
+def test_the_ilp_keeps_to_the_extraction_time_limit_on_a_large_egraph(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Building the model counts against the limit: with a clock that has run out while
+    the rows are made, the ILP returns its warm start, labelled a time-out."""
+    from egraph_ir.egraph import ilp
+
     fn = random_program(1000)
     limits = Limits(nodes=10_000, seconds=60, iterations=50)
+    monkeypatch.setattr(ilp, "time", _Clock(1.0))  # past the deadline at its first check
     result = optimize(fn, AC.rewrites(), limits, extractor="ilp", extract_time_limit=0.3)
     assert result.extraction is not None
-    # model building counts against the limit; the check runs every 4,096 e-nodes
-    assert result.extraction.seconds < 0.3 + 1.0, result.extraction.seconds
+    assert result.extraction.status in ("time-out", "heuristic")
+    assert result.cost_after <= result.cost_before  # never worse than the input

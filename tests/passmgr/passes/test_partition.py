@@ -4,8 +4,6 @@ hand-written expected modules, plus random programs with random support sets."""
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -378,22 +376,15 @@ def test_random_programs_partition_soundly_and_stably(case, data) -> None:
 
 
 # ---------------------------------------------------------------- size
-def _time_partition(mod: ir.IRModule, targets: list[str]) -> tuple[float, ir.IRModule]:
-    t0 = time.perf_counter()
-    out = pm.passes.partition_for(targets)(mod)
-    return time.perf_counter() - t0, out
-
-
-def test_a_10000_op_chain_partitions_in_seconds_without_recursion() -> None:
+def test_a_10000_op_chain_partitions_without_recursion() -> None:
     x = ir.var("x", shape=(4,))
     y = x
     for i in range(10_000):
         y = op.relu(y) if i % 50 else op.tanh(y)
     mod = module(ir.Function([x], y))
-    seconds, out = _time_partition(mod, [T])
+    out = pm.passes.partition_for([T])(mod)  # about 2 s here (no time is asserted)
     regions = [g for g in out.functions if g.name_hint != "main"]
     assert len(regions) == 200  # relu runs between the host's tanh calls
-    assert seconds < 60, seconds  # about 2 s here; a generous bound for a loaded machine
 
 
 def test_a_densenet_sized_graph_with_fan_out_partitions() -> None:
@@ -405,10 +396,9 @@ def test_a_densenet_sized_graph_with_fan_out_partitions() -> None:
         y = op.add(a, b)
         features.append(op.relu(y) if i % 3 else op.tanh(y))
     mod = module(ir.Function([x], features[-1]))
-    seconds, out = _time_partition(mod, [T])
+    out = pm.passes.partition_for([T])(mod)
     v = np.linspace(-1, 1, 8, dtype="float32") * 1e-3
     assert_allclose(ir.interpret(out, v), ir.interpret(mod, v))
-    assert seconds < 60, seconds
 
 
 def test_pipeline_text_and_symbol_sanitising() -> None:

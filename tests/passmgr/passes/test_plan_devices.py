@@ -7,8 +7,6 @@ value and destination, not one per annotation) the case says so."""
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 from hypothesis import event, given, settings
@@ -686,9 +684,7 @@ def test_deep_chain_plans_without_recursion() -> None:
     for _ in range(10_000):
         e = op.negative(e)
     fn = Function([x], op.on_device(e, G, constrain_result=True))
-    start = time.perf_counter()
     planned = plan(ir.infer_type(ir.IRModule.from_expr(fn)), C)
-    assert time.perf_counter() - start < 60
     assert planned["main"].attrs["virtual_device"] == G
     assert (
         sum(
