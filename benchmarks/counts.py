@@ -10,6 +10,7 @@ that every quoted count equals the live one.
 from __future__ import annotations
 
 import argparse
+import json
 import re
 from pathlib import Path
 
@@ -41,8 +42,12 @@ def rewrite(text: str, live: dict[str, int]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true", help="rewrite README.md and docs/")
+    parser.add_argument("--json", action="store_true", help="print the counts as JSON")
     args = parser.parse_args()
     live = counts()
+    if args.json:
+        print(json.dumps(live))
+        return
     for name, value in live.items():
         print(f"{name:>12} {value}")
     if args.write:
