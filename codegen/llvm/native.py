@@ -11,6 +11,26 @@ time slice (milliseconds) per region. Idle workers spin briefly (about 50 us), t
 on a futex, so an idle executable uses no CPU.
 
 State (an int64 array owned by the runtime): see the STATE_* indices.
+
+The protocol, and why no chunk runs twice and no wait can miss its end:
+
+1. A region of generation g starts by storing (g << 32 | CLOSED) in STATE_WORD. From then
+   on no claim of generation g - 1 can succeed: a claim is a compare-and-swap on the exact
+   word it read, and that word is gone; nor of g, since CLOSED is above every chunk count.
+2. Only then are the task, its data, the chunk count n and DONE = 0 written, and then the
+   word opened: (g << 32 | 0). A claim that wins chunk c of g therefore read the word after
+   it was opened, and its later (acquire) loads of the task, data and n see generation g's.
+3. A claim of chunk c < n runs it and adds one to DONE; chunk indices only grow within a
+   generation, so each of 0 .. n-1 is won exactly once and DONE reaches exactly n.
+4. The caller claims too, then waits for DONE == n; it starts the next region only after,
+   so no chunk of g is running when step 1 of g + 1 closes the word.
+5. A worker treats a generation as new only once its word is open, so it neither skips an
+   opened region nor counts a closed one as served.
+
+Before this order (task, data and n written first, the word bumped last) a worker still
+inside a claim of g - 1 could read the new n, win the swap on the unchanged old word, run
+the new task with its old chunk index and add to the new DONE: a chunk ran twice and the
+caller's wait for DONE == n never ended.
 """
 
 from __future__ import annotations
@@ -31,6 +51,8 @@ STATE_SIZE = 16  # int64 fields (two cache lines would be kinder; one suffices f
 SPIN_CYCLES = 600_000  # ~0.2 ms: how long an idle worker spins before it sleeps (pause
 # costs 10-140 cycles depending on the CPU, so the limit is measured in cycles, not pauses)
 SYS_FUTEX, FUTEX_WAIT_PRIVATE, FUTEX_WAKE_PRIVATE = 202, 128, 129
+CHUNK_MASK = 0xFFFFFFFF  # the low half of STATE_WORD: the next chunk to claim
+CLOSED = CHUNK_MASK  # that half while a region is being set up: nothing can be claimed
 
 I64, I32, I8P = ir.IntType(64), ir.IntType(32), ir.IntType(8).as_pointer()
 STATE = I64.as_pointer()
@@ -116,8 +138,8 @@ def _emit_claim(module: ir.Module, h: _Builder) -> ir.Function:
     same = b.icmp_unsigned("==", b.lshr(word, _c64(32)), gen)
     b.cbranch(same, take, out)
     b.position_at_end(take)
-    chunk = b.and_(word, _c64(0xFFFFFFFF))
-    n = h.load(b, state, STATE_N, "monotonic")
+    chunk = b.and_(word, _c64(CHUNK_MASK))  # CLOSED is above every n
+    n = h.load(b, state, STATE_N)
     b.cbranch(b.icmp_unsigned("<", chunk, n), run, out)
     b.position_at_end(run)
     pair = b.cmpxchg(
@@ -127,8 +149,8 @@ def _emit_claim(module: ir.Module, h: _Builder) -> ir.Function:
     go = fn.append_basic_block("go")
     b.cbranch(won, go, check)
     b.position_at_end(go)
-    task = b.inttoptr(h.load(b, state, STATE_FN, "monotonic"), TASK.as_pointer())
-    data = b.inttoptr(h.load(b, state, STATE_DATA, "monotonic"), I8P)
+    task = b.inttoptr(h.load(b, state, STATE_FN), TASK.as_pointer())
+    data = b.inttoptr(h.load(b, state, STATE_DATA), I8P)
     b.call(task, [data, chunk])
     b.atomic_rmw("add", h.field(b, state, STATE_DONE), _c64(1), "release")
     b.branch(check)
@@ -156,8 +178,11 @@ def _emit_worker(module: ir.Module, h: _Builder, claim: ir.Function) -> ir.Funct
     b.cbranch(b.icmp_unsigned("!=", stop, _c64(0)), exit_, alive)
 
     b.position_at_end(alive)
-    gen = b.lshr(h.load(b, state, STATE_WORD), _c64(32))
-    b.cbranch(b.icmp_unsigned("!=", gen, b.load(seen)), work, idle)
+    current = h.load(b, state, STATE_WORD)
+    gen = b.lshr(current, _c64(32))
+    is_open = b.icmp_unsigned("!=", b.and_(current, _c64(CHUNK_MASK)), _c64(CLOSED))
+    new = b.and_(b.icmp_unsigned("!=", gen, b.load(seen)), is_open)
+    b.cbranch(new, work, idle)
 
     b.position_at_end(work)
     b.store(gen, seen)
@@ -240,12 +265,15 @@ def _emit_parallel(module: ir.Module, h: _Builder, claim: ir.Function) -> ir.Fun
     _serial_loop(b, fn, task, data, n)
     b.ret_void()
     b.position_at_end(shared)
-    b.store(b.ptrtoint(task, I64), h.field(b, state, STATE_FN))
-    b.store(b.ptrtoint(data, I64), h.field(b, state, STATE_DATA))
-    b.store(n, h.field(b, state, STATE_N))
-    b.store(_c64(0), h.field(b, state, STATE_DONE))
     gen = b.add(b.lshr(h.load(b, state, STATE_WORD, "monotonic"), _c64(32)), _c64(1))
-    b.store_atomic(b.shl(gen, _c64(32)), h.field(b, state, STATE_WORD), "seq_cst", 8)
+    opened = b.shl(gen, _c64(32))
+    # close the old generation before touching what its claims read (see the docstring)
+    b.store_atomic(b.or_(opened, _c64(CLOSED)), h.field(b, state, STATE_WORD), "seq_cst", 8)
+    b.store_atomic(b.ptrtoint(task, I64), h.field(b, state, STATE_FN), "release", 8)
+    b.store_atomic(b.ptrtoint(data, I64), h.field(b, state, STATE_DATA), "release", 8)
+    b.store_atomic(n, h.field(b, state, STATE_N), "release", 8)
+    b.store_atomic(_c64(0), h.field(b, state, STATE_DONE), "release", 8)
+    b.store_atomic(opened, h.field(b, state, STATE_WORD), "seq_cst", 8)
     _wake_all(b, h, state, fn)
     started = b.call(clock, [])
     b.call(claim, [state, gen])
