@@ -17,7 +17,7 @@ SCRIPT = Path(__file__).with_name("pool_stress.py")
 @pytest.mark.slow
 @pytest.mark.parametrize("threads", [2, 4])
 def test_every_chunk_runs_exactly_once_over_many_regions(threads: int) -> None:
-    regions = 200_000
+    regions = 1_000_000  # the old protocol hung within this many, 3 runs of 3
     done = subprocess.run(
         [sys.executable, str(SCRIPT), str(regions), str(threads)],
         capture_output=True,
