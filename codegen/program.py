@@ -21,7 +21,8 @@ from .blas import Product
 from .devices import DevicePlan
 from .graph import Graph, KernelNode, Node, ParamNode, storage_root
 from .kernels import Gemm, Launch, NativeCall, PythonStep, Ref
-from .llvm.native import EntryEmitter, GemmCall, LaunchCall, emit_pool
+from .llvm.entries import EntryEmitter, GemmCall, LaunchCall
+from .llvm.native import emit_pool
 from .memory_plan import MemoryPlan, scratch_id
 
 PARALLEL_WORK = 1 << 15  # element-ops below which one thread beats a hand-off (~2 us)

@@ -59,7 +59,7 @@ STATE = I64.as_pointer()
 TASK = ir.FunctionType(ir.VoidType(), [I8P, I64])  # fn(data, chunk)
 
 
-def _c64(v: int) -> ir.Constant:
+def c64(v: int) -> ir.Constant:
     return ir.Constant(I64, v)
 
 
@@ -86,7 +86,7 @@ class _Builder:
             )
 
     def field(self, b: ir.IRBuilder, state: ir.Value, index: int) -> ir.Value:
-        return b.gep(state, [_c64(index)], inbounds=True)
+        return b.gep(state, [c64(index)], inbounds=True)
 
     def wake_word(self, b: ir.IRBuilder, state: ir.Value) -> ir.Value:
         return b.bitcast(self.field(b, state, STATE_WAKE), I32.as_pointer())
@@ -135,16 +135,14 @@ def _emit_claim(module: ir.Module, h: _Builder) -> ir.Function:
     b.branch(check)
     b.position_at_end(check)
     word = h.load(b, state, STATE_WORD)
-    same = b.icmp_unsigned("==", b.lshr(word, _c64(32)), gen)
+    same = b.icmp_unsigned("==", b.lshr(word, c64(32)), gen)
     b.cbranch(same, take, out)
     b.position_at_end(take)
-    chunk = b.and_(word, _c64(CHUNK_MASK))  # CLOSED is above every n
+    chunk = b.and_(word, c64(CHUNK_MASK))  # CLOSED is above every n
     n = h.load(b, state, STATE_N)
     b.cbranch(b.icmp_unsigned("<", chunk, n), run, out)
     b.position_at_end(run)
-    pair = b.cmpxchg(
-        h.field(b, state, STATE_WORD), word, b.add(word, _c64(1)), "acq_rel", "acquire"
-    )
+    pair = b.cmpxchg(h.field(b, state, STATE_WORD), word, b.add(word, c64(1)), "acq_rel", "acquire")
     won = b.extract_value(pair, 1)
     go = fn.append_basic_block("go")
     b.cbranch(won, go, check)
@@ -152,7 +150,7 @@ def _emit_claim(module: ir.Module, h: _Builder) -> ir.Function:
     task = b.inttoptr(h.load(b, state, STATE_FN), TASK.as_pointer())
     data = b.inttoptr(h.load(b, state, STATE_DATA), I8P)
     b.call(task, [data, chunk])
-    b.atomic_rmw("add", h.field(b, state, STATE_DONE), _c64(1), "release")
+    b.atomic_rmw("add", h.field(b, state, STATE_DONE), c64(1), "release")
     b.branch(check)
     b.position_at_end(out)
     b.ret_void()
@@ -168,19 +166,19 @@ def _emit_worker(module: ir.Module, h: _Builder, claim: ir.Function) -> ir.Funct
     b = ir.IRBuilder(entry)
     seen = b.alloca(I64)
     spins = b.alloca(I64)  # the cycle count when the worker last had work
-    b.store(_c64(0), seen)
+    b.store(c64(0), seen)
     clock = _cycle_counter(module)
     b.store(b.call(clock, []), spins)
     b.branch(loop)
 
     b.position_at_end(loop)
     stop = h.load(b, state, STATE_SHUTDOWN)
-    b.cbranch(b.icmp_unsigned("!=", stop, _c64(0)), exit_, alive)
+    b.cbranch(b.icmp_unsigned("!=", stop, c64(0)), exit_, alive)
 
     b.position_at_end(alive)
     current = h.load(b, state, STATE_WORD)
-    gen = b.lshr(current, _c64(32))
-    is_open = b.icmp_unsigned("!=", b.and_(current, _c64(CHUNK_MASK)), _c64(CLOSED))
+    gen = b.lshr(current, c64(32))
+    is_open = b.icmp_unsigned("!=", b.and_(current, c64(CHUNK_MASK)), c64(CLOSED))
     new = b.and_(b.icmp_unsigned("!=", gen, b.load(seen)), is_open)
     b.cbranch(new, work, idle)
 
@@ -192,7 +190,7 @@ def _emit_worker(module: ir.Module, h: _Builder, claim: ir.Function) -> ir.Funct
 
     b.position_at_end(idle)
     quiet_for = b.sub(b.call(clock, []), b.load(spins))
-    b.cbranch(b.icmp_unsigned("<", quiet_for, _c64(SPIN_CYCLES)), spin, sleep)
+    b.cbranch(b.icmp_unsigned("<", quiet_for, c64(SPIN_CYCLES)), spin, sleep)
 
     b.position_at_end(spin)
     h.relax(b)
@@ -201,18 +199,18 @@ def _emit_worker(module: ir.Module, h: _Builder, claim: ir.Function) -> ir.Funct
     b.position_at_end(sleep)
     wake = h.wake_word(b, state)
     ticket = b.load_atomic(wake, "seq_cst", 4)
-    b.atomic_rmw("add", h.field(b, state, STATE_SLEEPERS), _c64(1), "seq_cst")
-    again = b.lshr(h.load(b, state, STATE_WORD, "seq_cst"), _c64(32))
-    stopping = b.icmp_unsigned("!=", h.load(b, state, STATE_SHUTDOWN, "seq_cst"), _c64(0))
+    b.atomic_rmw("add", h.field(b, state, STATE_SLEEPERS), c64(1), "seq_cst")
+    again = b.lshr(h.load(b, state, STATE_WORD, "seq_cst"), c64(32))
+    stopping = b.icmp_unsigned("!=", h.load(b, state, STATE_SHUTDOWN, "seq_cst"), c64(0))
     fresh = b.or_(b.icmp_unsigned("!=", again, b.load(seen)), stopping)
     b.cbranch(fresh, woke, wait)
 
     b.position_at_end(wait)
     null = ir.Constant(I8P, None)
     futex = [
-        _c64(SYS_FUTEX),
+        c64(SYS_FUTEX),
         b.ptrtoint(wake, I64),
-        _c64(FUTEX_WAIT_PRIVATE),
+        c64(FUTEX_WAIT_PRIVATE),
         b.zext(ticket, I64),
         null,
     ]
@@ -220,7 +218,7 @@ def _emit_worker(module: ir.Module, h: _Builder, claim: ir.Function) -> ir.Funct
     b.branch(woke)
 
     b.position_at_end(woke)
-    b.atomic_rmw("sub", h.field(b, state, STATE_SLEEPERS), _c64(1), "seq_cst")
+    b.atomic_rmw("sub", h.field(b, state, STATE_SLEEPERS), c64(1), "seq_cst")
     b.store(b.call(clock, []), spins)
     b.branch(loop)
 
@@ -234,11 +232,11 @@ def _wake_all(b: ir.IRBuilder, h: _Builder, state: ir.Value, fn: ir.Function) ->
     sleepers = h.load(b, state, STATE_SLEEPERS, "seq_cst")
     wake = fn.append_basic_block("wake")
     done = fn.append_basic_block("woken")
-    b.cbranch(b.icmp_unsigned("!=", sleepers, _c64(0)), wake, done)
+    b.cbranch(b.icmp_unsigned("!=", sleepers, c64(0)), wake, done)
     b.position_at_end(wake)
     word = h.wake_word(b, state)
     b.atomic_rmw("add", word, ir.Constant(I32, 1), "seq_cst")
-    args = [_c64(SYS_FUTEX), b.ptrtoint(word, I64), _c64(FUTEX_WAKE_PRIVATE), _c64(1 << 30)]
+    args = [c64(SYS_FUTEX), b.ptrtoint(word, I64), c64(FUTEX_WAKE_PRIVATE), c64(1 << 30)]
     b.call(h.syscall, args)
     b.branch(done)
     b.position_at_end(done)
@@ -262,17 +260,17 @@ def _emit_parallel(module: ir.Module, h: _Builder, claim: ir.Function) -> ir.Fun
     shared = fn.append_basic_block("shared")
     b.cbranch(b.icmp_unsigned("<", now, until), alone, shared)
     b.position_at_end(alone)
-    _serial_loop(b, fn, task, data, n)
+    serial_loop(b, fn, task, data, n)
     b.ret_void()
     b.position_at_end(shared)
-    gen = b.add(b.lshr(h.load(b, state, STATE_WORD, "monotonic"), _c64(32)), _c64(1))
-    opened = b.shl(gen, _c64(32))
+    gen = b.add(b.lshr(h.load(b, state, STATE_WORD, "monotonic"), c64(32)), c64(1))
+    opened = b.shl(gen, c64(32))
     # close the old generation before touching what its claims read (see the docstring)
-    b.store_atomic(b.or_(opened, _c64(CLOSED)), h.field(b, state, STATE_WORD), "seq_cst", 8)
+    b.store_atomic(b.or_(opened, c64(CLOSED)), h.field(b, state, STATE_WORD), "seq_cst", 8)
     b.store_atomic(b.ptrtoint(task, I64), h.field(b, state, STATE_FN), "release", 8)
     b.store_atomic(b.ptrtoint(data, I64), h.field(b, state, STATE_DATA), "release", 8)
     b.store_atomic(n, h.field(b, state, STATE_N), "release", 8)
-    b.store_atomic(_c64(0), h.field(b, state, STATE_DONE), "release", 8)
+    b.store_atomic(c64(0), h.field(b, state, STATE_DONE), "release", 8)
     b.store_atomic(opened, h.field(b, state, STATE_WORD), "seq_cst", 8)
     _wake_all(b, h, state, fn)
     started = b.call(clock, [])
@@ -293,24 +291,24 @@ def _emit_parallel(module: ir.Module, h: _Builder, claim: ir.Function) -> ir.Fun
     b.position_at_end(out)
     ended = b.call(clock, [])
     waited = b.sub(ended, claimed)
-    limit = b.add(b.sub(claimed, started), _c64(WAIT_SLACK))
+    limit = b.add(b.sub(claimed, started), c64(WAIT_SLACK))
     b.cbranch(b.icmp_unsigned(">", waited, limit), contended, finish)
     b.position_at_end(contended)
     backoff_at = h.field(b, state, STATE_BACKOFF)
     period = b.load(backoff_at)
     longer = b.select(
-        b.icmp_signed("<", period, _c64(SERIAL_MIN)),
-        _c64(SERIAL_MIN),
-        b.shl(period, _c64(1)),
+        b.icmp_signed("<", period, c64(SERIAL_MIN)),
+        c64(SERIAL_MIN),
+        b.shl(period, c64(1)),
     )
-    longer = b.select(b.icmp_signed(">", longer, _c64(SERIAL_MAX)), _c64(SERIAL_MAX), longer)
+    longer = b.select(b.icmp_signed(">", longer, c64(SERIAL_MAX)), c64(SERIAL_MAX), longer)
     b.store(longer, backoff_at)
     b.store(b.add(ended, longer), h.field(b, state, STATE_SERIAL_UNTIL))
-    b.atomic_rmw("add", h.field(b, state, STATE_CONTENDED), _c64(1), "monotonic")
+    b.atomic_rmw("add", h.field(b, state, STATE_CONTENDED), c64(1), "monotonic")
     b.ret_void()
     b.position_at_end(finish)
     backoff_at = h.field(b, state, STATE_BACKOFF)
-    b.store(b.ashr(b.load(backoff_at), _c64(1)), backoff_at)  # contention has passed
+    b.store(b.ashr(b.load(backoff_at), c64(1)), backoff_at)  # contention has passed
     b.ret_void()
     return fn
 
@@ -320,178 +318,21 @@ def _emit_shutdown(module: ir.Module, h: _Builder) -> ir.Function:
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [STATE]), "egc_shutdown")
     (state,) = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    b.store_atomic(_c64(1), h.field(b, state, STATE_SHUTDOWN), "seq_cst", 8)
+    b.store_atomic(c64(1), h.field(b, state, STATE_SHUTDOWN), "seq_cst", 8)
     word = h.wake_word(b, state)
     b.atomic_rmw("add", word, ir.Constant(I32, 1), "seq_cst")
     b.call(
-        h.syscall, [_c64(SYS_FUTEX), b.ptrtoint(word, I64), _c64(FUTEX_WAKE_PRIVATE), _c64(1 << 30)]
+        h.syscall, [c64(SYS_FUTEX), b.ptrtoint(word, I64), c64(FUTEX_WAKE_PRIVATE), c64(1 << 30)]
     )
     b.ret_void()
     return fn
 
 
-# ---------------------------------------------------------------- entry functions
-@dataclass
-class LaunchCall:
-    """kernel(buffers..., start, end) over [0, extent), in `chunks` pieces (1: inline)."""
-
-    kernel: str
-    slots: list[int]
-    extent: int
-    chunks: int
-
-
-@dataclass
-class GemmCall:
-    """One product: blocks of (a, b, c byte offsets, m, n) of single-threaded GEMMs."""
-
-    dtype: str
-    slots: tuple[int, int, int]
-    trans_a: bool
-    trans_b: bool
-    k: int
-    lda: int
-    ldb: int
-    ldc: int
-    blocks: list[tuple[int, int, int, int, int]]
-    parallel: bool
-
-
-GEMM_SYMBOLS = {"float32": "egc_sgemm", "float64": "egc_dgemm"}
-SLOTS = I64.as_pointer()
-ENTRY = ir.FunctionType(ir.VoidType(), [SLOTS, STATE])  # fn(slots, state)
-
-
-class EntryEmitter:
-    """Step and segment functions: `step_<i>(slots, state)` runs one kernel's calls,
-    `segment_<j>(slots, state)` a run of steps; slots hold every buffer's address."""
-
-    def __init__(self, module: ir.Module, pool: Pool) -> None:
-        self.module, self.pool = module, pool
-        self.chunk_fns: dict[str, ir.Function] = {}
-        self.gemms = 0
-        self.blas: dict[str, ir.Function] = {}
-
-    def step(self, index: int, calls: list[LaunchCall | GemmCall]) -> str:
-        name = f"egc_step_{index}"
-        fn = ir.Function(self.module, ENTRY, name)
-        fn.attributes.add("noinline")  # a segment of 10,000 inlined steps is slow to optimise
-        slots, state = fn.args
-        b = ir.IRBuilder(fn.append_basic_block("entry"))
-        for call in calls:
-            if isinstance(call, LaunchCall):
-                self._launch(b, fn, slots, state, call)
-            else:
-                self._gemm(b, fn, slots, state, call)
-        b.ret_void()
-        return name
-
-    def segment(self, index: int, steps: list[str]) -> str:
-        name = f"egc_segment_{index}"
-        fn = ir.Function(self.module, ENTRY, name)
-        b = ir.IRBuilder(fn.append_basic_block("entry"))
-        for step in steps:
-            b.call(self.module.get_global(step), list(fn.args))
-        b.ret_void()
-        return name
-
-    # ------------------------------------------------------------ launches
-    def _address(self, b: ir.IRBuilder, slots: ir.Value, slot: int) -> ir.Value:
-        return b.load(b.gep(slots, [_c64(slot)], inbounds=True))
-
-    def _launch(
-        self, b: ir.IRBuilder, fn: ir.Function, slots: ir.Value, state: ir.Value, call: LaunchCall
-    ) -> None:
-        kernel = self.module.get_global(call.kernel)
-        types = [a.type for a in kernel.args[:-2]]
-        addresses = [self._address(b, slots, s) for s in call.slots]
-        if call.chunks <= 1:
-            pointers = [b.inttoptr(a, t) for a, t in zip(addresses, types, strict=True)]
-            b.call(kernel, [*pointers, _c64(0), _c64(call.extent)])
-            return
-        data = b.alloca(ir.ArrayType(I64, len(addresses) + 2))
-        for k, value in enumerate([*addresses, _c64(call.extent), _c64(call.chunks)]):
-            b.store(value, b.gep(data, [_c64(0), _c64(k)], inbounds=True))
-        task = self._chunk_fn(call.kernel, kernel, types)
-        b.call(self.pool.parallel, [state, task, b.bitcast(data, I8P), _c64(call.chunks)])
-
-    def _chunk_fn(self, name: str, kernel: ir.Function, types: list[ir.Type]) -> ir.Function:
-        """name.chunk(data, c): the kernel over chunk c of data's [0, extent)."""
-        if name in self.chunk_fns:
-            return self.chunk_fns[name]
-        fn = ir.Function(self.module, TASK, f"{name}.chunk")
-        data, chunk = fn.args
-        b = ir.IRBuilder(fn.append_basic_block("entry"))
-        fields = b.bitcast(data, I64.as_pointer())
-        values = [b.load(b.gep(fields, [_c64(k)], inbounds=True)) for k in range(len(types) + 2)]
-        extent, chunks = values[-2], values[-1]
-        start = b.udiv(b.mul(extent, chunk), chunks)
-        end = b.udiv(b.mul(extent, b.add(chunk, _c64(1))), chunks)
-        pointers = [b.inttoptr(v, t) for v, t in zip(values[:-2], types, strict=True)]
-        b.call(kernel, [*pointers, start, end])
-        b.ret_void()
-        self.chunk_fns[name] = fn
-        return fn
-
-    # ------------------------------------------------------------ products
-    def _blas(self, dtype: str) -> ir.Function:
-        if dtype not in self.blas:
-            scalar = ir.FloatType() if dtype == "float32" else ir.DoubleType()
-            args = [I32] * 6 + [scalar, I8P, I32, I8P, I32, scalar, I8P, I32]
-            fnty = ir.FunctionType(ir.VoidType(), args)
-            self.blas[dtype] = ir.Function(self.module, fnty, GEMM_SYMBOLS[dtype])
-        return self.blas[dtype]
-
-    def _gemm(
-        self, b: ir.IRBuilder, fn: ir.Function, slots: ir.Value, state: ir.Value, call: GemmCall
-    ) -> None:
-        self.gemms += 1
-        rows = ir.ArrayType(ir.ArrayType(I64, 5), len(call.blocks))
-        table = ir.GlobalVariable(self.module, rows, f"egc_gemm_{self.gemms}.blocks")
-        table.global_constant = True
-        table.linkage = "internal"
-        table.initializer = ir.Constant(
-            rows, [ir.Constant(ir.ArrayType(I64, 5), list(r)) for r in call.blocks]
-        )
-        task = self._gemm_chunk_fn(call, table)
-        data = b.alloca(ir.ArrayType(I64, 3))
-        for k, slot in enumerate(call.slots):
-            b.store(self._address(b, slots, slot), b.gep(data, [_c64(0), _c64(k)], inbounds=True))
-        raw = b.bitcast(data, I8P)
-        if call.parallel:
-            b.call(self.pool.parallel, [state, task, raw, _c64(len(call.blocks))])
-            return
-        _serial_loop(b, fn, task, raw, len(call.blocks))
-
-    def _gemm_chunk_fn(self, call: GemmCall, table: ir.GlobalVariable) -> ir.Function:
-        fn = ir.Function(self.module, TASK, f"egc_gemm_{self.gemms}.chunk")
-        data, chunk = fn.args
-        b = ir.IRBuilder(fn.append_basic_block("entry"))
-        fields = b.bitcast(data, I64.as_pointer())
-        base = [b.load(b.gep(fields, [_c64(k)], inbounds=True)) for k in range(3)]
-        row = [b.load(b.gep(table, [_c64(0), chunk, _c64(k)], inbounds=True)) for k in range(5)]
-        a, bb, c = (b.inttoptr(b.add(base[k], row[k]), I8P) for k in range(3))
-        m, n = (b.trunc(v, I32) for v in row[3:])
-        scalar = ir.FloatType() if call.dtype == "float32" else ir.DoubleType()
-
-        def i32(v: int) -> ir.Constant:
-            return ir.Constant(I32, v)
-
-        args = [
-            i32(101), i32(112 if call.trans_a else 111), i32(112 if call.trans_b else 111),
-            m, n, i32(call.k), ir.Constant(scalar, 1.0), a, i32(call.lda), bb, i32(call.ldb),
-            ir.Constant(scalar, 0.0), c, i32(call.ldc),
-        ]  # fmt: skip
-        b.call(self._blas(call.dtype), args)
-        b.ret_void()
-        return fn
-
-
-def _serial_loop(
+def serial_loop(
     b: ir.IRBuilder, fn: ir.Function, task: ir.Value, data: ir.Value, n: int | ir.Value
 ) -> None:
     """task(data, c) for c in [0, n) on this thread."""
-    count = _c64(n) if isinstance(n, int) else n
+    count = c64(n) if isinstance(n, int) else n
     pre = b.block
     head = fn.append_basic_block("serial.head")
     body = fn.append_basic_block("serial.body")
@@ -499,10 +340,10 @@ def _serial_loop(
     b.branch(head)
     b.position_at_end(head)
     i = b.phi(I64)
-    i.add_incoming(_c64(0), pre)
+    i.add_incoming(c64(0), pre)
     b.cbranch(b.icmp_unsigned("<", i, count), body, done)
     b.position_at_end(body)
     b.call(task, [data, i])
-    i.add_incoming(b.add(i, _c64(1)), body)
+    i.add_incoming(b.add(i, c64(1)), body)
     b.branch(head)
     b.position_at_end(done)

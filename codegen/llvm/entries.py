@@ -1,0 +1,167 @@
+"""Entry functions: `step_<i>(slots, state)` runs one kernel's calls (loop launches, in
+parallel through the pool of native.py, and GEMM blocks), `segment_<j>(slots, state)` a run
+of steps, so a whole model is one native call per run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llvmlite import ir
+
+from .native import I8P, I32, I64, STATE, TASK, Pool, c64, serial_loop
+
+
+@dataclass
+class LaunchCall:
+    """kernel(buffers..., start, end) over [0, extent), in `chunks` pieces (1: inline)."""
+
+    kernel: str
+    slots: list[int]
+    extent: int
+    chunks: int
+
+
+@dataclass
+class GemmCall:
+    """One product: blocks of (a, b, c byte offsets, m, n) of single-threaded GEMMs."""
+
+    dtype: str
+    slots: tuple[int, int, int]
+    trans_a: bool
+    trans_b: bool
+    k: int
+    lda: int
+    ldb: int
+    ldc: int
+    blocks: list[tuple[int, int, int, int, int]]
+    parallel: bool
+
+
+GEMM_SYMBOLS = {"float32": "egc_sgemm", "float64": "egc_dgemm"}
+SLOTS = I64.as_pointer()
+ENTRY = ir.FunctionType(ir.VoidType(), [SLOTS, STATE])  # fn(slots, state)
+
+
+class EntryEmitter:
+    """Step and segment functions: `step_<i>(slots, state)` runs one kernel's calls,
+    `segment_<j>(slots, state)` a run of steps; slots hold every buffer's address."""
+
+    def __init__(self, module: ir.Module, pool: Pool) -> None:
+        self.module, self.pool = module, pool
+        self.chunk_fns: dict[str, ir.Function] = {}
+        self.gemms = 0
+        self.blas: dict[str, ir.Function] = {}
+
+    def step(self, index: int, calls: list[LaunchCall | GemmCall]) -> str:
+        name = f"egc_step_{index}"
+        fn = ir.Function(self.module, ENTRY, name)
+        fn.attributes.add("noinline")  # a segment of 10,000 inlined steps is slow to optimise
+        slots, state = fn.args
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        for call in calls:
+            if isinstance(call, LaunchCall):
+                self._launch(b, fn, slots, state, call)
+            else:
+                self._gemm(b, fn, slots, state, call)
+        b.ret_void()
+        return name
+
+    def segment(self, index: int, steps: list[str]) -> str:
+        name = f"egc_segment_{index}"
+        fn = ir.Function(self.module, ENTRY, name)
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        for step in steps:
+            b.call(self.module.get_global(step), list(fn.args))
+        b.ret_void()
+        return name
+
+    # ------------------------------------------------------------ launches
+    def _address(self, b: ir.IRBuilder, slots: ir.Value, slot: int) -> ir.Value:
+        return b.load(b.gep(slots, [c64(slot)], inbounds=True))
+
+    def _launch(
+        self, b: ir.IRBuilder, fn: ir.Function, slots: ir.Value, state: ir.Value, call: LaunchCall
+    ) -> None:
+        kernel = self.module.get_global(call.kernel)
+        types = [a.type for a in kernel.args[:-2]]
+        addresses = [self._address(b, slots, s) for s in call.slots]
+        if call.chunks <= 1:
+            pointers = [b.inttoptr(a, t) for a, t in zip(addresses, types, strict=True)]
+            b.call(kernel, [*pointers, c64(0), c64(call.extent)])
+            return
+        data = b.alloca(ir.ArrayType(I64, len(addresses) + 2))
+        for k, value in enumerate([*addresses, c64(call.extent), c64(call.chunks)]):
+            b.store(value, b.gep(data, [c64(0), c64(k)], inbounds=True))
+        task = self._chunk_fn(call.kernel, kernel, types)
+        b.call(self.pool.parallel, [state, task, b.bitcast(data, I8P), c64(call.chunks)])
+
+    def _chunk_fn(self, name: str, kernel: ir.Function, types: list[ir.Type]) -> ir.Function:
+        """name.chunk(data, c): the kernel over chunk c of data's [0, extent)."""
+        if name in self.chunk_fns:
+            return self.chunk_fns[name]
+        fn = ir.Function(self.module, TASK, f"{name}.chunk")
+        data, chunk = fn.args
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        fields = b.bitcast(data, I64.as_pointer())
+        values = [b.load(b.gep(fields, [c64(k)], inbounds=True)) for k in range(len(types) + 2)]
+        extent, chunks = values[-2], values[-1]
+        start = b.udiv(b.mul(extent, chunk), chunks)
+        end = b.udiv(b.mul(extent, b.add(chunk, c64(1))), chunks)
+        pointers = [b.inttoptr(v, t) for v, t in zip(values[:-2], types, strict=True)]
+        b.call(kernel, [*pointers, start, end])
+        b.ret_void()
+        self.chunk_fns[name] = fn
+        return fn
+
+    # ------------------------------------------------------------ products
+    def _blas(self, dtype: str) -> ir.Function:
+        if dtype not in self.blas:
+            scalar = ir.FloatType() if dtype == "float32" else ir.DoubleType()
+            args = [I32] * 6 + [scalar, I8P, I32, I8P, I32, scalar, I8P, I32]
+            fnty = ir.FunctionType(ir.VoidType(), args)
+            self.blas[dtype] = ir.Function(self.module, fnty, GEMM_SYMBOLS[dtype])
+        return self.blas[dtype]
+
+    def _gemm(
+        self, b: ir.IRBuilder, fn: ir.Function, slots: ir.Value, state: ir.Value, call: GemmCall
+    ) -> None:
+        self.gemms += 1
+        rows = ir.ArrayType(ir.ArrayType(I64, 5), len(call.blocks))
+        table = ir.GlobalVariable(self.module, rows, f"egc_gemm_{self.gemms}.blocks")
+        table.global_constant = True
+        table.linkage = "internal"
+        table.initializer = ir.Constant(
+            rows, [ir.Constant(ir.ArrayType(I64, 5), list(r)) for r in call.blocks]
+        )
+        task = self._gemm_chunk_fn(call, table)
+        data = b.alloca(ir.ArrayType(I64, 3))
+        for k, slot in enumerate(call.slots):
+            b.store(self._address(b, slots, slot), b.gep(data, [c64(0), c64(k)], inbounds=True))
+        raw = b.bitcast(data, I8P)
+        if call.parallel:
+            b.call(self.pool.parallel, [state, task, raw, c64(len(call.blocks))])
+            return
+        serial_loop(b, fn, task, raw, len(call.blocks))
+
+    def _gemm_chunk_fn(self, call: GemmCall, table: ir.GlobalVariable) -> ir.Function:
+        fn = ir.Function(self.module, TASK, f"egc_gemm_{self.gemms}.chunk")
+        data, chunk = fn.args
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        fields = b.bitcast(data, I64.as_pointer())
+        base = [b.load(b.gep(fields, [c64(k)], inbounds=True)) for k in range(3)]
+        row = [b.load(b.gep(table, [c64(0), chunk, c64(k)], inbounds=True)) for k in range(5)]
+        a, bb, c = (b.inttoptr(b.add(base[k], row[k]), I8P) for k in range(3))
+        m, n = (b.trunc(v, I32) for v in row[3:])
+        scalar = ir.FloatType() if call.dtype == "float32" else ir.DoubleType()
+
+        def i32(v: int) -> ir.Constant:
+            return ir.Constant(I32, v)
+
+        args = [
+            i32(101), i32(112 if call.trans_a else 111), i32(112 if call.trans_b else 111),
+            m, n, i32(call.k), ir.Constant(scalar, 1.0), a, i32(call.lda), bb, i32(call.ldb),
+            ir.Constant(scalar, 0.0), c, i32(call.ldc),
+        ]  # fmt: skip
+        b.call(self._blas(call.dtype), args)
+        b.ret_void()
+        return fn
