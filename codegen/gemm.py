@@ -27,6 +27,7 @@ from .loop_ir import (
     Const,
     Declare,
     For,
+    LExpr,
     Load,
     LoopVar,
     Ref,
@@ -48,7 +49,7 @@ class Packed:
     m: int
     n: int
     k: int
-    mr: int  # rows per register block
+    mr: int  # rows per register block (the last m % mr rows are one smaller block)
     xv: int  # vectors per panel
     panels: np.ndarray  # (N / PW, K, PW)
 
@@ -89,34 +90,52 @@ def pack(call: Call) -> Packed:
     k, n = b.shape
     m = int(np.prod(a_t.shape[:-1], dtype=np.int64))
     xv = 2 if n % (2 * LANES) == 0 else 1
-    mr = next(r for r in (8, 4, 2, 1) if m % r == 0 and r * xv <= 16)
+    mr = min(8, m)  # 8 x XV accumulators (16 registers at most); the last m % 8 rows: a tail
     width = xv * LANES
     panels = np.ascontiguousarray(b.reshape(k, n // width, width).transpose(1, 0, 2), "float32")
     return Packed(m, n, k, mr, xv, panels)
 
 
 def panel_block(p: Packed, panel: LoopVar, a: str, packed: str, dest: str) -> list[Stmt]:
-    """dest[:, panel*PW : (panel+1)*PW] = a @ the panel, MR rows at a time."""
+    """dest[:, panel*PW : (panel+1)*PW] = a @ the panel: MR rows at a time, then the last
+    m % MR rows as one smaller block (a row count that MR does not divide, 197 tokens say,
+    keeps the full register block for all but its last rows)."""
+    mb = LoopVar(INDEX, "mb")
+    main = _row_block(p, p.mr, mul(mb, idx(p.mr)), panel, a, packed, dest, "")
+    stmts: list[Stmt] = [For("mb", p.m // p.mr, main)] if p.m >= p.mr else []
+    rest = p.m % p.mr
+    if rest:
+        stmts += _row_block(p, rest, idx(p.m - rest), panel, a, packed, dest, "t")
+    return stmts
+
+
+def _row_block(
+    p: Packed,
+    rows: int,
+    row0: LExpr,
+    panel: LoopVar,
+    a: str,
+    packed: str,
+    dest: str,
+    tag: str,
+) -> list[Stmt]:
+    """`rows` rows from row0 of one panel: rows x XV accumulators over k, then stored."""
     vec = f"float32x{LANES}"
-    mb, kk = LoopVar(INDEX, "mb"), LoopVar(INDEX, "kk")
-    row0 = mul(mb, idx(p.mr))
+    kk = LoopVar(INDEX, f"{tag}kk")
     column = mul(panel, idx(p.width))
     at_k = add(mul(add(mul(panel, idx(p.k)), kk), idx(p.width)), idx(0))
     loads = [Load(vec, packed, add(at_k, idx(v * LANES))) for v in range(p.xv)]
-    body: list[Stmt] = [
-        Declare(f"acc{r}_{v}", Const(vec, 0.0)) for r in range(p.mr) for v in range(p.xv)
-    ]
+    acc = [[f"{tag}acc{r}_{v}" for v in range(p.xv)] for r in range(rows)]
+    body: list[Stmt] = [Declare(name, Const(vec, 0.0)) for names in acc for name in names]
     updates: list[Stmt] = []
-    for r in range(p.mr):
+    for r in range(rows):
         splat = Splat(vec, Load("float32", a, add(mul(add(row0, idx(r)), idx(p.k)), kk)))
         for v in range(p.xv):
-            acc = f"acc{r}_{v}"
-            updates.append(
-                Assign(acc, Bin(vec, "add", Ref(vec, acc), Bin(vec, "mul", splat, loads[v])))
-            )
-    body.append(For("kk", p.k, updates, unroll=False))
-    for r in range(p.mr):
+            product = Bin(vec, "mul", splat, loads[v])
+            updates.append(Assign(acc[r][v], Bin(vec, "add", Ref(vec, acc[r][v]), product)))
+    body.append(For(kk.name, p.k, updates, unroll=False))
+    for r in range(rows):
         base = add(mul(add(row0, idx(r)), idx(p.n)), column)
         for v in range(p.xv):
-            body.append(Store(dest, add(base, idx(v * LANES)), Ref(vec, f"acc{r}_{v}")))
-    return [For("mb", p.m // p.mr, body)]
+            body.append(Store(dest, add(base, idx(v * LANES)), Ref(vec, acc[r][v])))
+    return body

@@ -4,7 +4,7 @@ transposed, split over threads), shared code for identical groups, and the stage
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import assume, given
+from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
 import codegen
@@ -108,11 +108,13 @@ def test_stages_return_typed_values() -> None:
 
 
 @given(
-    st.sampled_from([(64, 784), (1, 48), (3, 5, 32), (12, 100)]),
+    st.sampled_from([(64, 784), (1, 48), (3, 5, 32), (12, 100), (197, 64), (1, 13, 24)]),
     st.sampled_from([16, 32, 48, 96]),
     st.sampled_from(["dense", "matmul"]),
     st.booleans(),
 )
+@example((197, 64), 32, "dense", True)  # 24 blocks of 8 rows and a tail of 5 (ViT's tokens)
+@example((1, 13, 24), 16, "matmul", False)
 def test_products_on_constant_weights_use_packed_panels(shape, n, kind, epilogue) -> None:
     k = shape[-1]
     rng = np.random.default_rng(n)
