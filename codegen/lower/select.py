@@ -137,12 +137,22 @@ def _product(anchor: Call) -> Strategy:
     return LibraryProduct()
 
 
+MAX_PHASES = 16  # stride phases (sh * sw) the direct kernel splits its input into
+
+
 def _conv2d(anchor: Call) -> Strategy:
     """The direct micro-kernel wherever it fits (codegen/conv.py), 1x1 convolutions
     included: where their rows do not split into whole register blocks (7x7, 14x14) the
-    wide rows still beat a GEMM on the input, whose columns are too few for BLAS."""
+    wide rows still beat a GEMM on the input, whose columns are too few for BLAS. Past
+    MAX_PHASES stride phases (a ViT's 16x16 patches: 256) the phase-split copy is a huge
+    kernel for LLVM (8 s) while the taps barely overlap: im2col and a GEMM instead."""
     _materialised(anchor)
-    return DirectConv(conv.Wide.of(anchor)) if conv.direct_fits(anchor) else LibraryConv()
+    shape = conv.ConvShape.of(anchor)
+    if not conv.direct_fits(anchor) or (
+        shape.sh * shape.sw > MAX_PHASES and conv.columns_fit(anchor)
+    ):
+        return LibraryConv()
+    return DirectConv(conv.Wide.of(anchor))
 
 
 CHOOSERS: dict[str, Callable[[Call], Strategy]] = {
