@@ -1,0 +1,115 @@
+"""Benchmark: this compiler against ONNX Runtime and OpenVINO on the real models, in one
+process, 2 threads each, interleaved rounds; prints latency medians, ours / best, and
+compile times.
+
+    .venv/bin/python benchmarks/engines.py [--models resnet18,vit_tiny4] [--rounds 5]
+        [--threads 2]
+
+The models are the ONNX files of ../shared/models/real (with their .npz inputs). OpenVINO
+runs with INFERENCE_PRECISION_HINT=f32 (its default on AVX-512 CPUs is bf16, a different
+computation); it is a benchmark-only dependency (`pip install -e ".[bench]"`) and its
+column is left out when it is not installed. Machines are noisy: compare the ratios of one
+run, and say how loaded the machine was.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import codegen
+import passmgr as pm
+from egraph_ir.frontend import from_onnx
+
+REAL = Path(__file__).resolve().parents[1].parent / "shared" / "models" / "real"
+MODELS = ("resnet18", "mobilenet_v2", "efficientnet_b0", "vit_tiny4", "bert_tiny2", "lstm1")
+
+
+def median_seconds(run: Callable[[], Any], budget_s: float = 0.4, least: int = 5) -> float:
+    """The median of as many runs as fit in the budget (at least `least`)."""
+    samples = []
+    end = time.perf_counter() + budget_s
+    while time.perf_counter() < end or len(samples) < least:
+        start = time.perf_counter()
+        run()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+def ours(path: Path, feeds: dict[str, np.ndarray], threads: int) -> tuple[Callable[[], Any], float]:
+    start = time.perf_counter()
+    with pm.PassContext(opt_level=3, config={"codegen.num_threads": threads}):
+        exe = codegen.build(from_onnx(path))
+    return (lambda: exe.run(**feeds)), time.perf_counter() - start
+
+
+def onnxruntime(path: Path, feeds: dict[str, np.ndarray], threads: int) -> Callable[[], Any]:
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    return lambda: session.run(None, feeds)
+
+
+def openvino(path: Path, feeds: dict[str, np.ndarray], threads: int) -> Callable[[], Any] | None:
+    try:
+        import openvino as ov
+    except ImportError:
+        return None
+    config = {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": threads}
+    compiled = ov.Core().compile_model(str(path), "CPU", config)
+    request = compiled.create_infer_request()
+    return lambda: request.infer(feeds)
+
+
+def bench(name: str, rounds: int, threads: int) -> dict[str, Any]:
+    path = REAL / f"{name}.onnx"
+    feeds = dict(np.load(path.with_suffix(".npz")))
+    feeds.pop("expected")
+    run_ours, compile_s = ours(path, feeds, threads)
+    engines: dict[str, Callable[[], Any]] = {
+        "ours": run_ours,
+        "ORT": onnxruntime(path, feeds, threads),
+    }
+    ov_run = openvino(path, feeds, threads)
+    if ov_run is not None:
+        engines["OpenVINO"] = ov_run
+    for run in engines.values():
+        for _ in range(3):
+            run()
+    samples: dict[str, list[float]] = {k: [] for k in engines}
+    for _ in range(rounds):
+        for k, run in engines.items():
+            samples[k].append(median_seconds(run))
+    ms = {k: 1e3 * statistics.median(v) for k, v in samples.items()}
+    best = min(v for k, v in ms.items() if k != "ours")
+    return {"model": name, "ms": ms, "ratio": ms["ours"] / best, "compile_s": compile_s}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    if not REAL.is_dir():
+        print(f"no real models at {REAL}: nothing to measure")
+        return
+    rows = [bench(name, args.rounds, args.threads) for name in args.models.split(",")]
+    engines = list(rows[0]["ms"])
+    print(f"| model | {' | '.join(f'{e} ms' for e in engines)} | ours / best | compile |")
+    print("|---|" + "---:|" * (len(engines) + 2))
+    for r in rows:
+        cells = " | ".join(f"{r['ms'][e]:.3f}" for e in engines)
+        print(f"| {r['model']} | {cells} | {r['ratio']:.2f} | {r['compile_s']:.1f} s |")
+
+
+if __name__ == "__main__":
+    main()
