@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from os import PathLike
 from typing import Any
 
 import numpy as np
@@ -24,6 +25,7 @@ import numpy as np
 import passmgr as pm
 from egraph_ir.errors import CodegenError
 from egraph_ir.expr import Constant, Expr, Function, Var
+from egraph_ir.frontend import from_onnx
 from egraph_ir.infer import infer_type
 from egraph_ir.module import IRModule
 from egraph_ir.types import TensorType, Type
@@ -49,17 +51,26 @@ TARGETS = ("llvm",)
 
 
 def build(
-    mod: IRModule | Function,
+    mod: IRModule | Function | str | PathLike[str] | Any,
     target: str = "llvm",
     params: Mapping[str, np.ndarray] | None = None,
     extra_passes: Sequence[pm.Pass] = (),
 ) -> Executable:
-    """Compile `mod` (its main function) for `target`; `params` binds inputs to constants;
-    `extra_passes` (e.g. EqSat over a user's rule file) run after the standard pipeline."""
+    """Compile `mod` (its main function) for `target`: an IR module or function, or an
+    ONNX model (a path or a ModelProto, imported with `from_onnx`). `params` binds inputs
+    to constants; `extra_passes` (e.g. EqSat over a user's rule file) run after the
+    standard pipeline."""
     if target not in TARGETS:
         raise CodegenError(f"unknown target '{target}'; supported: {', '.join(TARGETS)}")
     if isinstance(mod, Function):
         mod = IRModule.from_expr(mod)
+    elif not isinstance(mod, IRModule):
+        if not isinstance(mod, str | PathLike) and not hasattr(mod, "graph"):
+            raise CodegenError(
+                "build takes an IRModule, a Function, an ONNX file path or an onnx "
+                f"ModelProto; got {type(mod).__name__}"
+            )
+        mod = from_onnx(mod)
     if "main" not in dict(mod.items()):
         raise CodegenError("the module has no 'main' function")
     options = BuildOptions.from_context()

@@ -253,3 +253,19 @@ def test_storage_only_dtypes_run_on_the_host_and_match_the_interpreter() -> None
         pytest.raises(ir.CodegenError, match="do not compute in bfloat16"),
     ):
         codegen.build(fn)
+
+
+def test_build_takes_an_onnx_path_or_model_proto(tmp_path) -> None:
+    """The API an ONNX Runtime user types first: a file or a ModelProto, as DESIGN says."""
+    pytest.importorskip("onnx")
+    from egraph_ir.frontend import to_onnx
+
+    model = to_onnx(models.mlp())
+    path = tmp_path / "mlp.onnx"
+    path.write_bytes(model.SerializeToString())
+    x = models.example_inputs("mlp")
+    expected = ir.interpret(models.mlp(), **x)
+    for source in (str(path), path, model):
+        assert_allclose(codegen.build(source).run(**x), expected)
+    with pytest.raises(ir.CodegenError, match="takes an IRModule"):
+        codegen.build(42)  # type: ignore[arg-type]
