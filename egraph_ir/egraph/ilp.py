@@ -80,11 +80,14 @@ def extractable(by_class: dict[Value, list[ENode]], root: Value) -> dict[Value, 
 def prune(
     by_class: dict[Value, list[ENode]], own: dict[ENode, float], root: Value
 ) -> dict[Value, list[ENode]]:
-    """The classes reachable from root and the nodes that may be chosen in them."""
+    """The classes reachable from root and the nodes that may be chosen in them. Dominance
+    (a node costing more and needing more goes) holds only when no cost is negative: a
+    class a node needs may then lower the program's cost."""
     classes = extractable(by_class, root)
-    for c, nodes in classes.items():
-        if 1 < len(nodes) <= DOMINANCE_MAX_CLASS:
-            classes[c] = _undominated(nodes, own)
+    if all(v >= 0 for v in own.values()):
+        for c, nodes in classes.items():
+            if 1 < len(nodes) <= DOMINANCE_MAX_CLASS:
+                classes[c] = _undominated(nodes, own)
     reachable: dict[Value, list[ENode]] = {}
     stack = [root]
     while stack:
@@ -162,7 +165,8 @@ def _solve(
         return IlpOutcome(warm, "time-out", None, None, 0, len(nodes))
     h = new_highs()
     n_cols = len(nodes)
-    add_columns(h, [own[n] for n in nodes], integral=n_cols)
+    costs = np.array([own[n] for n in nodes])
+    add_columns(h, costs.tolist(), integral=n_cols)
     add_rows(h, rows)
 
     best, best_cost = warm, warm_cost
@@ -182,26 +186,47 @@ def _solve(
         h.run()
         rounds += 1
         info = h.getInfo()
-        if info.mip_dual_bound > -inf:
-            lower = max(lower or 0.0, float(info.mip_dual_bound))
+        if info.mip_dual_bound > -inf:  # costs may be negative: no floor at 0
+            bound = float(info.mip_dual_bound)
+            lower = bound if lower is None else max(lower, bound)
         if info.primal_solution_status != 2:
             break  # nothing feasible found in time
         x = h.getSolution().col_value
+        if not _attains(float(np.dot(x, costs)), float(info.objective_function_value)):
+            # HiGHS can hand back the start vector beside a better proven objective: solve
+            # again from scratch to get the vector it proved
+            h.clearSolver()
+            h.setOptionValue("time_limit", max(deadline - time.perf_counter(), MIN_SOLVE_SECONDS))
+            h.run()
+            info = h.getInfo()
+            if info.primal_solution_status != 2:
+                break
+            x = h.getSolution().col_value
         chosen = {c: n for c, ns in classes.items() for n in ns if x[col[n]] > 0.5}
         cycles = cycles_of(chosen, root)
         if not cycles:
             cost = total_cost(chosen, own, root)
             if cost <= best_cost:
                 best, best_cost = chosen, cost
-            if h.getModelStatus() == highspy.HighsModelStatus.kOptimal:
+            objective = float(info.objective_function_value)
+            if h.getModelStatus() == highspy.HighsModelStatus.kOptimal and _attains(
+                best_cost, objective
+            ):
                 return IlpOutcome(best, "optimal", 0.0, best_cost, rounds, len(nodes))
-            break
+            break  # a proof of another vector (or of nodes no program uses) proves nothing
         add_rows(h, [(-inf, len(c) - 1.0, [(col[n], 1.0) for n in c]) for c in cycles])
     if lower is None:
         return IlpOutcome(best, "time-out", None, None, rounds, len(nodes))
-    gap = max(0.0, (best_cost - lower) / best_cost) if best_cost > 0 else 0.0
+    gap = max(0.0, best_cost - lower) / max(abs(best_cost), 1e-30)
     status = "optimal" if gap <= 1e-9 else "feasible"
     return IlpOutcome(best, status, gap, lower, rounds, len(nodes))
+
+
+def _attains(cost: float, objective: float) -> bool:
+    """Whether the program handed back costs what the solver says it proved optimal. It may
+    not: HiGHS can hand back its start vector beside a better proven objective, and with
+    negative costs the objective counts chosen nodes that no program uses."""
+    return cost <= objective + 1e-9 * max(1.0, abs(objective))
 
 
 def _choice_rows(

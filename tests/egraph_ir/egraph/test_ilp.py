@@ -15,7 +15,7 @@ from egraph_ir.egraph import get_cost_model, optimize
 from egraph_ir.egraph.encode import encode
 from egraph_ir.egraph.extract import CostTable, dag_cost, extract
 from egraph_ir.egraph.graph import ENode, Snapshot, TensorEGraph
-from egraph_ir.egraph.ilp import prune, solve
+from egraph_ir.egraph.ilp import prune, solve, total_cost
 from egraph_ir.egraph.saturate import Limits, saturate
 from egraph_ir.egraph.serialize import extract_serialized, from_json, serialize
 from egraph_ir.errors import CompilerError
@@ -234,3 +234,21 @@ def test_implied_classes_are_what_every_acyclic_program_uses() -> None:
     assert implied["c4"] == {"c4"} and implied["c5"] == {"c5", "c4"}
     assert implied["c6"] == {"c6", "c0", "c1", "c4"}
     assert implied_classes(classes, limit=3) == {}  # past the limit: no rows at all
+
+
+def test_a_negative_node_no_program_uses_does_not_make_a_false_optimum() -> None:
+    """x takes `cheap` (a leaf) or `dear` (which needs y, whose node costs -100). The
+    integer program can pick y's node without using it, so its objective (cheap - 100)
+    is below every program's cost: the answer must not be called optimal (issue #34)."""
+    cheap = ENode("cheap", (), ("cheap",), "x")
+    dear = ENode("dear", ("y",), ("dear",), "x")
+    gift = ENode("gift", (), ("gift",), "y")
+    top = ENode("top", ("x",), ("top",), "r")
+    costs = {cheap: 1.0, dear: 5.0, gift: -100.0, top: 1.0}
+    snap = Snapshot([cheap, dear, gift, top], {})
+    outcome = solve(snap.by_class, costs, "r", {"r": top, "x": cheap}, 5.0)
+    program = total_cost(outcome.choice, costs, "r")
+    if outcome.status == "optimal":  # then it must be the real optimum: top, dear, gift
+        assert program == pytest.approx(-94.0)
+    else:
+        assert outcome.lower_bound is not None and outcome.lower_bound <= program
