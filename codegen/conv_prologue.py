@@ -33,6 +33,12 @@ from .loop_ir import (
 )
 
 
+def uniform_phases(conv: Call, lay: Wide) -> bool:
+    """Whether phase_kernel copies its phases with one loop (see _uniform)."""
+    g = ConvShape.of(conv)
+    return _uniform(g, lay.phases, lay.rows, lay.wp, (g.sh, g.sw))
+
+
 def phase_kernel(conv: Call, lay: Wide, name: str) -> tuple[Kernel, tuple[tuple[int, ...], str]]:
     """The direct kernel's input: xph[n, c, phase (a, b), r, t] = x[n, c, r*sh + a - top,
     t*sw + b - left], zero outside, so every tap reads a contiguous row."""
@@ -111,16 +117,12 @@ def _plane_copy(
     fill = zero(g.dtype)
     body: list[Stmt] = []
 
-    def span(first: int, step: int, size: int, extent: int) -> tuple[int, int]:
-        """The k in [0, extent) with 0 <= k*step + first < size."""
-        lo = max(0, -(first // step))  # ceil(-first / step)
-        hi = min(extent, max(lo, -(-(size - first) // step)))
-        return lo, hi
-
+    if _uniform(g, phases, rows, width, stride):
+        return _grid_copy(g, rows, width, stride, source, dest)
     for k, (pa, pb) in enumerate(phases):
         plane = add(dst_channel, idx(k * plane_size))
-        r0, r1 = span(pa - g.top, sh, g.h, rows)
-        t0, t1 = span(pb - g.left, sw, g.w, width)
+        r0, r1 = _span(pa - g.top, sh, g.h, rows)
+        t0, t1 = _span(pb - g.left, sw, g.w, width)
         for first, count in ((0, r0), (r1, rows - r1)):
             if count > 0:
                 r, t = loop_var(f"zr{k}_{first}"), loop_var(f"zt{k}_{first}")
@@ -144,6 +146,55 @@ def _plane_copy(
         if r1 > r0:
             body.append(For(r.name, r1 - r0, inner))
     return body
+
+
+def _span(first: int, step: int, size: int, extent: int) -> tuple[int, int]:
+    """The k in [0, extent) with 0 <= k*step + first < size."""
+    lo = max(0, -(first // step))  # ceil(-first / step)
+    hi = min(extent, max(lo, -(-(size - first) // step)))
+    return lo, hi
+
+
+def _uniform(
+    g: ConvShape,
+    phases: Sequence[tuple[int, int]],
+    rows: int,
+    width: int,
+    stride: tuple[int, int],
+) -> bool:
+    """Every phase of the stride grid, in order, reads a whole rows x width plane of input
+    (no padding reaches it): then one loop over the phases copies them all, instead of a
+    copy per phase (256 for a ViT's 16x16 patches, a module LLVM takes seconds over)."""
+    sh, sw = stride
+    grid = [(a, b) for a in range(sh) for b in range(sw)]
+    return (
+        len(grid) > 1
+        and list(phases) == grid
+        and all(
+            _span(a - g.top, sh, g.h, rows) == (0, rows)
+            and _span(b - g.left, sw, g.w, width) == (0, width)
+            for a, b in grid
+        )
+    )
+
+
+def _grid_copy(
+    g: ConvShape,
+    rows: int,
+    width: int,
+    stride: tuple[int, int],
+    source: tuple[str, LExpr],
+    dest: tuple[str, LExpr],
+) -> list[Stmt]:
+    """_plane_copy for a uniform grid of phases (see _uniform): loops over the phases."""
+    sh, sw = stride
+    (src_buf, src_plane), (out, dst_channel) = source, dest
+    pa, pb, r, t = (loop_var(k) for k in ("ga", "gb", "gr", "gt"))
+    plane = add(dst_channel, mul(add(mul(pa, idx(sw)), pb), idx(rows * width)))
+    src_row = add(src_plane, mul(add(add(mul(r, idx(sh)), pa), idx(-g.top)), idx(g.w)))
+    src = add(src_row, add(add(mul(t, idx(sw)), pb), idx(-g.left)))
+    copy = Store(out, add(plane, add(mul(r, idx(width)), t)), Load(g.dtype, src_buf, src))
+    return [For(pa.name, sh, [For(pb.name, sw, [For(r.name, rows, [For(t.name, width, [copy])])])])]
 
 
 def grouped_kernel(conv: Call, name: str) -> Kernel:

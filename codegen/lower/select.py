@@ -15,7 +15,7 @@ from egraph_ir.op._common import size_of
 from egraph_ir.registry import Op, OpPattern
 from egraph_ir.types import TensorType
 
-from .. import blas, conv, gemm
+from .. import blas, conv, conv_prologue, gemm
 
 
 class Unsupported(Exception):
@@ -144,15 +144,16 @@ def _conv2d(anchor: Call) -> Strategy:
     """The direct micro-kernel wherever it fits (codegen/conv.py), 1x1 convolutions
     included: where their rows do not split into whole register blocks (7x7, 14x14) the
     wide rows still beat a GEMM on the input, whose columns are too few for BLAS. Past
-    MAX_PHASES stride phases (a ViT's 16x16 patches: 256) the phase-split copy is a huge
-    kernel for LLVM (8 s) while the taps barely overlap: im2col and a GEMM instead."""
+    MAX_PHASES stride phases whose copies differ (padding reaches some of them) the
+    phase-split copy is one loop nest per phase, a huge kernel for LLVM: im2col and a GEMM
+    instead. A uniform grid of phases (a ViT's 16x16 non-overlapping patches) is one loop
+    and stays direct."""
     _materialised(anchor)
-    shape = conv.ConvShape.of(anchor)
-    if not conv.direct_fits(anchor) or (
-        shape.sh * shape.sw > MAX_PHASES and conv.columns_fit(anchor)
-    ):
+    if not conv.direct_fits(anchor):
         return LibraryConv()
-    return DirectConv(conv.Wide.of(anchor))
+    shape, wide = conv.ConvShape.of(anchor), conv.Wide.of(anchor)
+    many = shape.sh * shape.sw > MAX_PHASES and not conv_prologue.uniform_phases(anchor, wide)
+    return LibraryConv() if many and conv.columns_fit(anchor) else DirectConv(wide)
 
 
 CHOOSERS: dict[str, Callable[[Call], Strategy]] = {
