@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from ..errors import CompilerError
 from ..highs import Row, add_columns, add_rows, new_highs
@@ -191,17 +192,10 @@ def _solve(
             lower = bound if lower is None else max(lower, bound)
         if info.primal_solution_status != 2:
             break  # nothing feasible found in time
-        x = h.getSolution().col_value
-        if not _attains(float(np.dot(x, costs)), float(info.objective_function_value)):
-            # HiGHS can hand back the start vector beside a better proven objective: solve
-            # again from scratch to get the vector it proved
-            h.clearSolver()
-            h.setOptionValue("time_limit", max(deadline - time.perf_counter(), MIN_SOLVE_SECONDS))
-            h.run()
-            info = h.getInfo()
-            if info.primal_solution_status != 2:
-                break
-            x = h.getSolution().col_value
+        proved = _proved_vector(h, costs, deadline)
+        if proved is None:
+            break
+        info, x = proved
         chosen = {c: n for c, ns in classes.items() for n in ns if x[col[n]] > 0.5}
         cycles = cycles_of(chosen, root)
         if not cycles:
@@ -220,6 +214,24 @@ def _solve(
     gap = max(0.0, best_cost - lower) / max(abs(best_cost), 1e-30)
     status = "optimal" if gap <= 1e-9 else "feasible"
     return IlpOutcome(best, status, gap, lower, rounds, len(nodes))
+
+
+def _proved_vector(h: Any, costs: Any, deadline: float) -> tuple[Any, Any] | None:
+    """The solver's info and solution vector after a run that found one. HiGHS can hand
+    back the start vector beside a better proven objective: then it solves again from
+    scratch to get the vector it proved (None: nothing found in time)."""
+    import numpy as np
+
+    info, x = h.getInfo(), h.getSolution().col_value
+    if _attains(float(np.dot(x, costs)), float(info.objective_function_value)):
+        return info, x
+    h.clearSolver()
+    h.setOptionValue("time_limit", max(deadline - time.perf_counter(), MIN_SOLVE_SECONDS))
+    h.run()
+    info = h.getInfo()
+    if info.primal_solution_status != 2:
+        return None
+    return info, h.getSolution().col_value
 
 
 def _attains(cost: float, objective: float) -> bool:
