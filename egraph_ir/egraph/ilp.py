@@ -125,26 +125,29 @@ def solve(
     solve without them (QUICK_SHARE of the time) has not proved its answer: on e-graphs
     close to trees (the pipeline's) that proof is immediate and the rows, quadratic in the
     classes, cost seconds for nothing (EfficientNet-B0's pipeline: 2.2 -> 0.4 s)."""
-    if implied and time_limit >= MIN_SOLVE_SECONDS:
-        if sum(len(ns) for ns in prune(by_class, own, root).values()) > IMPLIED_MAX_NODES:
-            return _solve(by_class, own, root, warm, time_limit, implied=False)
+    if time_limit < MIN_SOLVE_SECONDS:
+        return IlpOutcome(warm, "time-out", None, None)
+    classes = prune(by_class, own, root)
+    if implied and sum(len(ns) for ns in classes.values()) <= IMPLIED_MAX_NODES:
         start = time.perf_counter()
-        quick = _solve(by_class, own, root, warm, time_limit * QUICK_SHARE, implied=False)
+        quick = _solve(classes, own, root, warm, time_limit * QUICK_SHARE, implied=False)
         if quick.status == "optimal":
             return quick
         warm = quick.choice
         time_limit -= time.perf_counter() - start
-    return _solve(by_class, own, root, warm, time_limit, implied)
+        return _solve(classes, own, root, warm, time_limit, implied=True)
+    return _solve(classes, own, root, warm, time_limit, implied=False)
 
 
 def _solve(
-    by_class: dict[Value, list[ENode]],
+    classes: dict[Value, list[ENode]],
     own: dict[ENode, float],
     root: Value,
     warm: dict[Value, ENode],
     time_limit: float,
     implied: bool,
 ) -> IlpOutcome:
+    """solve() over classes already pruned."""
     import highspy
     import numpy as np
 
@@ -152,7 +155,6 @@ def _solve(
     warm_cost = total_cost(warm, own, root)
     if time_limit < MIN_SOLVE_SECONDS:
         return IlpOutcome(warm, "time-out", None, None)
-    classes = prune(by_class, own, root)
     nodes = [n for ns in classes.values() for n in ns]
     if len(nodes) == len(classes):  # one choice left everywhere: nothing to solve
         forced = {c: ns[0] for c, ns in classes.items()}

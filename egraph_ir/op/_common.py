@@ -102,9 +102,18 @@ TRANSCENDENTAL = 10.0
 
 
 def register_anchor(
-    name, inputs, infer, ref, flops, attrs=(), pattern=OpPattern.OUT_ELEMWISE_FUSABLE, doc=""
+    name,
+    inputs,
+    infer,
+    ref,
+    flops,
+    attrs=(),
+    pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+    doc="",
+    variadic=False,
 ):
-    """Register an op whose elementwise consumers fuse after it (nn.py, norm.py)."""
+    """Register an op from positional parts; by default one whose elementwise consumers
+    fuse after it (nn.py, norm.py; shape.py passes its own pattern and cost)."""
     register_op(
         Op(
             name=name,
@@ -115,5 +124,6 @@ def register_anchor(
             flops=flops,
             attrs=attrs,
             doc=doc,
+            variadic=variadic,
         )
     )

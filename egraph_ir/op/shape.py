@@ -8,27 +8,15 @@ import ml_dtypes
 import numpy as np
 
 from ..attrs import Attrs
-from ..registry import AttrSpec, Op, OpPattern, ShapeError, register_op
+from ..registry import AttrSpec, OpPattern, ShapeError
 from ..types import NARROW_FLOATS, NARROW_INTS, TensorType, TupleType, Type
-from ._common import INTEGER, norm_axis, per_output_element, same_dtype, size_of
+from ._common import INTEGER, norm_axis, per_output_element, register_anchor, same_dtype, size_of
 
 MOVE = per_output_element(0.0)
 
 
 def _reg(name, inputs, infer, ref, attrs=(), pattern=OpPattern.INJECTIVE, doc="", variadic=False):
-    register_op(
-        Op(
-            name=name,
-            inputs=inputs,
-            infer=infer,
-            reference=ref,
-            pattern=pattern,
-            flops=MOVE,
-            attrs=attrs,
-            doc=doc,
-            variadic=variadic,
-        )
-    )
+    register_anchor(name, inputs, infer, ref, MOVE, attrs, pattern, doc, variadic)
 
 
 # ---------------------------------------------------------------- reshape
