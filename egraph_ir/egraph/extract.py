@@ -87,6 +87,9 @@ class ExtractionResult:
     gap: float | None = None  # relative MIP gap when the ILP stopped early
     seconds: float = 0.0
     candidates: dict[str, float] = field(default_factory=dict)  # cost per extractor tried
+    lower_bound: float | None = None  # proven: no program costs less
+    time_limit: float = math.inf  # the budget every phase was counted against
+    notes: list[str] = field(default_factory=list)  # fallbacks and limits met on the way
 
     def to_ir(self, g: TensorEGraph) -> Expr:
         return to_ir(g, self.choice, self.root)
@@ -157,15 +160,18 @@ def _parents(snap: Snapshot) -> dict[Value, list[ENode]]:
 # ---------------------------------------------------------------- greedy (tree cost)
 def greedy(table: CostTable) -> tuple[Choice, dict[Value, float]]:
     """Cheapest node per class by tree cost: a node is ready when all its children have a
-    cost; each improvement re-examines the node's parents."""
+    cost; each improvement re-examines the node's parents. A negative cost counts as 0
+    here: a cycle of negative total has no cheapest tree (the relaxation would never end);
+    the choice is then priced by its DAG cost with the real costs."""
     parents = _parents(table.snap)
+    own = {n: max(v, 0.0) for n, v in table.own.items()}
     choice: Choice = {}
     cost: dict[Value, float] = {}
     heap: list[tuple[float, int, ENode]] = []
     counter = 0
     for n in table.snap.nodes:
         if not n.children:
-            heap.append((table.own[n], counter, n))
+            heap.append((own[n], counter, n))
             counter += 1
     heapq.heapify(heap)
     while heap:
@@ -175,7 +181,7 @@ def greedy(table: CostTable) -> tuple[Choice, dict[Value, float]]:
         cost[n.eclass], choice[n.eclass] = total, n
         for p in parents[n.eclass]:
             if all(c in cost for c in p.children):
-                t = table.own[p] + sum(cost[c] for c in p.children)
+                t = own[p] + sum(cost[c] for c in p.children)
                 if t < cost.get(p.eclass, math.inf):
                     heapq.heappush(heap, (t, counter, p))
                     counter += 1
@@ -183,20 +189,29 @@ def greedy(table: CostTable) -> tuple[Choice, dict[Value, float]]:
 
 
 # ---------------------------------------------------------------- greedy-dag
-def greedy_dag(table: CostTable, start: Choice) -> Choice | None:
-    """Relax with sets of (class -> cost) so shared classes count once; None when the work
-    budget runs out (the caller keeps `start`)."""
+def greedy_dag(
+    table: CostTable, start: Choice, deadline: float = math.inf
+) -> tuple[Choice | None, str]:
+    """Relax with sets of (class -> cost) so shared classes count once. Returns the choice
+    and "", or None and why it gave up (the work budget or the deadline: the caller keeps
+    `start` and reports it). With no negative cost a node is skipped when its own cost and
+    its dearest child's set already reach its class's best: the union cannot be cheaper."""
     parents = _parents(table.snap)
+    nonnegative = all(v >= 0 for v in table.own.values())
     sets: dict[Value, dict[Value, float]] = {}
     total: dict[Value, float] = {}
     choice: Choice = dict(start)
     queue = [n for n in table.snap.nodes if not n.children]
     queued = set(queue)
-    work = 0
+    work = steps = 0
     while queue:
         n = queue.pop()
         queued.discard(n)
         if any(c not in sets for c in n.children):
+            continue
+        own = table.own[n]
+        best = total.get(n.eclass, math.inf)
+        if nonnegative and n.children and own + max(total[c] for c in n.children) >= best:
             continue
         merged: dict[Value, float] = {}
         for c in n.children:
@@ -207,29 +222,21 @@ def greedy_dag(table: CostTable, start: Choice) -> Choice | None:
             work += len(child)
         if n.eclass in merged:
             continue  # choosing n would make its class depend on itself
-        merged[n.eclass] = table.own[n]
+        merged[n.eclass] = own
         cost = sum(merged.values())
         work += len(merged)
         if work > GREEDY_DAG_BUDGET:
-            return None
-        if cost < total.get(n.eclass, math.inf):
+            return None, f"more than {GREEDY_DAG_BUDGET} set entries"
+        steps += 1
+        if steps % 1024 == 0 and time.perf_counter() > deadline:
+            return None, "out of time"
+        if cost < best:
             total[n.eclass], sets[n.eclass], choice[n.eclass] = cost, merged, n
             for p in parents[n.eclass]:
                 if p not in queued:
                     queue.append(p)
                     queued.add(p)
-    return choice
-
-
-# ---------------------------------------------------------------- ILP
-def ilp(
-    table: CostTable, root: Value, warm: Choice, time_limit: float
-) -> tuple[Choice, str, float | None]:
-    """DAG-optimal choice with HiGHS (egraph_ir/egraph/ilp.py); returns (choice, status,
-    gap). `warm` must be a valid acyclic choice: it seeds the solver and is the fallback.
-    The time limit covers building the model too."""
-    outcome = solve_ilp(table.snap.by_class, table.own, root, warm, time_limit)
-    return outcome.choice, outcome.status, outcome.gap
+    return choice, ""
 
 
 # ---------------------------------------------------------------- entry point
@@ -245,67 +252,105 @@ def extract(
 ) -> ExtractionResult:
     """Choose the program for `root` with the named extractor under `cost_model` (or the
     given per-node `costs`). `seeds` are known programs (the input, say): the answer is
-    never costlier than any of them, nor than greedy (or greedy-dag, for the others)."""
+    never costlier than any of them, nor than greedy (or greedy-dag, for the others).
+    Every phase counts against `time_limit` (for `auto`, at most AUTO_ILP_SECONDS)."""
     if extractor not in EXTRACTORS:
         raise ConfigError(f"unknown extractor '{extractor}'; known: {', '.join(EXTRACTORS)}")
     t0 = time.perf_counter()
+    budget = min(time_limit, AUTO_ILP_SECONDS) if extractor == "auto" else time_limit
+    deadline = t0 + budget
     table = CostTable.of(snap, costs) if costs is not None else CostTable(g, snap, cost_model)  # type: ignore[arg-type]
     forced = _forced(snap, root)
     if forced is not None:  # one node per class: the only program there is
         cost = dag_cost(table, forced, root)
-        seconds = time.perf_counter() - t0
         return ExtractionResult(
-            forced, root, cost, "forced", "optimal", 0.0, seconds, {"forced": cost}
-        )
-    tree_choice, _ = greedy(table)
-    if root not in tree_choice:
-        raise CompilerError("the root e-class has no finite-cost program")
-    found: dict[str, Choice] = {"greedy": tree_choice}
-    ilp_time = time_limit
-    searching = extractor == "ilp"
-    if extractor == "auto":
-        size = reachable_size(snap.by_class, root)
-        ilp_time = min(time_limit, AUTO_ILP_SECONDS)
-        searching = True
-        extractor = "ilp" if size <= ILP_AUTO_MAX_NODES else "greedy-dag"
-    if extractor in ("greedy-dag", "ilp"):
-        dag_choice = greedy_dag(table, tree_choice)
-        if dag_choice is not None:
-            found["greedy-dag"] = dag_choice
-    found.update(seeds or {})
-    candidates: dict[str, float] = {}
-    for name, choice in found.items():
-        # a stale greedy-dag set or a seed that closes a cycle is not a candidate
-        with contextlib.suppress(CompilerError, KeyError):
-            candidates[name] = dag_cost(table, choice, root)
-    used = min(candidates, key=lambda k: (candidates[k], k != "greedy"))
-    best = found[used]
-    status, gap = "heuristic", None
-    if searching:  # exact solves around the best program found (lns.py)
-        share = 1.0 if extractor != "ilp" else LNS_SHARE
-        search_s = (ilp_time - (time.perf_counter() - t0)) * share
-        improved, _ = improve(snap.by_class, table.own, root, best, search_s)
-        cost = dag_cost(table, improved, root)
-        if cost < candidates[used]:
-            candidates["lns"] = cost
-            best, used = improved, "lns"
-    if extractor == "ilp":
-        remaining = ilp_time - (time.perf_counter() - t0)
-        choice, status, gap = ilp(table, root, best, remaining)
-        if status != "time-out":
-            candidates["ilp"] = dag_cost(table, choice, root)
-            if candidates["ilp"] <= candidates[used]:
-                best, used = choice, "ilp"
-    return ExtractionResult(
-        best,
-        root,
-        candidates[used],
-        used,
-        status,
-        gap,
-        time.perf_counter() - t0,
-        candidates,
-    )
+            forced, root, cost, "forced", "optimal", 0.0, time.perf_counter() - t0,
+            {"forced": cost}, cost, budget,
+        )  # fmt: skip
+    run = _Run(table, root, deadline, budget)
+    run.heuristics(extractor, seeds or {})
+    if extractor in ("auto", "ilp"):
+        run.search(extractor)
+    return run.result(t0)
+
+
+class _Run:
+    """One extraction: the candidates found so far and the deadline they share."""
+
+    def __init__(self, table: CostTable, root: Value, deadline: float, budget: float) -> None:
+        self.table, self.root, self.deadline, self.budget = table, root, deadline, budget
+        self.found: dict[str, Choice] = {}
+        self.candidates: dict[str, float] = {}
+        self.used = ""
+        self.status = "heuristic"
+        self.gap: float | None = None
+        self.lower: float | None = None
+        self.notes: list[str] = []
+        self.exact = False  # whether the ILP runs (auto: small enough)
+
+    def heuristics(self, extractor: str, seeds: Mapping[str, Choice]) -> None:
+        """Tree greedy always; greedy-dag for every extractor but greedy; the seeds."""
+        tree_choice, _ = greedy(self.table)
+        if self.root not in tree_choice:
+            raise CompilerError("the root e-class has no finite-cost program")
+        self.found["greedy"] = tree_choice
+        if extractor == "auto":
+            size = reachable_size(self.table.snap.by_class, self.root)
+            self.exact = size <= ILP_AUTO_MAX_NODES
+            if not self.exact:
+                self.notes.append(f"no ILP: {size} reachable e-nodes > {ILP_AUTO_MAX_NODES}")
+        self.exact = self.exact or extractor == "ilp"
+        if extractor != "greedy":
+            dag_choice, why = greedy_dag(self.table, tree_choice, self.deadline)
+            if dag_choice is not None:
+                self.found["greedy-dag"] = dag_choice
+            else:
+                self.notes.append(f"greedy-dag gave up ({why}): greedy's answer kept")
+        self.found.update(seeds)
+        for name, choice in self.found.items():
+            # a stale greedy-dag set or a seed that closes a cycle is not a candidate
+            with contextlib.suppress(CompilerError, KeyError):
+                self.candidates[name] = dag_cost(self.table, choice, self.root)
+        self.used = min(self.candidates, key=lambda k: (self.candidates[k], k != "greedy"))
+
+    def search(self, extractor: str) -> None:
+        """Exact solves around the best program (lns.py), then (when `exact`) the ILP."""
+        by_class, own, root = self.table.snap.by_class, self.table.own, self.root
+        share = LNS_SHARE if self.exact else 1.0
+        improved, _ = improve(by_class, own, root, self.best, self._left() * share)
+        cost = dag_cost(self.table, improved, root)
+        if cost < self.candidates[self.used]:
+            self.candidates["lns"] = cost
+            self.found["lns"], self.used = improved, "lns"
+        if not self.exact:
+            return
+        outcome = solve_ilp(by_class, own, root, self.best, self._left())
+        self.lower = outcome.lower_bound
+        if outcome.status == "time-out":
+            self.notes.append("the ILP found nothing in time: the best heuristic kept")
+            return
+        cost = dag_cost(self.table, outcome.choice, root)
+        self.candidates["ilp"] = cost
+        if cost <= self.candidates[self.used]:
+            self.found["ilp"], self.used = outcome.choice, "ilp"
+        if self.lower is not None:  # the label follows the returned program's own cost
+            best = self.candidates[self.used]
+            self.gap = max(0.0, best - self.lower) / max(abs(best), 1e-30)
+            self.status = "optimal" if self.gap <= 1e-9 else "feasible"
+
+    @property
+    def best(self) -> Choice:
+        return self.found[self.used]
+
+    def _left(self) -> float:
+        return max(0.0, self.deadline - time.perf_counter())
+
+    def result(self, t0: float) -> ExtractionResult:
+        return ExtractionResult(
+            self.best, self.root, self.candidates[self.used], self.used, self.status,
+            self.gap, time.perf_counter() - t0, self.candidates, self.lower, self.budget,
+            self.notes,
+        )  # fmt: skip
 
 
 def _forced(snap: Snapshot, root: Value) -> Choice | None:

@@ -41,6 +41,7 @@ DOMINANCE_MAX_CLASS = 64  # pairwise dominance checks only in classes up to this
 IMPLIED_LIMIT = 2_000_000  # set entries computed before implied-class rows are given up
 IMPLIED_MAX_NODES = 5_000  # e-nodes (after pruning) up to which they are added
 QUICK_SHARE = 0.25  # of the time limit: a solve without implied rows comes first
+ORDER_ROWS = True  # order columns and rows for the classes in cycles (see _order_rows)
 
 
 @dataclass
@@ -163,14 +164,17 @@ def _solve(
             return IlpOutcome(forced, "optimal", 0.0, cost, 0, len(nodes))
     col = {n: i for i, n in enumerate(nodes)}
     inf = highspy.kHighsInf
-    rows = _choice_rows(classes, root, col, deadline, implied)
+    negative = any(own[n] < 0 for n in nodes)
+    rows = _choice_rows(classes, root, col, deadline, implied, negative)
     if rows is None:
         return IlpOutcome(warm, "time-out", None, None, 0, len(nodes))
     h = new_highs()
-    n_cols = len(nodes)
-    costs = np.array([own[n] for n in nodes])
-    add_columns(h, costs.tolist(), integral=n_cols)
-    add_rows(h, rows)
+    order = _order_columns(classes, len(nodes)) if ORDER_ROWS else {}
+    n_cols = len(nodes) + len(order)
+    costs = np.array([own[n] for n in nodes] + [0.0] * len(order))
+    upper = [1.0] * len(nodes) + [float(size - 1) for _, size, _ in order.values()]
+    add_columns(h, costs.tolist(), integral=len(nodes), upper=upper)
+    add_rows(h, rows + _order_rows(classes, col, order))
 
     best, best_cost = warm, warm_cost
     lower: float | None = None
@@ -180,8 +184,12 @@ def _solve(
         if remaining < MIN_SOLVE_SECONDS:
             break
         start = np.zeros(n_cols)
-        for n in _start_nodes(best, classes, own, col, root):
+        known = _start_nodes(best, classes, own, col, root)
+        ranks = _ranks(known, root) if order else {}
+        for n in known:
             start[col[n]] = 1.0
+            if n.eclass in order:  # children first: the ranks order the chosen classes
+                start[order[n.eclass][0]] = ranks[n.eclass]
         solution = highspy.HighsSolution()
         solution.col_value = list(start)
         h.setSolution(solution)
@@ -199,7 +207,7 @@ def _solve(
             break
         info, x = proved
         chosen = {c: n for c, ns in classes.items() for n in ns if x[col[n]] > 0.5}
-        cycles = cycles_of(chosen, root)
+        cycles = cycles_of(chosen, root, everywhere=negative)
         if not cycles:
             cost = total_cost(chosen, own, root)
             if cost <= best_cost:
@@ -249,10 +257,14 @@ def _choice_rows(
     col: dict[ENode, int],
     deadline: float,
     implied: bool,
+    tie_parents: bool,
 ) -> list[Row] | None:
     """The rows of the extraction program (None when the deadline passes while building):
     the root holds a node, a class holds at most one, a chosen node's children hold one,
-    and (with `implied`) the implied-class rows."""
+    (with `implied`) the implied-class rows and (with `tie_parents`) a class other than the
+    root holds a node only when a chosen node needs it. Without that tie a negative node
+    nothing uses lowers the objective below every program's cost; with it, and no cycle
+    among the chosen nodes (cut lazily), the chosen nodes are exactly one program."""
     import highspy
 
     inf = highspy.kHighsInf
@@ -262,6 +274,7 @@ def _choice_rows(
         return (0.0, inf, [*((col[m], 1.0) for m in kept), *((col[n], -1.0) for n in users)])
 
     rows: list[Row] = [(1.0, inf, [(col[n], 1.0) for n in classes[root]])]
+    parents: dict[Value, list[ENode]] = {}
     for ns in classes.values():
         if len(ns) > 1:
             rows.append((-inf, 1.0, [(col[n], 1.0) for n in ns]))
@@ -274,10 +287,108 @@ def _choice_rows(
                 needing.setdefault(k, []).append(n)
         for k, users in needing.items():  # class k holds a node when c's chosen node needs k
             rows.append(holds(classes[k], users))
+            if tie_parents:
+                parents.setdefault(k, []).extend(users)
+    for k, users in parents.items():
+        if k != root:  # k's node is chosen only under a chosen node needing k
+            kept = [*((col[m], 1.0) for m in classes[k]), *((col[n], -1.0) for n in users)]
+            rows.append((-inf, 0.0, kept))
     tighten = implied and len(col) <= IMPLIED_MAX_NODES
-    for c, needed in (implied_classes(classes) if tighten else {}).items():
+    for c, needed in (implied_classes(classes, deadline=deadline) if tighten else {}).items():
         rows += [holds(classes[d], classes[c]) for d in needed - {c}]  # d used wherever c is
     return rows
+
+
+def _order_columns(
+    classes: dict[Value, list[ENode]], first: int
+) -> dict[Value, tuple[int, int, int]]:
+    """For every class in a cycle of the class graph: a continuous order column (numbered
+    from `first`), the size of its strong component and the component's number. Classes
+    in no cycle need none."""
+    adjacent = {c: {k for n in ns for k in n.children} for c, ns in classes.items()}
+    out: dict[Value, tuple[int, int, int]] = {}
+    for number, component in enumerate(strong_components(adjacent)):
+        if len(component) > 1:
+            for c in component:
+                out[c] = (first + len(out), len(component), number)
+    return out
+
+
+def _order_rows(
+    classes: dict[Value, list[ENode]],
+    col: dict[ENode, int],
+    order: dict[Value, tuple[int, int, int]],
+) -> list[Row]:
+    """Acyclicity where cycles exist: a chosen node ranks its class above each child in
+    the same component, t[c] >= t[k] + 1 when x[n] = 1 (relaxed by the component's size
+    when x[n] = 0). Integer answers then close no cycle, so HiGHS's heuristics find real
+    programs instead of cyclic ones (tensat/bert); the lazy cuts stay as a check."""
+    rows: list[Row] = []
+    for c, (tc, size, number) in order.items():
+        for n in classes[c]:
+            for k in set(n.children):
+                if k in order and order[k][2] == number:
+                    terms = [(tc, 1.0), (order[k][0], -1.0), (col[n], -float(size))]
+                    rows.append((1.0 - size, float("inf"), terms))
+    return rows
+
+
+def _ranks(nodes: list[ENode], root: Value) -> dict[Value, int]:
+    """Each class of a program (one node per class) numbered children first."""
+    chosen = {n.eclass: n for n in nodes}
+    rank: dict[Value, int] = {}
+    stack: list[tuple[Value, bool]] = [(root, False)]
+    while stack:
+        c, leaving = stack.pop()
+        if leaving:
+            rank.setdefault(c, len(rank))
+            continue
+        if c in rank:
+            continue
+        stack.append((c, True))
+        stack.extend((k, False) for k in chosen[c].children if k not in rank)
+    return rank
+
+
+def strong_components(adjacent: dict[Value, set[Value]]) -> list[list[Value]]:
+    """The strongly connected components of a graph (Tarjan's algorithm, iterative)."""
+    index: dict[Value, int] = {}
+    low: dict[Value, int] = {}
+    stack: list[Value] = []
+    on_stack: set[Value] = set()
+    components: list[list[Value]] = []
+    for start in adjacent:
+        if start in index:
+            continue
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        work = [(start, iter(adjacent[start]))]
+        while work:
+            v, children = work[-1]
+            for w in children:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(adjacent.get(w, ()))))
+                    break
+                if w in on_stack:
+                    low[v] = min(low[v], index[w])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
+                if low[v] == index[v]:
+                    component = []
+                    while True:
+                        w = stack.pop()
+                        on_stack.discard(w)
+                        component.append(w)
+                        if w == v:
+                            break
+                    components.append(component)
+    return components
 
 
 def _start_nodes(
@@ -306,16 +417,21 @@ def _start_nodes(
 
 
 def implied_classes(
-    classes: dict[Value, list[ENode]], limit: int = IMPLIED_LIMIT
+    classes: dict[Value, list[ENode]],
+    limit: int = IMPLIED_LIMIT,
+    deadline: float = float("inf"),
 ) -> dict[Value, frozenset[Value]]:
     """Per class c, the classes every acyclic program for c uses: c itself and, over its
     nodes, the intersection of what their children imply (the greatest fixpoint; a child
     with no acyclic program yet counts as implying everything). Empty when the sets grow
-    past `limit` entries in all: the rows would cost more than they save."""
+    past `limit` entries in all (the rows would cost more than they save) or the deadline
+    passes."""
     implied: dict[Value, frozenset[Value] | None] = dict.fromkeys(classes)
     changed, entries = True, 0
     while changed:
         changed = False
+        if time.perf_counter() > deadline:
+            return {}
         for c, nodes in classes.items():
             common: frozenset[Value] | None = None
             for n in nodes:
@@ -367,12 +483,32 @@ def total_cost(choice: dict[Value, ENode], own: dict[ENode, float], root: Value)
     return sum(own[choice[c]] for c in reachable_classes(choice, root))
 
 
-def cycles_of(choice: dict[Value, ENode], root: Value) -> list[list[ENode]]:
-    """The cycles the chosen nodes close on the way from root (one per back edge)."""
+def cycles_of(
+    choice: dict[Value, ENode], root: Value, everywhere: bool = False
+) -> list[list[ENode]]:
+    """The cycles the chosen nodes close on the way from root (one per back edge), or
+    `everywhere` among them (chosen classes no path from root reaches hold one when every
+    chosen class has a chosen parent)."""
     cycles: list[list[ENode]] = []
     state: dict[Value, int] = {}  # 1: on the path, 2: done
     path: list[Value] = []
-    stack: list[tuple[Value, int]] = [(root, 0)]
+    starts = [root, *(c for c in choice if c != root)] if everywhere else [root]
+    stack: list[tuple[Value, int]] = []
+    for start in starts:
+        if start not in state:
+            stack.append((start, 0))
+            _walk(choice, stack, state, path, cycles)
+    return cycles
+
+
+def _walk(
+    choice: dict[Value, ENode],
+    stack: list[tuple[Value, int]],
+    state: dict[Value, int],
+    path: list[Value],
+    cycles: list[list[ENode]],
+) -> None:
+    """Depth-first from the class on the stack, recording a cycle per back edge."""
     while stack:
         c, i = stack.pop()
         if i == 0:
@@ -389,4 +525,3 @@ def cycles_of(choice: dict[Value, ENode], root: Value) -> list[list[ENode]]:
             continue
         state[c] = 2
         path.pop()
-    return cycles

@@ -25,7 +25,7 @@ import time
 from .graph import ENode, Value
 from .ilp import MIN_SOLVE_SECONDS, reachable_classes, reachable_size, solve, total_cost
 
-LEVELS = 2
+LEVELS = 6
 MAX_NODES = 20_000  # e-nodes in a neighbourhood worth one exact solve
 WHOLE_SHARE = 0.5  # of the e-graph's reachable e-nodes, above which a neighbourhood is no search
 
@@ -69,8 +69,14 @@ def _around(
 ) -> dict[Value, list[ENode]]:
     """The e-graph around the chosen program (see the module docstring)."""
     program = set(reachable_classes(choice, root))
-    step = {k for c in program for n in by_class[c] for k in n.children} - program
-    inner = program | step
+    rings = [program]
+    for _ in range(max(1, level - 1)):
+        inner = set().union(*rings)
+        rings.append({k for c in rings[-1] for n in by_class[c] for k in n.children} - inner)
+    inner = set().union(*rings)
+    if level >= 3:  # every class within level - 1 steps, with every node inside them
+        return {c: [n for n in by_class.get(c, ()) if inner.issuperset(n.children)] for c in inner}
+    step = rings[1]
     sub = {c: [n for n in by_class[c] if inner.issuperset(n.children)] for c in program}
     allowed = program if level == 1 else inner
     for k in step:

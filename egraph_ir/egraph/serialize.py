@@ -12,6 +12,7 @@ saturated e-graphs are written in the same format by `serialize` (costs under a 
 
 from __future__ import annotations
 
+import gzip
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -76,7 +77,9 @@ def from_json(data: Mapping[str, Any]) -> SerializedEGraph:
 
 
 def load(path: str | Path) -> SerializedEGraph:
-    with open(path) as f:
+    """Read a serialized e-graph from a `.json` file or a gzip-compressed `.json.gz` one."""
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt") as f:
         return from_json(json.load(f))
 
 
