@@ -42,7 +42,7 @@ def optimize(
     cost_model: str | CostModel = "balanced",
     fold_constants: bool = True,
     extractor: str = "auto",
-    extract_time_limit: float = 10.0,
+    extract_time_limit: float = 2.0,
 ) -> OptimizeResult:
     """Saturate fn's body with rewrites and return the cheapest equivalent function (never
     costlier than fn itself: the input program is one of the extraction's candidates)."""

@@ -4,19 +4,22 @@ Runtime cost is a DAG cost — a shared e-class is computed once — so every ex
 by `dag_cost`. Extractors:
 
 - `greedy`: cheapest node per class by *tree* cost, relaxed bottom-up to a fixpoint
-  (Dijkstra-like; fast; always acyclic because a node's cost includes its children's);
+  (Dijkstra-like; fast; acyclic because a node's cost includes its children's; negative
+  costs count as 0 there, so a negative cycle cannot make it loop);
 - `greedy-dag`: the same relaxation over *sets* of classes, so a shared class is counted once
   (extraction-gym's greedy-dag; a node whose set already holds its own class would close a
-  cycle and is skipped); it stops at a work budget and keeps the greedy answer;
-- `ilp`: DAG-optimal with HiGHS (ilp.py): pruned to the nodes that can be optimal, a binary
-  per e-node, cycles forbidden lazily (only those a solution actually closes), warm-started
-  from the better heuristic improved by exact solves around it (lns.py, up to `LNS_SHARE`
-  of the time), never returned worse than it, with the proven gap on time-out;
+  cycle and is skipped); at its work budget or the deadline it keeps greedy's answer and
+  says so in the result's notes;
+- `ilp`: DAG-optimal with HiGHS (ilp.py), warm-started from the better heuristic improved
+  by exact solves around it (lns.py, up to `LNS_SHARE` of the time), never returned worse
+  than it; `optimal` only when the returned program costs the proven lower bound;
 - any extractor returns the only program at once when every class has a single node;
 - `auto` (the default): greedy and greedy-dag, the best of them and of any seed programs
   (the input) improved by exact solves around it (lns.py), then the whole ILP with what is
-  left of `AUTO_ILP_SECONDS` when the e-graph has at most `ILP_AUTO_MAX_NODES` reachable
-  e-nodes; the cheapest wins, so it is never worse than greedy-dag or the input.
+  left of the time when the e-graph has at most `ILP_AUTO_MAX_NODES` reachable e-nodes;
+  the cheapest wins, so it is never worse than greedy-dag or the input.
+
+Every phase counts against the one `time_limit` (the compile pipeline gives 2 s).
 """
 
 from __future__ import annotations
@@ -40,9 +43,8 @@ from .ilp import solve as solve_ilp
 from .lns import improve
 
 EXTRACTORS = ("greedy", "greedy-dag", "ilp", "auto")
-ILP_AUTO_MAX_NODES = 20_000  # auto runs the ILP up to this many reachable e-nodes
-AUTO_ILP_SECONDS = 2.0  # and gives it (with the search around the best program) at most this long
-GREEDY_DAG_BUDGET = 20_000_000  # set entries merged before greedy-dag gives up
+ILP_AUTO_MAX_NODES = 50_000  # auto runs the ILP up to this many reachable e-nodes
+GREEDY_DAG_BUDGET = 10_000_000  # set entries greedy-dag may hold at once (about 1 GB)
 LNS_SHARE = 0.5  # of the ILP extractor's time spent improving its warm start (lns.py)
 
 
@@ -193,7 +195,7 @@ def greedy_dag(
     table: CostTable, start: Choice, deadline: float = math.inf
 ) -> tuple[Choice | None, str]:
     """Relax with sets of (class -> cost) so shared classes count once. Returns the choice
-    and "", or None and why it gave up (the work budget or the deadline: the caller keeps
+    and "", or None and why it gave up (the memory budget or the deadline: the caller keeps
     `start` and reports it). With no negative cost a node is skipped when its own cost and
     its dearest child's set already reach its class's best: the union cannot be cheaper."""
     parents = _parents(table.snap)
@@ -203,7 +205,7 @@ def greedy_dag(
     choice: Choice = dict(start)
     queue = [n for n in table.snap.nodes if not n.children]
     queued = set(queue)
-    work = steps = 0
+    held = steps = 0
     while queue:
         n = queue.pop()
         queued.discard(n)
@@ -219,18 +221,17 @@ def greedy_dag(
             if len(child) > len(merged):
                 child, merged = merged, dict(child)
             merged.update(child)
-            work += len(child)
         if n.eclass in merged:
             continue  # choosing n would make its class depend on itself
         merged[n.eclass] = own
         cost = sum(merged.values())
-        work += len(merged)
-        if work > GREEDY_DAG_BUDGET:
-            return None, f"more than {GREEDY_DAG_BUDGET} set entries"
         steps += 1
-        if steps % 1024 == 0 and time.perf_counter() > deadline:
+        if steps % 1024 == 1 and time.perf_counter() > deadline:
             return None, "out of time"
         if cost < best:
+            held += len(merged) - len(sets.get(n.eclass, ()))
+            if held > GREEDY_DAG_BUDGET:
+                return None, f"more than {GREEDY_DAG_BUDGET} set entries held"
             total[n.eclass], sets[n.eclass], choice[n.eclass] = cost, merged, n
             for p in parents[n.eclass]:
                 if p not in queued:
@@ -253,11 +254,12 @@ def extract(
     """Choose the program for `root` with the named extractor under `cost_model` (or the
     given per-node `costs`). `seeds` are known programs (the input, say): the answer is
     never costlier than any of them, nor than greedy (or greedy-dag, for the others).
-    Every phase counts against `time_limit` (for `auto`, at most AUTO_ILP_SECONDS)."""
+    Every phase counts against `time_limit` (the compile pipeline gives 2 s:
+    `eqsat.extract_time_limit_s`)."""
     if extractor not in EXTRACTORS:
         raise ConfigError(f"unknown extractor '{extractor}'; known: {', '.join(EXTRACTORS)}")
     t0 = time.perf_counter()
-    budget = min(time_limit, AUTO_ILP_SECONDS) if extractor == "auto" else time_limit
+    budget = time_limit
     deadline = t0 + budget
     table = CostTable.of(snap, costs) if costs is not None else CostTable(g, snap, cost_model)  # type: ignore[arg-type]
     forced = _forced(snap, root)

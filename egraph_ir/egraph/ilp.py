@@ -15,15 +15,23 @@
    for class c uses class d (every node of c needs a child that implies d), then
    sum(x[d's nodes]) >= sum(x[c's nodes]); a class cannot split its weight over
    alternatives to pay a fraction of what all of them need (the 1k-node generated AC
-   e-graph: relaxation 5.3 -> 10.8 ops of 32, proof about 60 -> 16-39 s).
-3. **Cycles, lazily.** Solve; follow the chosen nodes from the root; for every cycle found,
-   forbid choosing all of its nodes together (sum of its x <= length - 1); solve again
-   until the choice is acyclic. Cycles are rare in practice (rules like x * 1 => x make
-   self-loops, which pruning removes), so this beats order variables for every class (the
-   big-M MTZ encoding, whose relaxation is weak).
+   e-graph: relaxation 5.3 -> 10.8 ops of 32, proof about 60 -> 16-39 s); at most
+   IMPLIED_MAX_ROWS of them (tensat/resnet50 would have 360k, which took 4 s to build).
+3. **Cycles.** Classes in a cycle of the class graph (a strong component of up to
+   ORDER_MAX_COMPONENT classes) get a continuous order variable: a chosen node ranks its
+   class above each child in the component (big-M by the component's size). Only those:
+   most e-graphs have few such classes, and without them HiGHS's heuristics find cyclic
+   "programs" only (tensat/bert stayed at the greedy 0.8247 for 30 s; with them 0.754 in
+   10 s). Then lazily, as a check and for the big components: solve; follow the chosen
+   nodes; for every cycle found forbid choosing all of its nodes together (sum of its x
+   <= length - 1); solve again until the choice is acyclic.
+   With a negative cost, each class but the root holds a node only when a chosen node
+   needs it, and cycles are looked for among all chosen nodes: a negative node no program
+   uses can then not lower the objective, so the chosen nodes are exactly one program.
 4. **Warm start and gap.** Every solve starts from the best acyclic choice known (the
    greedy-dag answer first). The dual bound of any solve is a lower bound on the optimum,
-   so a run stopped by the time limit reports the proven gap of its best acyclic choice.
+   so a run stopped by the time limit reports the proven gap of its best acyclic choice;
+   `optimal` only when the program handed back costs the proven bound.
 """
 
 from __future__ import annotations
@@ -34,14 +42,17 @@ from typing import Any
 
 from ..errors import CompilerError
 from ..highs import Row, add_columns, add_rows, new_highs
+from .cycles import cycles_of, strong_components
 from .graph import ENode, Value
 
 MIN_SOLVE_SECONDS = 0.01  # below this the solver cannot even start: keep the warm start
 DOMINANCE_MAX_CLASS = 64  # pairwise dominance checks only in classes up to this size
 IMPLIED_LIMIT = 2_000_000  # set entries computed before implied-class rows are given up
 IMPLIED_MAX_NODES = 5_000  # e-nodes (after pruning) up to which they are added
+IMPLIED_MAX_ROWS = 50_000  # implied-class rows added at most (tensat/resnet50 has 360k)
 QUICK_SHARE = 0.25  # of the time limit: a solve without implied rows comes first
 ORDER_ROWS = True  # order columns and rows for the classes in cycles (see _order_rows)
+ORDER_MAX_COMPONENT = 1_000  # classes in a cycle component up to which it gets them
 
 
 @dataclass
@@ -183,15 +194,8 @@ def _solve(
         remaining = deadline - time.perf_counter()
         if remaining < MIN_SOLVE_SECONDS:
             break
-        start = np.zeros(n_cols)
-        known = _start_nodes(best, classes, own, col, root)
-        ranks = _ranks(known, root) if order else {}
-        for n in known:
-            start[col[n]] = 1.0
-            if n.eclass in order:  # children first: the ranks order the chosen classes
-                start[order[n.eclass][0]] = ranks[n.eclass]
         solution = highspy.HighsSolution()
-        solution.col_value = list(start)
+        solution.col_value = _start_vector(best, classes, own, col, order, root, n_cols)
         h.setSolution(solution)
         h.setOptionValue("time_limit", remaining)
         h.run()
@@ -294,8 +298,11 @@ def _choice_rows(
             kept = [*((col[m], 1.0) for m in classes[k]), *((col[n], -1.0) for n in users)]
             rows.append((-inf, 0.0, kept))
     tighten = implied and len(col) <= IMPLIED_MAX_NODES
+    budget = len(rows) + IMPLIED_MAX_ROWS
     for c, needed in (implied_classes(classes, deadline=deadline) if tighten else {}).items():
         rows += [holds(classes[d], classes[c]) for d in needed - {c}]  # d used wherever c is
+        if len(rows) > budget or time.perf_counter() > deadline:
+            break  # any subset of these rows is valid: the first ones are kept
     return rows
 
 
@@ -304,11 +311,12 @@ def _order_columns(
 ) -> dict[Value, tuple[int, int, int]]:
     """For every class in a cycle of the class graph: a continuous order column (numbered
     from `first`), the size of its strong component and the component's number. Classes
-    in no cycle need none."""
+    in no cycle need none; a component past ORDER_MAX_COMPONENT classes is left to the
+    lazy cuts (its big-M rows are weak and slowed rover/mcm's proof from 8 to 14 s)."""
     adjacent = {c: {k for n in ns for k in n.children} for c, ns in classes.items()}
     out: dict[Value, tuple[int, int, int]] = {}
     for number, component in enumerate(strong_components(adjacent)):
-        if len(component) > 1:
+        if 1 < len(component) <= ORDER_MAX_COMPONENT:
             for c in component:
                 out[c] = (first + len(out), len(component), number)
     return out
@@ -350,45 +358,24 @@ def _ranks(nodes: list[ENode], root: Value) -> dict[Value, int]:
     return rank
 
 
-def strong_components(adjacent: dict[Value, set[Value]]) -> list[list[Value]]:
-    """The strongly connected components of a graph (Tarjan's algorithm, iterative)."""
-    index: dict[Value, int] = {}
-    low: dict[Value, int] = {}
-    stack: list[Value] = []
-    on_stack: set[Value] = set()
-    components: list[list[Value]] = []
-    for start in adjacent:
-        if start in index:
-            continue
-        index[start] = low[start] = len(index)
-        stack.append(start)
-        on_stack.add(start)
-        work = [(start, iter(adjacent[start]))]
-        while work:
-            v, children = work[-1]
-            for w in children:
-                if w not in index:
-                    index[w] = low[w] = len(index)
-                    stack.append(w)
-                    on_stack.add(w)
-                    work.append((w, iter(adjacent.get(w, ()))))
-                    break
-                if w in on_stack:
-                    low[v] = min(low[v], index[w])
-            else:
-                work.pop()
-                if work:
-                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
-                if low[v] == index[v]:
-                    component = []
-                    while True:
-                        w = stack.pop()
-                        on_stack.discard(w)
-                        component.append(w)
-                        if w == v:
-                            break
-                    components.append(component)
-    return components
+def _start_vector(
+    choice: dict[Value, ENode],
+    classes: dict[Value, list[ENode]],
+    own: dict[ENode, float],
+    col: dict[ENode, int],
+    order: dict[Value, tuple[int, int, int]],
+    root: Value,
+    n_cols: int,
+) -> list[float]:
+    """A known program as the solver's start: its nodes at 1, the order columns ranked."""
+    start = [0.0] * n_cols
+    known = _start_nodes(choice, classes, own, col, root)
+    ranks = _ranks(known, root) if order else {}
+    for n in known:
+        start[col[n]] = 1.0
+        if n.eclass in order:  # children first: the ranks order the chosen classes
+            start[order[n.eclass][0]] = ranks[n.eclass]
+    return start
 
 
 def _start_nodes(
@@ -481,47 +468,3 @@ def reachable_classes(choice: dict[Value, ENode], root: Value) -> list[Value]:
 def total_cost(choice: dict[Value, ENode], own: dict[ENode, float], root: Value) -> float:
     """DAG cost: each class the choice uses from root counted once."""
     return sum(own[choice[c]] for c in reachable_classes(choice, root))
-
-
-def cycles_of(
-    choice: dict[Value, ENode], root: Value, everywhere: bool = False
-) -> list[list[ENode]]:
-    """The cycles the chosen nodes close on the way from root (one per back edge), or
-    `everywhere` among them (chosen classes no path from root reaches hold one when every
-    chosen class has a chosen parent)."""
-    cycles: list[list[ENode]] = []
-    state: dict[Value, int] = {}  # 1: on the path, 2: done
-    path: list[Value] = []
-    starts = [root, *(c for c in choice if c != root)] if everywhere else [root]
-    stack: list[tuple[Value, int]] = []
-    for start in starts:
-        if start not in state:
-            stack.append((start, 0))
-            _walk(choice, stack, state, path, cycles)
-    return cycles
-
-
-def _walk(
-    choice: dict[Value, ENode],
-    stack: list[tuple[Value, int]],
-    state: dict[Value, int],
-    path: list[Value],
-    cycles: list[list[ENode]],
-) -> None:
-    """Depth-first from the class on the stack, recording a cycle per back edge."""
-    while stack:
-        c, i = stack.pop()
-        if i == 0:
-            state[c] = 1
-            path.append(c)
-        kids = choice[c].children
-        if i < len(kids):
-            stack.append((c, i + 1))
-            k = kids[i]
-            if state.get(k) == 1:
-                cycles.append([choice[v] for v in path[path.index(k) :]])
-            elif k not in state:
-                stack.append((k, 0))
-            continue
-        state[c] = 2
-        path.pop()

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..highs import Row, add_columns, add_rows, new_highs
+from .cycles import cycles_of
 from .graph import ENode, Value
-from .ilp import cycles_of
 
 TIE_BREAK = 1e-9  # relative to the costliest choice, per counted node: fewer nodes win ties
 MAX_ROUNDS = 50  # solves adding cycle rows before giving up on this e-graph

@@ -41,7 +41,9 @@ register_config("eqsat.node_limit", int, 100_000, "stop saturating past this man
 register_config("eqsat.iter_limit", int, 30, "stop after this many iterations")
 register_config("eqsat.time_limit_s", float, 10.0, "stop after this many seconds")
 register_config("eqsat.fast_math", bool, False, "also run rules tagged fast-math")
-register_config("eqsat.extract_time_limit_s", float, 10.0, "time limit of the ILP extractor")
+register_config(
+    "eqsat.extract_time_limit_s", float, 2.0, "seconds extraction may take (every extractor)"
+)
 
 
 def resolve_rules(spec: str | RuleSet) -> RuleSet:

@@ -92,3 +92,40 @@ def test_a_negative_cycle_does_not_hang_the_greedy_extractors() -> None:
         result = extract_serialized(graph, name, time_limit=5.0)
         assert result.cost == pytest.approx(-3.0)  # top, b1, leaf
     assert ROOT not in graph.snapshot.by_class  # one root: no synthetic root class
+
+
+class _Clock:
+    """A clock that moves `step` seconds each time it is read (no wall-clock assertion)."""
+
+    def __init__(self, step: float) -> None:
+        self.now, self.step = 0.0, step
+
+    def perf_counter(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+def test_every_phase_counts_against_one_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a clock that passes the limit at its first reading after the start, greedy-dag
+    gives up and says so, neither the search nor the ILP starts, and greedy's answer comes
+    back labelled a heuristic with the budget it was given."""
+    import sys
+
+    from egraph_ir.egraph import ilp, lns
+
+    extract_module = sys.modules["egraph_ir.egraph.extract"]  # the package re-exports a function
+
+    nodes = {
+        f"n{c}.{k}": {"op": "f", "children": [f"n{c + 1}.0"] if c < 9 else [],
+                      "eclass": f"c{c}", "cost": float(k + 1)}
+        for c in range(10) for k in range(2)
+    }  # fmt: skip
+    graph = from_json({"nodes": nodes, "root_eclasses": ["c0"]})
+    clock = _Clock(10.0)
+    for module in (extract_module, ilp, lns):
+        monkeypatch.setattr(module, "time", clock)
+    result = extract_serialized(graph, "auto", time_limit=5.0)
+    assert result.time_limit == 5.0
+    assert result.extractor == "greedy" and result.status == "heuristic"
+    assert any("greedy-dag gave up (out of time)" in note for note in result.notes)
+    assert result.cost == 10.0  # the cheapest node everywhere: greedy is optimal here
