@@ -10,6 +10,7 @@ compiling. The `egc` command line and the compile job live above it, in the `egc
 from __future__ import annotations
 
 from .artifact import load
+from .artifact_check import new_signing_key, public_key
 from .build import Executable, KernelTime, Profile, bind_params, build
 from .external import list_externals, register_external
 from .external.host import ExternalFallbackWarning
@@ -28,5 +29,7 @@ __all__ = [
     "list_externals",
     "load",
     "measured_cost",
+    "new_signing_key",
+    "public_key",
     "register_external",
 ]

@@ -4,7 +4,9 @@ The file is a zip archive (readable with any zip tool) holding what the runtime 
 nothing it would have to recompile:
 
     manifest.json    format and project versions, target triple, CPU name and the CPU
-                     features the code was generated for, thread budget
+                     features the code was generated for, thread budget, the SHA-256
+                     digest of every other member
+    signature        (optional) an Ed25519 signature of manifest.json
     program.json     the execution graph, memory plan, slot table layout and schedule,
                      input and output types and names, host-kernel functions (IR text)
     constants/N.npy  the constant buffers, by slot (loaded with allow_pickle=False)
@@ -13,17 +15,21 @@ nothing it would have to recompile:
 
 Loading checks the format version, the target triple and that this CPU has every feature
 the code uses, then relocates the object files into a fresh engine: no pass, no lowering,
-no LLVM optimisation or code generation runs. Like a shared library, a saved executable is
-native code: load only files you trust.
+no LLVM optimisation or code generation runs. Every member's SHA-256 digest is in the
+manifest and checked first, and program.json is checked against the graph (see
+artifact_check.py): damage is a CodegenError, never a crash. Like a shared library, a saved
+executable is native code: a file from elsewhere is trusted through its signature
+(`save(path, key=...)`, `load(path, trusted_keys=...)`), not through these checks.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import time
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +44,14 @@ from egraph_ir.text.parser import parse
 from egraph_ir.types import TensorType, TupleType, Type
 
 from . import blas
+from .artifact_check import (
+    MANIFEST,
+    check_program,
+    check_signature,
+    check_threads,
+    read_member,
+    read_members,
+)
 from .artifact_write import FORMAT, host_features
 from .devices import DevicePlan
 from .executable import Executable
@@ -46,42 +60,54 @@ from .graph import AliasNode, FieldNode, Graph, InputNode, KernelNode, Node, Par
 from .kernels import CompiledKernel, HostKernel
 from .llvm import JitLibrary
 from .memory_plan import MemoryPlan
-from .options import BuildOptions
+from .options import BuildOptions, default_threads
 from .program import Program, Segment
 
 
 def load(
-    path: str | Path, threads: int | None = None, check_devices: bool | None = None
+    path: str | Path,
+    threads: int | None = None,
+    check_devices: bool | None = None,
+    trusted_keys: Sequence[Any] | None = None,
 ) -> Executable:
     """An executable saved by `Executable.save`, ready to run (nothing is recompiled).
-    `threads` and `check_devices` override the saved run-time options (None: as saved;
-    threads=0: every core, up to the compiled count)."""
+    `threads` and `check_devices` override the saved run-time options (None: as saved, at
+    most one thread per core; threads=0: every core, up to the compiled count). With
+    `trusted_keys` (raw Ed25519 public keys) only a file signed by one of them loads.
+    Every member is checked against its digest and program.json against the graph before
+    anything is used (codegen/artifact_check.py): a damaged file is one CodegenError."""
     t0 = time.perf_counter()
     try:
         zf = zipfile.ZipFile(path)
     except FileNotFoundError:
         raise CodegenError(f"{path}: no such file") from None
-    except (OSError, zipfile.BadZipFile) as exc:
+    except (OSError, zipfile.BadZipFile, ValueError) as exc:
         raise CodegenError(f"{path}: not a saved executable ({exc})") from None
     with zf:
-        try:
-            manifest = json.loads(zf.read("manifest.json"))
-            _check_manifest(path, manifest)
-            data = json.loads(zf.read("program.json"))
-            constants = {
-                int(Path(name).stem): np.load(io.BytesIO(zf.read(name)), allow_pickle=False)
-                for name in zf.namelist()
-                if name.startswith("constants/")
-            }
-            objects = [
-                zf.read(f"code/{k}.o")
-                for k in range(sum(n.startswith("code/") for n in zf.namelist()))
-            ]
-            source = zf.read("source.ll").decode()
-        except (KeyError, ValueError, UnicodeDecodeError, zipfile.BadZipFile) as exc:
-            raise CodegenError(f"{path}: damaged or incomplete ({exc})") from None
-    saved = BuildOptions.from_json(manifest.get("options", {"threads": manifest.get("threads", 1)}))
+        manifest_bytes = read_member(path, zf, MANIFEST)
+        manifest = _json(path, MANIFEST, manifest_bytes)
+        _check_manifest(path, manifest)
+        if trusted_keys is not None:
+            check_signature(path, zf, manifest_bytes, list(trusted_keys))
+        members = read_members(path, zf, manifest)
+    data = _json(path, "program.json", members.get("program.json", b""))
+    constants = {
+        int(Path(name).stem): _array(path, name, blob)
+        for name, blob in members.items()
+        if name.startswith("constants/")
+    }
+    objects = [members[f"code/{k}.o"] for k in range(sum(n.startswith("code/") for n in members))]
+    source = members.get("source.ll", b"").decode(errors="replace")
+    compiled_threads = check_threads(path, manifest.get("threads"))
+    try:
+        saved = BuildOptions.from_json(manifest.get("options", {"threads": compiled_threads}))
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise CodegenError(f"{path}: damaged manifest options ({exc})") from None
+    saved = dataclasses.replace(saved, threads=compiled_threads)
+    if threads is None:  # as saved, but never more threads than this machine has cores
+        threads = min(compiled_threads, default_threads())
     options = saved.at_run_time(threads, check_devices)
+    check_program(path, data, constants, len(objects))
     try:
         program, types, names = _program_from_json(data, constants, saved.threads, options)
     except (KeyError, ValueError, TypeError, IndexError, AttributeError) as exc:
@@ -92,6 +118,20 @@ def load(
     exe = Executable(program, library, types, names, options, source)
     exe.compile_seconds = {"load": time.perf_counter() - t0}
     return exe
+
+
+def _json(path: str | Path, name: str, blob: bytes) -> Any:
+    try:
+        return json.loads(blob)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise CodegenError(f"{path}: damaged or incomplete ({name}: {exc})") from None
+
+
+def _array(path: str | Path, name: str, blob: bytes) -> np.ndarray:
+    try:
+        return np.load(io.BytesIO(blob), allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise CodegenError(f"{path}: damaged member {name} ({exc})") from None
 
 
 def _check_manifest(path: str | Path, manifest: dict[str, Any]) -> None:

@@ -20,6 +20,7 @@ from egraph_ir.errors import CodegenError
 from egraph_ir.module import IRModule
 from egraph_ir.types import TensorType, TupleType, Type
 
+from .artifact_check import MANIFEST, SIGNATURE, digests, sign
 from .graph import FieldNode, KernelNode, Node
 from .kernels import ExternalKernel, HostKernel
 from .llvm import JitLibrary
@@ -27,7 +28,8 @@ from .llvm.objcompile import init
 from .options import BuildOptions
 from .program import Program, Segment
 
-FORMAT = 4  # 2: devices (one arena each); 3: memory pools; 4: nodes by kind, device plan
+FORMAT = 5  # 2: devices (one arena each); 3: memory pools; 4: nodes by kind, device plan;
+# 5: a SHA-256 digest of every member in the manifest, an optional signature
 SUFFIX = ".egc"
 
 
@@ -51,9 +53,18 @@ def save(
     options: BuildOptions,
     outputs: tuple[list[Type], list[str]],
     source: str,
+    key: Any = None,
 ) -> None:
     """Write a compiled program to one file (codegen/artifact.py says what it holds); the
-    file appears whole or not at all."""
+    file appears whole or not at all. With an Ed25519 private `key` the manifest (which
+    holds every member's digest) is signed (codegen/artifact_check.py)."""
+    program_json = json.dumps(_program_json(program, outputs))
+    members: dict[str, bytes] = {"program.json": program_json.encode()}
+    for slot, array in program.constants:
+        members[f"constants/{slot}.npy"] = _npy(path, array)
+    for k, data in enumerate(library.objects if library is not None else []):
+        members[f"code/{k}.o"] = data
+    members["source.ll"] = source.encode()
     manifest = {
         "format": FORMAT,
         "project_version": project_version(),
@@ -63,26 +74,34 @@ def save(
         "threads": program.threads,
         "options": options.to_json(),
         "blas": program.uses_blas,
+        "digests": digests(members),
     }
+    manifest_bytes = json.dumps(manifest, indent=1).encode()
+    signature = sign(manifest_bytes, key) if key is not None else None
     target = Path(path)
     partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
-    program_json = json.dumps(_program_json(program, outputs))
     try:
         with zipfile.ZipFile(partial, "w", zipfile.ZIP_STORED) as zf:
-            zf.writestr("manifest.json", json.dumps(manifest, indent=1))
-            zf.writestr("program.json", program_json, zipfile.ZIP_DEFLATED)
-            for slot, array in program.constants:
-                buf = io.BytesIO()
-                np.save(buf, array, allow_pickle=False)
-                zf.writestr(f"constants/{slot}.npy", buf.getvalue())
-            for k, data in enumerate(library.objects if library is not None else []):
-                zf.writestr(f"code/{k}.o", data, zipfile.ZIP_DEFLATED)
-            zf.writestr("source.ll", source, zipfile.ZIP_DEFLATED)
+            zf.writestr(MANIFEST, manifest_bytes)
+            if signature is not None:
+                zf.writestr(SIGNATURE, signature)
+            for name, data in members.items():
+                packed = name.endswith((".json", ".o", ".ll"))
+                zf.writestr(name, data, zipfile.ZIP_DEFLATED if packed else zipfile.ZIP_STORED)
         os.replace(partial, target)  # a failed write leaves the old file as it was
     except OSError as exc:
         raise CodegenError(f"{path}: cannot write ({exc.strerror or exc})") from None
     finally:
         partial.unlink(missing_ok=True)
+
+
+def _npy(path: str | Path, array: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    try:
+        np.save(buf, array, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise CodegenError(f"{path}: cannot write a constant ({exc})") from None
+    return buf.getvalue()
 
 
 def _type_json(t: Type) -> Any:
@@ -146,6 +165,7 @@ def _program_json(program: Program, outputs: tuple[list[Type], list[str]]) -> di
         "slot_count": program.slot_count,
         "slot_of": {str(k): v for k, v in program.slot_of.items()},
         "constant_slots": [slot for slot, _ in program.constants],
+        "constant_types": [[list(a.shape), str(a.dtype)] for _, a in program.constants],
         "arena_slots": program.arena_slots,
         "schedule": [
             {"segment": s.index, "nodes": s.nodes} if isinstance(s, Segment) else s

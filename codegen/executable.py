@@ -259,9 +259,12 @@ class Executable:
                 )
         return out
 
-    def save(self, path: str) -> None:
-        """Write one file that `codegen.load` runs in another process without compiling."""
-        save(path, self.program, self.library, self.options, self.outputs(), self.get_source())
+    def save(self, path: str, key: Any = None) -> None:
+        """Write one file that `codegen.load` runs in another process without compiling;
+        with an Ed25519 private `key` (`codegen.new_signing_key()`) the file is signed, and
+        `codegen.load(path, trusted_keys=[...])` accepts only files signed by those keys."""
+        outputs, source = self.outputs(), self.get_source()
+        save(path, self.program, self.library, self.options, outputs, source, key)
 
     def outputs(self) -> tuple[list[Type], list[str]]:
         """The output types and names."""

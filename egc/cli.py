@@ -26,6 +26,7 @@ import numpy as np
 import egraph_ir as ir
 import passmgr as pm
 from codegen.artifact import load
+from codegen.artifact_check import read_private_key, read_public_key, write_key_pair
 from codegen.artifact_write import project_version
 from codegen.executable import aligned
 from codegen.external import list_externals
@@ -180,7 +181,8 @@ def compile_model(args: argparse.Namespace) -> int:
     check_pass_names("--print-ir-after", opts.print_ir_after)
     report, exe = run_job(args.model, opts, Progress(enabled=not args.json))
     if args.output:
-        exe.save(args.output)
+        key = read_private_key(args.sign_key) if args.sign_key else None
+        exe.save(args.output, key=key)
         report["saved"] = args.output
     if args.dot and exe.optimized_module is not None:
         write_text(args.dot, module_to_dot(exe.optimized_module))
@@ -238,7 +240,10 @@ def _egraph_dot(model: str, rule_sources: list[str], shapes: dict[str, tuple[int
 
 def run_saved(args: argparse.Namespace) -> int:
     """Load a saved executable and run it on inputs from .npy/.npz files."""
-    exe = load(args.file)
+    if args.require_signature and not args.trusted_key:
+        raise CompilerError("--require-signature needs at least one --trusted-key FILE.pub")
+    trusted = [read_public_key(p) for p in args.trusted_key] if args.trusted_key else None
+    exe = load(args.file, trusted_keys=trusted)
     inputs: dict[str, np.ndarray] = {}
     for name, path in args.input:
         try:
@@ -405,6 +410,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--profile", action="store_true", help="per-kernel times as a table")
     p.add_argument("--json", action="store_true", help="a machine-readable report")
     p.add_argument("--repeats", type=count(1), default=10, help="timed runs (median)")
+    p.add_argument("--sign-key", metavar="FILE.key", help="sign the -o file (egc keygen)")
 
     p_run = sub.add_parser("run", help="run a saved executable (egc compile -o)")
     p_run.add_argument("file", help="a file written by egc compile -o / Executable.save")
@@ -417,6 +423,16 @@ def _parser() -> argparse.ArgumentParser:
     p_run.add_argument("--output", metavar="OUT.npz", help="save the outputs by name")
     p_run.add_argument("--profile", action="store_true", help="per-kernel times as a table")
     p_run.add_argument("--repeats", type=count(1), default=10, help="profiled runs")
+    p_run.add_argument(
+        "--trusted-key", action="append", default=[], metavar="FILE.pub",
+        help="load only a file signed by this key (egc keygen); may repeat",
+    )  # fmt: skip
+    p_run.add_argument(
+        "--require-signature", action="store_true", help="refuse to run without a --trusted-key"
+    )
+
+    p_key = sub.add_parser("keygen", help="a key pair to sign saved executables with")
+    p_key.add_argument("name", help="writes NAME.key (private) and NAME.pub (public)")
 
     p_opt = sub.add_parser("opt", help="run a pass pipeline on IR text")
     p_opt.add_argument("input", help="IR text file, or - for stdin")
@@ -449,6 +465,10 @@ def main(argv: list[str] | None = None) -> int:
             return run_saved(args)
         if args.command == "opt":
             return opt(args)
+        if args.command == "keygen":
+            private, public = write_key_pair(args.name)
+            print(f"wrote {private} (keep it private: it signs) and {public} (hand it out)")
+            return 0
         if args.command == "list":
             return list_things(args.what)
         if args.command == "rules" and args.rules_command == "check":

@@ -74,7 +74,8 @@ def test_saved_file_holds_object_code_constants_and_cpu_features(tmp_path: Path)
         manifest = json.loads(zf.read("manifest.json"))
     assert "program.json" in names and any(n.startswith("code/") for n in names)
     assert any(n.startswith("constants/") for n in names)
-    assert manifest["format"] == 4 and manifest["features"] and manifest["triple"]
+    assert manifest["format"] == 5 and manifest["features"] and manifest["triple"]
+    assert set(manifest["digests"]) == set(names) - {"manifest.json"}
     loaded = codegen.load(tmp_path / "cnn.egc")
     assert loaded.kernel_kinds() == exe.kernel_kinds()
     assert loaded.memory_plan.bytes == exe.memory_plan.bytes

@@ -146,6 +146,21 @@ def test_compile_saves_and_run_loads_in_another_process(tmp_path: Path) -> None:
     assert r.returncode == 2 and "missing ['x']" in r.stderr and "Traceback" not in r.stderr
 
 
+def test_keygen_sign_and_run_only_trusted_files(tmp_path: Path) -> None:
+    r = egc("keygen", "me", cwd=tmp_path)
+    assert r.returncode == 0 and (tmp_path / "me.key").stat().st_mode & 0o077 == 0
+    assert egc("keygen", "other", cwd=tmp_path).returncode == 0
+    r = egc("compile", "mlp", "-o", "m.egc", "--repeats", "1", "--sign-key", "me.key", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    r = egc("run", "m.egc", "--random", "--trusted-key", "me.pub", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    r = egc("run", "m.egc", "--random", "--trusted-key", "other.pub", cwd=tmp_path)
+    assert r.returncode == 2 and "not from a trusted key" in r.stderr
+    r = egc("run", "m.egc", "--random", "--require-signature", cwd=tmp_path)
+    assert r.returncode == 2 and "needs at least one --trusted-key" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
 def test_emit_onnx_runs_in_onnxruntime(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import onnxruntime as ort
 

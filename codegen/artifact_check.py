@@ -1,0 +1,232 @@
+"""What `codegen.load` checks before it uses anything in a saved file.
+
+Trust model: the SHA-256 digest of every member, written in the manifest, catches damage
+(a flipped byte, a truncated or swapped member) before any member is parsed; a schema check
+of `program.json` against the graph catches a file that is consistent but wrong (constants
+of the wrong shape, offsets outside the arena, an empty schedule, absurd thread counts).
+Neither stops a deliberate edit that recomputes the digests: native code runs what it
+contains, so a file from elsewhere is trusted only through an Ed25519 signature over the
+manifest (`save(path, key=...)`, `load(path, trusted_keys=...)`, `cryptography` library).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import zipfile
+import zlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from egraph_ir.errors import CodegenError
+
+MANIFEST, SIGNATURE = "manifest.json", "signature"
+MAX_THREADS = 1024  # a saved thread count above this is damage, not a machine
+
+
+def digests(members: dict[str, bytes]) -> dict[str, str]:
+    """SHA-256 of each member, by name."""
+    return {name: hashlib.sha256(data).hexdigest() for name, data in members.items()}
+
+
+def read_members(path: str | Path, zf: zipfile.ZipFile, manifest: Any) -> dict[str, bytes]:
+    """Every member but the manifest and signature, each checked against the manifest's
+    digests (a member missing, added or changed is an error naming it)."""
+    listed = manifest.get("digests") if isinstance(manifest, dict) else None
+    if not isinstance(listed, dict):
+        raise CodegenError(f"{path}: damaged or incomplete (manifest.json has no digests)")
+    names = set(zf.namelist()) - {MANIFEST, SIGNATURE}
+    if names != set(listed):
+        odd = sorted(names ^ set(listed))
+        raise CodegenError(f"{path}: damaged or incomplete (members not as listed: {odd[:5]})")
+    members = {}
+    for name in sorted(names):
+        data = read_member(path, zf, name)
+        if hashlib.sha256(data).hexdigest() != listed[name]:
+            raise CodegenError(f"{path}: damaged: member {name} does not match its digest")
+        members[name] = data
+    return members
+
+
+def read_member(path: str | Path, zf: zipfile.ZipFile, name: str) -> bytes:
+    try:
+        return zf.read(name)
+    except KeyError:
+        raise CodegenError(f"{path}: damaged or incomplete (no member {name})") from None
+    except (zipfile.BadZipFile, zlib.error, OSError, EOFError, NotImplementedError) as exc:
+        raise CodegenError(f"{path}: damaged: member {name} cannot be read ({exc})") from None
+
+
+# ---------------------------------------------------------------- signatures
+def _ed25519() -> Any:
+    try:
+        from cryptography.hazmat.primitives.asymmetric import ed25519
+    except ImportError:  # pragma: no cover - the test extra installs it
+        raise CodegenError(
+            "signing needs the cryptography package: pip install 'egraph-compiler[sign]'"
+        ) from None
+    return ed25519
+
+
+def new_signing_key() -> Any:
+    """A fresh Ed25519 private key (`cryptography`'s object); `public_key(key)` is what
+    a loader trusts."""
+    return _ed25519().Ed25519PrivateKey.generate()
+
+
+def public_key(key: Any) -> bytes:
+    """The raw 32-byte public key of a private key (what `trusted_keys` holds)."""
+    from cryptography.hazmat.primitives import serialization
+
+    raw = serialization.Encoding.Raw
+    return key.public_key().public_bytes(raw, serialization.PublicFormat.Raw)
+
+
+def sign(manifest_bytes: bytes, key: Any) -> bytes:
+    if not isinstance(key, _ed25519().Ed25519PrivateKey):
+        raise CodegenError(f"key must be an Ed25519 private key, got {type(key).__name__}")
+    return key.sign(manifest_bytes)
+
+
+def check_signature(
+    path: str | Path, zf: zipfile.ZipFile, manifest_bytes: bytes, trusted: list[Any]
+) -> None:
+    """The manifest (which holds every member's digest) signed by one of `trusted`
+    (raw 32-byte public keys or `cryptography` public keys)."""
+    from cryptography.exceptions import InvalidSignature
+
+    ed25519 = _ed25519()
+    if SIGNATURE not in zf.namelist():
+        raise CodegenError(f"{path}: not signed, and a signature from a trusted key is required")
+    signature = read_member(path, zf, SIGNATURE)
+    for key in trusted:
+        if isinstance(key, bytes | bytearray):
+            try:
+                key = ed25519.Ed25519PublicKey.from_public_bytes(bytes(key))
+            except ValueError:
+                raise CodegenError("a trusted key is 32 raw Ed25519 public-key bytes") from None
+        try:
+            key.verify(signature, manifest_bytes)
+            return
+        except InvalidSignature:
+            continue
+    raise CodegenError(f"{path}: the signature is not from a trusted key")
+
+
+# ---------------------------------------------------------------- program.json
+def check_program(
+    path: str | Path, data: Any, constants: dict[int, np.ndarray], objects: int
+) -> None:
+    """The structure load relies on: keys and types, node ids in order with earlier inputs,
+    every constant the shape and dtype of its node, every arena range inside its arena, a
+    schedule that names real nodes. Raises CodegenError naming the first problem."""
+    try:
+        _check_program(data, constants, objects)
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError, AssertionError) as exc:
+        what = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        raise CodegenError(f"{path}: damaged or incomplete program.json ({what})") from None
+
+
+def _check_program(data: dict[str, Any], constants: dict[int, np.ndarray], objects: int) -> None:
+    nodes = data["nodes"]
+    assert isinstance(nodes, list) and nodes, "no nodes"
+    for i, d in enumerate(nodes):
+        assert d["id"] == i, f"node {i} has id {d['id']}"
+        assert all(isinstance(k, int) and 0 <= k < i for k in d["inputs"]), f"node {i} inputs"
+    slot_of = {int(k): int(v) for k, v in data["slot_of"].items()}
+    assert all(0 <= s < int(data["slot_count"]) for s in slot_of.values()), "slot out of range"
+    types = data["constant_types"]  # what the code was compiled to read
+    assert len(types) == len(data["constant_slots"]), "constant_types"
+    for slot, (shape, dtype) in zip(data["constant_slots"], types, strict=True):
+        value = constants[int(slot)]
+        assert (value.shape, value.dtype) == (tuple(shape), np.dtype(dtype)), (
+            f"constant {slot} is {value.shape} {value.dtype}, the graph says {tuple(shape)} {dtype}"
+        )
+    for d in nodes:
+        if d["op"] == "param":
+            value = constants[slot_of[d["id"]]]
+            want = (tuple(d["shape"]), np.dtype(d["dtype"]))
+            assert (value.shape, value.dtype) == want, (
+                f"constant of node {d['id']} is {value.shape} {value.dtype}, the graph says "
+                f"{want[0]} {want[1]}"
+            )
+    arena_bytes = [int(b) for b in data["plan"]["arena_bytes"]]
+    for slot, arena, offset in data["arena_slots"]:
+        assert 0 <= slot < int(data["slot_count"]), f"arena slot {slot}"
+        assert 0 <= int(offset) <= arena_bytes[arena], f"offset {offset} outside arena {arena}"
+    for key, offset in data["plan"]["offsets"].items():  # negative keys: scratch buffers
+        size = _node_bytes(nodes[int(key)]) if int(key) >= 0 else 0
+        arena = int(data["plan"]["arena_of"].get(key, 0))
+        assert int(offset) >= 0 and int(offset) + size <= arena_bytes[arena], (
+            f"node {key} at offset {offset} ({size} bytes) outside arena {arena}"
+        )
+    schedule = data["schedule"]
+    assert schedule or not any(d["op"] == "kernel" for d in nodes), "empty schedule"
+    for item in schedule:
+        ids = item["nodes"] if isinstance(item, dict) else [item]
+        assert all(0 <= int(k) < len(nodes) for k in ids), "schedule names no such node"
+        if isinstance(item, dict):
+            assert int(item["segment"]) >= 0 and objects > 0, "segment without object code"
+
+
+def _node_bytes(d: dict[str, Any]) -> int:
+    shape = d.get("shape") or ()
+    if d.get("dtype") is None:
+        return 0
+    return int(np.prod(shape, dtype=np.int64)) * np.dtype(d["dtype"]).itemsize
+
+
+def check_threads(path: str | Path, threads: Any) -> int:
+    """A saved thread count: a positive int up to MAX_THREADS."""
+    if not isinstance(threads, int) or isinstance(threads, bool) or not 1 <= threads <= MAX_THREADS:
+        raise CodegenError(f"{path}: damaged manifest (threads={threads!r})")
+    return threads
+
+
+# ---------------------------------------------------------------- key files
+def write_key_pair(stem: str | Path) -> tuple[Path, Path]:
+    """A new key pair as files: STEM.key (the private key, PEM, readable by its owner
+    only) to sign with, STEM.pub (the public key, hex) to hand to whoever loads."""
+    from cryptography.hazmat.primitives import serialization
+
+    key = new_signing_key()
+    private, public = Path(f"{stem}.key"), Path(f"{stem}.pub")
+    pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    try:
+        fd = os.open(private, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(pem)
+        public.write_text(public_key(key).hex() + "\n")
+    except OSError as exc:
+        raise CodegenError(f"{private}: cannot write a key ({exc.strerror or exc})") from None
+    return private, public
+
+
+def read_private_key(path: str | Path) -> Any:
+    """A private key written by write_key_pair (`egc keygen`)."""
+    from cryptography.hazmat.primitives import serialization
+
+    try:
+        key = serialization.load_pem_private_key(Path(path).read_bytes(), password=None)
+    except (OSError, ValueError, TypeError) as exc:
+        raise CodegenError(f"{path}: not a private key file ({exc})") from None
+    if not isinstance(key, _ed25519().Ed25519PrivateKey):
+        raise CodegenError(f"{path}: not an Ed25519 private key")
+    return key
+
+
+def read_public_key(path: str | Path) -> bytes:
+    """A public key written by write_key_pair: 64 hex digits."""
+    try:
+        raw = bytes.fromhex(Path(path).read_text().strip())
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        raise CodegenError(f"{path}: not a public key file ({exc})") from None
+    if len(raw) != 32:
+        raise CodegenError(f"{path}: a public key is 32 bytes, this file holds {len(raw)}")
+    return raw
