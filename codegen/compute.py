@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 
 from egraph_ir.op._common import size_of
+from egraph_ir.op.creation import fill_element
+from egraph_ir.op.elementwise import clip_bounds
 from egraph_ir.op.shape import slice_spec
 from egraph_ir.types import TensorType
 
@@ -173,8 +175,22 @@ def _rsqrt(ctx: Ctx) -> LExpr:
 
 @compute("relu")
 def _relu(ctx: Ctx) -> LExpr:
+    """numpy's maximum(x, 0): +0.0 for -0.0 (not x < 0 ? 0 : x), NaN stays NaN."""
     x = ctx.arg(0)
-    return Select(ctx.out.dtype, Bin("bool", "lt", x, ctx.c(0)), ctx.c(0), x)
+    return Select(ctx.out.dtype, Bin("bool", "le", x, ctx.c(0)), ctx.c(0), x)
+
+
+def numpy_extremum(op: str, t: str, a: LExpr, b: LExpr) -> LExpr:
+    """numpy's maximum/minimum: a NaN in either wins, and of two equal values (-0.0 and
+    +0.0) the second (LLVM's maximum/minimum order the zeros instead)."""
+    if not _is_float(t):
+        return Bin(t, op, a, b)
+    wins = Bin("bool", "gt" if op == "max" else "lt", a, b)
+    return Select(t, Bin("bool", "or", wins, Bin("bool", "ne", a, a)), a, b)
+
+
+compute("maximum")(lambda ctx: numpy_extremum("max", ctx.out.dtype, ctx.arg(0), ctx.arg(1)))
+compute("minimum")(lambda ctx: numpy_extremum("min", ctx.out.dtype, ctx.arg(0), ctx.arg(1)))
 
 
 @compute("leaky_relu")
@@ -199,13 +215,19 @@ def _gelu(ctx: Ctx) -> LExpr:
 
 @compute("clip")
 def _clip(ctx: Ctx) -> LExpr:
-    t = ctx.out.dtype
-    x = ctx.arg(0)
-    lo, hi = float(ctx.attrs["a_min"]), float(ctx.attrs["a_max"])
+    """numpy's clip: x < a_min gives a_min, then above a_max a_max (a tie keeps x, so -0.0
+    stays), a NaN bound makes every element NaN; on integers the bounds by the cast rule
+    (clip_bounds), a NaN bound giving 0."""
+    t, x = ctx.out.dtype, ctx.arg(0)
     if not _is_float(t):
-        info = np.iinfo(t)
-        lo, hi = max(lo, info.min), min(hi, info.max)
-        lo, hi = float(math.ceil(lo)), float(math.floor(hi))
+        bounds = clip_bounds(float(ctx.attrs["a_min"]), float(ctx.attrs["a_max"]), t)
+        if bounds is None:
+            return ctx.c(0)
+        low = Bin(t, "max", x, ctx.c(bounds[0].item()))
+        return Bin(t, "min", low, ctx.c(bounds[1].item()))
+    lo, hi = float(ctx.attrs["a_min"]), float(ctx.attrs["a_max"])
+    if math.isnan(lo) or math.isnan(hi):
+        return ctx.c(math.nan)
     low = Select(t, Bin("bool", "lt", x, ctx.c(lo)), ctx.c(lo), x)
     return Select(t, Bin("bool", "gt", low, ctx.c(hi)), ctx.c(hi), low)
 
@@ -227,14 +249,14 @@ def _ones(ctx: Ctx) -> LExpr:
 
 @compute("full", "full_like")
 def _full(ctx: Ctx) -> LExpr:
-    value = float(ctx.attrs["fill_value"])
-    return ctx.c(value if _is_float(ctx.out.dtype) else int(value))
+    value = fill_element(float(ctx.attrs["fill_value"]), ctx.out.dtype)
+    return ctx.c(value.item())
 
 
 # ---------------------------------------------------------------- binary
 _BINARY = {
     "add": "add", "subtract": "sub", "multiply": "mul", "divide": "div", "power": "pow",
-    "maximum": "max", "minimum": "min", "logical_and": "and", "logical_or": "or",
+    "logical_and": "and", "logical_or": "or",
     "fmod": "rem", "bitwise_and": "and", "bitwise_or": "or", "bitwise_xor": "xor",
 }  # fmt: skip
 _COMPARE = {

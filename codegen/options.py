@@ -19,11 +19,28 @@ from dataclasses import dataclass
 from typing import Any
 
 import passmgr as pm
-from egraph_ir.errors import CodegenError
+from egraph_ir.errors import CodegenError, ConfigError
 
 from .memory_plan import MemoryPool, list_memory_planners, parse_pools
 
-pm.register_config("codegen.num_threads", int, 0, "thread budget, BLAS included (0: all cores)")
+MAX_THREADS = 1024  # a thread budget above this is a mistake, not a machine
+
+
+def _check_threads(value: int) -> None:
+    if not 0 <= value <= MAX_THREADS:
+        raise ConfigError(
+            f"codegen.num_threads={value}: give 0 (every core) up to {MAX_THREADS} "
+            f"(this machine has {default_threads()} cores)"
+        )
+
+
+pm.register_config(
+    "codegen.num_threads",
+    int,
+    0,
+    "thread budget, BLAS included (0: all cores; compile helpers never exceed the cores)",
+    validate=_check_threads,
+)
 pm.register_config("codegen.host_fallback", bool, True, "run ops without compute with numpy")
 pm.register_config(
     "codegen.memory_planner",

@@ -15,7 +15,19 @@ TOLERANCES: dict[str, tuple[float, float]] = {
     "float16": (1e-2, 1e-2),
     "float32": (1e-4, 1e-5),
     "float64": (1e-9, 1e-12),
+    "bfloat16": (2e-2, 2e-2),  # 8 significant bits: one ulp is 0.4-0.8% relative
 }
+# the ml_dtypes float types (numpy kind "V"), compared after widening to float32
+WIDENED = frozenset(
+    (
+        "bfloat16",
+        "float8_e4m3fn",
+        "float8_e4m3fnuz",
+        "float8_e5m2",
+        "float8_e5m2fnuz",
+        "float4_e2m1fn",
+    )
+)
 
 
 def tolerance(dtype: str) -> tuple[float, float]:
@@ -37,28 +49,30 @@ def mismatch(a: Any, b: Any, where: str = "output") -> str | None:
     a, b = np.asarray(a), np.asarray(b)
     if a.shape != b.shape or a.dtype != b.dtype:
         return f"{where}: {a.dtype}{list(a.shape)} against {b.dtype}{list(b.shape)}"
+    name = str(a.dtype)
+    if name in WIDENED:  # ml_dtypes floats are numpy kind "V": compared as the floats they are
+        a, b = a.astype(np.float32), b.astype(np.float32)
+    rtol, atol = tolerance(name)
     if a.dtype.kind not in "fc":
         bad = a != b
     else:
-        rtol, atol = tolerance(str(a.dtype))
         with np.errstate(all="ignore"):
-            close = np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=True)
-        bad = ~close
-    if np.any(bad):
-        at = tuple(int(k) for k in np.argwhere(bad)[0])
-        first = f"{where} differs at {list(at)}: {a[at].item()!r} against {b[at].item()!r}"
-        if a.dtype.kind not in "fc":
-            return first
-        with np.errstate(all="ignore"):
-            diff = np.abs(a.astype(np.complex128 if a.dtype.kind == "c" else np.float64) - b)
-            finite = np.isfinite(diff)
-            worst = float(np.max(diff[finite])) if np.any(finite) else float("inf")
-            scale = np.abs(b.astype(np.float64) if b.dtype.kind == "f" else b)
-            rel = np.where(diff == 0, 0.0, diff / np.where(scale > 0, scale, np.nan))[finite]
-            rel = np.where(np.isnan(rel), np.inf, rel)
-            worst_rel = float(np.max(rel)) if rel.size else float("inf")
-        return (
-            f"{first} (tolerance rtol={rtol:g}, atol={atol:g}; largest difference "
-            f"{worst:.3g} absolute, {worst_rel:.3g} relative)"
-        )
-    return None
+            bad = ~np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=True)
+    if not np.any(bad):
+        return None
+    at = tuple(int(k) for k in np.argwhere(bad)[0])
+    first = f"{where} differs at {list(at)}: {a[at].item()!r} against {b[at].item()!r}"
+    if a.dtype.kind not in "fc":
+        return first
+    with np.errstate(all="ignore"):
+        diff = np.abs(a.astype(np.complex128 if a.dtype.kind == "c" else np.float64) - b)
+        finite = np.isfinite(diff)
+        worst = float(np.max(diff[finite])) if np.any(finite) else float("inf")
+        scale = np.abs(b.astype(np.float64) if b.dtype.kind == "f" else b)
+        rel = np.where(diff == 0, 0.0, diff / np.where(scale > 0, scale, np.nan))[finite]
+        rel = np.where(np.isnan(rel), np.inf, rel)
+        worst_rel = float(np.max(rel)) if rel.size else float("inf")
+    return (
+        f"{first} (tolerance rtol={rtol:g}, atol={atol:g}; largest difference "
+        f"{worst:.3g} absolute, {worst_rel:.3g} relative)"
+    )

@@ -161,6 +161,16 @@ class _GuardReader:
         raise self.line.error(f"unexpected '{tok.text}' in guard", tok)
 
     def _call(self, tok: Tok) -> Any:
+        """A function call; calls nest at most MAX_NESTING deep (the reader recurses)."""
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            raise self.line.error(f"calls nested deeper than {MAX_NESTING} levels", tok)
+        try:
+            return self._call_body(tok)
+        finally:
+            self.depth -= 1
+
+    def _call_body(self, tok: Tok) -> Any:
         self.line.expect("(")
         name = tok.text
         if name in TENSOR_FUNCS:

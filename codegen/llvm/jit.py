@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
 import subprocess
 import sys
 import threading
@@ -60,7 +61,11 @@ _LOCK = threading.Lock()
 
 
 def start_helpers(count: int) -> None:
-    """Start (once) the helper processes a build will use; they start while passes run."""
+    """Start (once) the helper processes a build will use; they start while passes run.
+    Never more than the cores this process may use, less one (it compiles a module too):
+    64 helpers on 2 cores held 3.5 GB and compiled nothing faster."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    count = min(count, max(1, (cores or 1) - 1))
     with _LOCK:
         _HELPERS[:] = [h for h in _HELPERS if h.proc.poll() is None]
         while len(_HELPERS) < count:

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import ast
 import math
-import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
 from egglog import bindings
 
+from ..attrs import NAN
 from ..device import VirtualDevice
 from ..expr import Constant, Expr
 from ..registry import Op, get_op
@@ -34,8 +34,6 @@ Value = Any  # bindings.Value: an e-class id, hashable
 
 def encode_attr(value: Any) -> str:
     """An attribute value as egglog String contents (decode_attr reads it back)."""
-    if isinstance(value, float) and math.isnan(value):
-        raise ValueError("NaN attribute values are not supported in the e-graph")
     if isinstance(value, VirtualDevice):  # its fields as a tagged tuple of literals
         v = value
         value = (_DEVICE_TAG, v.device_type, v.device_id, v.target, v.memory_scope)
@@ -46,11 +44,29 @@ def encode_attr(value: Any) -> str:
 
 
 def decode_attr(text: str) -> Any:
-    """Inverse of encode_attr (repr of ints, floats incl. inf, bools, None, str, tuples)."""
-    value = ast.literal_eval(re.sub(r"\binf\b", "1e999", text))
+    """Inverse of encode_attr (repr of ints, floats incl. inf and nan, bools, None, str,
+    tuples); every NaN comes back as `attrs.NAN`, so equal attributes compare equal."""
+    value = _literal(ast.parse(text, mode="eval").body)
     if isinstance(value, tuple) and value[:1] == (_DEVICE_TAG,):
         return VirtualDevice(*value[1:])
     return value
+
+
+def _literal(node: ast.expr) -> Any:
+    """ast.literal_eval that also reads the names inf and nan (repr of such floats)."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Name) and node.id in ("inf", "nan"):
+        return math.inf if node.id == "inf" else NAN
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+        inner = _literal(node.operand)
+        if isinstance(inner, int | float) and not isinstance(inner, bool):
+            return NAN if inner is NAN else (-inner if isinstance(node.op, ast.USub) else inner)
+    if isinstance(node, ast.Tuple):
+        return tuple(_literal(e) for e in node.elts)
+    if isinstance(node, ast.List):
+        return [_literal(e) for e in node.elts]
+    raise ValueError(f"not an attribute value: {ast.unparse(node)}")
 
 
 _DEVICE_TAG = "<VirtualDevice>"

@@ -8,6 +8,7 @@ from ..attrs import Attrs
 from ..registry import AttrSpec, Op, OpPattern, register_op
 from ..types import TensorType, Type
 from ._common import per_output_element
+from .elementwise import cast_ref
 
 ZERO_FLOPS = per_output_element(0.0)
 SHAPE_ATTRS = (AttrSpec("shape", "ints"), AttrSpec("dtype", "dtype", "float32"))
@@ -19,6 +20,13 @@ def _from_attrs(args: list[TensorType], attrs: Attrs) -> Type:
 
 def _like(args: list[TensorType], attrs: Attrs) -> Type:
     return args[0]
+
+
+def fill_element(value: float, dtype: str) -> np.generic:
+    """A float attribute as an element of dtype, by the cast rule (to an integer: truncate
+    and saturate, NaN gives 0; to bool: nonzero is True), the same in compiled code."""
+    with np.errstate(over="ignore", invalid="ignore"):  # 1e30 as float16 is inf, by design
+        return cast_ref(np.array(value, np.float64), dtype)[()]  # type: ignore[no-any-return]
 
 
 for _name, _fill in [("zeros", 0), ("ones", 1)]:
@@ -52,7 +60,9 @@ register_op(
         inputs=(),
         infer=_from_attrs,
         pattern=OpPattern.ELEMWISE,
-        reference=lambda fill_value, shape, dtype: np.full(shape, fill_value, dtype=dtype),
+        reference=lambda fill_value, shape, dtype: np.full(
+            shape, fill_element(fill_value, dtype), dtype
+        ),
         flops=ZERO_FLOPS,
         attrs=(AttrSpec("fill_value", "float"), *SHAPE_ATTRS),
         doc="a tensor filled with fill_value",
@@ -64,7 +74,9 @@ register_op(
         inputs=("data",),
         infer=_like,
         pattern=OpPattern.ELEMWISE,
-        reference=lambda x, fill_value: np.full(x.shape, fill_value, dtype=x.dtype),
+        reference=lambda x, fill_value: np.full(
+            x.shape, fill_element(fill_value, x.dtype), x.dtype
+        ),
         flops=ZERO_FLOPS,
         attrs=(AttrSpec("fill_value", "float"),),
         doc="fill_value in the shape and dtype of data",

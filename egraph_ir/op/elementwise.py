@@ -141,9 +141,31 @@ _unary("floor", np.floor, FLOAT_DTYPES)
 _unary("ceil", np.ceil, FLOAT_DTYPES)
 _unary("round", np.round, FLOAT_DTYPES, doc="round half to even (as numpy and ONNX)")
 _unary("sign", _cast_like(np.sign), SIGNED)
+
+
+def clip_bounds(a_min: float, a_max: float, dtype: str) -> tuple[np.generic, np.generic] | None:
+    """An integer clip's bounds as elements of dtype by the cast rule (truncate, saturate):
+    clipping in floats and casting back gives the same; None when a bound is NaN (every
+    element would be NaN, which casts to 0)."""
+    if np.isnan(a_min) or np.isnan(a_max):
+        return None
+    lo, hi = cast_ref(np.array([a_min, a_max]), dtype)
+    return lo, hi
+
+
+def _clip_ref(x: np.ndarray, a_min: float, a_max: float) -> np.ndarray:
+    """numpy's clip; on integers with the bounds of clip_bounds."""
+    if x.dtype.kind not in "iu":
+        return np.clip(x, a_min, a_max).astype(x.dtype)
+    bounds = clip_bounds(a_min, a_max, str(x.dtype))
+    if bounds is None:
+        return np.zeros_like(x)
+    return np.minimum(np.maximum(x, bounds[0]), bounds[1])
+
+
 _unary(
     "clip",
-    lambda x, a_min, a_max: np.clip(x, a_min, a_max).astype(x.dtype),
+    _clip_ref,
     NUMERIC,
     2.0,
     (AttrSpec("a_min", "float"), AttrSpec("a_max", "float")),

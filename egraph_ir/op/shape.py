@@ -337,6 +337,13 @@ def _pad_infer(args: list[TensorType], attrs: Attrs) -> Type:
         max(b, a) >= d for (b, a), d in zip(width, t.shape, strict=True)
     ):
         raise ShapeError(f"reflect padding {width} must be smaller than the shape {t.shape}")
+    if attrs["pad_mode"] != "constant" and any(
+        d == 0 and b + a > 0 for (b, a), d in zip(width, t.shape, strict=True)
+    ):
+        raise ShapeError(
+            f"{attrs['pad_mode']} padding {width} widens an empty axis of {t.shape}: "
+            "there is no value to repeat (use constant padding)"
+        )
     value = attrs["pad_value"]
     if attrs["pad_mode"] == "constant" and not _representable(value, t.dtype):
         raise ShapeError(f"pad_value {value} is not a {t.dtype} value")

@@ -330,7 +330,8 @@ class Parser:
         self.i += 1
         if tok.text in ("true", "false"):
             return np.asarray(tok.text == "true")
-        m = re.fullmatch(r"(.*?)(f16|f32|f64|f|i8|i16|i32|i64|u8)?", tok.text)
+        special = re.fullmatch(r"([+-]?(?:inf|nan))(f16|f32|f64|f)?", tok.text)  # not "in" + f
+        m = special or re.fullmatch(r"(.*?)(f16|f32|f64|f|i8|i16|i32|i64|u8)?", tok.text)
         assert m is not None
         num, suffix = m.group(1), m.group(2)
         is_float = any(c in num for c in ".eE") or num.lstrip("+-") in ("inf", "nan")

@@ -1,0 +1,166 @@
+"""Numeric edges decided once (issue #36; `../shared/repro/reliability-3/`): compiled code
+gives the interpreter's bits where the README promises equality (signed zeros, NaN, fills
+by the saturating cast rule), special attribute values compile and round-trip, and bad
+input is one clean error."""
+
+from __future__ import annotations
+
+from functools import cache
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import codegen
+import egraph_ir as ir
+import passmgr as pm
+import rules
+from egraph_ir.compare import mismatch
+from egraph_ir.errors import ConfigError
+
+SPECIAL = [0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 1e-45, -3.4e38]
+
+
+def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
+    """Equal bit for bit, any NaN meeting any NaN."""
+    a, b = np.asarray(a), np.asarray(b)
+    nan = np.isnan(a)
+    return bool(
+        np.array_equal(nan, np.isnan(b))
+        and np.array_equal(a[~nan].view(np.uint32), b[~nan].view(np.uint32))
+    )
+
+
+@cache
+def compiled(body: str, opt_level: int) -> codegen.Executable:
+    mod = ir.parse(
+        "def @main(%x: Tensor[(16,), float32], %y: Tensor[(16,), float32]) { " + body + " }"
+    )
+    with pm.PassContext(opt_level=opt_level):
+        return codegen.build(mod)
+
+
+floats16 = hnp.arrays(np.float32, 16, elements=st.sampled_from(SPECIAL) | st.floats(width=32))
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.sampled_from(
+        [
+            "relu(%x)",
+            "maximum(%x, %y)",
+            "minimum(%x, %y)",
+            "maximum(%x, 0f)",
+            "clip(%x, a_min=0f, a_max=1f)",
+            "clip(%x, a_min=-0f, a_max=inf)",
+        ]
+    ),
+    st.sampled_from([0, 3]),
+    floats16,
+    floats16,
+)
+def test_signed_zeros_and_nans_as_numpy(
+    body: str, level: int, x: np.ndarray, y: np.ndarray
+) -> None:
+    """relu(-0.0) and minimum(-0.0, 0.0) are +0.0 as numpy gives them (compiled code gave
+    -0.0); a NaN in either operand wins."""
+    exe = compiled(body, level)
+    mod = ir.parse(
+        "def @main(%x: Tensor[(16,), float32], %y: Tensor[(16,), float32]) { " + body + " }"
+    )
+    assert same_bits(exe.run(x=x, y=y), ir.interpret(mod, x=x, y=y))
+
+
+@pytest.mark.parametrize("dtype", ["bool", "int8", "uint8", "int32", "int64", "float16", "float32"])
+@pytest.mark.parametrize("fill", ["0.5", "1e30", "-1e30", "nan", "inf", "-0.0", "-7.9"])
+def test_fills_follow_the_cast_rule_everywhere(dtype: str, fill: str) -> None:
+    """Compiled fills converted with int() (bool 0.5 -> False, int32 1e30 -> 0, NaN -> a raw
+    ValueError); now interpreter, opt 0 and opt 3 all follow the saturating cast."""
+    mod = ir.parse(f"def @main(%x: Tensor[(3,), {dtype}]) {{ full_like(%x, fill_value={fill}) }}")
+    x = np.zeros(3, dtype)
+    expected = ir.interpret(mod, x=x)
+    value = float(fill)
+    if dtype == "bool":
+        assert expected.all() == (value != 0)
+    elif np.dtype(dtype).kind in "iu":
+        info = np.iinfo(dtype)
+        big = value >= info.max or value <= info.min
+        want = (
+            0 if np.isnan(value) else (info.max if value > 0 else info.min) if big else int(value)
+        )
+        assert (expected == want).all()
+    for level in (0, 3):
+        with pm.PassContext(opt_level=level):
+            got = codegen.build(mod).run(x=x)
+        np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize(
+    "bounds",
+    [
+        "a_min=2.5, a_max=7.9",
+        "a_min=-2.5, a_max=-1.5",
+        "a_min=nan, a_max=3f",
+        "a_min=-1e30, a_max=1e30",
+    ],
+)
+def test_integer_clip_takes_its_bounds_by_the_cast_rule(bounds: str) -> None:
+    """clip(int32, a_min=2.5) gave 2 interpreted and 3 compiled."""
+    mod = ir.parse(f"def @main(%x: Tensor[(7,), int32]) {{ clip(%x, {bounds}) }}")
+    x = np.array([-3, -2, 1, 2, 3, 9, 2**31 - 1], "int32")
+    np.testing.assert_array_equal(codegen.build(mod).run(x=x), ir.interpret(mod, x=x))
+
+
+def test_bfloat16_nan_meets_nan_in_the_comparison() -> None:
+    a = np.array([np.nan, 1.0, -0.0], ml_dtypes.bfloat16)
+    assert mismatch(a, a.copy()) is None
+    assert "differs at [1]" in (mismatch(a, np.array([np.nan, 2.0, 0.0], ml_dtypes.bfloat16)) or "")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "clip(%x, a_min=0f, a_max=inf)",
+        "pad(%x, pad_width=[[1, 1]], pad_value=-inf)",
+        "full_like(%x, fill_value=inf)",
+        "clip(%x, a_min=-inf, a_max=nan)",
+        "add(%x, -inff)",
+    ],
+)
+def test_infinite_and_nan_attributes_round_trip_and_compile(text: str) -> None:
+    mod = ir.parse("def @main(%x: Tensor[(2,), float32]) { " + text + " }")
+    assert ir.structural_equal(ir.parse(str(mod)), mod)
+    x = np.array([-1.0, 2.0], "float32")
+    for level in (0, 3):  # a NaN attribute failed in EliminateCommonSubexpr at opt level 3
+        with pm.PassContext(opt_level=level):
+            got = codegen.build(mod).run(x=x)
+        assert mismatch(got, ir.interpret(mod, x=x)) is None
+
+
+def test_edge_padding_of_an_empty_axis_is_a_type_error() -> None:
+    mod = ir.parse(
+        'def @main(%x: Tensor[(2, 0), float32]) { pad(%x, pad_width=[[0, 0], [1, 1]], pad_mode="edge") }'
+    )
+    with pytest.raises(ir.CompilerError, match="widens an empty axis"):
+        ir.infer_type(mod)
+
+
+def test_deeply_nested_guard_calls_are_a_rule_error(tmp_path) -> None:
+    path = tmp_path / "deep.rules"
+    path.write_text(
+        "rule a\n    negative(?x) => ?x\n    where " + "len(" * 5000 + "?x" + ")" * 5000 + " == 1\n"
+    )
+    with pytest.raises(ir.CompilerError, match=r"deep\.rules:3:\d+: calls nested deeper than"):
+        rules.load(path)
+
+
+def test_thread_budgets_are_bounded() -> None:
+    with pytest.raises(ConfigError, match=r"codegen\.num_threads=1000000"):
+        pm.PassContext(config={"codegen.num_threads": 1_000_000})
+    from codegen.llvm import jit
+
+    jit.start_helpers(64)  # capped at the cores less one
+    assert len(jit._HELPERS) <= max(1, codegen.options.default_threads() - 1)
