@@ -12,8 +12,10 @@ from .conv import ConvShape, Wide, loop_var, zero
 from .loop_ir import (
     INDEX,
     THREAD_SLOT,
+    Assign,
     Bin,
     Buffer,
+    Cast,
     Declare,
     For,
     Kernel,
@@ -215,18 +217,27 @@ def grouped_kernel(conv: Call, name: str) -> Kernel:
     ix = add(mul(x, idx(g.sw)), mul(j, idx(g.dw)))
     src = add(mul(add(mul(b, idx(g.c)), channel), idx(hp * wp)), add(mul(iy, idx(wp)), ix))
     w_at = add(mul(add(mul(o, idx(cg)), ch), idx(g.kh * g.kw)), add(mul(i, idx(g.kw)), j))
-    weight = "weight"
-    update = Bin(dtype, "mul", Ref(dtype, weight), Load(dtype, "in0", src))
-    taps: list[Stmt] = [
-        Declare(weight, Load(dtype, "in1", w_at)),
-        For(
-            "x", g.ow, [Store("out", out_at, Bin(dtype, "add", Load(dtype, "out", out_at), update))]
-        ),
-    ]
-    body: list[Stmt] = [
-        For("x0", g.ow, [Store("out", add(row, loop_var("x0")), zero(dtype))]),
-        For("ch", cg, [For("i", g.kh, [For("j", g.kw, taps)])]),
-    ]
+    if dtype == "float16":  # each output in a float32 register: the sum must not round
+        wide = "float32"
+        term = Bin(
+            wide, "mul", Cast(wide, Load(dtype, "in1", w_at)), Cast(wide, Load(dtype, "in0", src))
+        )
+        sum_taps = [Assign("acc", Bin(wide, "add", Ref(wide, "acc"), term))]
+        per_x = [
+            Declare("acc", zero(wide)),
+            For("ch", cg, [For("i", g.kh, [For("j", g.kw, sum_taps)])]),
+            Store("out", out_at, Cast(dtype, Ref(wide, "acc"))),
+        ]
+        body: list[Stmt] = [For("x", g.ow, per_x)]
+    else:  # each output row accumulated in place: the row stays in L1, x vectorises
+        weight = "weight"
+        update = Bin(dtype, "mul", Ref(dtype, weight), Load(dtype, "in0", src))
+        accumulate = Store("out", out_at, Bin(dtype, "add", Load(dtype, "out", out_at), update))
+        taps: list[Stmt] = [Declare(weight, Load(dtype, "in1", w_at)), For("x", g.ow, [accumulate])]
+        body = [
+            For("x0", g.ow, [Store("out", add(row, loop_var("x0")), zero(dtype))]),
+            For("ch", cg, [For("i", g.kh, [For("j", g.kw, taps)])]),
+        ]
     nest: list[Stmt] = [For("o", g.o, [For("b", g.n, [For("y", g.oh, body)])], outer=True)]
     buffers = [
         Buffer("in0", dtype, (g.n, g.c, hp, wp)),

@@ -164,3 +164,29 @@ def test_thread_budgets_are_bounded() -> None:
 
     jit.start_helpers(64)  # capped at the cores less one
     assert len(jit._HELPERS) <= max(1, codegen.options.default_threads() - 1)
+
+
+def test_float16_convolutions_accumulate_in_float32() -> None:
+    """At 256 input channels compiled code was 40x less accurate than the interpreter (it
+    summed in float16); now as accurate (README: float16 reductions accumulate in float32)."""
+    from egraph_ir import op
+
+    rng = np.random.default_rng(0)
+    c = 256
+    w = (rng.standard_normal((8, c, 3, 3)) / np.sqrt(9 * c)).astype("float16")
+    x = rng.standard_normal((1, c, 8, 8)).astype("float16")
+    v = ir.var("x", shape=x.shape, dtype="float16")
+    mod = ir.IRModule.from_expr(ir.Function([v], op.conv2d(v, ir.const(w), padding=(1, 1))))
+    exact = ir.interpret(
+        ir.IRModule.from_expr(
+            ir.Function(
+                [u := ir.var("x", shape=x.shape, dtype="float64")],
+                op.conv2d(u, ir.const(w.astype("float64")), padding=(1, 1)),
+            )
+        ),
+        x=x.astype("float64"),
+    )
+    rms = np.sqrt(np.mean(exact**2))
+    interpreted = np.abs(ir.interpret(mod, x=x) - exact).max() / rms
+    compiled_error = np.abs(codegen.build(mod).run(x=x).astype("float64") - exact).max() / rms
+    assert compiled_error <= 2 * interpreted + 1e-4
