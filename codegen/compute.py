@@ -197,7 +197,7 @@ compute("minimum")(lambda ctx: numpy_extremum("min", ctx.out.dtype, ctx.arg(0), 
 def _leaky_relu(ctx: Ctx) -> LExpr:
     x = ctx.arg(0)
     scaled = Bin(ctx.out.dtype, "mul", x, ctx.c(float(ctx.attrs["alpha"])))
-    return Select(ctx.out.dtype, Bin("bool", "lt", x, ctx.c(0)), scaled, x)
+    return Select(ctx.out.dtype, Bin("bool", "gt", x, ctx.c(0)), x, scaled)  # x > 0 ? x : a*x
 
 
 @compute("gelu")

@@ -263,23 +263,23 @@ def _take_infer(args: list[TensorType], attrs: Attrs) -> Type:
     return TensorType(data.shape[:axis] + idx.shape + data.shape[axis + 1 :], data.dtype)
 
 
-def index_in_mode(indices: np.ndarray, n: int, mode: str, what: str) -> np.ndarray:
+def index_in_mode(indices: np.ndarray, n: int, mode: str) -> np.ndarray:
     """Indices into a dimension of n, as int64 in [0, n): `clip` clamps, `wrap` wraps,
-    `fast` counts negatives from the end and refuses the rest (take, gather_elements)."""
+    `fast` counts negatives from the end (numpy, ONNX) and does not check the rest, as in
+    TVM: an index still out of range is clamped, here and in compiled code alike, so it
+    never reads outside the tensor (take, gather_elements)."""
     idx = indices.astype(np.int64)
     if mode == "clip":
         return np.clip(idx, 0, n - 1)
     if mode == "wrap":
         return np.mod(idx, n)
-    if np.any((idx < -n) | (idx >= n)):
-        raise IndexError(f"{what}: index out of range for a dimension of {n}")
-    return np.where(idx < 0, idx + n, idx)
+    return np.clip(np.where(idx < 0, idx + n, idx), 0, n - 1)
 
 
 def _take_ref(data: np.ndarray, indices: np.ndarray, axis: int | None, mode: str) -> np.ndarray:
     if axis is None:
         data, axis = data.reshape(-1), 0
-    return np.take(data, index_in_mode(indices, data.shape[axis], mode, "take"), axis=axis)
+    return np.take(data, index_in_mode(indices, data.shape[axis], mode), axis=axis)
 
 
 _reg(
@@ -310,7 +310,7 @@ def _gather_elements_infer(args: list[TensorType], attrs: Attrs) -> Type:
 
 def _gather_elements_ref(data: np.ndarray, indices: np.ndarray, axis: int, mode: str) -> np.ndarray:
     axis = axis % data.ndim
-    idx = index_in_mode(indices, data.shape[axis], mode, "gather_elements")
+    idx = index_in_mode(indices, data.shape[axis], mode)
     window = tuple(slice(0, d) if k != axis else slice(None) for k, d in enumerate(idx.shape))
     return np.take_along_axis(data[window], idx, axis=axis)
 

@@ -56,6 +56,8 @@ floats16 = hnp.arrays(np.float32, 16, elements=st.sampled_from(SPECIAL) | st.flo
             "maximum(%x, 0f)",
             "clip(%x, a_min=0f, a_max=1f)",
             "clip(%x, a_min=-0f, a_max=inf)",
+            "leaky_relu(%x, alpha=nan)",
+            "leaky_relu(%x, alpha=0.1f)",
         ]
     ),
     st.sampled_from([0, 3]),
@@ -190,3 +192,16 @@ def test_float16_convolutions_accumulate_in_float32() -> None:
     interpreted = np.abs(ir.interpret(mod, x=x) - exact).max() / rms
     compiled_error = np.abs(codegen.build(mod).run(x=x).astype("float64") - exact).max() / rms
     assert compiled_error <= 2 * interpreted + 1e-4
+
+
+@pytest.mark.parametrize(
+    "fn", ['gather_elements(%x, %i, axis=0, mode="fast")', 'take(%x, %i, mode="fast")']
+)
+def test_fast_indexing_clamps_alike_interpreted_and_compiled(fn: str) -> None:
+    """An out-of-range index in fast mode: a raw IndexError interpreted, a silent clamp
+    compiled; now both clamp (after counting negatives from the end), as decided."""
+    mod = ir.parse("def @main(%x: Tensor[(3,), float32], %i: Tensor[(4,), int32]) { " + fn + " }")
+    x, i = np.array([1, 2, 3], "float32"), np.array([100000000, -7, -1, 1], "int32")
+    expected = ir.interpret(mod, x=x, i=i)
+    np.testing.assert_array_equal(expected, [3.0, 1.0, 3.0, 2.0])
+    np.testing.assert_array_equal(codegen.build(mod).run(x=x, i=i), expected)
