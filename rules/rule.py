@@ -12,6 +12,7 @@ from egraph_ir.errors import RuleError, Span
 from .guards import GuardExpr, all_of
 
 FAST_MATH = "fast-math"
+NSZ = "nsz"  # the rule may change the sign of a zero (LLVM's nsz): runs only under fast-math
 
 
 @dataclass(frozen=True)
@@ -86,8 +87,8 @@ class RuleSet:
         return RuleSet([r for r in self.rules if not set(tags) & set(r.tags)], self.name)
 
     def enabled(self, fast_math: bool) -> RuleSet:
-        """The rules that may run: fast-math ones only when fast_math is set."""
-        return self if fast_math else self.without_tag(FAST_MATH)
+        """The rules that may run: fast-math and nsz ones only when fast_math is set."""
+        return self if fast_math else self.without_tag(FAST_MATH, NSZ)
 
     def rewrites(self) -> list[Rewrite]:
         return [rw for r in self.rules for rw in r.rewrites()]

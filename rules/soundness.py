@@ -5,12 +5,15 @@ under which the left side type-checks and the guards hold, then values for every
 variable. Values include IEEE edge cases — 0, -0.0, ±inf, NaN, huge, tiny and subnormal
 numbers — unless the rule is tagged `fast-math`, which claims only real-number equality: then
 values are finite, moderate (|x| <= 4) and normal (fast-math code flushes subnormals), so
-rounding differences stay within tolerance.
+rounding differences stay within tolerance, and a binding whose left side holds an
+infinity (a division by zero) proves nothing.
 Both sides are evaluated with the reference interpreter and compared with the dtype's
 tolerance (egraph_ir.compare.TOLERANCES); NaN must meet NaN, infinities must match in sign,
-and 0 equals -0. For a fast-math rule, a float16/float32 difference is re-checked in float64:
-only real-number inequality counts. A difference in type is a failure too. Hypothesis
-shrinks the first failure, which the report prints with both outputs.
+and the sign of a zero must match too (numpy's signed zeros are promised: 1/x tells them
+apart) unless the rule is tagged `nsz` or `fast-math`. For a fast-math rule, a
+float16/float32 difference is re-checked in float64: only real-number inequality counts.
+A difference in type is a failure too. Hypothesis shrinks the first failure, which the
+report prints with both outputs.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from egraph_ir.op import call
 from egraph_ir.types import TensorType, Type
 
 from .bindings import DTYPES, Structure, build_lhs, draw_structure
-from .rule import FAST_MATH, Rule, RuleSet
+from .rule import FAST_MATH, NSZ, Rule, RuleSet
 
 FINITE_BOUND = 4.0
 
@@ -168,7 +171,10 @@ def _check_rule(rule: Rule, max_examples: int, seed: int) -> SoundnessFailure | 
 
 
 # Magnitudes that break wrong rules: cancellation (1 + 2**60 - 2**60), overflow, underflow.
-POOL_FLOATS = (0.0, -0.0, 1.0, 0.5, 3.0, 2.0**24, 2.0**60, 1e-30, 1e-45, np.inf, np.nan, 3e38)
+POOL_FLOATS = (
+    *(0.0, -0.0, 1.0, 0.5, 3.0, 2.0**24, 2.0**60, 1e-30, 1e-45, np.inf, np.nan, 3e38),
+    *(2.0**64, 2.0**-70, 65504.0),  # a product of two overflows float32 / underflows; f16 max
+)
 POOL_INTS = (0, 1, 2, 3)
 
 
@@ -268,6 +274,8 @@ def _compare(
         raise _Unsound(f"the type changes from {lhs_type} to {rhs_type}", values, s, None, None)
     left, right = _run(lhs), _run(rhs)
     problem = mismatch(left, right)
+    if problem and FAST_MATH in rule.tags and _has_infinity(left):
+        return  # the original divided by zero or overflowed: fast-math promises nothing
     if problem and FAST_MATH in rule.tags and _promotable(s):
         # fast-math claims real-number equality: rounding of a low precision is not a bug
         wide = _promote(s)
@@ -279,8 +287,38 @@ def _compare(
         infer_type(wide_rhs)
         if mismatch(_run(wide_lhs), _run(wide_rhs)) is None:
             return
+    if not problem and not {FAST_MATH, NSZ} & set(rule.tags):
+        problem = zero_sign_mismatch(left, right)
     if problem:
         raise _Unsound(problem, values, s, left, right)
+
+
+def _has_infinity(result: Any) -> bool:
+    if isinstance(result, tuple):
+        return any(_has_infinity(r) for r in result)
+    a = np.asarray(result)
+    return a.dtype.kind in "fc" and bool(np.isinf(a).any())
+
+
+def zero_sign_mismatch(a: Any, b: Any, where: str = "output") -> str | None:
+    """Where a zero of one result is a zero of the other sign (tuples field by field)."""
+    if isinstance(a, tuple):
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            problem = zero_sign_mismatch(x, y, f"{where}[{i}]")
+            if problem:
+                return problem
+        return None
+    a, b = np.asarray(a), np.asarray(b)
+    if a.dtype.kind != "f" or a.shape != b.shape:
+        return None
+    bad = (a == 0) & (b == 0) & (np.signbit(a) != np.signbit(b))
+    if not np.any(bad):
+        return None
+    at = tuple(int(k) for k in np.argwhere(bad)[0])
+    return (
+        f"{where} differs at {list(at)}: {a[at].item()!r} against {b[at].item()!r} (the sign "
+        "of a zero; tag the rule nsz if it may change it)"
+    )
 
 
 def _run(e: Expr) -> Any:

@@ -47,7 +47,7 @@ def test_fast_math_rules_hold_for_finite_values_but_not_for_all_floats() -> None
     report = rules.check_soundness(untagged, max_examples=200)
     assert not report.ok
     problem = report.failures[0].problem.lower()
-    assert "nan" in problem or "inf" in problem
+    assert "nan" in problem or "inf" in problem or "sign of a zero" in problem
 
 
 def test_a_rule_no_binding_fits_is_reported_as_unchecked() -> None:
@@ -67,3 +67,14 @@ def test_reports_show_drawn_attributes_and_the_tolerance() -> None:
     )
     text = str(rules.check_soundness(near, max_examples=30))
     assert "tolerance rtol=" in text and "relative)" in text
+
+
+def test_signed_zeros_count_unless_the_rule_says_nsz() -> None:
+    """-0.0 and +0.0 used to compare equal, so rules wrong only in a zero's sign passed;
+    a rule tagged nsz is checked without the sign and runs only under fast-math."""
+    text = "rule keep-x [algebraic{tag}]\n    add(?x, zeros_like(?x)) => ?x"
+    plain = rules.check_soundness(rules.parse(text.format(tag="")), max_examples=200)
+    assert not plain.ok and "sign" in plain.failures[0].problem
+    nsz = rules.parse(text.format(tag=", nsz"))
+    assert rules.check_soundness(nsz, max_examples=200).ok
+    assert not list(nsz.enabled(fast_math=False)) and list(nsz.enabled(fast_math=True))
