@@ -223,8 +223,8 @@ def _clip(ctx: Ctx) -> LExpr:
         bounds = clip_bounds(float(ctx.attrs["a_min"]), float(ctx.attrs["a_max"]), t)
         if bounds is None:
             return ctx.c(0)
-        low = Bin(t, "max", x, ctx.c(bounds[0].item()))
-        return Bin(t, "min", low, ctx.c(bounds[1].item()))
+        above = Bin(t, "max", x, ctx.c(bounds[0].item()))
+        return Bin(t, "min", above, ctx.c(bounds[1].item()))
     lo, hi = float(ctx.attrs["a_min"]), float(ctx.attrs["a_max"])
     if math.isnan(lo) or math.isnan(hi):
         return ctx.c(math.nan)

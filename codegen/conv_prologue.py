@@ -222,7 +222,7 @@ def grouped_kernel(conv: Call, name: str) -> Kernel:
         term = Bin(
             wide, "mul", Cast(wide, Load(dtype, "in1", w_at)), Cast(wide, Load(dtype, "in0", src))
         )
-        sum_taps = [Assign("acc", Bin(wide, "add", Ref(wide, "acc"), term))]
+        sum_taps: list[Stmt] = [Assign("acc", Bin(wide, "add", Ref(wide, "acc"), term))]
         per_x = [
             Declare("acc", zero(wide)),
             For("ch", cg, [For("i", g.kh, [For("j", g.kw, sum_taps)])]),

@@ -364,6 +364,28 @@ def targets_value(text: str | None) -> list[str]:
 
 
 # ---------------------------------------------------------------- the parser
+def _add_run_parser(sub: Any) -> None:
+    """`egc run`: a saved executable on inputs from files."""
+    p_run = sub.add_parser("run", help="run a saved executable (egc compile -o)")
+    p_run.add_argument("file", help="a file written by egc compile -o / Executable.save")
+    p_run.add_argument(
+        "--input", action="append", type=input_value, default=[], metavar="NAME=FILE.npy",
+        help="an input array (.npy), or FILE.npz holding inputs by name",
+    )  # fmt: skip
+    p_run.add_argument("--random", action="store_true", help="random values for the rest")
+    p_run.add_argument("--seed", type=count(0), default=0, help="for --random")
+    p_run.add_argument("--output", metavar="OUT.npz", help="save the outputs by name")
+    p_run.add_argument("--profile", action="store_true", help="per-kernel times as a table")
+    p_run.add_argument("--repeats", type=count(1), default=10, help="profiled runs")
+    p_run.add_argument(
+        "--trusted-key", action="append", default=[], metavar="FILE.pub",
+        help="load only a file signed by this key (egc keygen); may repeat",
+    )  # fmt: skip
+    p_run.add_argument(
+        "--require-signature", action="store_true", help="refuse to run without a --trusted-key"
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="egc", description="e-graph tensor compiler")
     parser.add_argument("--version", action="version", version=f"egc {project_version()}")
@@ -412,25 +434,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--repeats", type=count(1), default=10, help="timed runs (median)")
     p.add_argument("--sign-key", metavar="FILE.key", help="sign the -o file (egc keygen)")
 
-    p_run = sub.add_parser("run", help="run a saved executable (egc compile -o)")
-    p_run.add_argument("file", help="a file written by egc compile -o / Executable.save")
-    p_run.add_argument(
-        "--input", action="append", type=input_value, default=[], metavar="NAME=FILE.npy",
-        help="an input array (.npy), or FILE.npz holding inputs by name",
-    )  # fmt: skip
-    p_run.add_argument("--random", action="store_true", help="random values for the rest")
-    p_run.add_argument("--seed", type=count(0), default=0, help="for --random")
-    p_run.add_argument("--output", metavar="OUT.npz", help="save the outputs by name")
-    p_run.add_argument("--profile", action="store_true", help="per-kernel times as a table")
-    p_run.add_argument("--repeats", type=count(1), default=10, help="profiled runs")
-    p_run.add_argument(
-        "--trusted-key", action="append", default=[], metavar="FILE.pub",
-        help="load only a file signed by this key (egc keygen); may repeat",
-    )  # fmt: skip
-    p_run.add_argument(
-        "--require-signature", action="store_true", help="refuse to run without a --trusted-key"
-    )
-
+    _add_run_parser(sub)
     p_key = sub.add_parser("keygen", help="a key pair to sign saved executables with")
     p_key.add_argument("name", help="writes NAME.key (private) and NAME.pub (public)")
 

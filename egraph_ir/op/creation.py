@@ -26,7 +26,9 @@ def fill_element(value: float, dtype: str) -> np.generic:
     """A float attribute as an element of dtype, by the cast rule (to an integer: truncate
     and saturate, NaN gives 0; to bool: nonzero is True), the same in compiled code."""
     with np.errstate(over="ignore", invalid="ignore"):  # 1e30 as float16 is inf, by design
-        return cast_ref(np.array(value, np.float64), dtype)[()]  # type: ignore[no-any-return]
+        array = cast_ref(np.array([value], np.float64), dtype)
+    element: np.generic = array[0]
+    return element
 
 
 for _name, _fill in [("zeros", 0), ("ones", 1)]:
