@@ -75,7 +75,7 @@ def build(
         raise CodegenError("the module has no 'main' function")
     options = BuildOptions.from_context()
     threads = options.threads
-    start_helpers(threads - 1)  # compile helpers start while the passes run
+    start_helpers(threads)  # compile helpers start while the passes run
     times: dict[str, float] = {}
     clock = _Clock(times)
     mod, externals = clock("external", compile_regions, mod, threads)

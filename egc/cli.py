@@ -262,9 +262,7 @@ def run_saved(args: argparse.Namespace) -> int:
         rng = np.random.default_rng(args.seed)
         for name, t in exe.input_types.items():
             inputs.setdefault(name, rng.standard_normal(t.shape).astype(t.dtype))
-    outputs = exe.run(**inputs)
-    outputs = outputs if isinstance(outputs, tuple) else (outputs,)
-    named = dict(zip(exe.output_names, outputs, strict=True))
+    named = dict(zip(exe.output_names, _leaves(exe.run(**inputs)), strict=True))
     if args.output:
         try:
             np.savez(args.output, **named)
@@ -279,6 +277,18 @@ def run_saved(args: argparse.Namespace) -> int:
         profile = exe.profile(inputs, repeats=args.repeats)
         print_table("per-kernel profile", profile.HEADER, profile.rows())
     return 0
+
+
+def _leaves(result: Any) -> list[np.ndarray]:
+    """The arrays of a result, nested tuples flattened in order (one name each)."""
+    leaves, stack = [], [result]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, tuple):
+            stack.extend(reversed(item))
+        else:
+            leaves.append(item)
+    return leaves
 
 
 def opt(args: argparse.Namespace) -> int:

@@ -38,10 +38,12 @@ class _Helper:
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
         )
+        self.served = 0  # modules sent; past HELPER_MODULES the helper is replaced
 
     def send(self, text: str) -> None:
         assert self.proc.stdin is not None
         write_message(self.proc.stdin, text.encode())  # type: ignore[arg-type]
+        self.served += 1
 
     def receive(self) -> bytes:
         assert self.proc.stdout is not None
@@ -54,19 +56,29 @@ class _Helper:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            if pipe is not None:
+                pipe.close()
 
 
+HELPER_MODULES = 200  # modules a helper compiles before it is replaced (about 25 MB kept)
 _HELPERS: list[_Helper] = []
 _LOCK = threading.Lock()
 
 
 def start_helpers(count: int) -> None:
     """Start (once) the helper processes a build will use; they start while passes run.
-    Never more than the cores this process may use, less one (it compiles a module too):
-    64 helpers on 2 cores held 3.5 GB and compiled nothing faster."""
+    Never more than the cores this process may use (64 helpers on 2 cores held 3.5 GB and
+    compiled nothing faster). LLVM's optimisation pipeline keeps about 0.1 MB for every
+    module it runs on (inside llvmlite's pass manager, not freed on close), so modules
+    compile only in helpers, and a helper is replaced after HELPER_MODULES modules: the
+    building process stays flat over thousands of builds."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    count = min(count, max(1, (cores or 1) - 1))
+    count = min(count, max(1, cores or 1))
     with _LOCK:
+        for h in _HELPERS:
+            if h.served >= HELPER_MODULES:
+                h.close()
         _HELPERS[:] = [h for h in _HELPERS if h.proc.poll() is None]
         while len(_HELPERS) < count:
             try:
@@ -82,9 +94,18 @@ def _stop_helpers() -> None:
         h.close()
 
 
+def _compile(texts: list[str]) -> list[bytes]:
+    """Object files for LLVM IR texts, in order: as many at once as there are helpers."""
+    start_helpers(len(texts))
+    width = max(1, len(_HELPERS))
+    objects: list[bytes] = []
+    for k in range(0, len(texts), width):
+        objects += _collect(_send(texts[k : k + width]))
+    return objects
+
+
 def _send(texts: list[str]) -> list[tuple[str, _Helper | None]]:
     """Hand each text to a helper (None: compile it here, later)."""
-    start_helpers(len(texts))
     sent: list[tuple[str, _Helper | None]] = []
     for k, text in enumerate(texts):
         helper = _HELPERS[k] if k < len(_HELPERS) else None
@@ -122,15 +143,22 @@ class JitLibrary:
         init()
         texts = [ir_text] if isinstance(ir_text, str) else ir_text
         t0 = time.perf_counter()
-        sent = _send(texts[1:])
-        tm = host_target_machine()
-        mod = optimise(texts[0], tm)
-        self.optimized_ir = str(mod)  # of the first module (the others arrive as objects)
-        first = bytes(tm.emit_object(mod))
+        self.objects = _compile(texts)
+        self._first: str | None = texts[0]
+        self._optimized: str | None = None
         t1 = time.perf_counter()
-        self.objects = [first, *_collect(sent)]
         self._load(self.objects)
         self.seconds = {"optimise": t1 - t0, "jit": time.perf_counter() - t1}
+
+    @property
+    def optimized_ir(self) -> str:
+        """The first module after LLVM's optimisation, made here when first asked for."""
+        if self._optimized is None:
+            if self._first is None:
+                return ""
+            tm = host_target_machine()
+            self._optimized = str(optimise(self._first, tm, llvm.create_context()))
+        return self._optimized
 
     @classmethod
     def from_objects(cls, objects: list[bytes]) -> JitLibrary:
@@ -138,7 +166,7 @@ class JitLibrary:
         init()
         lib = cls.__new__(cls)
         t0 = time.perf_counter()
-        lib.objects, lib.optimized_ir = list(objects), ""
+        lib.objects, lib._first, lib._optimized = list(objects), None, None
         lib._load(lib.objects)
         lib.seconds = {"jit": time.perf_counter() - t0}
         return lib

@@ -52,7 +52,10 @@ def optimise(ir_text: str, tm: Any, context: Any = None) -> Any:
     options.loop_interleaving = True
     options.loop_unrolling = True
     builder = llvm.create_pass_builder(tm, options)
-    builder.getModulePassManager().run(mod, builder)
+    passes = builder.getModulePassManager()
+    passes.run(mod, builder)
+    for obj in (passes, builder, options):  # not freed by garbage collection: 0.12 MB a build
+        obj.close()
     return mod
 
 

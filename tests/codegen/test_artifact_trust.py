@@ -87,16 +87,23 @@ EDITS: dict[str, tuple[str, Callable[[bytes], bytes]]] = {
 }
 
 
-@pytest.mark.parametrize("fix_digests", [False, True])
-@pytest.mark.parametrize("case", sorted(EDITS))
+CASES = [
+    (case, fix)
+    for case in sorted(EDITS)
+    for fix in (False, True)
+    if fix or EDITS[case][0] != "manifest.json"  # the manifest holds the digests itself
+]
+
+
+@pytest.mark.parametrize(("case", "fix_digests"), CASES)
 def test_an_edited_file_is_one_clean_error(
     saved: Path, tmp_path: Path, case: str, fix_digests: bool
 ) -> None:
+    """Without fixed digests the digest check names the member; with them (a crafted
+    file) the schema check of program.json or the manifest's thread count does."""
     member, change = EDITS[case]
     parts = members_of(saved)
     parts[member] = change(parts[member])
-    if member == "manifest.json" and not fix_digests:
-        pytest.skip("the manifest holds the digests: an edit of it is the crafted case")
     with pytest.raises(CodegenError, match=re.escape(str(tmp_path))):
         codegen.load(rezip(tmp_path / "edited.egc", parts, fix_digests))
 

@@ -164,8 +164,8 @@ def test_thread_budgets_are_bounded() -> None:
         pm.PassContext(config={"codegen.num_threads": 1_000_000})
     from codegen.llvm import jit
 
-    jit.start_helpers(64)  # capped at the cores less one
-    assert len(jit._HELPERS) <= max(1, codegen.options.default_threads() - 1)
+    jit.start_helpers(64)  # capped at the cores
+    assert len(jit._HELPERS) <= codegen.options.default_threads()
 
 
 def test_float16_convolutions_accumulate_in_float32() -> None:

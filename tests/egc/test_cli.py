@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import codegen
 import egraph_ir as ir
 from egc.cli import main
 from egraph_ir import models
@@ -159,6 +160,15 @@ def test_keygen_sign_and_run_only_trusted_files(tmp_path: Path) -> None:
     r = egc("run", "m.egc", "--random", "--require-signature", cwd=tmp_path)
     assert r.returncode == 2 and "needs at least one --trusted-key" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_run_names_every_leaf_of_a_nested_tuple_output(tmp_path: Path) -> None:
+    """`egc run` raised a raw error on a valid saved model returning (a, (b, c))."""
+    mod = ir.parse("def @main(%x: Tensor[(2,), float32]) { (relu(%x), (exp(%x), negative(%x))) }")
+    codegen.build(mod).save(str(tmp_path / "nested.egc"))
+    r = egc("run", "nested.egc", "--random", "--output", "o.npz", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert sorted(np.load(tmp_path / "o.npz").files) == ["output0", "output1", "output2"]
 
 
 def test_emit_onnx_runs_in_onnxruntime(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
