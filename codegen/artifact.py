@@ -134,7 +134,9 @@ def _array(path: str | Path, name: str, blob: bytes) -> np.ndarray:
         raise CodegenError(f"{path}: damaged member {name} ({exc})") from None
 
 
-def _check_manifest(path: str | Path, manifest: dict[str, Any]) -> None:
+def _check_manifest(path: str | Path, manifest: Any) -> None:
+    if not isinstance(manifest, dict):
+        raise CodegenError(f"{path}: damaged manifest (not an object)")
     if manifest.get("format") != FORMAT:
         raise CodegenError(
             f"{path}: saved in format {manifest.get('format')}, this version reads {FORMAT}; "
@@ -145,7 +147,10 @@ def _check_manifest(path: str | Path, manifest: dict[str, Any]) -> None:
         raise CodegenError(
             f"{path}: compiled for {manifest.get('triple')}, this machine is {triple}"
         )
-    missing = sorted(set(manifest.get("features", ())) - host_features())
+    features = manifest.get("features", ())
+    if not isinstance(features, list) or not all(isinstance(f, str) for f in features):
+        raise CodegenError(f"{path}: damaged manifest (features)")
+    missing = sorted(set(features) - host_features())
     if missing:
         raise CodegenError(
             f"{path}: compiled for a CPU with {', '.join(missing)} "

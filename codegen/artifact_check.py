@@ -162,6 +162,8 @@ def _check_program(data: dict[str, Any], constants: dict[int, np.ndarray], objec
         assert int(offset) >= 0 and int(offset) + size <= arena_bytes[arena], (
             f"node {key} at offset {offset} ({size} bytes) outside arena {arena}"
         )
+    _check_arena_slots(data, slot_of)
+    _check_outputs(data, len(nodes))
     schedule = data["schedule"]
     assert schedule or not any(d["op"] == "kernel" for d in nodes), "empty schedule"
     for item in schedule:
@@ -169,6 +171,48 @@ def _check_program(data: dict[str, Any], constants: dict[int, np.ndarray], objec
         assert all(0 <= int(k) < len(nodes) for k in ids), "schedule names no such node"
         if isinstance(item, dict):
             assert int(item["segment"]) >= 0 and objects > 0, "segment without object code"
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _check_arena_slots(data: dict[str, Any], slot_of: dict[int, int]) -> None:
+    """Each arena slot once, none a constant's, each where the plan puts its node."""
+    placed: dict[int, tuple[int, int]] = {}
+    for entry in data["arena_slots"]:
+        slot, arena, offset = entry
+        assert all(_is_int(v) for v in entry), f"arena slot entry {entry}"
+        assert slot not in placed, f"slot {slot} placed twice"
+        placed[slot] = (arena, offset)
+    assert not placed.keys() & {int(s) for s in data["constant_slots"]}, "a constant in the arena"
+    plan = data["plan"]
+    for key, offset in plan["offsets"].items():
+        node = int(key)
+        if node >= 0 and slot_of.get(node) in placed:
+            where = (int(plan["arena_of"].get(key, 0)), int(offset))
+            assert placed[slot_of[node]] == where, f"node {node}'s slot is not where the plan says"
+
+
+def _check_outputs(data: dict[str, Any], count: int) -> None:
+    """Output ids name nodes; the output tree's leaves are 0..n-1 once each."""
+    outputs = data["outputs"]
+    assert isinstance(outputs, list) and outputs, "no outputs"
+    assert all(_is_int(k) and 0 <= k < count for k in outputs), "outputs name no such node"
+    assert isinstance(data["tuple_output"], bool), "tuple_output"
+    assert len(data["output_types"]) == len(data["output_names"]) == len(outputs), "output types"
+    tree = data.get("output_tree")
+    if tree is None:
+        return
+    leaves, stack = [], [tree]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, list):
+            stack.extend(item)
+        else:
+            assert _is_int(item), f"output tree leaf {item!r}"
+            leaves.append(item)
+    assert sorted(leaves) == list(range(len(outputs))), "the output tree does not fit the outputs"
 
 
 def _node_bytes(d: dict[str, Any]) -> int:

@@ -1,5 +1,6 @@
 """The fuzz runner behind `python -m egc.fuzz --seconds 600 [--out fuzz-failures]`:
-every fuzzer in turn, each case in a watched worker process (a crash or a case over 30 s
+every fuzzer in turn (random programs compiled against the interpreter, malformed IR text,
+rule files and ONNX models, mutated saved executables), each case in a watched worker process (a crash or a case over 30 s
 is recorded, not fatal); failing cases are shrunk where possible and saved with what went wrong."""
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-KINDS = ("program", "program", "program", "ir-text", "rules", "onnx")  # programs 3 in 6
+KINDS = ("program", "program", "program", "ir-text", "rules", "onnx", "artifact")
 CASE_SECONDS = 30.0
 
 
@@ -31,6 +32,10 @@ def run_case(kind: str, seed: int) -> tuple[str | None, Any]:
         return malformed.rule_text_case(rng)
     if kind == "onnx":
         return malformed.onnx_case(rng)
+    if kind == "artifact":
+        from .artifacts import artifact_case
+
+        return artifact_case(rng)
     import codegen
     import passmgr as pm
 

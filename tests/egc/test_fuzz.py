@@ -15,7 +15,7 @@ from egc.fuzz.runner import run_case
 pytest.importorskip("onnx")
 
 
-@pytest.mark.parametrize("kind", ["program", "ir-text", "rules", "onnx"])
+@pytest.mark.parametrize("kind", ["program", "ir-text", "rules", "onnx", "artifact"])
 def test_fuzzers_find_nothing_on_fixed_seeds(kind: str) -> None:
     count = 150 if kind == "program" else 100
     with warnings.catch_warnings(), np.errstate(all="ignore"):
