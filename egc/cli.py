@@ -490,6 +490,9 @@ def main(argv: list[str] | None = None) -> int:
     except CompilerError as exc:
         print(f"egc: error: {exc}", file=sys.stderr)
         return 2
+    except MemoryError:
+        print("egc: error: out of memory (a shape too large for this machine?)", file=sys.stderr)
+        return 2
     except BrokenPipeError:
         return 1
     return 2

@@ -14,6 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ...attrs import Attrs
 from ...errors import CompilerError, ConstantInputError, FrontendError
 from ...expr import Constant, Expr, Function, Tuple, Var
@@ -61,7 +63,36 @@ def from_onnx(model_or_path: Any, shapes: dict[str, tuple[int, ...]] | None = No
         raise FrontendError(
             f"shapes= names {unknown}, which are not graph inputs; the inputs: {sorted(names)}"
         )
+    _check_shapes(graph, shapes or {})
     return Importer(onnx, graph, opset, shapes or {}, declared or opset).run()
+
+
+MAX_INPUT_ELEMENTS = 2**34  # a shapes= input past this (64 GiB of float32) is a typo
+
+
+def _check_shapes(graph: Any, shapes: dict[str, Any]) -> None:
+    """shapes= may fix symbolic dimensions only: a static one that differs is refused here
+    (ONNX Runtime would refuse the model later), and so is an input too large to hold."""
+    for given in graph.input:
+        if given.name not in shapes:
+            continue
+        want = tuple(int(d) for d in shapes[given.name])
+        dims = given.type.tensor_type.shape.dim
+        if len(dims) and len(dims) != len(want):
+            raise FrontendError(
+                f"shapes={{'{given.name}': {list(want)}}}: the input has rank {len(dims)}"
+            )
+        for k, (d, w) in enumerate(zip(dims, want, strict=False)):
+            if d.HasField("dim_value") and d.dim_value != w:
+                raise FrontendError(
+                    f"shapes={{'{given.name}': {list(want)}}}: dimension {k} is static "
+                    f"({d.dim_value}); shapes= sets only symbolic dimensions"
+                )
+        if any(w < 0 for w in want) or int(np.prod(want, dtype=np.float64)) > MAX_INPUT_ELEMENTS:
+            raise FrontendError(
+                f"shapes={{'{given.name}': {list(want)}}}: not a size an input can have "
+                f"(at most {MAX_INPUT_ELEMENTS} elements)"
+            )
 
 
 def _declared_opset(model: Any) -> int | None:

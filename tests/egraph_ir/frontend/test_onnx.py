@@ -413,6 +413,14 @@ def test_symbolic_dimensions_need_shapes(tmp_path: Path) -> None:
         from_onnx(model)
     mod = from_onnx(model, shapes={"x": (5, 3)})
     assert mod["main"].params[0].type_annotation == ir.TensorType((5, 3), "float32")
+    # a static dimension cannot be changed (ONNX Runtime failed later with a raw error),
+    # nor can an input be made too large to hold (a MemoryError deep in the importer)
+    with pytest.raises(ir.FrontendError, match=r"dimension 1 is static \(3\)"):
+        from_onnx(model, shapes={"x": (5, 4)})
+    with pytest.raises(ir.FrontendError, match="not a size an input can have"):
+        from_onnx(model, shapes={"x": (10**12, 3)})
+    with pytest.raises(ir.FrontendError, match="the input has rank 2"):
+        from_onnx(model, shapes={"x": (5, 3, 1)})
 
 
 def test_missing_and_malformed_files_get_clear_errors(tmp_path: Path) -> None:
