@@ -81,7 +81,7 @@ def load(
         zf = zipfile.ZipFile(path)
     except FileNotFoundError:
         raise CodegenError(f"{path}: no such file") from None
-    except (OSError, zipfile.BadZipFile, ValueError) as exc:
+    except (OSError, zipfile.BadZipFile, ValueError, NotImplementedError, EOFError) as exc:
         raise CodegenError(f"{path}: not a saved executable ({exc})") from None
     with zf:
         manifest_bytes = read_member(path, zf, MANIFEST)
@@ -115,7 +115,10 @@ def load(
     if manifest.get("blas"):
         blas.register_symbols()
     library = JitLibrary.from_objects(objects) if objects else None
-    exe = Executable(program, library, types, names, options, source)
+    try:
+        exe = Executable(program, library, types, names, options, source)
+    except KeyError as exc:  # a step or segment the object code does not define
+        raise CodegenError(f"{path}: damaged: no code for {exc}") from None
     exe.compile_seconds = {"load": time.perf_counter() - t0}
     return exe
 

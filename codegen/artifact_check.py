@@ -134,8 +134,16 @@ def _check_program(data: dict[str, Any], constants: dict[int, np.ndarray], objec
     assert isinstance(nodes, list) and nodes, "no nodes"
     for i, d in enumerate(nodes):
         assert d["id"] == i, f"node {i} has id {d['id']}"
+        if d["dtype"] is not None:
+            np.dtype(d["dtype"])  # a TypeError for anything but a dtype name
+            assert isinstance(d["dtype"], str), f"node {i} dtype"
+        shape = d["shape"]
+        assert shape is None or all(_is_int(n) and n >= 0 for n in shape), f"node {i} shape"
         assert all(isinstance(k, int) and 0 <= k < i for k in d["inputs"]), f"node {i} inputs"
-    slot_of = {int(k): int(v) for k, v in data["slot_of"].items()}
+    assert all(_is_int(v) for v in data["slot_of"].values()), "slot_of"
+    assert all(_is_int(v) for v in data["constant_slots"]), "constant_slots"
+    slot_of = {int(k): v for k, v in data["slot_of"].items()}
+    _check_slot_sharing(nodes, slot_of)
     assert all(0 <= s < int(data["slot_count"]) for s in slot_of.values()), "slot out of range"
     types = data["constant_types"]  # what the code was compiled to read
     assert len(types) == len(data["constant_slots"]), "constant_types"
@@ -166,32 +174,66 @@ def _check_program(data: dict[str, Any], constants: dict[int, np.ndarray], objec
     _check_outputs(data, len(nodes))
     schedule = data["schedule"]
     assert schedule or not any(d["op"] == "kernel" for d in nodes), "empty schedule"
-    for item in schedule:
+    for position, item in enumerate(schedule):
         ids = item["nodes"] if isinstance(item, dict) else [item]
-        assert all(0 <= int(k) < len(nodes) for k in ids), "schedule names no such node"
-        if isinstance(item, dict):
-            assert int(item["segment"]) >= 0 and objects > 0, "segment without object code"
+        assert all(_is_int(k) and 0 <= k < len(nodes) for k in ids), "schedule names no node"
+        assert all(nodes[k]["op"] == "kernel" for k in ids), "the schedule runs a non-kernel"
+        assert len(set(ids)) == len(ids), "a kernel twice in one segment"
+        if isinstance(item, dict):  # segments are numbered by their place in the schedule
+            assert item["segment"] == position and objects > 0, f"segment {item['segment']}"
 
 
 def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
+def _check_slot_sharing(nodes: list[dict[str, Any]], slot_of: dict[int, int]) -> None:
+    """Two nodes share a slot only when one aliases the other (an alias node's storage is
+    its source's): otherwise a kernel would write into another tensor's memory, even into
+    an input array (a crafted slot_of crashed the process that way)."""
+    owner: dict[int, int] = {}
+    for d in nodes:
+        i = d["id"]
+        if i not in slot_of:
+            continue
+        root = i
+        while nodes[root]["op"] == "alias":
+            root = nodes[root]["inputs"][0]
+        assert slot_of.get(root) == slot_of[i], f"node {i} is not in its source's slot"
+        assert owner.setdefault(slot_of[i], root) == root, f"slot {slot_of[i]} shared by {i}"
+
+
 def _check_arena_slots(data: dict[str, Any], slot_of: dict[int, int]) -> None:
-    """Each arena slot once, none a constant's, each where the plan puts its node."""
+    """Each arena slot once, none a constant's, each where the plan puts the tensor (node
+    or scratch buffer) it holds, and each node's slot the one of its planned tensor."""
+    plan = data["plan"]
+    slots, keys = data["arena_slots"], data["arena_keys"]
+    assert len(slots) == len(keys), "arena_keys"
     placed: dict[int, tuple[int, int]] = {}
-    for entry in data["arena_slots"]:
+    for entry, key in zip(slots, keys, strict=True):
         slot, arena, offset = entry
-        assert all(_is_int(v) for v in entry), f"arena slot entry {entry}"
+        assert all(_is_int(v) for v in (*entry, key)), f"arena slot entry {entry}"
         assert slot not in placed, f"slot {slot} placed twice"
         placed[slot] = (arena, offset)
-    assert not placed.keys() & {int(s) for s in data["constant_slots"]}, "a constant in the arena"
-    plan = data["plan"]
-    for key, offset in plan["offsets"].items():
-        node = int(key)
-        if node >= 0 and slot_of.get(node) in placed:
-            where = (int(plan["arena_of"].get(key, 0)), int(offset))
-            assert placed[slot_of[node]] == where, f"node {node}'s slot is not where the plan says"
+        where = (int(plan["arena_of"].get(str(key), 0)), int(plan["offsets"][str(key)]))
+        assert (arena, offset) == where, f"slot {slot} is not where the plan puts {key}"
+        assert key < 0 or slot_of.get(key) == slot, f"node {key} is not in slot {slot}"
+    constants = {int(s) for s in data["constant_slots"]}
+    assert not placed.keys() & constants, "a constant in the arena"
+    scratch = {slot for (slot, _, _), key in zip(slots, keys, strict=True) if key < 0}
+    nodes = data["nodes"]
+    for d in nodes:  # a node writes only its own memory; params (and aliases of them) read
+        slot = slot_of.get(d["id"])
+        if slot is not None:
+            root = d
+            while root["op"] == "alias":
+                root = nodes[root["inputs"][0]]
+            assert slot not in scratch, f"node {d['id']} in a scratch slot"
+            assert (slot in constants) == (root["op"] == "param"), f"node {d['id']}'s slot"
+    count = int(data["slot_count"])
+    used = [*slot_of.values(), *placed, *(int(s) for s in data["constant_slots"])]
+    assert all(0 <= s < count for s in used), "a slot beyond slot_count"
+    assert count <= len(used) + 1, f"slot_count {count} for {len(used)} slots in use"
 
 
 def _check_outputs(data: dict[str, Any], count: int) -> None:
@@ -200,7 +242,12 @@ def _check_outputs(data: dict[str, Any], count: int) -> None:
     assert isinstance(outputs, list) and outputs, "no outputs"
     assert all(_is_int(k) and 0 <= k < count for k in outputs), "outputs name no such node"
     assert isinstance(data["tuple_output"], bool), "tuple_output"
-    assert len(data["output_types"]) == len(data["output_names"]) == len(outputs), "output types"
+    types = data["output_types"]
+    assert len(types) == len(data["output_names"]) == len(outputs), "output types"
+    for k, t in zip(outputs, types, strict=True):
+        node = data["nodes"][k]
+        if "shape" in t:  # a tensor output is the tensor its node holds
+            assert [node["shape"], node["dtype"]] == [t["shape"], t["dtype"]], f"output {k}"
     tree = data.get("output_tree")
     if tree is None:
         return

@@ -167,6 +167,7 @@ def _program_json(program: Program, outputs: tuple[list[Type], list[str]]) -> di
         "constant_slots": [slot for slot, _ in program.constants],
         "constant_types": [[list(a.shape), str(a.dtype)] for _, a in program.constants],
         "arena_slots": program.arena_slots,
+        "arena_keys": program.arena_keys,
         "schedule": [
             {"segment": s.index, "nodes": s.nodes} if isinstance(s, Segment) else s
             for s in program.schedule

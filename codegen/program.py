@@ -50,6 +50,7 @@ class Program:
     slot_of: dict[int, int] = field(default_factory=dict)  # node id -> slot
     constants: list[tuple[int, np.ndarray]] = field(default_factory=list)  # (slot, array)
     arena_slots: list[tuple[int, int, int]] = field(default_factory=list)  # slot, arena, offset
+    arena_keys: list[int] = field(default_factory=list)  # the plan's key of each (saved, checked)
     slot_device: dict[int, int] = field(default_factory=dict)  # slot -> device of its memory
     calls: dict[int, list[LaunchCall | GemmCall]] = field(default_factory=dict)  # native steps
     python_steps: dict[int, PythonStep] = field(default_factory=dict)
@@ -104,6 +105,7 @@ def link(graph: Graph, devices: DevicePlan, plan: MemoryPlan, threads: int) -> P
             constant_slot(n.value, devices.of(n.id), slot)
         elif isinstance(n, KernelNode) and n.id not in outputs:
             program.arena_slots.append((slot, plan.arena_of.get(n.id, 0), plan.offsets[n.id]))
+            program.arena_keys.append(n.id)
     segment: list[int] = []
     for n in nodes:
         if not isinstance(n, KernelNode) or n.kernel is None:
@@ -124,6 +126,7 @@ def link(graph: Graph, devices: DevicePlan, plan: MemoryPlan, threads: int) -> P
             program.arena_slots.append(
                 (scratches[-1], plan.arena_of.get(tid, 0), plan.offsets[tid])
             )
+            program.arena_keys.append(tid)
 
         def resolve(ref: Ref, node: Node = n, scratch_slots: list[int] = scratches) -> int:
             copy_source = devices.source_of(node.id)

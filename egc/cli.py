@@ -262,7 +262,7 @@ def run_saved(args: argparse.Namespace) -> int:
         rng = np.random.default_rng(args.seed)
         for name, t in exe.input_types.items():
             inputs.setdefault(name, rng.standard_normal(t.shape).astype(t.dtype))
-    named = dict(zip(exe.output_names, _leaves(exe.run(**inputs)), strict=True))
+    named: dict[str, Any] = dict(zip(exe.output_names, _leaves(exe.run(**inputs)), strict=True))
     if args.output:
         try:
             np.savez(args.output, **named)

@@ -1,7 +1,8 @@
 """The fuzz runner behind `python -m egc.fuzz --seconds 600 [--out fuzz-failures]`:
 every fuzzer in turn (random programs compiled against the interpreter, malformed IR text,
-rule files and ONNX models, mutated saved executables), each case in a watched worker process (a crash or a case over 30 s
-is recorded, not fatal); failing cases are shrunk where possible and saved with what went wrong."""
+rule files and ONNX models, mutated saved executables), each case in a watched worker
+process (a crash or a case over 30 s is recorded, not fatal); failing cases are shrunk
+where possible and saved with what went wrong."""
 
 from __future__ import annotations
 
