@@ -6,6 +6,7 @@ input is one clean error."""
 from __future__ import annotations
 
 from functools import cache
+from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -28,52 +29,57 @@ def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
     """Equal bit for bit, any NaN meeting any NaN."""
     a, b = np.asarray(a), np.asarray(b)
     nan = np.isnan(a)
-    return bool(
-        np.array_equal(nan, np.isnan(b))
-        and np.array_equal(a[~nan].view(np.uint32), b[~nan].view(np.uint32))
+    bits = np.dtype(f"uint{8 * a.itemsize}")
+    return a.dtype == b.dtype and bool(
+        np.array_equal(nan, np.isnan(b)) and np.array_equal(a[~nan].view(bits), b[~nan].view(bits))
     )
+
+
+SUFFIX = {"float16": "f16", "float32": "f", "float64": "f64"}
+
+
+def edge_module(body: str, dtype: str) -> ir.IRModule:
+    t = f"Tensor[(16,), {dtype}]"
+    return ir.parse(f"def @main(%x: {t}, %y: {t}) {{ {body.format(s=SUFFIX[dtype])} }}")
 
 
 @cache
-def compiled(body: str, opt_level: int) -> codegen.Executable:
-    mod = ir.parse(
-        "def @main(%x: Tensor[(16,), float32], %y: Tensor[(16,), float32]) { " + body + " }"
-    )
+def compiled(body: str, dtype: str, opt_level: int) -> codegen.Executable:
     with pm.PassContext(opt_level=opt_level):
-        return codegen.build(mod)
+        return codegen.build(edge_module(body, dtype))
 
 
-floats16 = hnp.arrays(np.float32, 16, elements=st.sampled_from(SPECIAL) | st.floats(width=32))
+@st.composite
+def edge_inputs(draw: Any, dtype: str) -> np.ndarray:
+    values = st.sampled_from(SPECIAL) | st.floats(width=32 if dtype != "float16" else 16)
+    with np.errstate(over="ignore"):  # -3.4e38 is -inf in float16
+        return draw(hnp.arrays(np.float64, 16, elements=values)).astype(dtype)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(
     st.sampled_from(
         [
             "relu(%x)",
             "maximum(%x, %y)",
             "minimum(%x, %y)",
-            "maximum(%x, 0f)",
-            "clip(%x, a_min=0f, a_max=1f)",
-            "clip(%x, a_min=-0f, a_max=inf)",
+            "maximum(%x, 0{s})",
+            "clip(%x, a_min=0{s}, a_max=1{s})",
+            "clip(%x, a_min=-0{s}, a_max=inf)",
             "leaky_relu(%x, alpha=nan)",
             "leaky_relu(%x, alpha=0.1f)",
         ]
     ),
+    st.sampled_from(["float16", "float32", "float64"]),
     st.sampled_from([0, 3]),
-    floats16,
-    floats16,
+    st.data(),
 )
-def test_signed_zeros_and_nans_as_numpy(
-    body: str, level: int, x: np.ndarray, y: np.ndarray
-) -> None:
+def test_signed_zeros_and_nans_as_numpy(body: str, dtype: str, level: int, data: Any) -> None:
     """relu(-0.0) and minimum(-0.0, 0.0) are +0.0 as numpy gives them (compiled code gave
-    -0.0); a NaN in either operand wins."""
-    exe = compiled(body, level)
-    mod = ir.parse(
-        "def @main(%x: Tensor[(16,), float32], %y: Tensor[(16,), float32]) { " + body + " }"
-    )
-    assert same_bits(exe.run(x=x, y=y), ir.interpret(mod, x=x, y=y))
+    -0.0); a NaN in either operand wins; bit for bit in every float dtype."""
+    x, y = data.draw(edge_inputs(dtype), "x"), data.draw(edge_inputs(dtype), "y")
+    exe = compiled(body, dtype, level)
+    assert same_bits(exe.run(x=x, y=y), ir.interpret(edge_module(body, dtype), x=x, y=y))
 
 
 @pytest.mark.parametrize("dtype", ["bool", "int8", "uint8", "int32", "int64", "float16", "float32"])
