@@ -24,6 +24,7 @@ from egraph_ir.errors import CodegenError
 
 MANIFEST, SIGNATURE = "manifest.json", "signature"
 MAX_THREADS = 1024  # a saved thread count above this is damage, not a machine
+NODE_KINDS = ("input", "param", "kernel", "alias", "field")
 
 
 def digests(members: dict[str, bytes]) -> dict[str, str]:
@@ -134,6 +135,13 @@ def _check_program(data: dict[str, Any], constants: dict[int, np.ndarray], objec
     assert isinstance(nodes, list) and nodes, "no nodes"
     for i, d in enumerate(nodes):
         assert d["id"] == i, f"node {i} has id {d['id']}"
+        assert isinstance(d["name"], str) and d["op"] in NODE_KINDS, f"node {i}"
+        assert isinstance(d["inputs"], list), f"node {i} inputs"
+        if d["op"] == "kernel":
+            assert isinstance(d["kind"], str) and all(isinstance(o, str) for o in d["ops"])
+            assert all(isinstance(d[k], int | float) for k in ("flops", "bytes")), f"node {i}"
+        if d["op"] == "field":
+            assert _is_int(d["index"]) and d["index"] >= 0, f"node {i} index"
         if d["dtype"] is not None:
             np.dtype(d["dtype"])  # a TypeError for anything but a dtype name
             assert isinstance(d["dtype"], str), f"node {i} dtype"
@@ -142,6 +150,8 @@ def _check_program(data: dict[str, Any], constants: dict[int, np.ndarray], objec
         assert all(isinstance(k, int) and 0 <= k < i for k in d["inputs"]), f"node {i} inputs"
     assert all(_is_int(v) for v in data["slot_of"].values()), "slot_of"
     assert all(_is_int(v) for v in data["constant_slots"]), "constant_slots"
+    listed = data["constant_slots"]
+    assert len(set(listed)) == len(listed) and set(listed) == set(constants), "constant slots"
     slot_of = {int(k): v for k, v in data["slot_of"].items()}
     _check_slot_sharing(nodes, slot_of)
     assert all(0 <= s < int(data["slot_count"]) for s in slot_of.values()), "slot out of range"

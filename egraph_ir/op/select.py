@@ -30,7 +30,13 @@ def _scatter_elements_infer(args: list[TensorType], attrs: Attrs) -> Type:
         )
     if updates.dtype != data.dtype:
         raise ShapeError(f"updates are {updates.dtype}, data {data.dtype}")
-    norm_axis(attrs["axis"], data.ndim)
+    axis = norm_axis(attrs["axis"], data.ndim)
+    for k, (i, d) in enumerate(zip(indices.shape, data.shape, strict=True)):
+        if (i > d and k != axis) or (k == axis and i > 0 and d == 0):
+            raise ShapeError(
+                f"indices {indices.shape} reach beyond data {data.shape} on axis {k} "
+                "(ONNX: an index tensor no larger than data, except along the axis)"
+            )
     return data
 
 

@@ -84,3 +84,27 @@ def test_group_norm_over_an_empty_batch() -> None:
         "{ group_norm(%x, %g, %g, num_groups=1, axis=2) }"
     )
     both(text, np.zeros((0, 4, 3, 2), "float32"), np.ones(3, "float32"))
+
+
+# Found on 2026-11-26 (seeds of `python -m egc.fuzz`; each case must now pass):
+# program 214622 - scatter_elements with indices larger than data off the axis type-checked
+#   and raised a raw IndexError in the interpreter;
+# onnx 216137 - an op type that is not UTF-8 came back from protobuf as bytes and made the
+#   unsupported-op report raise TypeError;
+# artifacts (crafted program.json with recomputed digests): slot_of pointing a kernel at an
+#   input's or a constant's memory (461, 7075: SIGSEGV), a constant slot renumbered (10789:
+#   SIGSEGV), a non-kernel in a segment (3796), a node name that is a list (11507), an
+#   output of another type (308), a zip of an unknown version (7216).
+@pytest.mark.parametrize(
+    ("kind", "seed"),
+    [("program", 214622), ("onnx", 216137)]
+    + [("artifact", s) for s in (308, 461, 3796, 7075, 7216, 10789, 11507)],
+)
+def test_fuzz_findings_of_the_third_round(kind: str, seed: int) -> None:
+    import warnings
+
+    from egc.fuzz.runner import run_case
+
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        assert run_case(kind, seed)[0] is None

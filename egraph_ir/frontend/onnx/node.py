@@ -37,8 +37,13 @@ CONVERTERS: dict[str, Converter] = {}
 def op_key(proto: Any) -> str:
     """The name a converter is registered under: the op type in the default domain,
     `domain.OpType` in any other (`converter("com.example.MyOp")`)."""
-    domain = proto.domain
-    return proto.op_type if domain in ("", "ai.onnx") else f"{domain}.{proto.op_type}"
+    domain, op_type = _text(proto.domain), _text(proto.op_type)
+    return op_type if domain in ("", "ai.onnx") else f"{domain}.{op_type}"
+
+
+def _text(value: str | bytes) -> str:
+    """A proto string field; protobuf hands back bytes when they are not valid UTF-8."""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
 
 def converter(*names: str) -> Callable[[Converter], Converter]:
