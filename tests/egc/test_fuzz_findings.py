@@ -97,7 +97,13 @@ def test_group_norm_over_an_empty_batch() -> None:
 #   output of another type (308), a zip of an unknown version (7216).
 @pytest.mark.parametrize(
     ("kind", "seed"),
-    [("program", 214622), ("onnx", 216137)]
+    [
+        ("program", 214622),
+        ("program", 222644),
+        ("program", 225213),
+        ("onnx", 216137),
+        ("onnx", 223606),
+    ]
     + [("artifact", s) for s in (308, 461, 3796, 7075, 7216, 10789, 11507)],
 )
 def test_fuzz_findings_of_the_third_round(kind: str, seed: int) -> None:
