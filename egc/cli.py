@@ -31,6 +31,7 @@ from codegen.artifact_write import project_version
 from codegen.executable import aligned
 from codegen.external import list_externals
 from egraph_ir import models
+from egraph_ir.compare import leaves
 from egraph_ir.dot import module_to_dot
 from egraph_ir.egraph import egraph_to_dot, optimize
 from egraph_ir.errors import CompilerError, did_you_mean
@@ -262,7 +263,7 @@ def run_saved(args: argparse.Namespace) -> int:
         rng = np.random.default_rng(args.seed)
         for name, t in exe.input_types.items():
             inputs.setdefault(name, rng.standard_normal(t.shape).astype(t.dtype))
-    named: dict[str, Any] = dict(zip(exe.output_names, _leaves(exe.run(**inputs)), strict=True))
+    named: dict[str, Any] = dict(zip(exe.output_names, leaves(exe.run(**inputs)), strict=True))
     if args.output:
         try:
             np.savez(args.output, **named)
@@ -277,18 +278,6 @@ def run_saved(args: argparse.Namespace) -> int:
         profile = exe.profile(inputs, repeats=args.repeats)
         print_table("per-kernel profile", profile.HEADER, profile.rows())
     return 0
-
-
-def _leaves(result: Any) -> list[np.ndarray]:
-    """The arrays of a result, nested tuples flattened in order (one name each)."""
-    leaves, stack = [], [result]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, tuple):
-            stack.extend(reversed(item))
-        else:
-            leaves.append(item)
-    return leaves
 
 
 def opt(args: argparse.Namespace) -> int:

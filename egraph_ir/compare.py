@@ -76,3 +76,15 @@ def mismatch(a: Any, b: Any, where: str = "output") -> str | None:
         f"{first} (tolerance rtol={rtol:g}, atol={atol:g}; largest difference "
         f"{worst:.3g} absolute, {worst_rel:.3g} relative)"
     )
+
+
+def leaves(result: Any) -> tuple[Any, ...]:
+    """The arrays of a result, nested tuples flattened in order."""
+    out, stack = [], [result]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, tuple):
+            stack.extend(reversed(item))
+        else:
+            out.append(item)
+    return tuple(out)

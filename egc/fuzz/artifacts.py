@@ -57,7 +57,7 @@ def _outcome(blob: bytes, inputs: dict[str, np.ndarray], expected: Any) -> str |
     """None when load refuses cleanly, or runs and (unless `expected` is None: a crafted
     file may compute something else, which only a signature rules out) agrees."""
     import codegen
-    from egraph_ir.compare import mismatch
+    from egraph_ir.compare import leaves, mismatch
     from egraph_ir.errors import CompilerError
 
     with tempfile.TemporaryDirectory() as folder:
@@ -73,19 +73,8 @@ def _outcome(blob: bytes, inputs: dict[str, np.ndarray], expected: Any) -> str |
             return f"raw {type(exc).__name__}: {exc}"
     if expected is None:
         return None
-    problem = mismatch(_leaves(out), _leaves(expected))
+    problem = mismatch(leaves(out), leaves(expected))
     return f"loaded and ran, but {problem}" if problem else None
-
-
-def _leaves(result: Any) -> tuple[Any, ...]:
-    out, stack = [], [result]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, tuple):
-            stack.extend(reversed(item))
-        else:
-            out.append(item)
-    return tuple(out)
 
 
 def _mutate(rng: np.random.Generator, blob: bytes) -> tuple[bytes, str]:
