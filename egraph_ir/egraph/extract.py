@@ -259,20 +259,19 @@ def extract(
     if extractor not in EXTRACTORS:
         raise ConfigError(f"unknown extractor '{extractor}'; known: {', '.join(EXTRACTORS)}")
     t0 = time.perf_counter()
-    budget = time_limit
-    deadline = t0 + budget
+    deadline = t0 + time_limit
     table = CostTable.of(snap, costs) if costs is not None else CostTable(g, snap, cost_model)  # type: ignore[arg-type]
     forced = _forced(snap, root)
     if forced is not None:  # one node per class: the only program there is
         cost = dag_cost(table, forced, root)
         return ExtractionResult(
             forced, root, cost, "forced", "optimal", 0.0, time.perf_counter() - t0,
-            {"forced": cost}, cost, budget,
+            {"forced": cost}, cost, time_limit,
         )  # fmt: skip
-    run = _Run(table, root, deadline, budget)
+    run = _Run(table, root, deadline, time_limit)
     run.heuristics(extractor, seeds or {})
     if extractor in ("auto", "ilp"):
-        run.search(extractor)
+        run.search()
     return run.result(t0)
 
 
@@ -315,7 +314,7 @@ class _Run:
                 self.candidates[name] = dag_cost(self.table, choice, self.root)
         self.used = min(self.candidates, key=lambda k: (self.candidates[k], k != "greedy"))
 
-    def search(self, extractor: str) -> None:
+    def search(self) -> None:
         """Exact solves around the best program (lns.py), then (when `exact`) the ILP."""
         by_class, own, root = self.table.snap.by_class, self.table.own, self.root
         share = LNS_SHARE if self.exact else 1.0
