@@ -370,11 +370,16 @@ def _start_vector(
     """A known program as the solver's start: its nodes at 1, the order columns ranked."""
     start = [0.0] * n_cols
     known = _start_nodes(choice, classes, own, col, root)
-    ranks = _ranks(known, root) if order else {}
     for n in known:
         start[col[n]] = 1.0
-        if n.eclass in order:  # children first: the ranks order the chosen classes
-            start[order[n.eclass][0]] = ranks[n.eclass]
+    if order:  # children first, numbered 0.. within each component (its column's bounds)
+        ranks = _ranks(known, root)
+        placed = sorted((c for c in ranks if c in order), key=lambda c: ranks[c])
+        within: dict[int, int] = {}
+        for c in placed:
+            column, _, number = order[c]
+            start[column] = within.get(number, 0)
+            within[number] = within.get(number, 0) + 1
     return start
 
 
