@@ -119,6 +119,9 @@ def load(
         exe = Executable(program, library, types, names, options, source)
     except KeyError as exc:  # a step or segment the object code does not define
         raise CodegenError(f"{path}: damaged: no code for {exc}") from None
+    except MemoryError:
+        arenas = program.plan.arena_bytes
+        raise CodegenError(f"{path}: its arenas ({arenas} bytes) do not fit in memory") from None
     exe.compile_seconds = {"load": time.perf_counter() - t0}
     return exe
 

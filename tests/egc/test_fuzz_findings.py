@@ -104,7 +104,7 @@ def test_group_norm_over_an_empty_batch() -> None:
         ("onnx", 216137),
         ("onnx", 223606),
     ]
-    + [("artifact", s) for s in (308, 461, 3796, 7075, 7216, 10789, 11507)],
+    + [("artifact", s) for s in (308, 461, 3796, 7075, 7216, 10789, 11507, 312171)],
 )
 def test_fuzz_findings_of_the_third_round(kind: str, seed: int) -> None:
     import warnings
