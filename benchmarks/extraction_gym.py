@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import gzip
 import json
 import math
 import multiprocessing as mp
@@ -26,15 +25,11 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from egraph_ir.egraph.serialize import read_json
+
 GYM = Path(__file__).resolve().parents[1].parent / "shared" / "extraction-gym"
 TOLERANCE = 1e-6  # relative, as best_known.csv asks (beside the rounding of its digits)
 SLACK = 0.10  # a limit of T seconds is kept when a run returns within T * (1 + SLACK) + 0.2 s
-
-
-def read(path: Path) -> dict[str, Any]:
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt") as f:
-        return json.load(f)
 
 
 def check(data: dict[str, Any], chosen: dict[str, str]) -> float:
@@ -70,7 +65,7 @@ def check(data: dict[str, Any], chosen: dict[str, str]) -> float:
 def _child(path: str, extractor: str, limit: float, out: Any) -> None:
     from egraph_ir.egraph.serialize import ROOT, extract_serialized, from_json
 
-    data = read(Path(path))
+    data = read_json(path)
     graph = from_json(data)
     t0 = time.perf_counter()
     result = extract_serialized(graph, extractor, limit)
@@ -153,7 +148,7 @@ def main() -> None:
     results: list[dict[str, Any]] = []
     for path in files:
         name = str(path.relative_to(args.dir))
-        data = read(path)
+        data = read_json(path)
         for extractor in args.extractors.split(","):
             answer = run_one(path, extractor, args.limit)
             row = {"file": name, "extractor": extractor, "enodes": len(data["nodes"]), **answer}

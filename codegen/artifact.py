@@ -24,7 +24,6 @@ executable is native code: a file from elsewhere is trusted through its signatur
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import json
 import time
@@ -98,14 +97,13 @@ def load(
     }
     objects = [members[f"code/{k}.o"] for k in range(sum(n.startswith("code/") for n in members))]
     source = members.get("source.ll", b"").decode(errors="replace")
-    compiled_threads = check_threads(path, manifest.get("threads"))
     try:
-        saved = BuildOptions.from_json(manifest.get("options", {"threads": compiled_threads}))
-    except (TypeError, ValueError, AttributeError) as exc:
+        saved = BuildOptions.from_json(manifest["options"])
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise CodegenError(f"{path}: damaged manifest options ({exc})") from None
-    saved = dataclasses.replace(saved, threads=compiled_threads)
+    check_threads(path, saved.threads)
     if threads is None:  # as saved, but never more threads than this machine has cores
-        threads = min(compiled_threads, default_threads())
+        threads = min(saved.threads, default_threads())
     options = saved.at_run_time(threads, check_devices)
     check_program(path, data, constants, len(objects))
     try:

@@ -22,8 +22,9 @@ import numpy as np
 
 from egraph_ir.errors import CodegenError
 
+from .options import MAX_THREADS
+
 MANIFEST, SIGNATURE = "manifest.json", "signature"
-MAX_THREADS = 1024  # a saved thread count above this is damage, not a machine
 NODE_KINDS = ("input", "param", "kernel", "alias", "field")
 
 
@@ -153,8 +154,8 @@ def _check_program(data: dict[str, Any], constants: dict[int, np.ndarray], objec
     listed = data["constant_slots"]
     assert len(set(listed)) == len(listed) and set(listed) == set(constants), "constant slots"
     slot_of = {int(k): v for k, v in data["slot_of"].items()}
-    _check_slot_sharing(nodes, slot_of)
-    assert all(0 <= s < int(data["slot_count"]) for s in slot_of.values()), "slot out of range"
+    roots = _storage_roots(nodes)
+    _check_slot_sharing(roots, slot_of)
     types = data["constant_types"]  # what the code was compiled to read
     assert len(types) == len(data["constant_slots"]), "constant_types"
     for slot, (shape, dtype) in zip(data["constant_slots"], types, strict=True):
@@ -171,16 +172,13 @@ def _check_program(data: dict[str, Any], constants: dict[int, np.ndarray], objec
                 f"{want[0]} {want[1]}"
             )
     arena_bytes = [int(b) for b in data["plan"]["arena_bytes"]]
-    for slot, arena, offset in data["arena_slots"]:
-        assert 0 <= slot < int(data["slot_count"]), f"arena slot {slot}"
-        assert 0 <= int(offset) <= arena_bytes[arena], f"offset {offset} outside arena {arena}"
     for key, offset in data["plan"]["offsets"].items():  # negative keys: scratch buffers
         size = _node_bytes(nodes[int(key)]) if int(key) >= 0 else 0
         arena = int(data["plan"]["arena_of"].get(key, 0))
         assert int(offset) >= 0 and int(offset) + size <= arena_bytes[arena], (
             f"node {key} at offset {offset} ({size} bytes) outside arena {arena}"
         )
-    _check_arena_slots(data, slot_of)
+    _check_arena_slots(data, slot_of, roots)
     _check_outputs(data, len(nodes))
     schedule = data["schedule"]
     assert schedule or not any(d["op"] == "kernel" for d in nodes), "empty schedule"
@@ -197,25 +195,29 @@ def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _check_slot_sharing(nodes: list[dict[str, Any]], slot_of: dict[int, int]) -> None:
-    """Two nodes share a slot only when one aliases the other (an alias node's storage is
-    its source's): otherwise a kernel would write into another tensor's memory, even into
-    an input array (a crafted slot_of crashed the process that way)."""
+def _storage_roots(nodes: list[dict[str, Any]]) -> list[int]:
+    """Per node, the node whose storage it uses (an alias node's is its source's)."""
+    roots: list[int] = []
+    for d in nodes:  # inputs come first (checked above), so a source's root is known
+        roots.append(roots[d["inputs"][0]] if d["op"] == "alias" else d["id"])
+    return roots
+
+
+def _check_slot_sharing(roots: list[int], slot_of: dict[int, int]) -> None:
+    """Two nodes share a slot only when one aliases the other: otherwise a kernel would
+    write into another tensor's memory, even into an input array (a crafted slot_of
+    crashed the process that way)."""
     owner: dict[int, int] = {}
-    for d in nodes:
-        i = d["id"]
-        if i not in slot_of:
-            continue
-        root = i
-        while nodes[root]["op"] == "alias":
-            root = nodes[root]["inputs"][0]
-        assert slot_of.get(root) == slot_of[i], f"node {i} is not in its source's slot"
-        assert owner.setdefault(slot_of[i], root) == root, f"slot {slot_of[i]} shared by {i}"
+    for i, root in enumerate(roots):
+        if i in slot_of:
+            assert slot_of.get(root) == slot_of[i], f"node {i} is not in its source's slot"
+            assert owner.setdefault(slot_of[i], root) == root, f"slot {slot_of[i]} shared by {i}"
 
 
-def _check_arena_slots(data: dict[str, Any], slot_of: dict[int, int]) -> None:
+def _check_arena_slots(data: dict[str, Any], slot_of: dict[int, int], roots: list[int]) -> None:
     """Each arena slot once, none a constant's, each where the plan puts the tensor (node
-    or scratch buffer) it holds, and each node's slot the one of its planned tensor."""
+    or scratch buffer) it holds, each node's slot the one of its planned tensor, and every
+    slot below slot_count."""
     plan = data["plan"]
     slots, keys = data["arena_slots"], data["arena_keys"]
     assert len(slots) == len(keys), "arena_keys"
@@ -232,16 +234,11 @@ def _check_arena_slots(data: dict[str, Any], slot_of: dict[int, int]) -> None:
     assert not placed.keys() & constants, "a constant in the arena"
     scratch = {slot for (slot, _, _), key in zip(slots, keys, strict=True) if key < 0}
     nodes = data["nodes"]
-    for d in nodes:  # a node writes only its own memory; params (and aliases of them) read
-        slot = slot_of.get(d["id"])
-        if slot is not None:
-            root = d
-            while root["op"] == "alias":
-                root = nodes[root["inputs"][0]]
-            assert slot not in scratch, f"node {d['id']} in a scratch slot"
-            assert (slot in constants) == (root["op"] == "param"), f"node {d['id']}'s slot"
+    for i, slot in slot_of.items():  # a node writes only its own memory; params are read
+        assert slot not in scratch, f"node {i} in a scratch slot"
+        assert (slot in constants) == (nodes[roots[i]]["op"] == "param"), f"node {i}'s slot"
     count = int(data["slot_count"])
-    used = [*slot_of.values(), *placed, *(int(s) for s in data["constant_slots"])]
+    used = [*slot_of.values(), *placed, *constants]
     assert all(0 <= s < count for s in used), "a slot beyond slot_count"
     assert count <= len(used) + 1, f"slot_count {count} for {len(used)} slots in use"
 
@@ -279,11 +276,10 @@ def _node_bytes(d: dict[str, Any]) -> int:
     return int(np.prod(shape, dtype=np.int64)) * np.dtype(d["dtype"]).itemsize
 
 
-def check_threads(path: str | Path, threads: Any) -> int:
-    """A saved thread count: a positive int up to MAX_THREADS."""
-    if not isinstance(threads, int) or isinstance(threads, bool) or not 1 <= threads <= MAX_THREADS:
+def check_threads(path: str | Path, threads: Any) -> None:
+    """A saved thread count: a positive int up to the one codegen.num_threads allows."""
+    if not _is_int(threads) or not 1 <= threads <= MAX_THREADS:
         raise CodegenError(f"{path}: damaged manifest (threads={threads!r})")
-    return threads
 
 
 # ---------------------------------------------------------------- key files

@@ -71,8 +71,7 @@ def save(
         "triple": llvm.get_process_triple(),
         "cpu": llvm.get_host_cpu_name(),
         "features": sorted(host_features()),
-        "threads": program.threads,
-        "options": options.to_json(),
+        "options": options.to_json(),  # its threads: the count the kernels were split for
         "blas": program.uses_blas,
         "digests": digests(members),
     }

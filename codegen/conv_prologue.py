@@ -113,14 +113,13 @@ def _plane_copy(
     """One channel's phase planes: (buffer, start) of its input plane and of its planes.
     Bounds are worked out here: border rows and columns are plain zero loops and the
     interior a (strided) copy without selects, which vectorises."""
+    if _uniform(g, phases, rows, width, stride):
+        return _grid_copy(g, rows, width, stride, source, dest)
     sh, sw = stride
     (src_buf, src_plane), (out, dst_channel) = source, dest
     plane_size = rows * width
     fill = zero(g.dtype)
     body: list[Stmt] = []
-
-    if _uniform(g, phases, rows, width, stride):
-        return _grid_copy(g, rows, width, stride, source, dest)
     for k, (pa, pb) in enumerate(phases):
         plane = add(dst_channel, idx(k * plane_size))
         r0, r1 = _span(pa - g.top, sh, g.h, rows)

@@ -35,14 +35,15 @@ def tolerance(dtype: str) -> tuple[float, float]:
     return TOLERANCES.get(dtype, (0.0, 0.0))
 
 
-def mismatch(a: Any, b: Any, where: str = "output") -> str | None:
+def mismatch(a: Any, b: Any, where: str = "output", signed_zeros: bool = False) -> str | None:
     """Where a and b (arrays or tuples of arrays) differ beyond the dtype's tolerance, or
-    None: shapes and dtypes must agree, NaN must meet NaN, integers compare exactly."""
+    None: shapes and dtypes must agree, NaN must meet NaN, integers compare exactly; with
+    `signed_zeros`, -0.0 and +0.0 differ too."""
     if isinstance(a, tuple) or isinstance(b, tuple):
         if not (isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b)):
             return f"{where}: tuple arity differs"
         for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            problem = mismatch(x, y, f"{where}[{i}]")
+            problem = mismatch(x, y, f"{where}[{i}]", signed_zeros)
             if problem:
                 return problem
         return None
@@ -58,12 +59,16 @@ def mismatch(a: Any, b: Any, where: str = "output") -> str | None:
     else:
         with np.errstate(all="ignore"):
             bad = ~np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=True)
+        if signed_zeros and a.dtype.kind == "f":
+            bad |= (a == 0) & (b == 0) & (np.signbit(a) != np.signbit(b))
     if not np.any(bad):
         return None
     at = tuple(int(k) for k in np.argwhere(bad)[0])
     first = f"{where} differs at {list(at)}: {a[at].item()!r} against {b[at].item()!r}"
     if a.dtype.kind not in "fc":
         return first
+    if a[at] == 0 and b[at] == 0:
+        return f"{first} (the sign of a zero)"
     with np.errstate(all="ignore"):
         diff = np.abs(a.astype(np.complex128 if a.dtype.kind == "c" else np.float64) - b)
         finite = np.isfinite(diff)

@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable
 from hypothesis.extra.numpy import arrays, from_dtype
 
-from egraph_ir.compare import mismatch
+from egraph_ir.compare import leaves, mismatch
 from egraph_ir.egraph import Match
 from egraph_ir.egraph.pattern import AttrVar, Pattern, PCall, PGet, PLit, PVar
 from egraph_ir.errors import CompilerError
@@ -288,37 +288,15 @@ def _compare(
         if mismatch(_run(wide_lhs), _run(wide_rhs)) is None:
             return
     if not problem and not {FAST_MATH, NSZ} & set(rule.tags):
-        problem = zero_sign_mismatch(left, right)
+        problem = mismatch(left, right, signed_zeros=True)
+        if problem:
+            problem += "; tag the rule nsz if it may change it"
     if problem:
         raise _Unsound(problem, values, s, left, right)
 
 
 def _has_infinity(result: Any) -> bool:
-    if isinstance(result, tuple):
-        return any(_has_infinity(r) for r in result)
-    a = np.asarray(result)
-    return a.dtype.kind in "fc" and bool(np.isinf(a).any())
-
-
-def zero_sign_mismatch(a: Any, b: Any, where: str = "output") -> str | None:
-    """Where a zero of one result is a zero of the other sign (tuples field by field)."""
-    if isinstance(a, tuple):
-        for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            problem = zero_sign_mismatch(x, y, f"{where}[{i}]")
-            if problem:
-                return problem
-        return None
-    a, b = np.asarray(a), np.asarray(b)
-    if a.dtype.kind != "f" or a.shape != b.shape:
-        return None
-    bad = (a == 0) & (b == 0) & (np.signbit(a) != np.signbit(b))
-    if not np.any(bad):
-        return None
-    at = tuple(int(k) for k in np.argwhere(bad)[0])
-    return (
-        f"{where} differs at {list(at)}: {a[at].item()!r} against {b[at].item()!r} (the sign "
-        "of a zero; tag the rule nsz if it may change it)"
-    )
+    return any(np.asarray(x).dtype.kind in "fc" and np.isinf(x).any() for x in leaves(result))
 
 
 def _run(e: Expr) -> Any:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import atexit
 import logging
-import os
 import subprocess
 import sys
 import threading
@@ -20,6 +19,7 @@ from pathlib import Path
 
 import llvmlite.binding as llvm
 
+from ..options import default_threads
 from .objcompile import host_target_machine, init, optimise, read_message, to_object, write_message
 
 log = logging.getLogger(__name__)
@@ -73,8 +73,7 @@ def start_helpers(count: int) -> None:
     module it runs on (inside llvmlite's pass manager, not freed on close), so modules
     compile only in helpers, and a helper is replaced after HELPER_MODULES modules: the
     building process stays flat over thousands of builds."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    count = min(count, max(1, cores or 1))
+    count = min(count, default_threads())
     with _LOCK:
         for h in _HELPERS:
             if h.served >= HELPER_MODULES:

@@ -52,10 +52,7 @@ def optimise(ir_text: str, tm: Any, context: Any = None) -> Any:
     options.loop_interleaving = True
     options.loop_unrolling = True
     builder = llvm.create_pass_builder(tm, options)
-    passes = builder.getModulePassManager()
-    passes.run(mod, builder)
-    for obj in (passes, builder, options):  # not freed by garbage collection: 0.12 MB a build
-        obj.close()
+    builder.getModulePassManager().run(mod, builder)
     return mod
 
 

@@ -17,7 +17,6 @@ recorded by the runner.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import os
@@ -102,7 +101,7 @@ def _mutate(rng: np.random.Generator, blob: bytes) -> tuple[bytes, str]:
     data = json.loads(parts[member])
     where = _edit(rng, data)
     parts[member] = json.dumps(data).encode()
-    return _zip(_fix_digests(parts)), f"{member}: {where} (digests recomputed)"
+    return _zip(fix_digests(parts)), f"{member}: {where} (digests recomputed)"
 
 
 def _edit(rng: np.random.Generator, data: Any) -> str:
@@ -137,13 +136,15 @@ def _zip(parts: dict[str, bytes]) -> bytes:
     return out.getvalue()
 
 
-def _fix_digests(parts: dict[str, bytes]) -> dict[str, bytes]:
-    manifest = json.loads(parts["manifest.json"])
+def fix_digests(parts: dict[str, bytes]) -> dict[str, bytes]:
+    """The members with the manifest's digests recomputed, as a crafted file would have
+    them (the manifest is kept as it is when it is not a JSON object)."""
+    from codegen.artifact_check import MANIFEST, SIGNATURE, digests
+
+    manifest = json.loads(parts[MANIFEST])
     if isinstance(manifest, dict):
-        manifest["digests"] = {
-            n: hashlib.sha256(d).hexdigest()
-            for n, d in parts.items()
-            if n not in ("manifest.json", "signature")
-        }
-        parts["manifest.json"] = json.dumps(manifest).encode()
+        manifest["digests"] = digests(
+            {n: d for n, d in parts.items() if n not in (MANIFEST, SIGNATURE)}
+        )
+        parts = {**parts, MANIFEST: json.dumps(manifest).encode()}
     return parts

@@ -3,7 +3,33 @@ needed) and the cycles a choice of nodes closes (what the lazy cuts forbid)."""
 
 from __future__ import annotations
 
+from ..errors import CompilerError
 from .graph import ENode, Value
+
+
+def reachable(choice: dict[Value, ENode], root: Value) -> list[Value]:
+    """Classes used by the chosen program, children before parents; raises on a cycle."""
+    order: list[Value] = []
+    state: dict[Value, int] = {}  # 1: on the path, 2: done
+    stack: list[tuple[Value, bool]] = [(root, False)]
+    while stack:
+        c, expanded = stack.pop()
+        if expanded:
+            state[c] = 2
+            order.append(c)
+            continue
+        if state.get(c) == 2:
+            continue
+        if state.get(c) == 1:
+            raise CompilerError("extraction chose a cyclic program")
+        state[c] = 1
+        stack.append((c, True))
+        for k in reversed(choice[c].children):
+            if state.get(k) == 1:
+                raise CompilerError("extraction chose a cyclic program")
+            if state.get(k) != 2:
+                stack.append((k, False))
+    return order
 
 
 def strong_components(adjacent: dict[Value, set[Value]]) -> list[list[Value]]:

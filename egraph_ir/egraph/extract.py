@@ -37,6 +37,7 @@ from ..expr import Call, Constant, Expr, Tuple, TupleGetItem
 from ..registry import Op
 from ..types import Type
 from .cost import CostModel, balanced_cost
+from .cycles import reachable
 from .graph import ENode, Snapshot, TensorEGraph, Value, ctor_op, decode_attr
 from .ilp import reachable_size
 from .ilp import solve as solve_ilp
@@ -98,31 +99,6 @@ class ExtractionResult:
 
 
 # ---------------------------------------------------------------- shared helpers
-def reachable(choice: Choice, root: Value) -> list[Value]:
-    """Classes used by the chosen program, children before parents; raises on a cycle."""
-    order: list[Value] = []
-    state: dict[Value, int] = {}  # 1: on the path, 2: done
-    stack: list[tuple[Value, bool]] = [(root, False)]
-    while stack:
-        c, expanded = stack.pop()
-        if expanded:
-            state[c] = 2
-            order.append(c)
-            continue
-        if state.get(c) == 2:
-            continue
-        if state.get(c) == 1:
-            raise CompilerError("extraction chose a cyclic program")
-        state[c] = 1
-        stack.append((c, True))
-        for k in reversed(choice[c].children):
-            if state.get(k) == 1:
-                raise CompilerError("extraction chose a cyclic program")
-            if state.get(k) != 2:
-                stack.append((k, False))
-    return order
-
-
 def dag_cost(table: CostTable, choice: Choice, root: Value) -> float:
     return sum(table.own[choice[c]] for c in reachable(choice, root))
 

@@ -42,7 +42,7 @@ from typing import Any
 
 from ..errors import CompilerError
 from ..highs import Row, add_columns, add_rows, new_highs
-from .cycles import cycles_of, strong_components
+from .cycles import cycles_of, reachable, strong_components
 from .graph import ENode, Value
 
 MIN_SOLVE_SECONDS = 0.01  # below this the solver cannot even start: keep the warm start
@@ -341,23 +341,6 @@ def _order_rows(
     return rows
 
 
-def _ranks(nodes: list[ENode], root: Value) -> dict[Value, int]:
-    """Each class of a program (one node per class) numbered children first."""
-    chosen = {n.eclass: n for n in nodes}
-    rank: dict[Value, int] = {}
-    stack: list[tuple[Value, bool]] = [(root, False)]
-    while stack:
-        c, leaving = stack.pop()
-        if leaving:
-            rank.setdefault(c, len(rank))
-            continue
-        if c in rank:
-            continue
-        stack.append((c, True))
-        stack.extend((k, False) for k in chosen[c].children if k not in rank)
-    return rank
-
-
 def _start_vector(
     choice: dict[Value, ENode],
     classes: dict[Value, list[ENode]],
@@ -373,8 +356,8 @@ def _start_vector(
     for n in known:
         start[col[n]] = 1.0
     if order:  # children first, numbered 0.. within each component (its column's bounds)
-        ranks = _ranks(known, root)
-        placed = sorted((c for c in ranks if c in order), key=lambda c: ranks[c])
+        program = {n.eclass: n for n in known}
+        placed = [c for c in reachable(program, root) if c in order]  # children first
         within: dict[int, int] = {}
         for c in placed:
             column, _, number = order[c]

@@ -69,10 +69,10 @@ def _around(
 ) -> dict[Value, list[ENode]]:
     """The e-graph around the chosen program (see the module docstring)."""
     program = set(reachable_classes(choice, root))
-    rings = [program]
+    rings = [program]  # classes one more step out from the program each
     for _ in range(max(1, level - 1)):
-        inner = set().union(*rings)
-        rings.append({k for c in rings[-1] for n in by_class[c] for k in n.children} - inner)
+        seen = set().union(*rings)
+        rings.append({k for c in rings[-1] for n in by_class[c] for k in n.children} - seen)
     inner = set().union(*rings)
     if level >= 3:  # every class within level - 1 steps, with every node inside them
         return {c: [n for n in by_class.get(c, ()) if inner.issuperset(n.children)] for c in inner}

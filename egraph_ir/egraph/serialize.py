@@ -78,9 +78,14 @@ def from_json(data: Mapping[str, Any]) -> SerializedEGraph:
 
 def load(path: str | Path) -> SerializedEGraph:
     """Read a serialized e-graph from a `.json` file or a gzip-compressed `.json.gz` one."""
+    return from_json(read_json(path))
+
+
+def read_json(path: str | Path) -> Any:
+    """The JSON of a `.json` or `.json.gz` file, as json.load gives it."""
     opener = gzip.open if str(path).endswith(".gz") else open
     with opener(path, "rt") as f:
-        return from_json(json.load(f))
+        return json.load(f)
 
 
 def serialize(snap: Snapshot, own: Mapping[ENode, float], root: Value) -> SerializedEGraph:
@@ -105,4 +110,4 @@ def extract_serialized(
     )
 
 
-__all__ = ["SerializedEGraph", "extract_serialized", "from_json", "load", "serialize"]
+__all__ = ["SerializedEGraph", "extract_serialized", "from_json", "load", "read_json", "serialize"]
