@@ -137,7 +137,10 @@ class For(Stmt):
     extent: int
     body: list[Stmt]
     outer: bool = False  # runs over the thread's [start, end) instead of [0, extent)
-    unroll: bool = True  # False: LLVM must not unroll it (a micro-kernel's long reduction)
+    # False: LLVM must not unroll it (a micro-kernel's long reduction); None: as its kernel
+    # says; True: unrolled even in a kernel that unrolls nothing else (an epilogue's row,
+    # whose math is one long dependency chain per vector)
+    unroll: bool | None = None
 
 
 @dataclass

@@ -18,6 +18,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import seed as hypothesis_seed
 
+from egraph_ir.compare import mismatch
 from egraph_ir.errors import CompilerError
 from egraph_ir.infer import infer_type
 from egraph_ir.interp import interpret
@@ -76,8 +77,11 @@ def check_pass(
     opt_level: int = 3,
     max_nodes: int = 10,
 ) -> CheckReport:
-    """Check that `pass_` preserves semantics and types on random programs."""
+    """Check that `pass_` preserves semantics and types on random programs. Zeros keep
+    their sign (numpy's semantics, which 1/x tells apart) unless the pass declares
+    `fast_math = True` (exact for finite values only, like the rules it runs)."""
     name = pass_.info.name
+    signed_zeros = getattr(pass_, "fast_math", None) is not True
     report = CheckReport(f"pass {name}")
     check_twice = getattr(pass_, "idempotent", False) if idempotent is None else idempotent
     pipeline = Sequential([pass_], name=f"check {name}")  # runs the pass's required ones
@@ -93,10 +97,14 @@ def check_pass(
                 infer_type(out)
             except CompilerError as exc:
                 raise _Broken(_explain(case, f"the pass failed or broke typing: {exc}")) from exc
+            after, before = interpret(out, **case.inputs), interpret(case.mod, **case.inputs)
             try:
-                assert_allclose(interpret(out, **case.inputs), interpret(case.mod, **case.inputs))
+                assert_allclose(after, before)
             except AssertionError as exc:
                 raise _Broken(_explain(case, f"outputs changed: {exc}\nafter:\n{out}")) from exc
+            sign = mismatch(after, before, signed_zeros=True) if signed_zeros else None
+            if sign:
+                raise _Broken(_explain(case, f"a zero changed sign: {sign}\nafter:\n{out}"))
             if check_twice:
                 again = pipeline(out)
                 if not structural_equal(again, out):

@@ -222,7 +222,7 @@ class _KernelEmitter:
         nxt = self.b.add(phi, ir.Constant(i64, 1), name=f"{s.var}.next")
         phi.add_incoming(nxt, self.b.block)
         latch = self.b.branch(header)
-        if not (s.unroll and self.kernel.unroll):
+        if s.unroll is False or (s.unroll is None and not self.kernel.unroll):
             latch.set_metadata("llvm.loop", _no_unroll(self.fn.module))
         self.b.position_at_end(done)
 

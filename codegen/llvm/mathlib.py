@@ -56,11 +56,15 @@ class MathLib:
     def c(v: float) -> ir.Constant:
         return ir.Constant(F32, v)
 
-    @staticmethod
-    def poly(b: ir.IRBuilder, x: ir.Value, coeffs: list[float]) -> ir.Value:
+    def mul_add(self, b: ir.IRBuilder, x: ir.Value, y: ir.Value, z: ir.Value) -> ir.Value:
+        """x * y + z, fused where the CPU has FMA (llvm.fmuladd): half the instructions
+        of a polynomial, and one rounding fewer, inside every bound above."""
+        return self.call(b, "fmuladd", x, y, z)
+
+    def poly(self, b: ir.IRBuilder, x: ir.Value, coeffs: list[float]) -> ir.Value:
         acc: ir.Value = ir.Constant(F32, coeffs[0])
         for k in coeffs[1:]:
-            acc = b.fadd(b.fmul(acc, x), ir.Constant(F32, k))
+            acc = self.mul_add(b, acc, x, ir.Constant(F32, k))
         return acc
 
     @staticmethod
@@ -76,8 +80,8 @@ class MathLib:
         xc = b.select(b.fcmp_ordered(">", x, c(hi)), c(hi), x)
         xc = b.select(b.fcmp_ordered("<", xc, c(lo)), c(lo), xc)
         fx = self.call(b, "rint", b.fmul(xc, c(1.44269504088896341)))
-        r = b.fsub(xc, b.fmul(fx, c(0.693359375)))
-        r = b.fsub(r, b.fmul(fx, c(-2.12194440e-4)))
+        r = self.mul_add(b, fx, c(-0.693359375), xc)
+        r = self.mul_add(b, fx, c(2.12194440e-4), r)
         z = b.fmul(r, r)
         p = self.poly(
             b,
@@ -85,7 +89,7 @@ class MathLib:
             [1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2,
              1.6666665459e-1, 5.0000001201e-1],
         )  # fmt: skip
-        y = b.fadd(b.fadd(b.fmul(p, z), r), c(1.0))
+        y = b.fadd(self.mul_add(b, p, z, r), c(1.0))
         n = b.fptosi(fx, I32)
         bits = b.shl(b.add(n, ir.Constant(I32, 127)), ir.Constant(I32, 23))
         y = b.fmul(y, b.bitcast(bits, F32))

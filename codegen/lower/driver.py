@@ -14,11 +14,20 @@ from .. import blas
 from ..kernels import CompiledKernel, GemmKernel, HostKernel, LoopKernel
 from ..loop_ir import Kernel, Stmt
 from .group import Group
-from .library import conv_kernel, direct_conv, operand, packed_gemm, wide_rows_load
+from .library import (
+    channel_conv,
+    conv_kernel,
+    direct_conv,
+    operand,
+    packed_gemm,
+    tile_load,
+    wide_rows_load,
+)
 from .nests import argmax_nest, elementwise_nest, product_nest, reduction_nest
 from .select import (
     ArgMax,
     AvgPool,
+    ChannelConv,
     DirectConv,
     Elementwise,
     LibraryConv,
@@ -99,6 +108,8 @@ def build_kernel(group: Group, calls: list[Call], ops: list[str]) -> CompiledKer
     match strategy:
         case DirectConv(wide):
             return direct_conv(group, anchor, ops, wide)
+        case ChannelConv(layout):
+            return channel_conv(group, anchor, ops, layout)
         case PackedProduct(packed):
             return packed_gemm(group, anchor, ops, packed)
     if anchor is not group.fn.body and not group.in_registers:
@@ -135,6 +146,9 @@ def _anchor_nest(
             return row_nest(group, anchor), row_shape(anchor)
         case DirectConv(wide):
             group.anchor_load = wide_rows_load(group, wide)
+            return [], shape
+        case ChannelConv(layout):
+            group.anchor_load = tile_load(group, anchor, layout)
             return [], shape
         case PackedProduct() | LibraryProduct() | LibraryConv() | Elementwise():
             return [], shape

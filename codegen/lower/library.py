@@ -12,7 +12,7 @@ import numpy as np
 from egraph_ir.expr import Call, Constant, Expr, Var
 from egraph_ir.op._common import size_of
 
-from .. import conv, conv_prologue, gemm
+from .. import conv, conv_channels, conv_prologue, gemm
 from ..compute import Index
 from ..kernels import (
     ConvKernel,
@@ -72,7 +72,7 @@ def direct_conv(group: Group, anchor: Call, ops: list[str], wide: conv.Wide) -> 
     weight = group.buffer_of(w)
     stmts += conv.direct_block(anchor, lay, block, source, weight, dest, private, not lay.into_out)
     if not (lay.into_out and anchor is group.fn.body):
-        stmts += channel_block(group, block, lay.ob)
+        stmts += channel_block(group, block, lay.ob, flat_planes=lay.into_out)
     named = zip(special, scratches, strict=True)
     buffers = group.kernel_buffers([Buffer(name, "float32", shape) for name, (shape, _) in named])
     work = conv.direct_macs(anchor, lay) / conv.LANES + size_of(group.out_type.shape)
@@ -84,6 +84,60 @@ def direct_conv(group: Group, anchor: Call, ops: list[str], wide: conv.Wide) -> 
     return ConvKernel(
         group.name, ops, source_index, weights, pad, None, tuple(scratches), epilogue=fused
     )
+
+
+def channel_conv(
+    group: Group, anchor: Call, ops: list[str], lay: conv_channels.ChannelLayout
+) -> ConvKernel:
+    """The channel-vector kernel (conv_channels.py) and the epilogue in one loop over
+    panels of output channels: each panel's tile is still in cache when the epilogue
+    writes its planes of the output from it."""
+    g = conv.ConvShape.of(anchor)
+    x, w = anchor.args
+    assert isinstance(x, Var)
+    special: dict[str, BufferRef] = {}
+    scratches: list[tuple[tuple[int, ...], str]] = []
+    pad = None
+    source = group.buffers[x].name
+    if lay.wide is not None:  # padded (and for strides, phase-split) input in scratch 0
+        special["xpad"] = BufferRef("scratch", len(scratches))
+        pad, padded = conv_prologue.phase_kernel(anchor, lay.wide, f"{group.name}_pad")
+        scratches.append(padded)
+        source = "xpad"
+    special["tile"] = BufferRef("scratch", len(scratches))
+    scratches.append((conv_channels.tile_shape(anchor, lay), "float32"))
+    panel = LoopVar(INDEX, "panel")
+    packed = group.buffer_of(Constant(lay.panels))
+    stmts = conv_channels.panel_block(anchor, lay, panel, source, packed, "tile")
+    stmts += channel_block(group, panel, lay.width, flat_planes=True)
+    named = zip(special, scratches, strict=True)
+    buffers = group.kernel_buffers([Buffer(name, "float32", shape) for name, (shape, _) in named])
+    panels = g.o // lay.width
+    work = conv_channels.macs(anchor) / conv.LANES + size_of(group.out_type.shape)
+    nest: list[Stmt] = [For("panel", panels, stmts, outer=True)]
+    kernel = Kernel(group.name, buffers, nest, panels, work, unroll=False)
+    fused = LoopKernel(group.name, ops, kernel, dict(group.constants), special)
+    source_index = group.fn.params.index(x)
+    weights = operand(w, group.fn.params)
+    return ConvKernel(
+        group.name, ops, source_index, weights, pad, None, tuple(scratches), epilogue=fused
+    )
+
+
+def tile_load(
+    group: Group, anchor: Call, lay: conv_channels.ChannelLayout
+) -> Callable[[Index], LExpr]:
+    """Where the epilogue reads the channel-vector convolution's result: the calling
+    thread's tile, pixel by pixel (conv_channels.tile_at)."""
+    ow = group.out_type.shape[3]
+
+    def load(index: Index) -> LExpr:
+        b, o, y, x = index.multi()
+        lane = Bin(INDEX, "rem", o, idx(lay.width))
+        pixel = add(mul(y, idx(ow)), x)
+        return Load("float32", "tile", conv_channels.tile_at(anchor, lay, b, pixel, lane))
+
+    return load
 
 
 def packed_gemm(group: Group, anchor: Call, ops: list[str], p: gemm.Packed) -> LoopKernel:
@@ -109,17 +163,28 @@ def panel_epilogue(group: Group, panel: LExpr, p: gemm.Packed) -> list[Stmt]:
     lead = Index(shape[:-1], flat=m).multi() if len(shape) > 2 else [m]
     index = Index(shape, multi=[*lead, column], flat=add(mul(m, idx(p.n)), column))
     store = Store("out", index.flat(), group.reader(group.fn.body)(index))
-    return [For("em", p.m, [For("ej", p.width, [store])])]
+    return [For("em", p.m, [For("ej", p.width, [store], unroll=True)])]
 
 
-def channel_block(group: Group, block: LExpr, ob: int) -> list[Stmt]:
-    """The epilogue (or a plain copy) for output channels block*ob .. block*ob + ob - 1."""
+def channel_block(group: Group, block: LExpr, ob: int, flat_planes: bool = False) -> list[Stmt]:
+    """The epilogue (or a plain copy) for output channels block*ob .. block*ob + ob - 1.
+    With `flat_planes` (the anchor's result is in the output, rows end to end) each
+    channel's plane is one loop: a 7x7 plane is 49 elements to vectorise, not 7 rows of 7."""
     shape = group.out_type.shape
-    n, _, oh, ow = shape
+    n, channels, oh, ow = shape
     p, b, y, x = (LoopVar(INDEX, k) for k in ("ep", "eb", "ey", "ex"))
-    index = Index(shape, multi=[b, add(mul(block, idx(ob)), p), y, x])
+    channel = add(mul(block, idx(ob)), p)
+    if flat_planes:
+        f = LoopVar(INDEX, "ef")
+        plane = add(mul(b, idx(channels)), channel)
+        rows = [Bin(INDEX, "div", f, idx(ow)), Bin(INDEX, "rem", f, idx(ow))]
+        index = Index(shape, multi=[b, channel, *rows], flat=add(mul(plane, idx(oh * ow)), f))
+        store = Store("out", index.flat(), group.reader(group.fn.body)(index))
+        return [For("ep", ob, [For("eb", n, [For("ef", oh * ow, [store], unroll=True)])])]
+    index = Index(shape, multi=[b, channel, y, x])
     store = Store("out", index.flat(), group.reader(group.fn.body)(index))
-    return [For("ep", ob, [For("eb", n, [For("ey", oh, [For("ex", ow, [store])])])])]
+    row = For("ex", ow, [store], unroll=True)
+    return [For("ep", ob, [For("eb", n, [For("ey", oh, [row])])])]
 
 
 def conv_kernel(

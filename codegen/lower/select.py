@@ -15,7 +15,7 @@ from egraph_ir.op._common import size_of
 from egraph_ir.registry import Op, OpPattern
 from egraph_ir.types import TensorType
 
-from .. import blas, conv, conv_prologue, gemm
+from .. import blas, conv, conv_channels, conv_prologue, gemm
 
 
 class Unsupported(Exception):
@@ -77,6 +77,13 @@ class DirectConv:
 
 
 @dataclass(frozen=True)
+class ChannelConv:
+    """The convolution with output channels in the vector lanes, for small feature maps."""
+
+    layout: conv_channels.ChannelLayout
+
+
+@dataclass(frozen=True)
 class LibraryConv:
     """A 1x1 convolution as a GEMM on the input, im2col + GEMM, or grouped direct loops."""
 
@@ -92,6 +99,7 @@ Strategy = (
     | AvgPool
     | RowOp
     | DirectConv
+    | ChannelConv
     | LibraryConv
 )
 
@@ -147,13 +155,18 @@ def _conv2d(anchor: Call) -> Strategy:
     MAX_PHASES stride phases whose copies differ (padding reaches some of them) the
     phase-split copy is one loop nest per phase, a huge kernel for LLVM: im2col and a GEMM
     instead. A uniform grid of phases (a ViT's 16x16 non-overlapping patches) is one loop
-    and stays direct."""
+    and stays direct. Small feature maps whose rows leave lanes idle put output channels
+    in the lanes instead (conv_channels.py)."""
     _materialised(anchor)
     if not conv.direct_fits(anchor):
         return LibraryConv()
     shape, wide = conv.ConvShape.of(anchor), conv.Wide.of(anchor)
     many = shape.sh * shape.sw > MAX_PHASES and not conv_prologue.uniform_phases(anchor, wide)
-    return LibraryConv() if many and conv.columns_fit(anchor) else DirectConv(wide)
+    if many and conv.columns_fit(anchor):
+        return LibraryConv()
+    if conv_channels.worth_it(anchor, wide):
+        return ChannelConv(conv_channels.layout(anchor))
+    return DirectConv(wide)
 
 
 CHOOSERS: dict[str, Callable[[Call], Strategy]] = {

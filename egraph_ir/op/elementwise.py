@@ -270,8 +270,25 @@ _binary("divide", divide_ref, doc="true division for floats; integers truncate, 
 _binary("fmod", fmod_ref, doc="remainder with the dividend's sign (C fmod); ints: x fmod 0 = 0")
 _binary("mod", mod_ref, doc="remainder with the divisor's sign (Python %); ints: x mod 0 = 0")
 _binary("power", _keep(np.power), FLOAT_DTYPES, flops=TRANSCENDENTAL)
-_binary("maximum", _keep(np.maximum), doc="elementwise max (NaN propagates)")
-_binary("minimum", _keep(np.minimum), doc="elementwise min (NaN propagates)")
+
+
+def _extremum(fn):
+    """numpy's maximum/minimum, with float16 computed in float32 (exact): numpy's float16
+    loop returns the first of two equal values (+0.0 against -0.0) where its float32 and
+    float64 loops, and the compiled code for every float, return the second."""
+
+    def ref(a, b):
+        dtype = np.result_type(a, b)
+        if dtype == np.float16:
+            wide = fn(np.asarray(a, np.float32), np.asarray(b, np.float32))
+            return np.asarray(wide).astype(dtype)
+        return np.asarray(fn(a, b)).astype(dtype, copy=False)
+
+    return ref
+
+
+_binary("maximum", _extremum(np.maximum), doc="elementwise max (NaN propagates)")
+_binary("minimum", _extremum(np.minimum), doc="elementwise min (NaN propagates)")
 for _name, _fn in [
     ("equal", np.equal),
     ("not_equal", np.not_equal),

@@ -33,6 +33,13 @@ def broken_swap(fn, mod, ctx):
 
 @pm.function_pass(opt_level=0, name="AddOneEachTime")
 def add_one(fn, mod, ctx):
+    """Adds -0.0: every value keeps its value and its sign (x + -0.0 == x, -0.0 too)."""
+    return ir.Function(fn.params, op.add(fn.body, ir.const(np.float32(-0.0))), fn.ret_type)
+
+
+@pm.function_pass(opt_level=0, name="AddPositiveZero")
+def add_positive_zero(fn, mod, ctx):
+    """Adds +0.0, which turns a -0.0 result into +0.0 (numpy's semantics tell them apart)."""
     return ir.Function(fn.params, op.add(fn.body, ir.const(np.float32(0.0))), fn.ret_type)
 
 
@@ -46,6 +53,11 @@ def test_a_pass_declared_idempotent_is_checked_for_it() -> None:
     assert check_pass(add_one, idempotent=False).ok  # adding zero keeps the values
     report = check_pass(add_one, idempotent=True)
     assert not report.ok and "not idempotent" in report.failure
+
+
+def test_a_pass_that_flips_the_sign_of_a_zero_is_caught() -> None:
+    report = check_pass(add_positive_zero, idempotent=False, max_examples=200)
+    assert not report.ok and "a zero changed sign" in report.failure
 
 
 def test_differential_harness_accepts_a_faithful_backend_and_catches_a_wrong_one() -> None:
