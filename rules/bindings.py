@@ -222,11 +222,12 @@ def _type_of(e: Expr) -> Type:
 
 
 def draw_structure(
-    rule: Rule, lhs: Pattern, rng: np.random.Generator, tries: int = 200
+    rule: Rule, lhs: Pattern, rng: np.random.Generator, tries: int = 200, dtype: str | None = None
 ) -> Structure | None:
-    """A structure under which the pattern type-checks and all type-level guards hold."""
+    """A structure under which the pattern type-checks and all type-level guards hold;
+    `dtype` fixes the binding's main dtype (the fuzzer steers programs with it)."""
     for _ in range(tries):
-        b = _Builder(rule, rng)
+        b = _Builder(rule, rng, Structure(dtype) if dtype else None)
         try:
             b.build(lhs)
         except _Retry:
