@@ -16,6 +16,7 @@ from .external import list_externals, register_external
 from .external.host import ExternalFallbackWarning
 from .memory_plan import list_memory_planners, register_memory_planner
 from .placement_costs import measured_cost
+from .tune import TuneReport, tune
 
 __all__ = [
     "list_memory_planners",
@@ -32,4 +33,6 @@ __all__ = [
     "new_signing_key",
     "public_key",
     "register_external",
+    "TuneReport",
+    "tune",
 ]

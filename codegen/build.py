@@ -32,7 +32,7 @@ from egraph_ir.types import TensorType, Type
 from egraph_ir.visitor import post_order, rebuild
 from passmgr.standard import standard_pipeline
 
-from . import blas
+from . import blas, tuning
 from .devices import assign_devices, mentions_devices, plan_devices
 from .executable import Executable, KernelTime, Profile
 from .external.host import compile_regions
@@ -74,6 +74,7 @@ def build(
     if "main" not in dict(mod.items()):
         raise CodegenError("the module has no 'main' function")
     options = BuildOptions.from_context()
+    kernel_db = tuning.resolve(options.kernel_db)  # a bad path fails before any work
     threads = options.threads
     start_helpers(threads)  # compile helpers start while the passes run
     times: dict[str, float] = {}
@@ -82,7 +83,8 @@ def build(
     optimised = clock("optimise", optimise, mod, params, extra_passes)
     placed = clock("devices", plan_devices, optimised) if mentions_devices(optimised) else optimised
     fused = clock("fuse", fuse, placed)
-    graph, cache = clock("lower", lower, fused, options.host_fallback, externals)
+    with tuning.using(kernel_db):
+        graph, cache = clock("lower", lower, fused, options.host_fallback, externals)
     devices = assign_devices(graph, fused["main"])
     plan = clock("plan", plan_graph, graph, devices, options.memory_planner, options.pools)
     shared = share_identical_kernels(graph)

@@ -102,11 +102,18 @@ def lane_use(conv: Call, wide: Wide) -> float:
     return g.oh * g.ow / wide.q
 
 
+def can_take(conv: Call) -> bool:
+    """This kernel can compute the convolution (and compiles in reasonable time)."""
+    g = ConvShape.of(conv)
+    return fits(conv) and g.kh * g.kw <= MAX_TAPS
+
+
 def worth_it(conv: Call, wide: Wide) -> bool:
-    """Whether this kernel beats the direct one (the measurements above)."""
+    """Whether this kernel beats the direct one by the measurements above (a kernel
+    database's measurement for the shape, when there is one, decides instead)."""
     g = ConvShape.of(conv)
     plane, taps = g.oh * g.ow, g.kh * g.kw
-    if not fits(conv) or taps > MAX_TAPS or g.c * taps < MIN_MACS:
+    if not can_take(conv) or g.c * taps < MIN_MACS:
         return False
     return plane <= SMALL_PLANE or (plane <= MAX_PLANE and lane_use(conv, wide) < LANE_USE)
 

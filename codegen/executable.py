@@ -41,6 +41,7 @@ class KernelTime:
     flops: float
     bytes: float
     share: float  # of the summed kernel medians
+    variant: str = ""  # which kernel of its kind (a convolution's: direct, channels, ...)
 
     @property
     def gflops_per_s(self) -> float:
@@ -76,7 +77,7 @@ class Profile:
             out.append(
                 [
                     k.name,
-                    k.kind,
+                    f"{k.kind}/{k.variant}" if k.variant else k.kind,
                     ops if len(ops) <= 40 else ops[:37] + "...",
                     f"{1e6 * k.seconds:.1f}",
                     f"{1e6 * k.low:.1f}-{1e6 * k.high:.1f}",
@@ -186,6 +187,7 @@ class Executable:
                 KernelTime(
                     n.name, n.kind, list(n.ops), medians[node_id], float(low), float(high),
                     n.flops, n.bytes, medians[node_id] / total,
+                    getattr(n.kernel, "variant", ""),
                 )
             )  # fmt: skip
         return Profile(sorted(rows, key=lambda r: -r.seconds), repeats)

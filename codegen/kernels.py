@@ -168,6 +168,7 @@ class ConvKernel(CompiledKernel):
     scratches: tuple[tuple[tuple[int, ...], str], ...] = ()
     gemm: blas.Product | None = None
     epilogue: LoopKernel | None = None  # for the direct kernel: the convolution itself too
+    variant: str = ""  # which convolution kernel: direct, channels, gemm, im2col, grouped
 
     def jit_kernels(self) -> list[Kernel]:
         own = [k for k in (self.prologue, self.anchor) if k is not None]

@@ -59,6 +59,12 @@ pm.register_config(
 pm.register_config(
     "codegen.check_devices", bool, False, "check every kernel's buffers lie on its device"
 )
+pm.register_config(
+    "codegen.kernel_db",
+    str,
+    "auto",
+    "measured kernel choices (egc tune): auto (this CPU's file in the user cache), off, or a path",
+)
 
 
 def default_threads() -> int:
@@ -76,6 +82,7 @@ class BuildOptions:
     memory_planner: str = "arena"
     memory_pools: str = ""
     check_devices: bool = False
+    kernel_db: str = "auto"  # where lowering reads measured kernel choices (codegen/tuning.py)
 
     @staticmethod
     def from_context(ctx: pm.PassContext | None = None) -> BuildOptions:
@@ -87,6 +94,7 @@ class BuildOptions:
             memory_planner=str(ctx.get_config("codegen.memory_planner")),
             memory_pools=str(ctx.get_config("codegen.memory_pools")),
             check_devices=bool(ctx.get_config("codegen.check_devices")),
+            kernel_db=str(ctx.get_config("codegen.kernel_db")),
         )
 
     @property

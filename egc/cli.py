@@ -310,6 +310,20 @@ def rules_check(sources: list[str], max_examples: int, seed: int) -> int:
     return status
 
 
+def tune_model(args: argparse.Namespace) -> int:
+    """`egc tune MODEL`: measure the kernel candidates of the model's anchors on this
+    machine and record them where later compiles read them."""
+    from codegen.tune import TuneReport, tune
+
+    mod, _, _ = load_model(args.model, dict(args.shape))
+    config: dict[str, Any] = {"codegen.num_threads": args.threads}
+    with pm.PassContext(opt_level=3, config=config):
+        report: TuneReport = tune(mod, args.db)
+    print_table(f"measured kernels ({args.threads or 'all'} threads)", report.HEADER, report.rows())
+    print(f"recorded {len(report.kernels)} anchor shape(s) in {report.path}")
+    return 0
+
+
 def list_things(what: str) -> int:
     """`egc list passes|rules|ops|targets|configs` as a table."""
     import rules
@@ -452,6 +466,15 @@ def _parser() -> argparse.ArgumentParser:
     p_check.add_argument("--max-examples", type=count(1), default=100, metavar="N")
     p_check.add_argument("--seed", type=count(0), default=0, help="hypothesis seed")
 
+    p_tune = sub.add_parser("tune", help="measure kernel choices for a model on this machine")
+    p_tune.add_argument("model", help="an .onnx file or a built-in model name")
+    p_tune.add_argument("--db", metavar="FILE.json", help="the kernel database (default: per CPU)")
+    p_tune.add_argument("--threads", type=count(0), default=0, help="thread budget (0: all)")
+    p_tune.add_argument(
+        "--shape", action="append", type=shape_value, default=[], metavar="NAME=D1,D2,..",
+        help="fix an ONNX input's symbolic dimensions",
+    )  # fmt: skip
+
     p_list = sub.add_parser("list", help="list passes, rule sets, ops, targets or config keys")
     p_list.add_argument("what", choices=("passes", "rules", "ops", "targets", "configs"))
     return parser
@@ -474,6 +497,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "list":
             return list_things(args.what)
+        if args.command == "tune":
+            return tune_model(args)
         if args.command == "rules" and args.rules_command == "check":
             return rules_check(args.files, args.max_examples, args.seed)
     except CompilerError as exc:

@@ -4,6 +4,7 @@ fixtures for the reference models of ../shared."""
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,10 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+# The suite tests the shape rules and its own kernel databases, never a developer's
+# measurements (`egc tune` writes them under the user cache): an empty cache of its own.
+os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="egc-test-cache-")
 
 SHARED_MODELS = Path(__file__).resolve().parents[1].parent / "shared" / "models"
 

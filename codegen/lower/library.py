@@ -82,8 +82,9 @@ def direct_conv(group: Group, anchor: Call, ops: list[str], wide: conv.Wide) -> 
     source_index = group.fn.params.index(x)
     weights = operand(w, group.fn.params)
     return ConvKernel(
-        group.name, ops, source_index, weights, pad, None, tuple(scratches), epilogue=fused
-    )
+        group.name, ops, source_index, weights, pad, None, tuple(scratches), epilogue=fused,
+        variant="direct",
+    )  # fmt: skip
 
 
 def channel_conv(
@@ -120,8 +121,9 @@ def channel_conv(
     source_index = group.fn.params.index(x)
     weights = operand(w, group.fn.params)
     return ConvKernel(
-        group.name, ops, source_index, weights, pad, None, tuple(scratches), epilogue=fused
-    )
+        group.name, ops, source_index, weights, pad, None, tuple(scratches), epilogue=fused,
+        variant="channels",
+    )  # fmt: skip
 
 
 def tile_load(
@@ -199,12 +201,13 @@ def conv_kernel(
     weights = operand(anchor.args[1], group.fn.params)
     kernel = partial(ConvKernel, group.name, ops, source, weights, epilogue=epilogue)
     if conv.pointwise(anchor):
-        return kernel(None, None, gemm=conv.pointwise_product(anchor))
+        return kernel(None, None, gemm=conv.pointwise_product(anchor), variant="gemm")
     if conv.columns_fit(anchor):
         columns, scratch = conv_prologue.im2col_kernel(anchor, f"{group.name}_im2col")
-        return kernel(columns, None, (scratch,), gemm=conv.columns_product(anchor))
+        return kernel(columns, None, (scratch,), conv.columns_product(anchor), variant="im2col")
     pad, scratch = conv_prologue.pad_kernel(anchor, f"{group.name}_pad")
-    return kernel(pad, conv_prologue.grouped_kernel(anchor, f"{group.name}_conv"), (scratch,))
+    grouped = conv_prologue.grouped_kernel(anchor, f"{group.name}_conv")
+    return kernel(pad, grouped, (scratch,), variant="grouped")
 
 
 def wide_rows_load(group: Group, wide: conv.Wide) -> Callable[[Index], LExpr]:

@@ -7,6 +7,7 @@ in codegen/lower/ builds the chosen strategy and decides nothing.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -15,7 +16,7 @@ from egraph_ir.op._common import size_of
 from egraph_ir.registry import Op, OpPattern
 from egraph_ir.types import TensorType
 
-from .. import blas, conv, conv_channels, conv_prologue, gemm
+from .. import blas, conv, conv_channels, conv_prologue, gemm, tuning
 
 
 class Unsupported(Exception):
@@ -155,8 +156,9 @@ def _conv2d(anchor: Call) -> Strategy:
     MAX_PHASES stride phases whose copies differ (padding reaches some of them) the
     phase-split copy is one loop nest per phase, a huge kernel for LLVM: im2col and a GEMM
     instead. A uniform grid of phases (a ViT's 16x16 non-overlapping patches) is one loop
-    and stays direct. Small feature maps whose rows leave lanes idle put output channels
-    in the lanes instead (conv_channels.py)."""
+    and stays direct. Where output channels can fill the vector lanes instead
+    (conv_channels.py), the kernel database's measurement for this shape decides
+    (codegen/tuning.py, `egc tune`), else the shape rule that measured faster here."""
     _materialised(anchor)
     if not conv.direct_fits(anchor):
         return LibraryConv()
@@ -164,9 +166,35 @@ def _conv2d(anchor: Call) -> Strategy:
     many = shape.sh * shape.sw > MAX_PHASES and not conv_prologue.uniform_phases(anchor, wide)
     if many and conv.columns_fit(anchor):
         return LibraryConv()
-    if conv_channels.worth_it(anchor, wide):
+    if not conv_channels.can_take(anchor):
+        return DirectConv(wide)
+    measured = tuning.choose(tuning_key(anchor), CONV_CANDIDATES)
+    if measured == "channels" or (measured is None and conv_channels.worth_it(anchor, wide)):
         return ChannelConv(conv_channels.layout(anchor))
     return DirectConv(wide)
+
+
+CONV_CANDIDATES = ("direct", "channels")  # the kernels the database may choose between
+
+
+def tuning_key(anchor: Call) -> str:
+    """What a measured choice depends on: the op, every size and attribute, the dtype."""
+    g = conv.ConvShape.of(anchor)
+    sizes = ",".join(str(v) for v in dataclasses.astuple(g))
+    return f"{anchor.op.name}({sizes},groups={anchor.attrs['groups']})"  # type: ignore[union-attr]
+
+
+def tunable(anchor: Call) -> tuple[str, tuple[str, ...]] | None:
+    """(key, candidates) when the kernel of this anchor is a measured choice, else None."""
+    if not (isinstance(anchor.op, Op) and anchor.op.name == "conv2d"):
+        return None
+    try:
+        _materialised(anchor)
+    except Unsupported:
+        return None
+    if not (conv.direct_fits(anchor) and conv_channels.can_take(anchor)):
+        return None
+    return tuning_key(anchor), CONV_CANDIDATES
 
 
 CHOOSERS: dict[str, Callable[[Call], Strategy]] = {

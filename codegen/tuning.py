@@ -1,0 +1,183 @@
+"""Kernel choices by measured time: a per-CPU database of how long each candidate kernel
+took on one anchor shape, written by `egc tune` and read by every compile.
+
+Lowering asks `choose(key, candidates)`: with every candidate measured for that shape it
+gets the fastest, otherwise None and the shape rules in codegen/lower/select.py decide
+(they are what the measurements on this project's models said). The database is one JSON
+file per CPU (LLVM's host CPU name and a digest of its features, since the generated code
+depends on both) under `$XDG_CACHE_HOME/egraph-compiler/` (default `~/.cache`), or the
+file `codegen.kernel_db` names; `codegen.kernel_db=off` ignores it.
+
+Measuring (`tune`) builds each anchor alone once per candidate, with the candidate forced
+(`forcing`), and times it with the executable's thread budget: a median of medians, so a
+busy moment does not decide.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import statistics
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import llvmlite.binding as llvm
+import numpy as np
+
+from egraph_ir.errors import CodegenError
+
+FORMAT = 1
+
+
+def cpu_id() -> str:
+    """The host CPU's name and a digest of its features (what the generated code uses)."""
+    llvm.initialize_native_target()
+    features = llvm.get_host_cpu_features().flatten()
+    return f"{llvm.get_host_cpu_name()}-{hashlib.sha256(features.encode()).hexdigest()[:8]}"
+
+
+def default_path() -> Path:
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(cache) / "egraph-compiler" / f"kernels-{cpu_id()}.json"
+
+
+@dataclass
+class KernelDB:
+    """Measured seconds per anchor key and candidate kernel, for one CPU."""
+
+    path: Path
+    cpu: str = field(default_factory=cpu_id)
+    times: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    @staticmethod
+    def open(path: Path) -> KernelDB:
+        """The database at path (empty when there is no file yet)."""
+        if not path.exists():
+            return KernelDB(path)
+        try:
+            data = json.loads(path.read_text())
+            if data.get("format") != FORMAT or not isinstance(data.get("kernels"), dict):
+                raise ValueError(f"not a kernel database of format {FORMAT}")
+            times = {
+                str(k): {str(c): float(s) for c, s in v.items()} for k, v in data["kernels"].items()
+            }
+        except (OSError, ValueError, AttributeError, TypeError) as exc:
+            raise CodegenError(f"kernel database {path}: {exc}") from None
+        return KernelDB(path, str(data.get("cpu", "")), times)
+
+    def save(self) -> None:
+        """Write atomically (a temporary file beside it, then renamed)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        data = {"format": FORMAT, "cpu": self.cpu, "kernels": self.times}
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+        os.replace(tmp, self.path)
+
+    def fastest(self, key: str, candidates: Sequence[str]) -> str | None:
+        """The fastest candidate when all of them were measured for key, else None."""
+        measured = self.times.get(key, {})
+        if not candidates or any(c not in measured for c in candidates):
+            return None
+        return min(candidates, key=lambda c: measured[c])
+
+
+def resolve(setting: str) -> KernelDB | None:
+    """The database a `codegen.kernel_db` setting names: "auto" the per-CPU file when it
+    exists, "off" none, anything else a path (which must exist)."""
+    if setting == "off":
+        return None
+    if setting == "auto":
+        path = default_path()
+        return KernelDB.open(path) if path.exists() else None
+    path = Path(setting)
+    if not path.exists():
+        raise CodegenError(f"codegen.kernel_db: no file {path} (run `egc tune` to make one)")
+    db = KernelDB.open(path)
+    if db.cpu != cpu_id():
+        raise CodegenError(
+            f"codegen.kernel_db: {path} was measured on {db.cpu}, this CPU is {cpu_id()}: "
+            "its times say nothing here (run `egc tune` on this machine)"
+        )
+    return db
+
+
+_ACTIVE: ContextVar[KernelDB | None] = ContextVar("kernel_db", default=None)
+_FORCED: ContextVar[str | None] = ContextVar("forced_kernel", default=None)
+
+
+@contextlib.contextmanager
+def using(db: KernelDB | None) -> Iterator[None]:
+    """Lowering inside reads its choices from db."""
+    token = _ACTIVE.set(db)
+    try:
+        yield
+    finally:
+        _ACTIVE.reset(token)
+
+
+@contextlib.contextmanager
+def forcing(candidate: str) -> Iterator[None]:
+    """Lowering inside picks `candidate` wherever it is one of the candidates."""
+    token = _FORCED.set(candidate)
+    try:
+        yield
+    finally:
+        _FORCED.reset(token)
+
+
+def choose(key: str, candidates: Sequence[str]) -> str | None:
+    """The forced candidate, else the measured fastest, else None (the rules decide)."""
+    forced = _FORCED.get()
+    if forced in candidates:
+        return forced
+    db = _ACTIVE.get()
+    return db.fastest(key, candidates) if db is not None else None
+
+
+def median_of_medians(run: Callable[[], Any], rounds: int = 5, per_round: int = 10) -> float:
+    """Seconds per run: the median over rounds of each round's median."""
+    run()  # warm: page in the arena and the code
+    medians = []
+    for _ in range(rounds):
+        samples = []
+        for _ in range(per_round):
+            start = time.perf_counter()
+            run()
+            samples.append(time.perf_counter() - start)
+        medians.append(statistics.median(samples))
+    return statistics.median(medians)
+
+
+@dataclass(frozen=True)
+class Measured:
+    key: str
+    seconds: dict[str, float]
+
+    @property
+    def best(self) -> str:
+        return min(self.seconds, key=lambda c: self.seconds[c])
+
+
+def measure(
+    key: str,
+    candidates: Sequence[str],
+    build: Callable[[], Any],
+    inputs: dict[str, np.ndarray],
+) -> Measured:
+    """Each candidate forced, built by `build` and timed on inputs."""
+    seconds = {}
+    for candidate in candidates:
+        with forcing(candidate):
+            exe = build()
+
+        def run(exe: Any = exe) -> None:
+            exe.run(**inputs)
+
+        seconds[candidate] = median_of_medians(run)
+    return Measured(key, seconds)
