@@ -57,7 +57,8 @@ class Bin(LExpr):
 
 @dataclass(frozen=True, eq=False)
 class Un(LExpr):
-    """neg abs exp log sqrt tanh sigmoid erf floor ceil round sin cos not sign."""
+    """neg abs exp log sqrt tanh sigmoid erf floor ceil round sin cos not sign; lanes_sum
+    adds the lanes of a vector (a power-of-two count) into a scalar."""
 
     op: str
     a: LExpr

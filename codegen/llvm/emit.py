@@ -338,6 +338,15 @@ class _KernelEmitter:
     def unary(self, e: Un) -> ir.Value:
         b, m = self.b, self.math
         x = self.expr(e.a)
+        if e.op == "lanes_sum":  # a vector's lanes added pairwise into one scalar
+            terms = [
+                b.extract_element(x, ir.Constant(ir.IntType(32), k)) for k in range(x.type.count)
+            ]
+            while len(terms) > 1:
+                terms = [
+                    b.fadd(terms[k], terms[k + 1], flags=FLAGS) for k in range(0, len(terms), 2)
+                ]
+            return terms[0]
         dtype = e.a.dtype
         ty = value_type(dtype)
         if e.op == "not":

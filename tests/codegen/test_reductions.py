@@ -135,3 +135,32 @@ def test_softmax_over_an_empty_axis_is_empty(name: str) -> None:
     x = np.zeros((2, 0), "float32")
     assert ir.interpret(mod, x=x).shape == (2, 0)
     assert codegen.build(mod).run(x=x).shape == (2, 0)
+
+
+@given(
+    st.sampled_from(["sum", "mean", "global_avg_pool2d"]),
+    st.integers(1, 3),
+    st.integers(16, 40),
+    st.integers(16, 40),
+    st.booleans(),
+)
+def test_long_float_sums_in_vector_lanes_see_every_element(
+    kind: str, lead: int, h: int, w: int, keep: bool
+) -> None:
+    """Sums over 256 or more trailing elements run as 16 partial sums (codegen/lower/nests.py
+    lane_sum) plus the last count % 16 one by one: every element counts, wherever it sits
+    (a large value at the very end and one at the start), and a fused epilogue still applies.
+    Tolerance: the float32 sum of at most 1,600 values in [-1, 1] in another order than
+    numpy's pairwise sum, well inside the default 1e-4 relative / 1e-5 absolute."""
+    shape = (lead, 3, h, w)
+    rng = np.random.default_rng(h * 100 + w)
+    value = rng.uniform(-1, 1, shape).astype("float32")
+    value[..., -1, -1] = 100.0
+    value[..., 0, 0] = -50.0
+    x = ir.var("x", shape=shape)
+    if kind == "global_avg_pool2d":
+        body = op.global_avg_pool2d(x)
+    else:
+        body = getattr(op, kind)(x, axis=[2, 3], keepdims=keep)
+    fn = ir.Function([x], op.relu(op.add(body, ir.const(np.float32(1.0)))))
+    assert_allclose(codegen.build(fn).run(x=value), ir.interpret(fn, x=value), what=str(fn))
