@@ -5,6 +5,7 @@ over the padded input."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 
 from egraph_ir.expr import Call
 
@@ -112,7 +113,11 @@ def _plane_copy(
 ) -> list[Stmt]:
     """One channel's phase planes: (buffer, start) of its input plane and of its planes.
     Bounds are worked out here: border rows and columns are plain zero loops and the
-    interior a (strided) copy without selects, which vectorises."""
+    interior a (strided) copy without selects, which vectorises. The phases of one row
+    phase share a row loop, and the columns every one of them reads are one loop storing
+    to each: its loads are consecutive (an interleaved group LLVM loads as whole vectors
+    and deinterleaves), where a loop per phase was a strided gather (a stride-2 depthwise
+    layer spent two thirds of its time copying)."""
     if _uniform(g, phases, rows, width, stride):
         return _grid_copy(g, rows, width, stride, source, dest)
     sh, sw = stride
@@ -120,33 +125,61 @@ def _plane_copy(
     plane_size = rows * width
     fill = zero(g.dtype)
     body: list[Stmt] = []
-    for k, (pa, pb) in enumerate(phases):
-        plane = add(dst_channel, idx(k * plane_size))
+    by_row: dict[int, list[int]] = {}
+    for k, (pa, _) in enumerate(phases):
+        by_row.setdefault(pa, []).append(k)
+    for pa, ks in by_row.items():
         r0, r1 = _span(pa - g.top, sh, g.h, rows)
-        t0, t1 = _span(pb - g.left, sw, g.w, width)
-        for first, count in ((0, r0), (r1, rows - r1)):
-            if count > 0:
-                r, t = loop_var(f"zr{k}_{first}"), loop_var(f"zt{k}_{first}")
-                at = add(plane, add(mul(add(r, idx(first)), idx(width)), t))
-                body.append(For(r.name, count, [For(t.name, width, [Store(out, at, fill)])]))
-        r = loop_var(f"r{k}")
-        row = add(plane, mul(add(r, idx(r0)), idx(width)))
+        for k in ks:
+            plane = add(dst_channel, idx(k * plane_size))
+            for first, count in ((0, r0), (r1, rows - r1)):
+                if count > 0:
+                    r, t = loop_var(f"zr{k}_{first}"), loop_var(f"zt{k}_{first}")
+                    at = add(plane, add(mul(add(r, idx(first)), idx(width)), t))
+                    body.append(For(r.name, count, [For(t.name, width, [Store(out, at, fill)])]))
+        if r1 <= r0:
+            continue
+        r = loop_var(f"r{pa}")
         src_row = add(src_plane, mul(add(mul(add(r, idx(r0)), idx(sh)), idx(pa - g.top)), idx(g.w)))
+        spans = {k: _span(phases[k][1] - g.left, sw, g.w, width) for k in ks}
+        lo, hi = max(t0 for t0, _ in spans.values()), min(t1 for _, t1 in spans.values())
         inner: list[Stmt] = []
-        for first, count in ((0, t0), (t1, width - t1)):
-            if count > 0:
-                t = loop_var(f"zc{k}_{first}")
-                inner.append(For(t.name, count, [Store(out, add(row, add(t, idx(first))), fill)]))
-        if t1 > t0:
-            t = loop_var(f"t{k}")
-            column = add(t, idx(t0))
-            src = add(src_row, add(mul(column, idx(sw)), idx(pb - g.left)))
-            inner.append(
-                For(t.name, t1 - t0, [Store(out, add(row, column), Load(g.dtype, src_buf, src))])
-            )
-        if r1 > r0:
-            body.append(For(r.name, r1 - r0, inner))
+        joint: list[Stmt] = []
+        shared = loop_var(f"s{pa}")
+        for k in ks:
+            row = add(idx(k * plane_size), add(dst_channel, mul(add(r, idx(r0)), idx(width))))
+            t0, t1 = spans[k]
+            copy = partial(_column_copy, g, sw, (src_buf, src_row, phases[k][1]), (out, row))
+            for first, count in ((0, t0), (t1, width - t1)):
+                if count > 0:
+                    t = loop_var(f"zc{k}_{first}")
+                    inner.append(
+                        For(t.name, count, [Store(out, add(row, add(t, idx(first))), fill)])
+                    )
+            alone = [(t0, t1)] if hi <= lo else [(t0, min(lo, t1)), (max(hi, t0), t1)]
+            for a, b in alone:
+                if b > a:
+                    t = loop_var(f"t{k}_{a}")
+                    inner.append(For(t.name, b - a, [copy(add(t, idx(a)))]))
+            if hi > lo:
+                joint.append(copy(add(shared, idx(lo))))
+        if joint:
+            inner.append(For(shared.name, hi - lo, joint))
+        body.append(For(r.name, r1 - r0, inner))
     return body
+
+
+def _column_copy(
+    g: ConvShape,
+    sw: int,
+    source: tuple[str, LExpr, int],
+    dest: tuple[str, LExpr],
+    column: LExpr,
+) -> Stmt:
+    """dest row[column] = source row[column * sw + phase - left]."""
+    (src_buf, src_row, phase), (out, row) = source, dest
+    src = add(src_row, add(mul(column, idx(sw)), idx(phase - g.left)))
+    return Store(out, add(row, column), Load(g.dtype, src_buf, src))
 
 
 def _span(first: int, step: int, size: int, extent: int) -> tuple[int, int]:
