@@ -17,9 +17,11 @@ from egraph_ir.errors import CodegenError
 from egraph_ir.module import IRModule
 from egraph_ir.types import TensorType, Type, tensor_types
 
+from . import latency
 from .artifact_write import save
 from .graph import AliasNode, KernelNode
 from .kernels import ExternalKernel
+from .latency import Latency
 from .llvm import JitLibrary
 from .memory_plan import MemoryPlan, graph_storage_ids
 from .options import BuildOptions
@@ -191,6 +193,23 @@ class Executable:
                 )
             )  # fmt: skip
         return Profile(sorted(rows, key=lambda r: -r.seconds), repeats)
+
+    def benchmark(
+        self,
+        inputs: Mapping[str, Any],
+        repeats: int = 100,
+        warmup: int = 5,
+        duration: float | None = None,
+    ) -> Latency:
+        """End-to-end latency: `warmup` untimed runs, then `repeats` timed ones (or as many
+        as fit in `duration` seconds); mean, p50/p90/p99, min, max, throughput."""
+        feeds = self._feeds(inputs)
+        try:
+            return latency.measure(
+                lambda: self.runtime.run(feeds), self.threads, repeats, warmup, duration
+            )
+        except ValueError as exc:
+            raise CodegenError(f"benchmark: {exc}") from None
 
     # ------------------------------------------------------------ inspecting
     @property

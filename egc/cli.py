@@ -15,6 +15,7 @@ traceback. Tables use `rich` (colour) on a terminal and plain aligned text other
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from collections.abc import Sequence
@@ -138,6 +139,17 @@ def count(minimum: int) -> Any:
         return value
 
     return parse
+
+
+def seconds(text: str) -> float:
+    """A positive number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+    return value
 
 
 def rule_source(source: str) -> str:
@@ -269,13 +281,35 @@ def run_saved(args: argparse.Namespace) -> int:
             np.savez(args.output, **named)
         except OSError as exc:
             raise CompilerError(f"{args.output}: cannot write ({exc.strerror})") from None
+    timing = args.repeats is not None or args.duration is not None
+    latency = None
+    if timing:
+        repeats = args.repeats if args.repeats is not None else 1
+        latency = exe.benchmark(inputs, repeats, args.warmup, args.duration)
+    profile = exe.profile(inputs, repeats=args.repeats or 10) if args.profile else None
+    if args.json:
+        report: dict[str, Any] = {
+            "file": args.file,
+            "outputs": {
+                n: {"dtype": str(v.dtype), "shape": list(v.shape)} for n, v in named.items()
+            },
+            "threads": exe.threads,
+        }
+        if latency is not None:
+            report["latency"] = latency.to_json()
+        if profile is not None:
+            report["profile"] = [dataclasses.asdict(k) for k in profile]
+        print(json.dumps(report, indent=2))
+        return 0
+    if args.output:
         print(f"wrote {', '.join(named)} to {args.output}")
     else:
         for name, value in named.items():
             print(f"{name}: {value.dtype}{list(value.shape)}")
             print(np.array2string(value, threshold=20, edgeitems=3))
-    if args.profile:
-        profile = exe.profile(inputs, repeats=args.repeats)
+    if latency is not None:
+        print(latency)
+    if profile is not None:
         print_table("per-kernel profile", profile.HEADER, profile.rows())
     return 0
 
@@ -389,7 +423,13 @@ def _add_run_parser(sub: Any) -> None:
     p_run.add_argument("--seed", type=count(0), default=0, help="for --random")
     p_run.add_argument("--output", metavar="OUT.npz", help="save the outputs by name")
     p_run.add_argument("--profile", action="store_true", help="per-kernel times as a table")
-    p_run.add_argument("--repeats", type=count(1), default=10, help="profiled runs")
+    p_run.add_argument(
+        "--repeats", type=count(1), default=None,
+        help="time this many runs: mean, p50/p90/p99, min, max, throughput (--profile: 10)",
+    )  # fmt: skip
+    p_run.add_argument("--duration", type=seconds, metavar="S", help="time runs for S seconds")
+    p_run.add_argument("--warmup", type=count(0), default=5, help="untimed runs first")
+    p_run.add_argument("--json", action="store_true", help="outputs and timings as JSON")
     p_run.add_argument(
         "--trusted-key", action="append", default=[], metavar="FILE.pub",
         help="load only a file signed by this key (egc keygen); may repeat",

@@ -179,3 +179,15 @@ def test_the_run_time_options_are_saved_and_can_change_at_load(tmp_path: Path) -
     np.testing.assert_array_equal(one.run(**x), exe.run(**x))
     with pytest.raises(ir.CodegenError, match="compiled for 2 thread"):
         codegen.load(path, threads=3)
+
+
+def test_benchmark_times_the_runs_it_is_asked_for() -> None:
+    exe = codegen.build(models.mlp())
+    inputs = models.example_inputs("mlp")
+    lat = exe.benchmark(inputs, repeats=7, warmup=1)
+    assert lat.runs == 7 and lat.warmup == 1 and lat.threads == exe.threads
+    assert lat.min <= lat.p50 <= lat.p90 <= lat.p99 <= lat.max and lat.throughput > 0
+    assert "latency over 7 runs" in str(lat)
+    assert exe.benchmark(inputs, duration=0.05, warmup=0).runs >= 1
+    with pytest.raises(ir.CompilerError, match="benchmark"):
+        exe.benchmark(inputs, repeats=0)

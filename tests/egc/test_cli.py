@@ -257,3 +257,21 @@ def test_unreadable_and_unwritable_files_are_one_line_errors(tmp_path: Path, cap
     assert "cannot write" in capsys.readouterr().err
     assert main(["compile", "mlp", "--repeats", "1", "--dot", "/nonexistent/d.dot"]) == 2
     assert "cannot write" in capsys.readouterr().err
+
+
+def test_run_benchmarks_with_warmup_percentiles_and_json(tmp_path: Path) -> None:
+    """`egc run --repeats N --json` is a latency benchmark (as onnxruntime_perf_test):
+    exactly N timed runs after the warm-up, ordered percentiles, throughput, threads."""
+    assert egc("compile", "mlp", "-o", "m.egc", "--repeats", "1", cwd=tmp_path).returncode == 0
+    r = egc("run", "m.egc", "--random", "--repeats", "50", "--warmup", "2", "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    lat = report["latency"]
+    assert lat["runs"] == 50 and lat["warmup"] == 2 and lat["threads"] == report["threads"] >= 1
+    assert 0 < lat["min"] <= lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["max"]
+    assert lat["throughput_per_s"] == pytest.approx(1 / lat["mean"])
+    assert report["outputs"] == {"output": {"dtype": "float32", "shape": [64, 10]}}
+    r = egc("run", "m.egc", "--random", "--duration", "0.2", cwd=tmp_path)
+    assert r.returncode == 0 and "latency over" in r.stdout and "p99" in r.stdout
+    r = egc("run", "m.egc", "--random", "--duration", "-1", cwd=tmp_path)
+    assert r.returncode == 2 and "positive number of seconds" in r.stderr
