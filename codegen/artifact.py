@@ -197,7 +197,8 @@ def _node(
         case "kernel":
             ops = tuple(d["ops"])
             kernel = kernels.get(d["id"])
-            return KernelNode(*common, kernel, d["kind"], ops, d["flops"], d["bytes"])
+            variant = d.get("variant", "")  # absent in files of format 5 before it existed
+            return KernelNode(*common, kernel, d["kind"], ops, d["flops"], d["bytes"], variant)
         case "alias":
             return AliasNode(*common)
         case "field":

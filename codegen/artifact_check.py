@@ -141,6 +141,7 @@ def _check_program(data: dict[str, Any], constants: dict[int, np.ndarray], objec
         if d["op"] == "kernel":
             assert isinstance(d["kind"], str) and all(isinstance(o, str) for o in d["ops"])
             assert all(isinstance(d[k], int | float) for k in ("flops", "bytes")), f"node {i}"
+            assert isinstance(d.get("variant", ""), str), f"node {i} variant"
         if d["op"] == "field":
             assert _is_int(d["index"]) and d["index"] >= 0, f"node {i} index"
         if d["dtype"] is not None:

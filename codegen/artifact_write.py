@@ -118,6 +118,7 @@ def _node_json(n: Node) -> dict[str, Any]:
     entry["dtype"] = n.dtype
     if isinstance(n, KernelNode):
         entry.update(kind=n.kind, ops=list(n.ops), flops=n.flops, bytes=n.bytes)
+        entry["variant"] = n.variant
     elif isinstance(n, FieldNode):
         entry["index"] = n.index
     return entry  # a param's value is a constant file, a kernel's code an object file

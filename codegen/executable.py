@@ -44,6 +44,8 @@ class KernelTime:
     bytes: float
     share: float  # of the summed kernel medians
     variant: str = ""  # which kernel of its kind (a convolution's: direct, channels, ...)
+    order: int = 0  # its place in the run (kernels run one after another)
+    shape: tuple[int, ...] | None = None  # of its result
 
     @property
     def gflops_per_s(self) -> float:
@@ -95,6 +97,35 @@ class Profile:
     def __str__(self) -> str:
         total = f"total {1e6 * self.total_seconds:.1f} us over {len(self)} kernels"
         return aligned(self.HEADER, self.rows()) + "\n" + total
+
+    def by_op(self) -> list[tuple[str, int, float]]:
+        """(kind and first op, kernels, summed median seconds), largest first: where the
+        time goes by kind of work."""
+        totals: dict[str, list[float]] = {}
+        for k in self.kernels:
+            kind = f"{k.kind}/{k.variant}" if k.variant else k.kind
+            entry = totals.setdefault(f"{kind} {k.ops[0] if k.ops else ''}".strip(), [0, 0.0])
+            entry[0] += 1
+            entry[1] += k.seconds
+        rows = [(name, int(n), s) for name, (n, s) in totals.items()]
+        return sorted(rows, key=lambda r: -r[2])
+
+    def trace(self) -> dict[str, Any]:
+        """A Chrome trace (the JSON ONNX Runtime's and PyTorch's profilers write; Perfetto
+        and chrome://tracing open it): the kernels in run order, each its median long."""
+        events: list[dict[str, Any]] = []
+        at = 0.0
+        for k in sorted(self.kernels, key=lambda k: k.order):
+            args = {"ops": ",".join(k.ops), "shape": list(k.shape or ()), "flops": k.flops}
+            events.append(
+                {
+                    "name": k.name, "cat": f"{k.kind}/{k.variant}" if k.variant else k.kind,
+                    "ph": "X", "ts": 1e6 * at, "dur": 1e6 * k.seconds, "pid": 0, "tid": 0,
+                    "args": args,
+                }
+            )  # fmt: skip
+            at += k.seconds
+        return {"traceEvents": events, "displayTimeUnit": "ms"}
 
 
 def aligned(header: Sequence[str], rows: list[list[str]]) -> str:
@@ -176,12 +207,12 @@ class Executable:
         for _ in range(repeats):
             timings: dict[int, float] = {}
             self.runtime.run(feeds, timings)
-            for node_id, seconds in timings.items():
+            for node_id, seconds in timings.items():  # in the order they ran
                 samples.setdefault(node_id, []).append(seconds)
         medians = {i: float(np.median(v)) for i, v in samples.items()}
         total = sum(medians.values()) or 1.0
         rows = []
-        for node_id, values in samples.items():
+        for order, (node_id, values) in enumerate(samples.items()):
             n = self.graph.nodes[node_id]
             assert isinstance(n, KernelNode)  # only kernels are timed
             low, high = np.percentile(values, [10, 90])
@@ -189,7 +220,7 @@ class Executable:
                 KernelTime(
                     n.name, n.kind, list(n.ops), medians[node_id], float(low), float(high),
                     n.flops, n.bytes, medians[node_id] / total,
-                    getattr(n.kernel, "variant", ""),
+                    n.variant, order, n.shape,
                 )
             )  # fmt: skip
         return Profile(sorted(rows, key=lambda r: -r.seconds), repeats)

@@ -77,11 +77,13 @@ class KernelNode(_Entry):
     ops: tuple[str, ...] = ()
     flops: float = 0.0  # of the kernel's ops, from the registry's cost estimates
     bytes: float = 0.0  # the kernel's inputs read and output written
+    variant: str = ""  # which kernel of its kind (a convolution's: direct, channels, ...)
     op: ClassVar[str] = "kernel"
 
     def to_json(self, storage_id: int, device: int) -> dict[str, Any]:
         entry = _Entry.to_json(self, storage_id, device)
         entry.update(kind=self.kind, ops=list(self.ops), flops=self.flops, bytes=self.bytes)
+        entry["variant"] = self.variant
         return entry
 
 
@@ -208,7 +210,10 @@ def _kernel_node(
     t = call.checked_type
     shape, dtype = (t.shape, t.dtype) if isinstance(t, TensorType) else (None, None)
     ops = tuple(kernel.ops)
-    return KernelNode(node_id, kernel.name, args, shape, dtype, kernel, kernel.kind, ops, *cost)
+    variant = getattr(kernel, "variant", "")
+    return KernelNode(
+        node_id, kernel.name, args, shape, dtype, kernel, kernel.kind, ops, *cost, variant
+    )
 
 
 def build_graph(

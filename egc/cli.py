@@ -213,10 +213,11 @@ def compile_model(args: argparse.Namespace) -> int:
             raise CompilerError(f"{args.emit_onnx}: cannot write ({exc.strerror})") from None
         report["onnx"] = args.emit_onnx
     profile = None
-    if args.profile:
+    if args.profile or args.trace:
         inputs = _job_inputs(args.model, exe, opts.seed)
         profile = exe.profile(inputs, repeats=args.repeats)
         report["profile"] = [vars(k) for k in profile]
+        write_trace(profile, args.trace)
     if args.json:
         print(json.dumps(report, indent=2, default=str))
         return 0 if report["ok"] else 1
@@ -224,8 +225,8 @@ def compile_model(args: argparse.Namespace) -> int:
     for key in ("saved", "onnx"):
         if key in report:
             print(f"wrote {report[key]}")
-    if profile is not None:
-        print_table("per-kernel profile", profile.HEADER, profile.rows())
+    if profile is not None and args.profile:
+        print_profile(profile, args.top)
     return 0 if report["ok"] else 1
 
 
@@ -249,6 +250,31 @@ def _egraph_dot(model: str, rule_sources: list[str], shapes: dict[str, tuple[int
     result = optimize(mod["main"], rule_set.enabled(fast_math=False).rewrites())
     assert result.snapshot is not None
     return egraph_to_dot(result.snapshot, root=result.root_class)
+
+
+def print_profile(profile: Any, top: int | None) -> None:
+    """The per-kernel table (the `top` slowest), time by kind of work, and the total."""
+    rows = profile.rows()
+    shown = rows[:top] if top else rows
+    title = "per-kernel profile" + (f" (slowest {len(shown)} of {len(rows)})" if top else "")
+    print_table(title, profile.HEADER, shown)
+    total = profile.total_seconds or 1.0
+    by_op = [
+        [name, str(n), f"{1e6 * s:.1f}", f"{100 * s / total:.1f}%"]
+        for name, n, s in profile.by_op()
+    ]
+    print_table("time by kind of kernel", ("kind and op", "kernels", "us", "share"), by_op)
+    print(f"total {1e6 * profile.total_seconds:.1f} us in {len(rows)} kernels (medians summed)")
+
+
+def write_trace(profile: Any, path: str | None) -> None:
+    """--trace: the profile as a Chrome trace (Perfetto, chrome://tracing)."""
+    if not path:
+        return
+    try:
+        Path(path).write_text(json.dumps(profile.trace()))
+    except OSError as exc:
+        raise CompilerError(f"{path}: cannot write ({exc.strerror})") from None
 
 
 def run_saved(args: argparse.Namespace) -> int:
@@ -286,7 +312,10 @@ def run_saved(args: argparse.Namespace) -> int:
     if timing:
         repeats = args.repeats if args.repeats is not None else 1
         latency = exe.benchmark(inputs, repeats, args.warmup, args.duration)
-    profile = exe.profile(inputs, repeats=args.repeats or 10) if args.profile else None
+    profile = None
+    if args.profile or args.trace:
+        profile = exe.profile(inputs, repeats=args.repeats or 10)
+        write_trace(profile, args.trace)
     if args.json:
         report: dict[str, Any] = {
             "file": args.file,
@@ -297,7 +326,7 @@ def run_saved(args: argparse.Namespace) -> int:
         }
         if latency is not None:
             report["latency"] = latency.to_json()
-        if profile is not None:
+        if profile is not None and args.profile:
             report["profile"] = [dataclasses.asdict(k) for k in profile]
         print(json.dumps(report, indent=2))
         return 0
@@ -309,8 +338,8 @@ def run_saved(args: argparse.Namespace) -> int:
             print(np.array2string(value, threshold=20, edgeitems=3))
     if latency is not None:
         print(latency)
-    if profile is not None:
-        print_table("per-kernel profile", profile.HEADER, profile.rows())
+    if profile is not None and args.profile:
+        print_profile(profile, args.top)
     return 0
 
 
@@ -423,6 +452,8 @@ def _add_run_parser(sub: Any) -> None:
     p_run.add_argument("--seed", type=count(0), default=0, help="for --random")
     p_run.add_argument("--output", metavar="OUT.npz", help="save the outputs by name")
     p_run.add_argument("--profile", action="store_true", help="per-kernel times as a table")
+    p_run.add_argument("--top", type=count(1), metavar="N", help="--profile: the N slowest")
+    p_run.add_argument("--trace", metavar="OUT.json", help="a Chrome trace of a profiled run")
     p_run.add_argument(
         "--repeats", type=count(1), default=None,
         help="time this many runs: mean, p50/p90/p99, min, max, throughput (--profile: 10)",
@@ -483,6 +514,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--emit-onnx", metavar="OUT.onnx", help="export the optimised IR to ONNX")
     p.add_argument("--check", action="store_true", help="fail unless ONNX Runtime agrees")
     p.add_argument("--profile", action="store_true", help="per-kernel times as a table")
+    p.add_argument("--top", type=count(1), metavar="N", help="--profile: the N slowest")
+    p.add_argument("--trace", metavar="OUT.json", help="a Chrome trace of a profiled run")
     p.add_argument("--json", action="store_true", help="a machine-readable report")
     p.add_argument("--repeats", type=count(1), default=10, help="timed runs (median)")
     p.add_argument("--sign-key", metavar="FILE.key", help="sign the -o file (egc keygen)")

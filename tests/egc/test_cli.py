@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -275,3 +276,20 @@ def test_run_benchmarks_with_warmup_percentiles_and_json(tmp_path: Path) -> None
     assert r.returncode == 0 and "latency over" in r.stdout and "p99" in r.stdout
     r = egc("run", "m.egc", "--random", "--duration", "-1", cwd=tmp_path)
     assert r.returncode == 2 and "positive number of seconds" in r.stderr
+
+
+def test_profile_top_totals_and_a_chrome_trace(tmp_path: Path) -> None:
+    """--top N keeps the N slowest rows, a table by kind of kernel and a total follow, and
+    --trace writes the Chrome trace format: complete events in run order, back to back."""
+    assert egc("compile", "cnn", "-o", "c.egc", "--repeats", "1", cwd=tmp_path).returncode == 0
+    r = egc(
+        "run", "c.egc", "--random", "--profile", "--top", "2", "--trace", "t.json", cwd=tmp_path
+    )
+    assert r.returncode == 0, r.stderr
+    assert "slowest 2 of 4" in r.stdout and "time by kind of kernel" in r.stdout
+    assert "conv/direct conv2d" in r.stdout and "in 4 kernels" in r.stdout
+    events = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+    assert [e["ph"] for e in events] == ["X"] * 4
+    assert events[0]["name"].startswith("k1_") and events[0]["args"]["shape"] == [1, 16, 64, 64]
+    for before, after in itertools.pairwise(events):
+        assert after["ts"] == pytest.approx(before["ts"] + before["dur"])
