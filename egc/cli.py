@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -177,6 +178,19 @@ def demo(model: str, show_ir: int) -> int:
     return 0 if report["ok"] else 1
 
 
+def writable(path: str | None) -> None:
+    """A file we will write later can be written: its folder exists and takes files."""
+    if not path:
+        return
+    folder = Path(path).resolve().parent
+    if not folder.is_dir():
+        raise CompilerError(f"{path}: cannot write (no folder {folder})")
+    if Path(path).is_dir():
+        raise CompilerError(f"{path}: cannot write (a folder)")
+    if not os.access(folder, os.W_OK):
+        raise CompilerError(f"{path}: cannot write (folder {folder} is not writable)")
+
+
 def compile_model(args: argparse.Namespace) -> int:
     opts = JobOptions(
         opt_level=args.opt_level,
@@ -192,9 +206,11 @@ def compile_model(args: argparse.Namespace) -> int:
     )
     check_pass_names("--disable", opts.disabled)
     check_pass_names("--print-ir-after", opts.print_ir_after)
+    for path in (args.output, args.dot, args.egraph_dot, args.emit_onnx, args.trace):
+        writable(path)  # before the compile, not after it
+    key = read_private_key(args.sign_key) if args.sign_key else None
     report, exe = run_job(args.model, opts, Progress(enabled=not args.json))
     if args.output:
-        key = read_private_key(args.sign_key) if args.sign_key else None
         exe.save(args.output, key=key)
         report["saved"] = args.output
     if args.dot and exe.optimized_module is not None:

@@ -293,3 +293,11 @@ def test_profile_top_totals_and_a_chrome_trace(tmp_path: Path) -> None:
     assert events[0]["name"].startswith("k1_") and events[0]["args"]["shape"] == [1, 16, 64, 64]
     for before, after in itertools.pairwise(events):
         assert after["ts"] == pytest.approx(before["ts"] + before["dur"])
+
+
+def test_an_unwritable_output_is_refused_before_compiling(tmp_path: Path) -> None:
+    r = egc("compile", "mlp", "-o", str(tmp_path / "no" / "such" / "m.egc"))
+    assert r.returncode == 2 and "cannot write (no folder" in r.stderr
+    assert "optimising" not in r.stderr and "Traceback" not in r.stderr
+    r = egc("compile", "mlp", "--trace", str(tmp_path))
+    assert r.returncode == 2 and "(a folder)" in r.stderr
