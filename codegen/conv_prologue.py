@@ -196,19 +196,19 @@ def _uniform(
     width: int,
     stride: tuple[int, int],
 ) -> bool:
-    """Every phase of the stride grid, in order, reads a whole rows x width plane of input
-    (no padding reaches it): then one loop over the phases copies them all, instead of a
-    copy per phase (256 for a ViT's 16x16 patches, a module LLVM takes seconds over)."""
+    """Every phase of the stride grid, in order, reads whole input rows from its first row
+    (no padding reaches it; rows past the input's, which the register blocks read, are
+    zeros): then one loop over the phases copies them all, instead of a copy per phase
+    (256 for a ViT's 16x16 patches, a module LLVM takes seconds over)."""
     sh, sw = stride
     grid = [(a, b) for a in range(sh) for b in range(sw)]
+    spans = {_span(a - g.top, sh, g.h, rows) for a in range(sh)}
     return (
         len(grid) > 1
         and list(phases) == grid
-        and all(
-            _span(a - g.top, sh, g.h, rows) == (0, rows)
-            and _span(b - g.left, sw, g.w, width) == (0, width)
-            for a, b in grid
-        )
+        and len(spans) == 1
+        and next(iter(spans))[0] == 0
+        and all(_span(b - g.left, sw, g.w, width) == (0, width) for b in range(sw))
     )
 
 
@@ -220,15 +220,22 @@ def _grid_copy(
     source: tuple[str, LExpr],
     dest: tuple[str, LExpr],
 ) -> list[Stmt]:
-    """_plane_copy for a uniform grid of phases (see _uniform): loops over the phases."""
+    """_plane_copy for a uniform grid of phases (see _uniform): loops over the phases,
+    the rows each reads copied, the rest zeroed."""
     sh, sw = stride
     (src_buf, src_plane), (out, dst_channel) = source, dest
+    filled = _span(-g.top, sh, g.h, rows)[1]
     pa, pb, r, t = (loop_var(k) for k in ("ga", "gb", "gr", "gt"))
     plane = add(dst_channel, mul(add(mul(pa, idx(sw)), pb), idx(rows * width)))
     src_row = add(src_plane, mul(add(add(mul(r, idx(sh)), pa), idx(-g.top)), idx(g.w)))
     src = add(src_row, add(add(mul(t, idx(sw)), pb), idx(-g.left)))
     copy = Store(out, add(plane, add(mul(r, idx(width)), t)), Load(g.dtype, src_buf, src))
-    return [For(pa.name, sh, [For(pb.name, sw, [For(r.name, rows, [For(t.name, width, [copy])])])])]
+    per_phase: list[Stmt] = [For(r.name, filled, [For(t.name, width, [copy])])]
+    if filled < rows:
+        z = loop_var("gz")
+        zero_at = add(plane, add(idx(filled * width), z))
+        per_phase.append(For(z.name, (rows - filled) * width, [Store(out, zero_at, zero(g.dtype))]))
+    return [For(pa.name, sh, [For(pb.name, sw, per_phase)])]
 
 
 def grouped_kernel(conv: Call, name: str) -> Kernel:
