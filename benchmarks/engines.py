@@ -1,6 +1,7 @@
 """Benchmark: this compiler against ONNX Runtime and OpenVINO on the real models, in one
 process, 2 threads each, interleaved rounds; prints latency medians, ours / best, and
-compile times.
+compile times, and our achieved GFLOP/s against the machine's measured peak (a roofline
+column: BLAS SGEMM at 2048^3 on the same threads).
 
     .venv/bin/python benchmarks/engines.py [--models resnet18,vit_tiny4] [--rounds 5]
         [--threads 2]
@@ -15,7 +16,10 @@ run, and say how loaded the machine was.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -42,11 +46,35 @@ def median_seconds(run: Callable[[], Any], budget_s: float = 0.4, least: int = 5
     return statistics.median(samples)
 
 
-def ours(path: Path, feeds: dict[str, np.ndarray], threads: int) -> tuple[Callable[[], Any], float]:
+def ours(
+    path: Path, feeds: dict[str, np.ndarray], threads: int
+) -> tuple[Callable[[], Any], float, float]:
+    """Our run, the compile's seconds, and the FLOPs of one run (the kernels' estimates)."""
     start = time.perf_counter()
     with pm.PassContext(opt_level=3, config={"codegen.num_threads": threads}):
         exe = codegen.build(from_onnx(path))
-    return (lambda: exe.run(**feeds)), time.perf_counter() - start
+    flops = sum(getattr(n, "flops", 0.0) for n in exe.graph.nodes)
+    return (lambda: exe.run(**feeds)), time.perf_counter() - start, flops
+
+
+PEAK_PROBE = """
+import time, numpy as np
+a = np.random.default_rng(0).standard_normal((2048, 2048)).astype("float32")
+best = 1e9
+for _ in range(5):
+    start = time.perf_counter(); a @ a; best = min(best, time.perf_counter() - start)
+print(2 * 2048**3 / best / 1e9)
+"""
+
+
+def peak_gflops(threads: int) -> float:
+    """The machine's measured float32 peak for the roofline column: numpy's BLAS SGEMM at
+    2048^3, best of five, in a process of its own with OPENBLAS_NUM_THREADS=threads."""
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": str(threads)}
+    out = subprocess.run(
+        [sys.executable, "-c", PEAK_PROBE], env=env, capture_output=True, text=True
+    )
+    return float(out.stdout.strip())
 
 
 def onnxruntime(path: Path, feeds: dict[str, np.ndarray], threads: int) -> Callable[[], Any]:
@@ -73,7 +101,7 @@ def bench(name: str, rounds: int, threads: int) -> dict[str, Any]:
     path = REAL / f"{name}.onnx"
     feeds = dict(np.load(path.with_suffix(".npz")))
     feeds.pop("expected")
-    run_ours, compile_s = ours(path, feeds, threads)
+    run_ours, compile_s, flops = ours(path, feeds, threads)
     engines: dict[str, Callable[[], Any]] = {
         "ours": run_ours,
         "ORT": onnxruntime(path, feeds, threads),
@@ -90,7 +118,9 @@ def bench(name: str, rounds: int, threads: int) -> dict[str, Any]:
             samples[k].append(median_seconds(run))
     ms = {k: 1e3 * statistics.median(v) for k, v in samples.items()}
     best = min(v for k, v in ms.items() if k != "ours")
-    return {"model": name, "ms": ms, "ratio": ms["ours"] / best, "compile_s": compile_s}
+    gflops = flops / (ms["ours"] / 1e3) / 1e9
+    return {"model": name, "ms": ms, "ratio": ms["ours"] / best, "compile_s": compile_s,
+            "gflops": gflops}  # fmt: skip
 
 
 def main() -> None:
@@ -103,12 +133,16 @@ def main() -> None:
         print(f"no real models at {REAL}: nothing to measure")
         return
     rows = [bench(name, args.rounds, args.threads) for name in args.models.split(",")]
+    peak = peak_gflops(args.threads)
     engines = list(rows[0]["ms"])
-    print(f"| model | {' | '.join(f'{e} ms' for e in engines)} | ours / best | compile |")
-    print("|---|" + "---:|" * (len(engines) + 2))
+    header = " | ".join(f"{e} ms" for e in engines)
+    print(f"| model | {header} | ours / best | ours GFLOP/s (of peak) | compile |")
+    print("|---|" + "---:|" * (len(engines) + 3))
     for r in rows:
         cells = " | ".join(f"{r['ms'][e]:.3f}" for e in engines)
-        print(f"| {r['model']} | {cells} | {r['ratio']:.2f} | {r['compile_s']:.1f} s |")
+        roof = f"{r['gflops']:.0f} ({100 * r['gflops'] / peak:.0f}%)"
+        print(f"| {r['model']} | {cells} | {r['ratio']:.2f} | {roof} | {r['compile_s']:.1f} s |")
+    print(f"peak: {peak:.0f} GFLOP/s (SGEMM 2048^3, {args.threads} threads)")
 
 
 if __name__ == "__main__":
