@@ -123,7 +123,8 @@ def layout(conv: Call) -> ChannelLayout:
     weights = conv.args[1]
     assert isinstance(weights, Constant)
     xv = 2 if g.o % (2 * LANES) == 0 and accumulator_budget() >= 8 else 1
-    pr = max(1, min(accumulator_budget() // xv, g.oh * g.ow))
+    most, pixels = max(1, accumulator_budget() // xv), g.oh * g.ow
+    pr = -(-pixels // -(-pixels // most))  # equal blocks: 49 pixels are 3 of 17, not 24+24+1
     width = xv * LANES
     taps = g.kh * g.kw
     w = np.asarray(weights.data, dtype="float32").reshape(g.o // width, width, g.c, taps)
@@ -151,20 +152,18 @@ def panel_block(
     conv: Call, lay: ChannelLayout, panel: LoopVar, source: str, packed: str, tile: str
 ) -> list[Stmt]:
     """Every pixel of every batch item for the panel's W output channels, into the tile:
-    blocks of PR pixels, then the last pixels % PR as one smaller block."""
+    blocks of PR pixels, the last one moved back to end at the last pixel (its first
+    pixels are computed twice and stored twice, the same values): one block of code, not
+    a second one for the pixels % PR left over (which cost a third of the compile)."""
     g = ConvShape.of(conv)
     pixels = g.oh * g.ow
     b, pb = LoopVar(INDEX, "b"), LoopVar(INDEX, "pb")
-    full = pixels // lay.pr
-    body: list[Stmt] = []
-    if full:
-        main = _pixel_block(conv, lay, lay.pr, mul(pb, idx(lay.pr)), b, panel, source, packed, tile)
-        body.append(For("pb", full, main))
-    rest = pixels % lay.pr
-    if rest:
-        start = idx(pixels - rest)
-        body += _pixel_block(conv, lay, rest, start, b, panel, source, packed, tile, "t")
-    return [For("b", g.n, body)]
+    blocks = -(-pixels // lay.pr)
+    first: LExpr = mul(pb, idx(lay.pr))
+    if pixels % lay.pr:
+        first = Bin(INDEX, "min", first, idx(pixels - lay.pr))
+    main = _pixel_block(conv, lay, lay.pr, first, b, panel, source, packed, tile)
+    return [For("b", g.n, [For("pb", blocks, main)])]
 
 
 def _input_offset(conv: Call, lay: ChannelLayout, b: LExpr, pixel: LExpr) -> LExpr:
