@@ -73,18 +73,9 @@ def direct_conv(group: Group, anchor: Call, ops: list[str], wide: conv.Wide) -> 
     stmts += conv.direct_block(anchor, lay, block, source, weight, dest, private, not lay.into_out)
     if not (lay.into_out and anchor is group.fn.body):
         stmts += channel_block(group, block, lay.ob, flat_planes=lay.into_out)
-    named = zip(special, scratches, strict=True)
-    buffers = group.kernel_buffers([Buffer(name, "float32", shape) for name, (shape, _) in named])
-    work = conv.direct_macs(anchor, lay) / conv.LANES + size_of(group.out_type.shape)
-    nest: list[Stmt] = [For("ob", g.o // lay.ob, stmts, outer=True)]
-    kernel = Kernel(group.name, buffers, nest, g.o // lay.ob, work, unroll=False)
-    fused = LoopKernel(group.name, ops, kernel, dict(group.constants), special)
-    source_index = group.fn.params.index(x)
-    weights = operand(w, group.fn.params)
-    return ConvKernel(
-        group.name, ops, source_index, weights, pad, None, tuple(scratches), epilogue=fused,
-        variant="direct",
-    )  # fmt: skip
+    macs = conv.direct_macs(anchor, lay)
+    loop = ("ob", g.o // lay.ob)
+    return _conv_kernel(group, anchor, ops, stmts, loop, macs, special, scratches, pad, "direct")
 
 
 def channel_conv(
@@ -94,7 +85,7 @@ def channel_conv(
     panels of output channels: each panel's tile is still in cache when the epilogue
     writes its planes of the output from it."""
     g = conv.ConvShape.of(anchor)
-    x, w = anchor.args
+    x = anchor.args[0]
     assert isinstance(x, Var)
     special: dict[str, BufferRef] = {}
     scratches: list[tuple[tuple[int, ...], str]] = []
@@ -111,18 +102,35 @@ def channel_conv(
     packed = group.buffer_of(Constant(lay.panels))
     stmts = conv_channels.panel_block(anchor, lay, panel, source, packed, "tile")
     stmts += channel_block(group, panel, lay.width, flat_planes=True)
+    macs, loop = conv_channels.macs(anchor), ("panel", g.o // lay.width)
+    return _conv_kernel(group, anchor, ops, stmts, loop, macs, special, scratches, pad, "channels")
+
+
+def _conv_kernel(
+    group: Group,
+    anchor: Call,
+    ops: list[str],
+    stmts: list[Stmt],
+    loop: tuple[str, int],
+    macs: int,
+    special: dict[str, BufferRef],
+    scratches: list[tuple[tuple[int, ...], str]],
+    pad: Kernel | None,
+    variant: str,
+) -> ConvKernel:
+    """A micro-kernel convolution: `stmts` inside the thread-split loop over blocks of
+    output channels, its scratch buffers, an optional padding prologue."""
     named = zip(special, scratches, strict=True)
     buffers = group.kernel_buffers([Buffer(name, "float32", shape) for name, (shape, _) in named])
-    panels = g.o // lay.width
-    work = conv_channels.macs(anchor) / conv.LANES + size_of(group.out_type.shape)
-    nest: list[Stmt] = [For("panel", panels, stmts, outer=True)]
-    kernel = Kernel(group.name, buffers, nest, panels, work, unroll=False)
+    work = macs / conv.LANES + size_of(group.out_type.shape)
+    nest: list[Stmt] = [For(loop[0], loop[1], stmts, outer=True)]
+    kernel = Kernel(group.name, buffers, nest, loop[1], work, unroll=False)
     fused = LoopKernel(group.name, ops, kernel, dict(group.constants), special)
-    source_index = group.fn.params.index(x)
-    weights = operand(w, group.fn.params)
+    x, w = anchor.args
+    source, weights = group.fn.params.index(x), operand(w, group.fn.params)
     return ConvKernel(
-        group.name, ops, source_index, weights, pad, None, tuple(scratches), epilogue=fused,
-        variant="channels",
+        group.name, ops, source, weights, pad, None, tuple(scratches), epilogue=fused,
+        variant=variant,
     )  # fmt: skip
 
 

@@ -1,0 +1,168 @@
+"""`egc run` (a saved executable on inputs, a latency benchmark, a profile and trace) and
+`egc tune` (kernel choices measured on this machine)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import passmgr as pm
+from codegen.artifact import load
+from codegen.artifact_check import read_public_key
+from egraph_ir.compare import leaves
+from egraph_ir.errors import CompilerError
+
+from .cli_values import count, input_value, print_table, seconds, shape_value
+from .job import load_model
+
+
+def print_profile(profile: Any, top: int | None) -> None:
+    """The per-kernel table (the `top` slowest), time by kind of work, and the total."""
+    rows = profile.rows()
+    shown = rows[:top] if top else rows
+    title = "per-kernel profile" + (f" (slowest {len(shown)} of {len(rows)})" if top else "")
+    print_table(title, profile.HEADER, shown)
+    total = profile.total_seconds or 1.0
+    by_op = [
+        [name, str(n), f"{1e6 * s:.1f}", f"{100 * s / total:.1f}%"]
+        for name, n, s in profile.by_op()
+    ]
+    print_table("time by kind of kernel", ("kind and op", "kernels", "us", "share"), by_op)
+    print(f"total {1e6 * profile.total_seconds:.1f} us in {len(rows)} kernels (medians summed)")
+
+
+def write_trace(profile: Any, path: str | None) -> None:
+    """--trace: the profile as a Chrome trace (Perfetto, chrome://tracing)."""
+    if not path:
+        return
+    try:
+        Path(path).write_text(json.dumps(profile.trace()))
+    except OSError as exc:
+        raise CompilerError(f"{path}: cannot write ({exc.strerror})") from None
+
+
+def run_saved(args: argparse.Namespace) -> int:
+    """Load a saved executable and run it on inputs from .npy/.npz files."""
+    if args.require_signature and not args.trusted_key:
+        raise CompilerError("--require-signature needs at least one --trusted-key FILE.pub")
+    trusted = [read_public_key(p) for p in args.trusted_key] if args.trusted_key else None
+    exe = load(args.file, trusted_keys=trusted)
+    inputs: dict[str, np.ndarray] = {}
+    for name, path in args.input:
+        try:
+            data = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise CompilerError(f"{path}: cannot read as .npy/.npz ({exc})") from None
+        if isinstance(data, np.lib.npyio.NpzFile):
+            inputs.update({k: data[k] for k in data.files})
+        elif name:
+            inputs[name] = data
+        elif len(exe.input_types) == 1:
+            inputs[next(iter(exe.input_types))] = data
+        else:
+            raise CompilerError(f"{path}: say which input it is (NAME={path})")
+    if args.random:
+        rng = np.random.default_rng(args.seed)
+        for name, t in exe.input_types.items():
+            inputs.setdefault(name, rng.standard_normal(t.shape).astype(t.dtype))
+    named: dict[str, Any] = dict(zip(exe.output_names, leaves(exe.run(**inputs)), strict=True))
+    if args.output:
+        try:
+            np.savez(args.output, **named)
+        except OSError as exc:
+            raise CompilerError(f"{args.output}: cannot write ({exc.strerror})") from None
+    timing = args.repeats is not None or args.duration is not None
+    latency = None
+    if timing:
+        repeats = args.repeats if args.repeats is not None else 1
+        latency = exe.benchmark(inputs, repeats, args.warmup, args.duration)
+    profile = None
+    if args.profile or args.trace:
+        profile = exe.profile(inputs, repeats=args.repeats or 10)
+        write_trace(profile, args.trace)
+    if args.json:
+        report: dict[str, Any] = {
+            "file": args.file,
+            "outputs": {
+                n: {"dtype": str(v.dtype), "shape": list(v.shape)} for n, v in named.items()
+            },
+            "threads": exe.threads,
+        }
+        if latency is not None:
+            report["latency"] = latency.to_json()
+        if profile is not None and args.profile:
+            report["profile"] = [dataclasses.asdict(k) for k in profile]
+        print(json.dumps(report, indent=2))
+        return 0
+    if args.output:
+        print(f"wrote {', '.join(named)} to {args.output}")
+    else:
+        for name, value in named.items():
+            print(f"{name}: {value.dtype}{list(value.shape)}")
+            print(np.array2string(value, threshold=20, edgeitems=3))
+    if latency is not None:
+        print(latency)
+    if profile is not None and args.profile:
+        print_profile(profile, args.top)
+    return 0
+
+
+def tune_model(args: argparse.Namespace) -> int:
+    """`egc tune MODEL`: measure the kernel candidates of the model's anchors on this
+    machine and record them where later compiles read them."""
+    from codegen.tune import TuneReport, tune
+
+    mod, _, _ = load_model(args.model, dict(args.shape))
+    config: dict[str, Any] = {"codegen.num_threads": args.threads}
+    with pm.PassContext(opt_level=3, config=config):
+        report: TuneReport = tune(mod, args.db)
+    print_table(f"measured kernels ({args.threads or 'all'} threads)", report.HEADER, report.rows())
+    print(f"recorded {len(report.kernels)} anchor shape(s) in {report.path}")
+    return 0
+
+
+def add_run_parser(sub: Any) -> None:
+    """`egc run`: a saved executable on inputs from files."""
+    p_run = sub.add_parser("run", help="run a saved executable (egc compile -o)")
+    p_run.add_argument("file", help="a file written by egc compile -o / Executable.save")
+    p_run.add_argument(
+        "--input", action="append", type=input_value, default=[], metavar="NAME=FILE.npy",
+        help="an input array (.npy), or FILE.npz holding inputs by name",
+    )  # fmt: skip
+    p_run.add_argument("--random", action="store_true", help="random values for the rest")
+    p_run.add_argument("--seed", type=count(0), default=0, help="for --random")
+    p_run.add_argument("--output", metavar="OUT.npz", help="save the outputs by name")
+    p_run.add_argument("--profile", action="store_true", help="per-kernel times as a table")
+    p_run.add_argument("--top", type=count(1), metavar="N", help="--profile: the N slowest")
+    p_run.add_argument("--trace", metavar="OUT.json", help="a Chrome trace of a profiled run")
+    p_run.add_argument(
+        "--repeats", type=count(1), default=None,
+        help="time this many runs: mean, p50/p90/p99, min, max, throughput (--profile: 10)",
+    )  # fmt: skip
+    p_run.add_argument("--duration", type=seconds, metavar="S", help="time runs for S seconds")
+    p_run.add_argument("--warmup", type=count(0), default=5, help="untimed runs first")
+    p_run.add_argument("--json", action="store_true", help="outputs and timings as JSON")
+    p_run.add_argument(
+        "--trusted-key", action="append", default=[], metavar="FILE.pub",
+        help="load only a file signed by this key (egc keygen); may repeat",
+    )  # fmt: skip
+    p_run.add_argument(
+        "--require-signature", action="store_true", help="refuse to run without a --trusted-key"
+    )
+
+
+def add_tune_parser(sub: Any) -> None:
+    """`egc tune`: measure kernel choices for a model."""
+    p_tune = sub.add_parser("tune", help="measure kernel choices for a model on this machine")
+    p_tune.add_argument("model", help="an .onnx file or a built-in model name")
+    p_tune.add_argument("--db", metavar="FILE.json", help="the kernel database (default: per CPU)")
+    p_tune.add_argument("--threads", type=count(0), default=0, help="thread budget (0: all)")
+    p_tune.add_argument(
+        "--shape", action="append", type=shape_value, default=[], metavar="NAME=D1,D2,..",
+        help="fix an ONNX input's symbolic dimensions",
+    )  # fmt: skip
