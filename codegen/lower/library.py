@@ -173,7 +173,7 @@ def panel_epilogue(group: Group, panel: LExpr, p: gemm.Packed) -> list[Stmt]:
     lead = Index(shape[:-1], flat=m).multi() if len(shape) > 2 else [m]
     index = Index(shape, multi=[*lead, column], flat=add(mul(m, idx(p.n)), column))
     store = Store("out", index.flat(), group.reader(group.fn.body)(index))
-    return [For("em", p.m, [For("ej", p.width, [store], unroll=True)])]
+    return [For("em", p.m, [For("ej", p.width, [store])])]
 
 
 def channel_block(group: Group, block: LExpr, ob: int, flat_planes: bool = False) -> list[Stmt]:
