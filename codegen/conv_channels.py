@@ -25,7 +25,7 @@ import numpy as np
 
 from egraph_ir.expr import Call, Constant, Var
 
-from .conv import LANES, ConvShape, Wide
+from .conv import LANES, ConvShape, Wide, pointwise
 from .loop_ir import (
     INDEX,
     THREAD_SLOT,
@@ -118,7 +118,9 @@ def worth_it(conv: Call, wide: Wide) -> bool:
     return plane <= SMALL_PLANE or (plane <= MAX_PLANE and lane_use(conv, wide) < LANE_USE)
 
 
-def layout(conv: Call) -> ChannelLayout:
+def layout(conv: Call, wide: Wide) -> ChannelLayout:
+    """The blocking of a convolution `can_take` accepts; `wide` is its direct layout,
+    whose padded phase planes this kernel reads unless it reads the input itself."""
     g = ConvShape.of(conv)
     weights = conv.args[1]
     assert isinstance(weights, Constant)
@@ -129,10 +131,7 @@ def layout(conv: Call) -> ChannelLayout:
     taps = g.kh * g.kw
     w = np.asarray(weights.data, dtype="float32").reshape(g.o // width, width, g.c, taps)
     panels = np.ascontiguousarray(w.transpose(0, 2, 3, 1))
-    in_place = (g.kh, g.kw, g.sh, g.sw) == (1, 1, 1, 1) and (
-        (g.top, g.left, g.bottom, g.right) == (0, 0, 0, 0)
-    )
-    return ChannelLayout(xv, pr, None if in_place else Wide.of(conv), panels)
+    return ChannelLayout(xv, pr, None if pointwise(conv) else wide, panels)
 
 
 def tile_shape(conv: Call, lay: ChannelLayout) -> tuple[int, ...]:
@@ -162,48 +161,49 @@ def panel_block(
     first: LExpr = mul(pb, idx(lay.pr))
     if pixels % lay.pr:
         first = Bin(INDEX, "min", first, idx(pixels - lay.pr))
-    main = _pixel_block(conv, lay, lay.pr, first, b, panel, source, packed, tile)
+    main = _pixel_block(conv, lay, first, b, panel, source, packed, tile)
     return [For("b", g.n, [For("pb", blocks, main)])]
 
 
-def _input_offset(conv: Call, lay: ChannelLayout, b: LExpr, pixel: LExpr) -> LExpr:
+def _channel_size(g: ConvShape, lay: ChannelLayout) -> int:
+    """Elements of one input channel in the source: its plane, or its phase planes."""
+    return g.h * g.w if lay.wide is None else len(lay.wide.phases) * lay.wide.plane
+
+
+def _input_offset(g: ConvShape, lay: ChannelLayout, b: LExpr, pixel: LExpr) -> LExpr:
     """Where output `pixel`'s tap (0, 0) reads input channel 0 of item b."""
-    g = ConvShape.of(conv)
+    item = mul(b, idx(g.c * _channel_size(g, lay)))
     if lay.wide is None:
-        return add(mul(b, idx(g.c * g.h * g.w)), pixel)
-    per_channel = len(lay.wide.phases) * lay.wide.plane
+        return add(item, pixel)
     y, x = Bin(INDEX, "div", pixel, idx(g.ow)), Bin(INDEX, "rem", pixel, idx(g.ow))
-    return add(mul(b, idx(g.c * per_channel)), add(mul(y, idx(lay.wide.wp)), x))
+    return add(item, add(mul(y, idx(lay.wide.wp)), x))
 
 
 def _pixel_block(
     conv: Call,
     lay: ChannelLayout,
-    rows: int,
     first: LExpr,
     b: LExpr,
     panel: LoopVar,
     source: str,
     packed: str,
     tile: str,
-    tag: str = "",
 ) -> list[Stmt]:
-    """`rows` pixels from `first`: rows x XV accumulators over channels and taps."""
+    """PR pixels from `first`: PR x XV accumulators over channels and taps."""
     g = ConvShape.of(conv)
     vec = f"float32x{LANES}"
-    ch = LoopVar(INDEX, f"{tag}ch")
-    taps = g.kh * g.kw
-    channel_size = g.h * g.w if lay.wide is None else len(lay.wide.phases) * lay.wide.plane
-    acc = [[f"{tag}acc{r}_{v}" for v in range(lay.xv)] for r in range(rows)]
+    ch = LoopVar(INDEX, "ch")
+    taps, rows = g.kh * g.kw, lay.pr
+    acc = [[f"acc{r}_{v}" for v in range(lay.xv)] for r in range(rows)]
     body: list[Stmt] = [Declare(name, Const(vec, 0.0)) for names in acc for name in names]
-    starts = [add(_input_offset(conv, lay, b, add(first, idx(r))), mul(ch, idx(channel_size)))
-              for r in range(rows)]  # fmt: skip
+    channel = mul(ch, idx(_channel_size(g, lay)))
+    starts = [add(_input_offset(g, lay, b, add(first, idx(r))), channel) for r in range(rows)]
     weights_at = mul(add(mul(panel, idx(g.c)), ch), idx(taps * lay.width))
     # With one phase plane, a loop over kernel rows with one row's taps unrolled: a fully
     # unrolled 3x3 block doubled LLVM's time for the layer and ran no faster. Strided
     # taps (several planes) stay unrolled: their row offsets are constants only then.
     row_loop = g.kh > 1 and lay.wide is not None and len(lay.wide.phases) == 1
-    row = LoopVar(INDEX, f"{tag}i")
+    row = LoopVar(INDEX, "i")
     updates: list[Stmt] = []
     for i in [row] if row_loop else [idx(i) for i in range(g.kh)]:
         for j in range(g.kw):

@@ -120,52 +120,66 @@ def _plane_copy(
     layer spent two thirds of its time copying)."""
     if _uniform(g, phases, rows, width, stride):
         return _grid_copy(g, rows, width, stride, source, dest)
-    sh, sw = stride
-    (src_buf, src_plane), (out, dst_channel) = source, dest
-    plane_size = rows * width
-    fill = zero(g.dtype)
-    body: list[Stmt] = []
     by_row: dict[int, list[int]] = {}
     for k, (pa, _) in enumerate(phases):
         by_row.setdefault(pa, []).append(k)
-    for pa, ks in by_row.items():
-        r0, r1 = _span(pa - g.top, sh, g.h, rows)
-        for k in ks:
-            plane = add(dst_channel, idx(k * plane_size))
-            for first, count in ((0, r0), (r1, rows - r1)):
-                if count > 0:
-                    r, t = loop_var(f"zr{k}_{first}"), loop_var(f"zt{k}_{first}")
-                    at = add(plane, add(mul(add(r, idx(first)), idx(width)), t))
-                    body.append(For(r.name, count, [For(t.name, width, [Store(out, at, fill)])]))
-        if r1 <= r0:
-            continue
-        r = loop_var(f"r{pa}")
-        src_row = add(src_plane, mul(add(mul(add(r, idx(r0)), idx(sh)), idx(pa - g.top)), idx(g.w)))
-        spans = {k: _span(phases[k][1] - g.left, sw, g.w, width) for k in ks}
-        lo, hi = max(t0 for t0, _ in spans.values()), min(t1 for _, t1 in spans.values())
-        inner: list[Stmt] = []
-        joint: list[Stmt] = []
-        shared = loop_var(f"s{pa}")
-        for k in ks:
-            row = add(idx(k * plane_size), add(dst_channel, mul(add(r, idx(r0)), idx(width))))
-            t0, t1 = spans[k]
-            copy = partial(_column_copy, g, sw, (src_buf, src_row, phases[k][1]), (out, row))
-            for first, count in ((0, t0), (t1, width - t1)):
-                if count > 0:
-                    t = loop_var(f"zc{k}_{first}")
-                    inner.append(
-                        For(t.name, count, [Store(out, add(row, add(t, idx(first))), fill)])
-                    )
-            alone = [(t0, t1)] if hi <= lo else [(t0, min(lo, t1)), (max(hi, t0), t1)]
-            for a, b in alone:
-                if b > a:
-                    t = loop_var(f"t{k}_{a}")
-                    inner.append(For(t.name, b - a, [copy(add(t, idx(a)))]))
-            if hi > lo:
-                joint.append(copy(add(shared, idx(lo))))
-        if joint:
-            inner.append(For(shared.name, hi - lo, joint))
-        body.append(For(r.name, r1 - r0, inner))
+    body: list[Stmt] = []
+    for ks in by_row.values():
+        body += _row_phase_copy(g, phases, ks, (rows, width), stride, source, dest)
+    return body
+
+
+def _row_phase_copy(
+    g: ConvShape,
+    phases: Sequence[tuple[int, int]],
+    ks: list[int],
+    size: tuple[int, int],
+    stride: tuple[int, int],
+    source: tuple[str, LExpr],
+    dest: tuple[str, LExpr],
+) -> list[Stmt]:
+    """The planes `ks` (phases of one row phase): rows outside the input zeroed, then one
+    row loop: per plane its zero columns and the columns only it reads, and one loop over
+    the columns all of them read."""
+    (rows, width), (sh, sw) = size, stride
+    (src_buf, src_plane), (out, dst_channel) = source, dest
+    fill = zero(g.dtype)
+    r0, r1 = _span(phases[ks[0]][0] - g.top, sh, g.h, rows)
+    body: list[Stmt] = []
+    for k in ks:
+        plane = add(dst_channel, idx(k * rows * width))
+        for first, count in ((0, r0), (r1, rows - r1)):
+            if count > 0:
+                r, t = loop_var(f"zr{k}_{first}"), loop_var(f"zt{k}_{first}")
+                at = add(plane, add(mul(add(r, idx(first)), idx(width)), t))
+                body.append(For(r.name, count, [For(t.name, width, [Store(out, at, fill)])]))
+    if r1 <= r0:
+        return body
+    pa = phases[ks[0]][0]
+    r = loop_var(f"r{pa}")
+    src_row = add(src_plane, mul(add(mul(add(r, idx(r0)), idx(sh)), idx(pa - g.top)), idx(g.w)))
+    spans = {k: _span(phases[k][1] - g.left, sw, g.w, width) for k in ks}
+    lo, hi = max(t0 for t0, _ in spans.values()), min(t1 for _, t1 in spans.values())
+    inner: list[Stmt] = []
+    joint: list[Stmt] = []
+    for k in ks:
+        row = add(idx(k * rows * width), add(dst_channel, mul(add(r, idx(r0)), idx(width))))
+        t0, t1 = spans[k]
+        copy = partial(_column_copy, g, sw, (src_buf, src_row, phases[k][1]), (out, row))
+        for first, count in ((0, t0), (t1, width - t1)):
+            if count > 0:
+                t = loop_var(f"zc{k}_{first}")
+                inner.append(For(t.name, count, [Store(out, add(row, add(t, idx(first))), fill)]))
+        alone = [(t0, t1)] if hi <= lo else [(t0, min(lo, t1)), (max(hi, t0), t1)]
+        for a, b in alone:
+            if b > a:
+                t = loop_var(f"t{k}_{a}")
+                inner.append(For(t.name, b - a, [copy(add(t, idx(a)))]))
+        if hi > lo:
+            joint.append(copy(add(loop_var(f"s{pa}"), idx(lo))))
+    if joint:
+        inner.append(For(f"s{pa}", hi - lo, joint))
+    body.append(For(r.name, r1 - r0, inner))
     return body
 
 

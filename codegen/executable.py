@@ -48,6 +48,11 @@ class KernelTime:
     shape: tuple[int, ...] | None = None  # of its result
 
     @property
+    def label(self) -> str:
+        """Its kind and variant, as tables and traces show them (conv/direct, loops)."""
+        return f"{self.kind}/{self.variant}" if self.variant else self.kind
+
+    @property
     def gflops_per_s(self) -> float:
         return self.flops / self.seconds / 1e9 if self.seconds > 0 else 0.0
 
@@ -81,7 +86,7 @@ class Profile:
             out.append(
                 [
                     k.name,
-                    f"{k.kind}/{k.variant}" if k.variant else k.kind,
+                    k.label,
                     ops if len(ops) <= 40 else ops[:37] + "...",
                     f"{1e6 * k.seconds:.1f}",
                     f"{1e6 * k.low:.1f}-{1e6 * k.high:.1f}",
@@ -103,8 +108,7 @@ class Profile:
         time goes by kind of work."""
         totals: dict[str, list[float]] = {}
         for k in self.kernels:
-            kind = f"{k.kind}/{k.variant}" if k.variant else k.kind
-            entry = totals.setdefault(f"{kind} {k.ops[0] if k.ops else ''}".strip(), [0, 0.0])
+            entry = totals.setdefault(f"{k.label} {k.ops[0] if k.ops else ''}".strip(), [0, 0.0])
             entry[0] += 1
             entry[1] += k.seconds
         rows = [(name, int(n), s) for name, (n, s) in totals.items()]
@@ -119,7 +123,7 @@ class Profile:
             args = {"ops": ",".join(k.ops), "shape": list(k.shape or ()), "flops": k.flops}
             events.append(
                 {
-                    "name": k.name, "cat": f"{k.kind}/{k.variant}" if k.variant else k.kind,
+                    "name": k.name, "cat": k.label,
                     "ph": "X", "ts": 1e6 * at, "dur": 1e6 * k.seconds, "pid": 0, "tid": 0,
                     "args": args,
                 }

@@ -22,7 +22,7 @@ from egraph_ir.visitor import post_order
 
 from . import tuning
 from .build import build
-from .lower.select import CHOOSERS, tunable
+from .lower.select import CHOOSERS, ChannelConv, tunable
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ def _alone(anchor: Call) -> tuple[Function, dict[str, np.ndarray]]:
 def _rule_choice(anchor: Call) -> str:
     with tuning.using(None):
         strategy = CHOOSERS[anchor.op.name](anchor)  # type: ignore[union-attr]
-    return "channels" if type(strategy).__name__ == "ChannelConv" else "direct"
+    return "channels" if isinstance(strategy, ChannelConv) else "direct"
 
 
 def tune(model: Any, db_path: str | Path | None = None) -> TuneReport:

@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ from egraph_ir.errors import CodegenError
 FORMAT = 1
 
 
+@cache
 def cpu_id() -> str:
     """The host CPU's name and a digest of its features (what the generated code uses)."""
     llvm.initialize_native_target()

@@ -14,6 +14,7 @@ from egraph_ir.types import TensorType
 from egraph_ir.visitor import post_order
 
 from ..compute import Index
+from ..conv import LANES  # partial sums of a split reduction: one vector's worth
 from ..loop_ir import (
     INDEX,
     Assign,
@@ -129,17 +130,8 @@ def reduction_nest(group: Group, call: Call) -> list[Stmt]:
     split = op in ("sum", "mean") and dtype == "float32" and trailing and count >= MIN_SPLIT
     source = group.buffers[src].name if split and isinstance(src, Var) else None
 
-    def inner(out_vars: list[LExpr]) -> list[Stmt]:
-        kept_vars = [out_vars[k] for k in kept] if keep else out_vars
-        if source is not None:  # one contiguous run per output, summed in lanes
-            start = Index(in_t.shape, multi=[*kept_vars, *(idx(0) for _ in axes)]).flat()
-            summed, total = lane_sum(group, source, start, count, acc_name)
-            if op == "mean":
-                total = Bin(dtype, "div", total, const(float(count), dtype))
-            out_index = (
-                Index(out_shape, multi=out_vars) if out_vars else Index(out_shape, flat=idx(0))
-            )
-            return [*summed, group.store_through_epilogue(call, out_index, total)]
+    def running(kept_vars: list[LExpr]) -> tuple[list[Stmt], LExpr]:
+        """One accumulator over the reduced axes' loops."""
         red_vars = {a: group.var("r") for a in axes}
         multi: list[LExpr] = []
         it = iter(kept_vars)
@@ -149,18 +141,24 @@ def reduction_nest(group: Group, call: Call) -> list[Stmt]:
         body: list[Stmt] = [Assign(acc_name, combine(Ref(dtype, acc_name), element))]
         for a in reversed(axes):
             body = [For(red_vars[a].name, in_t.shape[a], body)]
-        result: LExpr = Ref(dtype, acc_name)
+        return [Declare(acc_name, init), *body], Ref(dtype, acc_name)
+
+    def inner(out_vars: list[LExpr]) -> list[Stmt]:
+        kept_vars = [out_vars[k] for k in kept] if keep else out_vars
+        if source is not None:  # one contiguous run per output, summed in lanes
+            start = Index(in_t.shape, multi=[*kept_vars, *(idx(0) for _ in axes)]).flat()
+            body, result = lane_sum(group, source, start, count, acc_name)
+        else:
+            body, result = running(kept_vars)
         if op == "mean":
             result = Bin(dtype, "div", result, const(float(count), dtype))
         out_index = Index(out_shape, multi=out_vars) if out_vars else Index(out_shape, flat=idx(0))
-        store = group.store_through_epilogue(call, out_index, result)
-        return [Declare(acc_name, init), *body, store]
+        return [*body, group.store_through_epilogue(call, out_index, result)]
 
     return group.nest(out_shape, inner)
 
 
-LANES = 16  # partial sums of a split reduction: one vector's worth
-MIN_SPLIT = 256  # elements per output from which the split sum measured faster (7x7: not)
+MIN_SPLIT = 256  # elements per output from which the split sum pays (a 7x7 plane: no faster)
 
 
 def lane_sum(

@@ -170,7 +170,7 @@ def _conv2d(anchor: Call) -> Strategy:
         return DirectConv(wide)
     measured = tuning.choose(tuning_key(anchor), CONV_CANDIDATES)
     if measured == "channels" or (measured is None and conv_channels.worth_it(anchor, wide)):
-        return ChannelConv(conv_channels.layout(anchor))
+        return ChannelConv(conv_channels.layout(anchor, wide))
     return DirectConv(wide)
 
 
@@ -185,16 +185,17 @@ def tuning_key(anchor: Call) -> str:
 
 
 def tunable(anchor: Call) -> tuple[str, tuple[str, ...]] | None:
-    """(key, candidates) when the kernel of this anchor is a measured choice, else None."""
+    """(key, candidates) when the kernel of this anchor is a measured choice, else None:
+    asked of _conv2d itself, with the channel kernel forced, so it is a choice exactly
+    where lowering consults the database."""
     if not (isinstance(anchor.op, Op) and anchor.op.name == "conv2d"):
         return None
     try:
-        _materialised(anchor)
+        with tuning.forcing("channels"):
+            chosen = _conv2d(anchor)
     except Unsupported:
         return None
-    if not (conv.direct_fits(anchor) and conv_channels.can_take(anchor)):
-        return None
-    return tuning_key(anchor), CONV_CANDIDATES
+    return (tuning_key(anchor), CONV_CANDIDATES) if isinstance(chosen, ChannelConv) else None
 
 
 CHOOSERS: dict[str, Callable[[Call], Strategy]] = {
