@@ -9,8 +9,8 @@ depends on both) under `$XDG_CACHE_HOME/egraph-compiler/` (default `~/.cache`), 
 file `codegen.kernel_db` names; `codegen.kernel_db=off` ignores it.
 
 Measuring (`tune`) builds each anchor alone once per candidate, with the candidate forced
-(`forcing`), and times it with the executable's thread budget: a median of medians, so a
-busy moment does not decide.
+(`forcing`), and times the candidates in turn, round after round, with the executable's
+thread budget: a median of round medians, so a busy moment does not decide.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ import json
 import os
 import statistics
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -142,18 +142,25 @@ def choose(key: str, candidates: Sequence[str]) -> str | None:
     return db.fastest(key, candidates) if db is not None else None
 
 
-def median_of_medians(run: Callable[[], Any], rounds: int = 5, per_round: int = 10) -> float:
-    """Seconds per run: the median over rounds of each round's median."""
-    run()  # warm: page in the arena and the code
-    medians = []
+def interleaved_medians(
+    runs: Mapping[str, Callable[[], Any]], rounds: int = 11, per_round: int = 10
+) -> dict[str, float]:
+    """Seconds per run of each: rounds that take every one in turn, then per run the
+    median of its round medians. Interleaved, a busy moment of a shared machine slows
+    every candidate alike; timed one after the other, it decided which was faster (a
+    MobileNetV2 layer measured channels-faster in one tune and direct-faster in the next)."""
+    for run in runs.values():
+        run()  # warm: page in the arena and the code
+    medians: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(rounds):
-        samples = []
-        for _ in range(per_round):
-            start = time.perf_counter()
-            run()
-            samples.append(time.perf_counter() - start)
-        medians.append(statistics.median(samples))
-    return statistics.median(medians)
+        for name, run in runs.items():
+            samples = []
+            for _ in range(per_round):
+                start = time.perf_counter()
+                run()
+                samples.append(time.perf_counter() - start)
+            medians[name].append(statistics.median(samples))
+    return {name: statistics.median(m) for name, m in medians.items()}
 
 
 @dataclass(frozen=True)
@@ -172,14 +179,10 @@ def measure(
     build: Callable[[], Any],
     inputs: dict[str, np.ndarray],
 ) -> Measured:
-    """Each candidate forced, built by `build` and timed on inputs."""
-    seconds = {}
+    """Each candidate forced, built by `build`, then all timed on inputs in turn."""
+    exes = {}
     for candidate in candidates:
         with forcing(candidate):
-            exe = build()
-
-        def run(exe: Any = exe) -> None:
-            exe.run(**inputs)
-
-        seconds[candidate] = median_of_medians(run)
-    return Measured(key, seconds)
+            exes[candidate] = build()
+    runs = {c: partial(exe.run, **inputs) for c, exe in exes.items()}
+    return Measured(key, interleaved_medians(runs))
