@@ -244,6 +244,7 @@ def _program_from_json(
     program.slot_count, program.slot_of = data["slot_count"], slot_of
     program.constants = [(slot, constants[slot]) for slot in data["constant_slots"]]
     program.arena_slots = [(slot, device, offset) for slot, device, offset in data["arena_slots"]]
+    program.arena_keys = list(data["arena_keys"])  # kept, so a loaded program saves again
     program.slot_device = {int(k): v for k, v in data["slot_device"].items()}
     program.parallel, program.uses_blas = data["parallel"], data["uses_blas"]
     for item in data["schedule"]:

@@ -16,7 +16,7 @@ stages receive whole and the executable keeps (and saves).
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from os import PathLike
 from typing import Any
 
@@ -48,6 +48,13 @@ from .options import BuildOptions
 from .program import link
 
 TARGETS = ("llvm",)
+STAGE_NAMES = {  # what progress shows while a stage runs
+    "external": "compiling external regions",
+    "lower": "lowering kernels to loop nests",
+    "plan": "planning memory",
+    "emit": "emitting LLVM IR",
+    "jit": "LLVM optimising and compiling",
+}
 
 
 def build(
@@ -55,11 +62,12 @@ def build(
     target: str = "llvm",
     params: Mapping[str, np.ndarray] | None = None,
     extra_passes: Sequence[pm.Pass] = (),
+    on_stage: Callable[[str], None] | None = None,
 ) -> Executable:
     """Compile `mod` (its main function) for `target`: an IR module or function, or an
     ONNX model (a path or a ModelProto, imported with `from_onnx`). `params` binds inputs
     to constants; `extra_passes` (e.g. EqSat over a user's rule file) run after the
-    standard pipeline."""
+    standard pipeline; `on_stage` hears the name of each stage as it starts (progress)."""
     if target not in TARGETS:
         raise CodegenError(f"unknown target '{target}'; supported: {', '.join(TARGETS)}")
     if isinstance(mod, Function):
@@ -78,7 +86,7 @@ def build(
     threads = options.threads
     start_helpers(threads)  # compile helpers start while the passes run
     times: dict[str, float] = {}
-    clock = _Clock(times)
+    clock = _Clock(times, on_stage)
     mod, externals = clock("external", compile_regions, mod, threads)
     optimised = clock("optimise", optimise, mod, params, extra_passes)
     placed = clock("devices", plan_devices, optimised) if mentions_devices(optimised) else optimised
@@ -120,10 +128,13 @@ def outputs_of(fn: Function) -> tuple[list[Type], list[str]]:
 class _Clock:
     """Times each stage into `times` under its name."""
 
-    def __init__(self, times: dict[str, float]) -> None:
+    def __init__(self, times: dict[str, float], on_stage: Callable[[str], None] | None) -> None:
         self.times = times
+        self.on_stage = on_stage
 
     def __call__(self, stage: str, fn: Any, *args: Any) -> Any:
+        if self.on_stage is not None:
+            self.on_stage(STAGE_NAMES.get(stage, stage))
         t0 = time.perf_counter()
         result = fn(*args)
         self.times[stage] = time.perf_counter() - t0

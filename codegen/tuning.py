@@ -45,8 +45,11 @@ def cpu_id() -> str:
 
 
 def default_path() -> Path:
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(cache) / "egraph-compiler" / f"kernels-{cpu_id()}.json"
+    """This CPU's database in the project's user cache directory (platformdirs; the
+    compile cache of egc lives beside it)."""
+    import platformdirs
+
+    return platformdirs.user_cache_path("egraph-compiler") / f"kernels-{cpu_id()}.json"
 
 
 @dataclass

@@ -1,259 +1,131 @@
 """egc: the command line.
 
-    egc demo                          the main job on a built-in model
-    egc compile MODEL [-o OUT.egc]    import, optimise, compile, run, check, report (and save)
-    egc run OUT.egc --input x=x.npy   run a saved executable (no compile step)
-    egc opt FILE --passes PIPELINE    IR text through a pass pipeline
-    egc rules check FILE_OR_SET...    property-test rule files
-    egc tune MODEL                    measure kernel choices on this CPU for later compiles
-    egc list passes|rules|ops|targets|configs
-
-Exit status: 0 success, 1 a check failed (wrong result, unsound rule), 2 bad input (missing,
-unreadable or malformed file, unknown name, unsupported op) with a one-line message, never a
-traceback. Tables use `rich` (colour) on a terminal and plain aligned text otherwise.
+Parsing is light (standard library only) and the compiler is imported when a command needs
+it, so `egc compile` answered from the compile cache and `egc --help` start in a blink.
+The commands themselves live in egc/commands.py (compile, demo, opt, rules, list) and
+egc/cli_run.py (run, tune).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
+import logging
 import sys
-from pathlib import Path
 from typing import Any
 
-import numpy as np
+from .cli_args import config_value, count, input_value, seconds, shape_value
 
-import egraph_ir as ir
-import passmgr as pm
-from codegen.artifact_check import read_private_key, write_key_pair
-from codegen.artifact_write import project_version
-from codegen.external import list_externals
-from egraph_ir import models
-from egraph_ir.dot import module_to_dot
-from egraph_ir.egraph import egraph_to_dot, optimize
-from egraph_ir.errors import CompilerError, did_you_mean
-from egraph_ir.support import supported_ops
-from passmgr.names import check_pass_names
-from passmgr.registry import pass_factory
+COMMANDS = """\
+commands:
+  egc demo                          the main job on a built-in model
+  egc compile MODEL [-o OUT.egc]    import, optimise, compile (and save); --check compares
+  egc run OUT.egc --random          run a saved executable (no compile step); --repeats times it
+  egc opt FILE --passes PIPELINE    IR text through a pass pipeline
+  egc rules check FILE_OR_SET...    property-test rule files
+  egc tune MODEL                    measure kernel choices on this CPU for later compiles
+  egc cache info|clear              the compile cache
+  egc list passes|rules|ops|onnx-ops|targets|configs
+"""
 
-from .cli_run import (
-    add_run_parser,
-    add_tune_parser,
-    print_profile,
-    run_saved,
-    tune_model,
-    write_trace,
-)
-from .cli_values import (
-    config_value,
-    count,
-    print_report,
-    print_table,
-    read_text,
-    rule_source,
-    shape_value,
-    write_text,
-)
-from .job import JobOptions, Progress, load_model, random_inputs, render_text, run_job
+EXAMPLES = """\
+examples:
+  egc compile resnet18.onnx -o resnet18.egc            compile once (cached: again is instant)
+  egc compile resnet18.onnx --check                    compare with the interpreter and ORT
+  egc compile model.onnx --shape x=1,3,224,224 -o m.egc   fix a symbolic input dimension
+  egc run resnet18.egc --random --repeats 100 --json   a latency benchmark
+  egc run resnet18.egc --random --profile --top 10 --trace t.json   where the time goes
+  egc compile mlp --targets onnxruntime,blas           offload regions to other targets
+
+exit status:
+  0  success
+  1  a check failed (a wrong result, an unsound rule)
+  2  bad input (a missing, unreadable or malformed file, an unknown name, an unsupported op),
+     with a one-line message, never a traceback
+"""
+
+LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
-def demo(model: str, show_ir: int) -> int:
-    """The main job on a built-in model, with the optimised IR's first lines."""
-    report, exe = run_job(model, JobOptions(repeats=3), Progress())
-    print_report(render_text(report, time_passes=True))
-    if show_ir and exe.optimized_module is not None:
-        lines = exe.optimized_module.astext(show_meta=False).splitlines()
-        print(f"\noptimised IR ({len(lines)} lines, first {min(show_ir, len(lines))}):")
-        print("\n".join(lines[:show_ir]))
-    return 0 if report["ok"] else 1
+class _Version(argparse.Action):
+    """--version, looked up only when asked (importlib.metadata is slow to import)."""
 
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="show the version and exit")
 
-def writable(path: str | None) -> None:
-    """A file we will write later can be written: its folder exists and takes files."""
-    if not path:
-        return
-    folder = Path(path).resolve().parent
-    if not folder.is_dir():
-        raise CompilerError(f"{path}: cannot write (no folder {folder})")
-    if Path(path).is_dir():
-        raise CompilerError(f"{path}: cannot write (a folder)")
-    if not os.access(folder, os.W_OK):
-        raise CompilerError(f"{path}: cannot write (folder {folder} is not writable)")
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> None:
+        from importlib import metadata
 
-
-def compile_model(args: argparse.Namespace) -> int:
-    opts = JobOptions(
-        opt_level=args.opt_level,
-        rules=[rule_source(r) for r in args.rules],
-        disabled=args.disable,
-        print_ir_after=args.print_ir_after,
-        check=args.check,
-        repeats=args.repeats,
-        config=dict(args.config),
-        shapes=dict(args.shape),
-        targets=targets_value(args.targets),
-        place=args.place,
-    )
-    check_pass_names("--disable", opts.disabled)
-    check_pass_names("--print-ir-after", opts.print_ir_after)
-    for path in (args.output, args.dot, args.egraph_dot, args.emit_onnx, args.trace):
-        writable(path)  # before the compile, not after it
-    key = read_private_key(args.sign_key) if args.sign_key else None
-    report, exe = run_job(args.model, opts, Progress(enabled=not args.json))
-    if args.output:
-        exe.save(args.output, key=key)
-        report["saved"] = args.output
-    if args.dot and exe.optimized_module is not None:
-        write_text(args.dot, module_to_dot(exe.optimized_module))
-        report["dot"] = args.dot
-    if args.egraph_dot:
-        write_text(args.egraph_dot, _egraph_dot(args.model, opts.rules, opts.shapes))
-        report["egraph_dot"] = args.egraph_dot
-    if args.emit_onnx:
-        from egraph_ir.frontend import to_onnx
-
-        assert exe.optimized_module is not None
         try:
-            Path(args.emit_onnx).write_bytes(to_onnx(exe.optimized_module).SerializeToString())
-        except OSError as exc:
-            raise CompilerError(f"{args.emit_onnx}: cannot write ({exc.strerror})") from None
-        report["onnx"] = args.emit_onnx
-    profile = None
-    if args.profile or args.trace:
-        inputs = _job_inputs(args.model, exe, opts.seed)
-        profile = exe.profile(inputs, repeats=args.repeats)
-        report["profile"] = [vars(k) for k in profile]
-        write_trace(profile, args.trace)
-    if args.json:
-        print(json.dumps(report, indent=2, default=str))
-        return 0 if report["ok"] else 1
-    print_report(render_text(report, time_passes=args.time_passes))
-    for key in ("saved", "onnx"):
-        if key in report:
-            print(f"wrote {report[key]}")
-    if profile is not None and args.profile:
-        print_profile(profile, args.top)
-    return 0 if report["ok"] else 1
-
-
-def _job_inputs(model: str, exe: Any, seed: int) -> dict[str, np.ndarray]:
-    if model in models.NAMES and not Path(model).exists():
-        return models.example_inputs(model)
-    assert exe.module is not None
-    return random_inputs(exe.module, seed)
-
-
-def _egraph_dot(model: str, rule_sources: list[str], shapes: dict[str, tuple[int, ...]]) -> str:
-    """The main function's e-graph saturated with the algebraic and layout rules (and the
-    user's), as DOT; refused above 2,000 e-nodes."""
-    import rules
-
-    mod, _, _ = load_model(model, shapes)
-    rule_set = rules.builtin("algebraic") + rules.builtin("layout")
-    for source in rule_sources:
-        is_file = Path(source).is_file()
-        rule_set = rule_set + (rules.load(source) if is_file else rules.builtin(source))
-    result = optimize(mod["main"], rule_set.enabled(fast_math=False).rewrites())
-    assert result.snapshot is not None
-    return egraph_to_dot(result.snapshot, root=result.root_class)
-
-
-def opt(args: argparse.Namespace) -> int:
-    """The text format in and out through a pipeline."""
-    mod = ir.parse(read_text(args.input), source=args.input)
-    pipeline = pm.parse_pipeline(args.passes)
-    with pm.PassContext(opt_level=args.opt_level):
-        out = pipeline(mod)
-    result = out.astext(show_meta=True)
-    if args.output:
-        write_text(args.output, result + "\n")
-    else:
-        print(result)
-    return 0
-
-
-def rules_check(sources: list[str], max_examples: int, seed: int) -> int:
-    """Property-test rule files (or built-in set names): 0 when all are sound, 1 if not."""
-    import rules
-
-    status = 0
-    for source in sources:
-        rule_source(source)
-        is_builtin = source in rules.builtin_names() and not Path(source).exists()
-        rule_set = rules.builtin(source) if is_builtin else rules.load(source)
-        report = rules.check_soundness(rule_set, max_examples=max_examples, seed=seed)
-        print(f"{source}: {report}")
-        if not report.ok:
-            status = 1
-    return status
-
-
-def list_things(what: str) -> int:
-    """`egc list passes|rules|ops|targets|configs` as a table."""
-    import rules
-    from codegen.build import TARGETS
-
-    if what == "passes":
-        rows = []
-        for name in pm.list_passes():
-            info = pm.get_pass(name).info
-            doc = (pass_factory(name).__doc__ or "").strip().split("\n")[0]
-            rows.append([name, str(info.opt_level), doc])
-        print_table("passes (pipeline text: egc opt --passes)", ("pass", "opt level", "what"), rows)
-    elif what == "rules":
-        rows = []
-        for name in rules.builtin_names():
-            rs = rules.builtin(name)
-            tags = sorted({t for r in rs for t in r.tags})
-            rows.append([name, str(len(list(rs))), ", ".join(tags)])
-        print_table("built-in rule sets (--rules NAME)", ("set", "rules", "tags"), rows)
-    elif what == "ops":
-        rows = []
-        for name in ir.op.list_ops():
-            o = ir.op.get(name)
-            attrs = ", ".join(a.name for a in o.attrs)
-            rows.append([name, o.pattern.name, attrs])
-        print_table("ops", ("op", "fusion pattern", "attributes"), rows)
-    elif what == "targets":
-        rows = [[t, "native code (LLVM JIT) for this CPU"] for t in TARGETS]
-        print_table("targets (codegen.build target=)", ("target", "what"), rows)
-        rows = [[t, f"{len(supported_ops(t))} ops supported"] for t in list_externals()]
-        print_table("external targets (egc compile --targets)", ("target", "what"), rows)
-    else:
-        rows = [[k, o.type.__name__, repr(o.default), o.doc] for k, o in pm.list_configs().items()]
-        print_table("config keys (--config KEY=VALUE)", ("key", "type", "default", "what"), rows)
-    return 0
-
-
-def targets_value(text: str | None) -> list[str]:
-    """--targets a,b: external targets with a code generator, in priority order."""
-    if not text:
-        return []
-    names = [t.strip() for t in text.split(",") if t.strip()]
-    known = list_externals()
-    for t in names:
-        if t not in known:
-            raise CompilerError(
-                f"--targets: unknown external target '{t}'{did_you_mean(t, known)}; "
-                f"known: {', '.join(known)}"
-            )
-    return names
+            version = metadata.version("egraph-compiler")
+        except metadata.PackageNotFoundError:  # pragma: no cover - run from a source tree
+            version = "unknown"
+        print(f"egc {version}")
+        parser.exit()
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="egc", description="e-graph tensor compiler")
-    parser.add_argument("--version", action="version", version=f"egc {project_version()}")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(
+        prog="egc",
+        description="An e-graph tensor compiler: ONNX models in, native executables out.",
+        epilog=COMMANDS + "\n" + EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action=_Version)
+    parser.add_argument(
+        "-v", "--verbose", action="count", default=0, help="log more (-v info, -vv debug)"
+    )
+    parser.add_argument("--log-level", choices=LOG_LEVELS, help="log at this level")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p_demo = sub.add_parser("demo", help="the main job on a built-in model")
-    p_demo.add_argument("--model", default="transformer", choices=models.NAMES)
+    p_demo.add_argument("--model", default="transformer", help="a built-in model name")
     p_demo.add_argument("--show-ir", type=count(0), default=30, metavar="N", help="IR lines")
 
-    p = sub.add_parser("compile", help="import, optimise, compile, run and check a model")
+    _add_compile_parser(sub)
+    _add_run_parser(sub)
+    _add_tune_parser(sub)
+    p_key = sub.add_parser("keygen", help="a key pair to sign saved executables with")
+    p_key.add_argument("name", help="writes NAME.key (private) and NAME.pub (public)")
+
+    p_opt = sub.add_parser("opt", help="run a pass pipeline on IR text")
+    p_opt.add_argument("input", help="IR text file, or - for stdin")
+    p_opt.add_argument("--passes", required=True, help="e.g. 'InferType,AlgebraicSimplify'")
+    p_opt.add_argument("-o", "--output", metavar="OUT.ir", help="write here, not to stdout")
+    p_opt.add_argument("--opt-level", type=int, choices=range(5), default=2, help="0-4")
+
+    p_rules = sub.add_parser("rules", help="work with rule files")
+    rules_sub = p_rules.add_subparsers(dest="rules_command", required=True)
+    p_check = rules_sub.add_parser(
+        "check", help="property-test rules: exit 0 when sound, 1 with the counterexamples"
+    )
+    p_check.add_argument("files", nargs="+", metavar="FILE", help="a .rules file or built-in set")
+    p_check.add_argument("--max-examples", type=count(1), default=100, metavar="N")
+    p_check.add_argument("--seed", type=count(0), default=0, help="hypothesis seed")
+
+    p_cache = sub.add_parser("cache", help="the compile cache: where, how big, clear it")
+    p_cache.add_argument("action", choices=("info", "clear"))
+
+    p_list = sub.add_parser("list", help="list passes, rule sets, ops, targets or config keys")
+    p_list.add_argument(
+        "what", choices=("passes", "rules", "ops", "onnx-ops", "targets", "configs")
+    )
+    return parser
+
+
+def _add_compile_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "compile",
+        help="import, optimise and compile a model (--check: compare it; -o: save it)",
+        epilog="Only compiles unless asked: --check runs the compiled model against the "
+        "reference interpreter (and ONNX Runtime for an ONNX file) and fails on any "
+        "disagreement; --repeats N times N runs. A compile is cached (egc cache info).",
+    )
     p.add_argument("model", help="an .onnx file or a built-in model name")
     p.add_argument("-o", "--output", metavar="OUT.egc", help="save the executable to a file")
-    p.add_argument("--opt-level", type=int, choices=range(5), default=3, help="0-4 (default 3)")
+    p.add_argument(
+        "--opt-level", type=int, choices=range(5), default=2,
+        help="0-4 (default 2, as PassContext; 3 adds FoldScaleAxis and CombineParallelDense)",
+    )  # fmt: skip
     p.add_argument(
         "--rules", action="extend", nargs="+", default=[], metavar="FILE_OR_SET",
         help="extra rule files or built-in sets, run by EqSat after the standard pipeline",
@@ -283,61 +155,83 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--dot", metavar="OUT.dot", help="write the optimised IR as DOT")
     p.add_argument("--egraph-dot", metavar="OUT.dot", help="write main's saturated e-graph")
     p.add_argument("--emit-onnx", metavar="OUT.onnx", help="export the optimised IR to ONNX")
-    p.add_argument("--check", action="store_true", help="fail unless ONNX Runtime agrees")
+    p.add_argument(
+        "--check", action="store_true",
+        help="run and compare with the interpreter (and ONNX Runtime); exit 1 on a mismatch",
+    )  # fmt: skip
     p.add_argument("--profile", action="store_true", help="per-kernel times as a table")
     p.add_argument("--top", type=count(1), metavar="N", help="--profile: the N slowest")
     p.add_argument("--trace", metavar="OUT.json", help="a Chrome trace of a profiled run")
     p.add_argument("--json", action="store_true", help="a machine-readable report")
-    p.add_argument("--repeats", type=count(1), default=10, help="timed runs (median)")
+    p.add_argument(
+        "--repeats", type=count(0), default=0,
+        help="time this many runs (median; ORT's too with --check); --profile: 10",
+    )  # fmt: skip
     p.add_argument("--sign-key", metavar="FILE.key", help="sign the -o file (egc keygen)")
+    p.add_argument("--no-cache", action="store_true", help="compile even if cached; keep none")
 
-    add_run_parser(sub)
-    add_tune_parser(sub)
-    p_key = sub.add_parser("keygen", help="a key pair to sign saved executables with")
-    p_key.add_argument("name", help="writes NAME.key (private) and NAME.pub (public)")
 
-    p_opt = sub.add_parser("opt", help="run a pass pipeline on IR text")
-    p_opt.add_argument("input", help="IR text file, or - for stdin")
-    p_opt.add_argument("--passes", required=True, help="e.g. 'InferType,AlgebraicSimplify'")
-    p_opt.add_argument("-o", "--output", metavar="OUT.ir", help="write here, not to stdout")
-    p_opt.add_argument("--opt-level", type=int, choices=range(5), default=3, help="0-4")
-
-    p_rules = sub.add_parser("rules", help="work with rule files")
-    rules_sub = p_rules.add_subparsers(dest="rules_command", required=True)
-    p_check = rules_sub.add_parser(
-        "check", help="property-test rules: exit 0 when sound, 1 with the counterexamples"
+def _add_run_parser(sub: Any) -> None:
+    """`egc run`: a saved executable on inputs from files."""
+    p_run = sub.add_parser("run", help="run a saved executable (egc compile -o)")
+    p_run.add_argument("file", help="a file written by egc compile -o / Executable.save")
+    p_run.add_argument(
+        "--input", action="append", type=input_value, default=[], metavar="NAME=FILE.npy",
+        help="an input array (.npy), or FILE.npz holding inputs by name",
+    )  # fmt: skip
+    p_run.add_argument("--random", action="store_true", help="random values for the rest")
+    p_run.add_argument("--seed", type=count(0), default=0, help="for --random")
+    p_run.add_argument("--output", metavar="OUT.npz", help="save the outputs by name")
+    p_run.add_argument("--threads", type=count(0), help="threads (0: all; default: as saved)")
+    p_run.add_argument("--profile", action="store_true", help="per-kernel times as a table")
+    p_run.add_argument("--top", type=count(1), metavar="N", help="--profile: the N slowest")
+    p_run.add_argument("--trace", metavar="OUT.json", help="a Chrome trace of a profiled run")
+    p_run.add_argument(
+        "--repeats", type=count(1), default=None,
+        help="time this many runs: mean, p50/p90/p99, min, max, throughput (--profile: 10)",
+    )  # fmt: skip
+    p_run.add_argument("--duration", type=seconds, metavar="S", help="time runs for S seconds")
+    p_run.add_argument("--warmup", type=count(0), default=5, help="untimed runs first")
+    p_run.add_argument("--json", action="store_true", help="outputs and timings as JSON")
+    p_run.add_argument(
+        "--trusted-key", action="append", default=[], metavar="FILE.pub",
+        help="load only a file signed by this key (egc keygen); may repeat",
+    )  # fmt: skip
+    p_run.add_argument(
+        "--require-signature", action="store_true", help="refuse to run without a --trusted-key"
     )
-    p_check.add_argument("files", nargs="+", metavar="FILE", help="a .rules file or built-in set")
-    p_check.add_argument("--max-examples", type=count(1), default=100, metavar="N")
-    p_check.add_argument("--seed", type=count(0), default=0, help="hypothesis seed")
 
-    p_list = sub.add_parser("list", help="list passes, rule sets, ops, targets or config keys")
-    p_list.add_argument("what", choices=("passes", "rules", "ops", "targets", "configs"))
-    return parser
+
+def _add_tune_parser(sub: Any) -> None:
+    """`egc tune`: measure kernel choices for a model."""
+    p_tune = sub.add_parser("tune", help="measure kernel choices for a model on this machine")
+    p_tune.add_argument("model", help="an .onnx file or a built-in model name")
+    p_tune.add_argument("--db", metavar="FILE.json", help="the kernel database (default: per CPU)")
+    p_tune.add_argument("--threads", type=count(0), default=0, help="thread budget (0: all)")
+    p_tune.add_argument(
+        "--shape", action="append", type=shape_value, default=[], metavar="NAME=D1,D2,..",
+        help="fix an ONNX input's symbolic dimensions",
+    )  # fmt: skip
+
+
+def _set_up_logging(args: argparse.Namespace) -> None:
+    """-v/-vv/--log-level: the compiler's loggers (passes, JIT, placement) to stderr."""
+    level = args.log_level or {0: None, 1: "info"}.get(args.verbose, "debug")
+    if level is None:
+        return
+    logging.basicConfig(
+        level=level.upper(), stream=sys.stderr, format="egc: %(levelname)s %(name)s: %(message)s"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    _set_up_logging(args)
+    from .compile_cache import CacheError
+
     try:
-        if args.command == "demo":
-            return demo(args.model, args.show_ir)
-        if args.command == "compile":
-            return compile_model(args)
-        if args.command == "run":
-            return run_saved(args)
-        if args.command == "opt":
-            return opt(args)
-        if args.command == "keygen":
-            private, public = write_key_pair(args.name)
-            print(f"wrote {private} (keep it private: it signs) and {public} (hand it out)")
-            return 0
-        if args.command == "list":
-            return list_things(args.what)
-        if args.command == "tune":
-            return tune_model(args)
-        if args.command == "rules" and args.rules_command == "check":
-            return rules_check(args.files, args.max_examples, args.seed)
-    except CompilerError as exc:
+        return _dispatch(args)
+    except CacheError as exc:
         print(f"egc: error: {exc}", file=sys.stderr)
         return 2
     except MemoryError:
@@ -345,7 +239,43 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except BrokenPipeError:
         return 1
-    return 2
+    except Exception as exc:  # the compiler's own errors: one line, exit 2
+        from egraph_ir.errors import CompilerError
+
+        if isinstance(exc, CompilerError):
+            print(f"egc: error: {exc}", file=sys.stderr)
+            return 2
+        raise
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    if args.command == "compile":
+        from .compile_cache import answer_from_cache
+
+        answered = answer_from_cache(args)  # before the compiler is even imported
+        if answered is not None:
+            return answered
+    if args.command == "cache":
+        from .compile_cache import cache_command
+
+        return cache_command(args.action)
+    if args.command in ("run", "tune"):
+        from . import cli_run
+
+        return cli_run.run_saved(args) if args.command == "run" else cli_run.tune_model(args)
+    from . import commands
+
+    if args.command == "keygen":
+        return commands.keygen(args.name)
+    if args.command == "rules":
+        return commands.rules_check(args.files, args.max_examples, args.seed)
+    handlers = {
+        "demo": lambda: commands.demo(args.model, args.show_ir),
+        "compile": lambda: commands.compile_model(args),
+        "opt": lambda: commands.opt(args),
+        "list": lambda: commands.list_things(args.what),
+    }
+    return handlers[args.command]()
 
 
 if __name__ == "__main__":

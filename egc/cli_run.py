@@ -17,7 +17,7 @@ from codegen.artifact_check import read_public_key
 from egraph_ir.compare import leaves
 from egraph_ir.errors import CompilerError
 
-from .cli_values import count, input_value, print_table, seconds, shape_value
+from .cli_values import print_table
 from .job import load_model
 
 
@@ -51,7 +51,7 @@ def run_saved(args: argparse.Namespace) -> int:
     if args.require_signature and not args.trusted_key:
         raise CompilerError("--require-signature needs at least one --trusted-key FILE.pub")
     trusted = [read_public_key(p) for p in args.trusted_key] if args.trusted_key else None
-    exe = load(args.file, trusted_keys=trusted)
+    exe = load(args.file, threads=args.threads, trusted_keys=trusted)
     inputs: dict[str, np.ndarray] = {}
     for name, path in args.input:
         try:
@@ -124,45 +124,3 @@ def tune_model(args: argparse.Namespace) -> int:
     print_table(f"measured kernels ({args.threads or 'all'} threads)", report.HEADER, report.rows())
     print(f"recorded {len(report.kernels)} anchor shape(s) in {report.path}")
     return 0
-
-
-def add_run_parser(sub: Any) -> None:
-    """`egc run`: a saved executable on inputs from files."""
-    p_run = sub.add_parser("run", help="run a saved executable (egc compile -o)")
-    p_run.add_argument("file", help="a file written by egc compile -o / Executable.save")
-    p_run.add_argument(
-        "--input", action="append", type=input_value, default=[], metavar="NAME=FILE.npy",
-        help="an input array (.npy), or FILE.npz holding inputs by name",
-    )  # fmt: skip
-    p_run.add_argument("--random", action="store_true", help="random values for the rest")
-    p_run.add_argument("--seed", type=count(0), default=0, help="for --random")
-    p_run.add_argument("--output", metavar="OUT.npz", help="save the outputs by name")
-    p_run.add_argument("--profile", action="store_true", help="per-kernel times as a table")
-    p_run.add_argument("--top", type=count(1), metavar="N", help="--profile: the N slowest")
-    p_run.add_argument("--trace", metavar="OUT.json", help="a Chrome trace of a profiled run")
-    p_run.add_argument(
-        "--repeats", type=count(1), default=None,
-        help="time this many runs: mean, p50/p90/p99, min, max, throughput (--profile: 10)",
-    )  # fmt: skip
-    p_run.add_argument("--duration", type=seconds, metavar="S", help="time runs for S seconds")
-    p_run.add_argument("--warmup", type=count(0), default=5, help="untimed runs first")
-    p_run.add_argument("--json", action="store_true", help="outputs and timings as JSON")
-    p_run.add_argument(
-        "--trusted-key", action="append", default=[], metavar="FILE.pub",
-        help="load only a file signed by this key (egc keygen); may repeat",
-    )  # fmt: skip
-    p_run.add_argument(
-        "--require-signature", action="store_true", help="refuse to run without a --trusted-key"
-    )
-
-
-def add_tune_parser(sub: Any) -> None:
-    """`egc tune`: measure kernel choices for a model."""
-    p_tune = sub.add_parser("tune", help="measure kernel choices for a model on this machine")
-    p_tune.add_argument("model", help="an .onnx file or a built-in model name")
-    p_tune.add_argument("--db", metavar="FILE.json", help="the kernel database (default: per CPU)")
-    p_tune.add_argument("--threads", type=count(0), default=0, help="thread budget (0: all)")
-    p_tune.add_argument(
-        "--shape", action="append", type=shape_value, default=[], metavar="NAME=D1,D2,..",
-        help="fix an ONNX input's symbolic dimensions",
-    )  # fmt: skip

@@ -1,17 +1,14 @@
-"""The command line's argument parsers (KEY=VALUE, shapes, counts, seconds) and output
-helpers (tables, reports, files), shared by the commands in egc/cli.py and egc/cli_run.py."""
+"""The command line's output helpers (tables, reports, files) and rule sources, shared by
+the commands in egc/commands.py and egc/cli_run.py."""
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from codegen.executable import aligned
 from egraph_ir.errors import CompilerError, did_you_mean
-from passmgr.config import config_option
 
 
 # ---------------------------------------------------------------- output helpers
@@ -61,65 +58,6 @@ def read_text(path: str) -> str:
         raise CompilerError(f"{path}: cannot read ({exc.strerror or exc})") from None
     except UnicodeDecodeError as exc:
         raise CompilerError(f"{path}: not UTF-8 text (byte {exc.start})") from None
-
-
-# ---------------------------------------------------------------- argument values
-def config_value(text: str) -> tuple[str, Any]:
-    """KEY=VALUE for a registered config key, VALUE converted to the key's type."""
-    key, sep, raw = text.partition("=")
-    if not sep:
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
-    try:
-        option = config_option(key.strip())
-        return option.key, option.parse(raw)
-    except CompilerError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def shape_value(text: str) -> tuple[str, tuple[int, ...]]:
-    """NAME=D1,D2,... (or NAME=D1xD2): the shape of an input with symbolic dimensions."""
-    name, sep, dims = text.partition("=")
-    try:
-        if not sep or not name:
-            raise ValueError
-        shape = tuple(int(d) for d in dims.replace("x", ",").split(",") if d.strip())
-        if any(d < 0 for d in shape):
-            raise ValueError
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected NAME=D1,D2,... with non-negative integers, got {text!r}"
-        ) from None
-    return name, shape
-
-
-def input_value(text: str) -> tuple[str, str]:
-    """NAME=FILE.npy, or FILE.npz (its arrays by name)."""
-    name, sep, path = text.partition("=")
-    return (name, path) if sep else ("", text)
-
-
-def count(minimum: int) -> Any:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
-        return value
-
-    return parse
-
-
-def seconds(text: str) -> float:
-    """A positive number of seconds."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
-    return value
 
 
 def rule_source(source: str) -> str:

@@ -27,6 +27,8 @@ from egraph_ir.compare import mismatch
 from egraph_ir.errors import did_you_mean
 from egraph_ir.summary import input_types, summarize
 
+RUN_KEYS = ("backend", "latency_ms", "check_original", "onnxruntime", "profile", "saved")
+
 
 @dataclass
 class JobOptions:
@@ -35,7 +37,7 @@ class JobOptions:
     disabled: list[str] = field(default_factory=list)
     print_ir_after: list[str] = field(default_factory=list)
     check: bool = False
-    repeats: int = 10
+    repeats: int = 0  # timed runs (0: none)
     seed: int = 0
     config: dict[str, Any] = field(default_factory=dict)  # PassContext config keys
     shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)  # symbolic input dims
@@ -55,16 +57,18 @@ class Progress:
             self.console = Console(stderr=True)
 
     @contextmanager
-    def stage(self, what: str) -> Iterator[None]:
+    def stage(self, what: str) -> Iterator[Callable[[str], None]]:
+        """A stage; the callable it yields names the current step (a pass, a compile
+        stage) on the spinner."""
         if not self.enabled:
-            yield
+            yield lambda step: None
             return
         if self.console is not None:
-            with self.console.status(what + " ..."):
-                yield
+            with self.console.status(what + " ...") as status:
+                yield lambda step: status.update(f"{what}: {step} ...")
             return
         print(f"egc: {what} ...", file=sys.stderr, flush=True)
-        yield
+        yield lambda step: None
 
 
 def load_model(
@@ -146,8 +150,20 @@ def _collect(run: pm.PassRun, timing: pm.PassTimingInstrument) -> dict[str, Any]
     return {"timing": timing.to_dict(), "eqsat": eqsat, "statistics": other}
 
 
-def _context(opts: JobOptions, timing: pm.PassTimingInstrument) -> pm.PassContext:
-    instruments: list[pm.PassInstrument] = [timing]
+class _ShowPass(pm.PassInstrument):
+    """Names each pass on the progress spinner as it starts."""
+
+    def __init__(self, show: Callable[[str], None]) -> None:
+        self.show = show
+
+    def run_before_pass(self, mod: ir.IRModule, info: pm.PassInfo) -> None:
+        self.show(f"pass {info.name}")
+
+
+def _context(
+    opts: JobOptions, timing: pm.PassTimingInstrument, show: Callable[[str], None]
+) -> pm.PassContext:
+    instruments: list[pm.PassInstrument] = [timing, _ShowPass(show)]
     if opts.print_ir_after:
         instruments.append(pm.PrintIRAfter(passes=opts.print_ir_after))
     return pm.PassContext(
@@ -158,11 +174,14 @@ def _context(opts: JobOptions, timing: pm.PassTimingInstrument) -> pm.PassContex
     )
 
 
-def compile_model(mod: ir.IRModule, opts: JobOptions) -> tuple[Executable, dict[str, Any]]:
-    """codegen.build under the job's context (user rule files as extra EqSat passes)."""
+def compile_model(
+    mod: ir.IRModule, opts: JobOptions, show: Callable[[str], None] = lambda step: None
+) -> tuple[Executable, dict[str, Any]]:
+    """codegen.build under the job's context (user rule files as extra EqSat passes);
+    `show` hears each pass and compile stage as it starts."""
     timing = pm.PassTimingInstrument()
     extra = [pm.passes.EqSat(rules=path) for path in opts.rules]
-    with _context(opts, timing) as ctx:
+    with _context(opts, timing, show) as ctx:
         if opts.targets:  # optimise, then offload: the regions get the optimised program
             mod = optimise(mod, None, extra)
             if opts.place:  # the cheapest placement, measured on this machine or modelled
@@ -172,7 +191,7 @@ def compile_model(mod: ir.IRModule, opts: JobOptions) -> tuple[Executable, dict[
                 mod = pm.passes.PlaceTargets(opts.targets, cost=cost)(mod)
             else:
                 mod = pm.passes.partition_for(opts.targets)(mod)
-        exe = build(mod, extra_passes=extra)
+        exe = build(mod, extra_passes=extra, on_stage=show)
     return exe, _collect(ctx.run, timing)
 
 
@@ -190,8 +209,9 @@ def _program_summary(mod: ir.IRModule) -> dict[str, Any]:
 def run_job(
     source: str, opts: JobOptions, progress: Progress | None = None
 ) -> tuple[dict[str, Any], Executable]:
-    """Import, optimise, compile, run and (optionally) check one model: the report, and the
-    executable (whose modules the command line prints and draws)."""
+    """Import, optimise and compile one model; with `opts.check` also run it against the
+    reference interpreter (and ONNX Runtime for an ONNX file), with `opts.repeats` time it.
+    Returns the report and the executable (whose modules the command line prints and draws)."""
     progress = progress or Progress(enabled=False)
     report: dict[str, Any] = {"model": source, "opt_level": opts.opt_level}
     with progress.stage("importing"):
@@ -201,9 +221,9 @@ def run_job(
     report["kind"] = kind
     report["inputs"] = {k: str(t) for k, t in input_types(mod).items()}
     report["before"] = _program_summary(mod)
-    with progress.stage("optimising and compiling"):
+    with progress.stage("optimising") as update:
         t0 = time.perf_counter()
-        exe, passes = compile_model(mod, opts)
+        exe, passes = compile_model(mod, opts, update)
         report["compile_ms"] = 1e3 * (time.perf_counter() - t0)
     report["compile_stages_ms"] = {k: 1e3 * v for k, v in exe.compile_seconds.items()}
     assert exe.module is not None  # a built (not loaded) executable keeps its IR
@@ -218,22 +238,41 @@ def run_job(
         "naive_bytes": plan.naive,
         "method": plan.method,
     }
+    report["ok"] = True
+    run_checks(report, exe, (mod, kind, inputs), opts, progress)
+    return report, exe
+
+
+def run_checks(
+    report: dict[str, Any],
+    exe: Executable,
+    model: tuple[ir.IRModule, str, dict[str, np.ndarray] | None],
+    opts: JobOptions,
+    progress: Progress,
+) -> None:
+    """What the options ask beyond compiling, into `report`: `check` compares the compiled
+    program with the reference interpreter (and ONNX Runtime for an ONNX file) and clears
+    `report["ok"]` on any disagreement; `repeats` times the runs (ours, and ORT's when it is
+    compared)."""
+    if not (opts.check or opts.repeats):
+        return
+    mod, kind, inputs = model
     inputs = inputs if inputs is not None else random_inputs(mod, opts.seed)
+    report["backend"] = f"llvm ({exe.threads} threads)"
     with progress.stage("running"):
         out = exe.run(**inputs)
-        report["backend"] = f"llvm ({exe.threads} threads)"
-        report["latency_ms"] = _median_ms(lambda: exe.run(**inputs), opts.repeats)
-        report["interpreter_ms"] = _median_ms(
-            lambda: ir.interpret(mod, **inputs), min(opts.repeats, 3)
-        )
-    reference_out = ir.interpret(mod, **inputs)
-    err, ok = _max_error(out, reference_out)
-    report["check_original"] = {"max_abs_error": err, "within_tolerance": ok}
-    if kind == "onnx":
-        with progress.stage("running onnxruntime"):
-            report["onnxruntime"] = _onnxruntime(source, inputs, out, opts.repeats)
-    report["ok"] = ok and (not opts.check or report.get("onnxruntime", {}).get("agrees", True))
-    return report, exe
+        if opts.repeats:
+            report["latency_ms"] = _median_ms(lambda: exe.run(**inputs), opts.repeats)
+    if opts.check:
+        with progress.stage("running the reference interpreter"):
+            err, ok = _max_error(out, ir.interpret(mod, **inputs))
+        report["check_original"] = {"max_abs_error": err, "within_tolerance": ok}
+        report["ok"] = report["ok"] and ok
+        if kind == "onnx":
+            with progress.stage("running onnxruntime"):
+                ort = _onnxruntime(report["model"], inputs, out, opts.repeats)
+            report["onnxruntime"] = ort
+            report["ok"] = report["ok"] and ort["agrees"]
 
 
 def _onnxruntime(
@@ -245,8 +284,10 @@ def _onnxruntime(
     expected = session.run(None, inputs)
     ours = list(out) if isinstance(out, tuple) else [out]
     err, ok = _max_error(ours, expected)
-    latency = _median_ms(lambda: session.run(None, inputs), repeats)
-    return {"max_abs_error": err, "agrees": ok, "latency_ms": latency}
+    result: dict[str, Any] = {"max_abs_error": err, "agrees": ok}
+    if repeats:
+        result["latency_ms"] = _median_ms(lambda: session.run(None, inputs), repeats)
+    return result
 
 
 def render_text(report: dict[str, Any], time_passes: bool = False) -> str:
@@ -297,22 +338,33 @@ def render_text(report: dict[str, Any], time_passes: bool = False) -> str:
         f"{m['lower_bound'] / 2**20:.2f} MiB (+{over:.1%}), one buffer each "
         f"{m['naive_bytes'] / 2**20:.2f} MiB"
     )
-    c = report["check_original"]
-    lines.append(
-        f"run: {report['backend']}: {report['latency_ms']:.3f} ms (median); reference "
-        f"interpreter {report['interpreter_ms']:.3f} ms; max |compiled - original| "
-        f"{c['max_abs_error']:.2e}" + ("" if c["within_tolerance"] else "  MISMATCH")
-    )
-    if "onnxruntime" in report:
-        o = report["onnxruntime"]
-        ratio = report["latency_ms"] / o["latency_ms"] if o["latency_ms"] else float("nan")
-        lines.append(
-            f"onnxruntime: {o['latency_ms']:.2f} ms (median), ours/ORT {ratio:.1f}x; "
-            f"max |ours - ORT| {o['max_abs_error']:.2e}"
-            + (" (agrees)" if o["agrees"] else "  MISMATCH")
-        )
+    if report.get("cache") == "hit":
+        lines.append("cache: the compile above was reused (egc compile --no-cache compiles)")
+    lines += _run_lines(report)
     lines.append("result: " + ("ok" if report["ok"] else "FAILED"))
     return "\n".join(lines)
+
+
+def _run_lines(report: dict[str, Any]) -> list[str]:
+    """The timing and check lines (only what the options asked for)."""
+    lines = []
+    if "latency_ms" in report:
+        lines.append(f"run: {report['backend']}: {report['latency_ms']:.3f} ms (median)")
+    if "check_original" in report:
+        c = report["check_original"]
+        lines.append(
+            f"check: max |compiled - reference interpreter| {c['max_abs_error']:.2e}"
+            + (" (agrees)" if c["within_tolerance"] else "  MISMATCH")
+        )
+    if "onnxruntime" in report:
+        o = report["onnxruntime"]
+        line = f"check: max |compiled - onnxruntime| {o['max_abs_error']:.2e}"
+        line += " (agrees)" if o["agrees"] else "  MISMATCH"
+        if "latency_ms" in o and "latency_ms" in report:
+            ratio = report["latency_ms"] / o["latency_ms"] if o["latency_ms"] else float("nan")
+            line += f"; onnxruntime {o['latency_ms']:.3f} ms (median), ours/ORT {ratio:.2f}x"
+        lines.append(line)
+    return lines
 
 
 def _timing_lines(node: dict[str, Any], depth: int = 0) -> list[str]:

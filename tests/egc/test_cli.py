@@ -93,9 +93,11 @@ def test_compile_checks_against_onnxruntime_and_writes_json_and_dot(
     assert report["onnxruntime"]["agrees"] and report["ok"]
     assert report["before"]["op_calls"] == 2 and report["after"]["op_calls"] == 0
     assert dot.read_text().startswith("digraph module")
-    assert main(["compile", str(path), "--time-passes", "--disable", "AlgebraicSimplify"]) == 0
+    args = ["compile", str(path), "--time-passes", "--disable", "AlgebraicSimplify", "--check"]
+    assert main(args) == 0
     out = capsys.readouterr().out
-    assert "onnxruntime:" in out and "(agrees)" in out and "AlgebraicSimplify" not in out
+    assert "compiled - onnxruntime" in out and "(agrees)" in out
+    assert "AlgebraicSimplify" not in out
 
 
 def test_compile_reports_bad_input_with_status_two(tmp_path, capsys) -> None:

@@ -1,0 +1,86 @@
+"""The command line's argument types (KEY=VALUE, shapes, counts, seconds, files). Light on
+purpose: `egc` builds its parser, and answers a compile from its cache, before importing the
+compiler."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+
+def config_value(text: str) -> tuple[str, Any]:
+    """KEY=VALUE for a registered config key, VALUE converted to the key's type."""
+    key, sep, raw = text.partition("=")
+    if not sep:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    from egraph_ir.errors import CompilerError  # only with --config: the fast path stays light
+    from passmgr.config import config_option
+
+    try:
+        option = config_option(key.strip())
+        return option.key, option.parse(raw)
+    except CompilerError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def shape_value(text: str) -> tuple[str, tuple[int, ...]]:
+    """NAME=D1,D2,... (or NAME=D1xD2): the shape of an input with symbolic dimensions."""
+    name, sep, dims = text.partition("=")
+    try:
+        if not sep or not name:
+            raise ValueError
+        shape = tuple(int(d) for d in dims.replace("x", ",").split(",") if d.strip())
+        if any(d < 0 for d in shape):
+            raise ValueError
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected NAME=D1,D2,... with non-negative integers, got {text!r}"
+        ) from None
+    return name, shape
+
+
+def input_value(text: str) -> tuple[str, str]:
+    """NAME=FILE.npy, or FILE.npz (its arrays by name)."""
+    name, sep, path = text.partition("=")
+    return (name, path) if sep else ("", text)
+
+
+def count(minimum: int) -> Any:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+
+    return parse
+
+
+def seconds(text: str) -> float:
+    """A positive number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+    return value
+
+
+def unwritable(path: str | None) -> str | None:
+    """Why a file we will write later cannot be written (its folder is missing, it is a
+    folder, the folder takes no files), or None."""
+    if not path:
+        return None
+    folder = Path(path).resolve().parent
+    if not folder.is_dir():
+        return f"{path}: cannot write (no folder {folder})"
+    if Path(path).is_dir():
+        return f"{path}: cannot write (a folder)"
+    if not os.access(folder, os.W_OK):
+        return f"{path}: cannot write (folder {folder} is not writable)"
+    return None

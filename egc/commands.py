@@ -1,0 +1,269 @@
+"""The commands behind `egc` (compile, demo, opt, rules check, list); egc/cli.py parses the
+command line and calls them, egc/cli_run.py holds run and tune."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import egraph_ir as ir
+import passmgr as pm
+from codegen.artifact import load
+from codegen.artifact_check import read_private_key, write_key_pair
+from codegen.executable import Executable
+from codegen.external import list_externals
+from egraph_ir.dot import module_to_dot
+from egraph_ir.egraph import egraph_to_dot, optimize
+from egraph_ir.errors import CompilerError, did_you_mean
+from egraph_ir.support import supported_ops
+from passmgr.names import check_pass_names
+from passmgr.registry import pass_factory
+
+from . import compile_cache
+from .cli_args import unwritable
+from .cli_run import print_profile, write_trace
+from .cli_values import print_report, print_table, read_text, rule_source, write_text
+from .job import (
+    RUN_KEYS,
+    JobOptions,
+    Progress,
+    load_model,
+    random_inputs,
+    render_text,
+    run_checks,
+    run_job,
+)
+
+
+def demo(model: str, show_ir: int) -> int:
+    """The main job on a built-in model, with the optimised IR's first lines."""
+    report, exe = run_job(model, JobOptions(check=True, repeats=3), Progress())
+    print_report(render_text(report, time_passes=True))
+    if show_ir and exe.optimized_module is not None:
+        lines = exe.optimized_module.astext(show_meta=False).splitlines()
+        print(f"\noptimised IR ({len(lines)} lines, first {min(show_ir, len(lines))}):")
+        print("\n".join(lines[:show_ir]))
+    return 0 if report["ok"] else 1
+
+
+def compile_model(args: argparse.Namespace) -> int:
+    """`egc compile`: compile (or take from the cache), then what the options ask."""
+    opts = JobOptions(
+        opt_level=args.opt_level,
+        rules=[rule_source(r) for r in args.rules],
+        disabled=args.disable,
+        print_ir_after=args.print_ir_after,
+        check=args.check,
+        repeats=args.repeats,
+        config=dict(args.config),
+        shapes=dict(args.shape),
+        targets=targets_value(args.targets),
+        place=args.place,
+    )
+    check_pass_names("--disable", opts.disabled)
+    check_pass_names("--print-ir-after", opts.print_ir_after)
+    for path in (args.output, args.dot, args.egraph_dot, args.emit_onnx, args.trace):
+        if problem := unwritable(path):  # before the compile, not after it
+            raise CompilerError(problem)
+    key = read_private_key(args.sign_key) if args.sign_key else None
+    progress = Progress(enabled=not args.json)
+    cache_key = compile_cache.key_for(args)
+    needs_ir = any(getattr(args, name) for name in compile_cache.NEEDS_THE_IR)
+    cached = compile_cache.lookup(cache_key) if cache_key and not needs_ir else None
+    if cached is not None:
+        report, exe = _from_cache(args.model, cached, opts, progress)
+    else:
+        report, exe = run_job(args.model, opts, progress)
+    if args.output:
+        exe.save(args.output, key=key)
+        report["saved"] = args.output
+    if cache_key and cached is None:
+        _store(cache_key, exe, report, args.output if args.output and not key else None)
+    _write_ir_files(args, exe, opts, report)
+    profile = None
+    if args.profile or args.trace:
+        inputs = _job_inputs(args.model, opts)
+        profile = exe.profile(inputs, repeats=args.repeats or 10)
+        report["profile"] = [vars(k) for k in profile]
+        write_trace(profile, args.trace)
+    if args.json:
+        print(json.dumps(report, indent=2, default=str))
+        return 0 if report["ok"] else 1
+    print_report(render_text(report, time_passes=args.time_passes))
+    for name in ("saved", "onnx"):
+        if name in report:
+            print(f"wrote {report[name]}")
+    if profile is not None and args.profile:
+        print_profile(profile, args.top)
+    return 0 if report["ok"] else 1
+
+
+def _from_cache(
+    model: str, cached: tuple[Path, dict[str, Any]], opts: JobOptions, progress: Progress
+) -> tuple[dict[str, Any], Executable]:
+    """A cache hit that runs (--check, --repeats, a profile, a signed -o): the stored
+    report, the cached executable loaded, the runs done on it."""
+    artifact, stored = cached
+    exe = load(str(artifact))
+    report = dict(stored["report"], cache="hit", ok=True)
+    if opts.check or opts.repeats:
+        run_checks(report, exe, load_model(model, opts.shapes), opts, progress)
+    return report, exe
+
+
+def _store(key: str, exe: Executable, report: dict[str, Any], saved: str | None) -> None:
+    """The compile into the cache: its executable (the unsigned -o file when there is one)
+    and its report without what one run measured."""
+    kept = {k: v for k, v in report.items() if k not in RUN_KEYS}
+    kept["ok"] = True
+    text = render_text(kept)
+    if saved:
+        compile_cache.store(key, Path(saved), kept, text)
+        return
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "model.egc"
+        exe.save(str(path))
+        compile_cache.store(key, path, kept, text)
+
+
+def _write_ir_files(
+    args: argparse.Namespace, exe: Executable, opts: JobOptions, report: dict[str, Any]
+) -> None:
+    """--dot, --egraph-dot, --emit-onnx: the optimised IR and main's e-graph as files."""
+    if args.dot and exe.optimized_module is not None:
+        write_text(args.dot, module_to_dot(exe.optimized_module))
+        report["dot"] = args.dot
+    if args.egraph_dot:
+        write_text(args.egraph_dot, _egraph_dot(args.model, opts.rules, opts.shapes))
+        report["egraph_dot"] = args.egraph_dot
+    if args.emit_onnx:
+        from egraph_ir.frontend import to_onnx
+
+        assert exe.optimized_module is not None
+        try:
+            Path(args.emit_onnx).write_bytes(to_onnx(exe.optimized_module).SerializeToString())
+        except OSError as exc:
+            raise CompilerError(f"{args.emit_onnx}: cannot write ({exc.strerror})") from None
+        report["onnx"] = args.emit_onnx
+
+
+def _job_inputs(model: str, opts: JobOptions) -> dict[str, np.ndarray]:
+    mod, _, inputs = load_model(model, opts.shapes)
+    return inputs if inputs is not None else random_inputs(mod, opts.seed)
+
+
+def _egraph_dot(model: str, rule_sources: list[str], shapes: dict[str, tuple[int, ...]]) -> str:
+    """The main function's e-graph saturated with the algebraic and layout rules (and the
+    user's), as DOT; refused above 2,000 e-nodes."""
+    import rules
+
+    mod, _, _ = load_model(model, shapes)
+    rule_set = rules.builtin("algebraic") + rules.builtin("layout")
+    for source in rule_sources:
+        is_file = Path(source).is_file()
+        rule_set = rule_set + (rules.load(source) if is_file else rules.builtin(source))
+    result = optimize(mod["main"], rule_set.enabled(fast_math=False).rewrites())
+    assert result.snapshot is not None
+    return egraph_to_dot(result.snapshot, root=result.root_class)
+
+
+def opt(args: argparse.Namespace) -> int:
+    """The text format in and out through a pipeline."""
+    mod = ir.parse(read_text(args.input), source=args.input)
+    pipeline = pm.parse_pipeline(args.passes)
+    with pm.PassContext(opt_level=args.opt_level):
+        out = pipeline(mod)
+    result = out.astext(show_meta=True)
+    if args.output:
+        write_text(args.output, result + "\n")
+    else:
+        print(result)
+    return 0
+
+
+def rules_check(sources: list[str], max_examples: int, seed: int) -> int:
+    """Property-test rule files (or built-in set names): 0 when all are sound, 1 if not."""
+    import rules
+
+    status = 0
+    for source in sources:
+        rule_source(source)
+        is_builtin = source in rules.builtin_names() and not Path(source).exists()
+        rule_set = rules.builtin(source) if is_builtin else rules.load(source)
+        report = rules.check_soundness(rule_set, max_examples=max_examples, seed=seed)
+        print(f"{source}: {report}")
+        if not report.ok:
+            status = 1
+    return status
+
+
+def list_things(what: str) -> int:
+    """`egc list passes|rules|ops|targets|configs` as a table."""
+    import rules
+    from codegen.build import TARGETS
+
+    if what == "passes":
+        rows = []
+        for name in pm.list_passes():
+            info = pm.get_pass(name).info
+            doc = (pass_factory(name).__doc__ or "").strip().split("\n")[0]
+            rows.append([name, str(info.opt_level), doc])
+        print_table("passes (pipeline text: egc opt --passes)", ("pass", "opt level", "what"), rows)
+    elif what == "rules":
+        rows = []
+        for name in rules.builtin_names():
+            rs = rules.builtin(name)
+            tags = sorted({t for r in rs for t in r.tags})
+            rows.append([name, str(len(list(rs))), ", ".join(tags)])
+        print_table("built-in rule sets (--rules NAME)", ("set", "rules", "tags"), rows)
+    elif what == "ops":
+        rows = []
+        for name in ir.op.list_ops():
+            o = ir.op.get(name)
+            attrs = ", ".join(a.name for a in o.attrs)
+            rows.append([name, o.pattern.name, attrs])
+        print_table("ops", ("op", "fusion pattern", "attributes"), rows)
+    elif what == "onnx-ops":
+        from egraph_ir.frontend.onnx import CONVERTERS
+
+        rows = [
+            [name.rpartition(".")[2], name.rpartition(".")[0] or "ai.onnx"]
+            for name in sorted(CONVERTERS)
+        ]
+        title = f"ONNX operators the importer reads ({len(rows)})"
+        print_table(title, ("op type", "domain"), rows)
+    elif what == "targets":
+        rows = [[t, "native code (LLVM JIT) for this CPU"] for t in TARGETS]
+        print_table("targets (codegen.build target=)", ("target", "what"), rows)
+        rows = [[t, f"{len(supported_ops(t))} ops supported"] for t in list_externals()]
+        print_table("external targets (egc compile --targets)", ("target", "what"), rows)
+    else:
+        rows = [[k, o.type.__name__, repr(o.default), o.doc] for k, o in pm.list_configs().items()]
+        print_table("config keys (--config KEY=VALUE)", ("key", "type", "default", "what"), rows)
+    return 0
+
+
+def targets_value(text: str | None) -> list[str]:
+    """--targets a,b: external targets with a code generator, in priority order."""
+    if not text:
+        return []
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    known = list_externals()
+    for t in names:
+        if t not in known:
+            raise CompilerError(
+                f"--targets: unknown external target '{t}'{did_you_mean(t, known)}; "
+                f"known: {', '.join(known)}"
+            )
+    return names
+
+
+def keygen(name: str) -> int:
+    private, public = write_key_pair(name)
+    print(f"wrote {private} (keep it private: it signs) and {public} (hand it out)")
+    return 0
