@@ -24,7 +24,7 @@ import passmgr as pm
 from codegen.build import Executable, build, optimise
 from egraph_ir import models
 from egraph_ir.compare import mismatch
-from egraph_ir.errors import did_you_mean
+from egraph_ir.errors import did_you_mean, require
 from egraph_ir.summary import input_types, summarize
 
 RUN_KEYS = ("backend", "latency_ms", "check_original", "onnxruntime", "profile", "saved")
@@ -278,8 +278,7 @@ def run_checks(
 def _onnxruntime(
     path: str, inputs: dict[str, np.ndarray], out: Any, repeats: int
 ) -> dict[str, Any]:
-    import onnxruntime as ort
-
+    ort = require("onnxruntime", "egc compile --check of an ONNX file")
     session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
     expected = session.run(None, inputs)
     ours = list(out) if isinstance(out, tuple) else [out]

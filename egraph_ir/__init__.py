@@ -101,5 +101,9 @@ def __getattr__(name: str):  # lazy submodules with heavier imports
     import importlib
 
     if name in ("frontend", "models", "testing"):
+        if name == "testing":
+            from .errors import require
+
+            require("hypothesis", "egraph_ir.testing")
         return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'egraph_ir' has no attribute '{name}'")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +79,28 @@ class ConstantInputError(FrontendError):
 
 class CodegenError(CompilerError):
     """Code generation cannot handle a program (unsupported op, target or parameter)."""
+
+
+class MissingExtraError(CompilerError, ImportError):
+    """An optional dependency is not installed; the message names the extra to install."""
+
+
+EXTRAS = {"onnxruntime": "onnxruntime", "hypothesis": "testing"}  # module -> pip extra
+
+
+def require(module: str, purpose: str) -> Any:
+    """Import an optional dependency, or say which extra brings it: `require("hypothesis",
+    "rules.check_soundness")`."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        extra = EXTRAS.get(module.split(".")[0], "all")
+        raise MissingExtraError(
+            f"{purpose} needs the optional package '{module.split('.')[0]}' ({exc}); "
+            f"install it with: pip install 'egraph-compiler[{extra}]'"
+        ) from None
 
 
 def did_you_mean(name: str, known: Iterable[str]) -> str:

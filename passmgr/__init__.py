@@ -11,6 +11,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from egraph_ir.errors import require
+
 from . import passes
 from .bisect import BisectResult, bisect_pipeline
 from .config import ConfigOption, list_configs, register_config
@@ -86,5 +88,6 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     """`passmgr.testing` loads hypothesis (~0.1 s): imported on first use only."""
     if name == "testing":
+        require("hypothesis", "passmgr.testing")
         return importlib.import_module(f"{__name__}.testing")
     raise AttributeError(f"module 'passmgr' has no attribute '{name}'")

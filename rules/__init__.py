@@ -10,7 +10,7 @@ import importlib
 from pathlib import Path
 from typing import Any
 
-from egraph_ir.errors import RuleError, did_you_mean
+from egraph_ir.errors import RuleError, did_you_mean, require
 
 from .lexer import read_source
 from .patterns import (
@@ -61,6 +61,7 @@ _SOUNDNESS = ("SoundnessFailure", "SoundnessReport", "check_soundness")
 def __getattr__(name: str) -> Any:
     """The soundness checker loads hypothesis (~0.1 s): imported on first use only."""
     if name in _SOUNDNESS:
+        require("hypothesis", f"rules.{name}")
         return getattr(importlib.import_module(f"{__name__}.soundness"), name)
     raise AttributeError(f"module 'rules' has no attribute '{name}'")
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from egraph_ir.errors import CodegenError
+from egraph_ir.errors import CodegenError, require
 from egraph_ir.expr import Function
 from egraph_ir.frontend.onnx import to_onnx
 from egraph_ir.inline import inline_function
@@ -21,12 +21,7 @@ from . import Runner
 
 
 def build(fn: Function, threads: int) -> Runner:
-    try:
-        import onnxruntime as ort
-    except ImportError as exc:
-        raise CodegenError(
-            f"the onnxruntime target needs the onnxruntime package ({exc})"
-        ) from None
+    ort = require("onnxruntime", "the onnxruntime target")
     plain = inline_function(Function(fn.params, fn.body, fn.ret_type))
     model = to_onnx(plain, name=str(fn.attrs.get("global_symbol", "region")))
     options = ort.SessionOptions()
