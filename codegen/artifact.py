@@ -59,7 +59,7 @@ from .graph import AliasNode, FieldNode, Graph, InputNode, KernelNode, Node, Par
 from .kernels import CompiledKernel, HostKernel
 from .llvm import JitLibrary
 from .memory_plan import MemoryPlan
-from .options import BuildOptions, default_threads
+from .options import BuildOptions, default_threads, threads_from_env
 from .program import Program, Segment
 
 
@@ -70,8 +70,9 @@ def load(
     trusted_keys: Sequence[Any] | None = None,
 ) -> Executable:
     """An executable saved by `Executable.save`, ready to run (nothing is recompiled).
-    `threads` and `check_devices` override the saved run-time options (None: as saved, at
-    most one thread per core; threads=0: every core, up to the compiled count). With
+    `threads` and `check_devices` override the saved run-time options (None: the
+    EGC_NUM_THREADS variable, else as saved, at most one thread per core; threads=0: every
+    core, up to the compiled count; `Executable.set_threads` changes it later). With
     `trusted_keys` (raw Ed25519 public keys) only a file signed by one of them loads.
     Every member is checked against its digest and program.json against the graph before
     anything is used (codegen/artifact_check.py): a damaged file is one CodegenError."""
@@ -102,8 +103,8 @@ def load(
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise CodegenError(f"{path}: damaged manifest options ({exc})") from None
     check_threads(path, saved.threads)
-    if threads is None:  # as saved, but never more threads than this machine has cores
-        threads = min(saved.threads, default_threads())
+    if threads is None:  # EGC_NUM_THREADS, or as saved; never more than the compiled count
+        threads = min(threads_from_env() or saved.threads, saved.threads, default_threads())
     options = saved.at_run_time(threads, check_devices)
     check_program(path, data, constants, len(objects))
     try:

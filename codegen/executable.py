@@ -7,12 +7,14 @@ read back by `codegen.load` has only what running needs, so those are None there
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from egraph_ir.compare import leaves
 from egraph_ir.errors import CodegenError
 from egraph_ir.module import IRModule
 from egraph_ir.types import TensorType, Type, tensor_types
@@ -175,8 +177,13 @@ class Executable:
 
     # ------------------------------------------------------------ running
     def run(self, /, *args: Any, **inputs: Any) -> Any:
-        """Run on numpy inputs (by name, or positionally); returns an array or a tuple."""
+        """Run on numpy inputs: by name (keywords, or one dict as ONNX Runtime takes them)
+        or by position. Returns what the function returns: an array, or a tuple (nested as
+        the function's result); `run_dict` always gives a dict by output name."""
         names = list(self.input_types)
+        if len(args) == 1 and isinstance(args[0], Mapping):  # feeds by name, in one dict
+            inputs = {**args[0], **inputs}
+            args = ()
         if args:
             if len(args) > len(names):
                 raise CodegenError(f"run takes {len(names)} input(s), got {len(args)}")
@@ -188,6 +195,21 @@ class Executable:
         return self.graph.shape_outputs(results)
 
     __call__ = run
+
+    def run_dict(self, /, *args: Any, **inputs: Any) -> dict[str, np.ndarray]:
+        """Run as `run` does; the outputs by name (`output_names`: ONNX's names for an
+        imported model), nested tuples flattened in order, one entry per output always."""
+        results = leaves(self.run(*args, **inputs))
+        return dict(zip(self.output_names, results, strict=True))
+
+    def set_threads(self, threads: int) -> None:
+        """Run with `threads` threads from now on (0: every core), at most the count the
+        kernels were split for at compile time (codegen.num_threads)."""
+        compiled = dataclasses.replace(self.options, threads=self.program.threads)
+        self.options = compiled.at_run_time(threads)
+        self.runtime = Runtime(
+            self.program, self.library, self.options.threads, self.options.check_devices
+        )
 
     def _feeds(self, inputs: Mapping[str, Any]) -> list[np.ndarray]:
         """The inputs in parameter order, checked and made C-contiguous. A value of another
@@ -320,7 +342,8 @@ class Executable:
         with an Ed25519 private `key` (`codegen.new_signing_key()`) the file is signed, and
         `codegen.load(path, trusted_keys=[...])` accepts only files signed by those keys."""
         outputs, source = self.outputs(), self.get_source()
-        save(path, self.program, self.library, self.options, outputs, source, key)
+        options = dataclasses.replace(self.options, threads=self.program.threads)  # compiled
+        save(path, self.program, self.library, options, outputs, source, key)
 
     def outputs(self) -> tuple[list[Type], list[str]]:
         """The output types and names."""

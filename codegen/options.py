@@ -67,6 +67,20 @@ pm.register_config(
 )
 
 
+THREADS_ENV = "EGC_NUM_THREADS"
+
+
+def threads_from_env() -> int | None:
+    """EGC_NUM_THREADS: the thread count when neither the config nor `load` says (0 or
+    unset: every core)."""
+    text = os.environ.get(THREADS_ENV, "").strip()
+    if not text:
+        return None
+    if not text.isdigit():
+        raise CodegenError(f"{THREADS_ENV}={text!r}: give a thread count (0: every core)")
+    return int(text) or None
+
+
 def default_threads() -> int:
     """Every core this process may use."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
@@ -89,7 +103,9 @@ class BuildOptions:
         """The options the context's config says (the current context by default)."""
         ctx = ctx or pm.PassContext.current()
         return BuildOptions(
-            threads=int(ctx.get_config("codegen.num_threads")) or default_threads(),
+            threads=int(ctx.get_config("codegen.num_threads"))
+            or threads_from_env()
+            or default_threads(),
             host_fallback=bool(ctx.get_config("codegen.host_fallback")),
             memory_planner=str(ctx.get_config("codegen.memory_planner")),
             memory_pools=str(ctx.get_config("codegen.memory_pools")),

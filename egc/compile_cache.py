@@ -104,8 +104,8 @@ def _model_digest(source: str) -> str | None:
     digest = hashlib.sha256(data).hexdigest()
     if b"location" in data:  # maybe tensors in external files
         for name in _external_data(path):
-            data = path.parent / name
-            digest += ":" + (_file_digest(data) if data.is_file() else "missing")
+            tensors = path.parent / name
+            digest += ":" + (_file_digest(tensors) if tensors.is_file() else "missing")
     return digest
 
 

@@ -4,8 +4,9 @@
     from egc.onnx_backend import EgcBackend
     suite = onnx.backend.test.BackendTest(EgcBackend, __name__)
 
-`prepare` imports the model (`from_onnx`) and compiles it (`codegen.build`); with
-`mode="interpret"` it runs the reference interpreter instead. Inputs are matched to the
+`prepare` imports the model (`from_onnx`, honouring `shapes=`) and compiles it
+(`codegen.build`); with `mode="interpret"` it runs the reference interpreter instead.
+`run_node` runs one NodeProto. Devices other than the CPU are refused. Inputs are matched to the
 graph's inputs by position (initialisers listed as inputs are skipped), outputs come back
 as a list in the graph's order, as the runner expects. `run_model`, which sees the inputs,
 binds an input that sets a static attribute (a shape, axes, bounds) as a constant, as a
@@ -23,7 +24,7 @@ import onnx.numpy_helper
 from onnx.backend.base import Backend, BackendRep
 
 from codegen.build import build
-from egraph_ir.errors import ConstantInputError, FrontendError
+from egraph_ir.errors import CodegenError, ConstantInputError, FrontendError
 from egraph_ir.frontend import from_onnx
 from egraph_ir.interp import interpret
 from egraph_ir.module import IRModule
@@ -55,8 +56,12 @@ class EgcBackend(Backend):
 
     @classmethod
     def prepare(cls, model: Any, device: str = "CPU", **kwargs: Any) -> EgcRep:
+        """Import and compile; `shapes={"input": (1, 3, 224, 224)}` fixes symbolic
+        dimensions (as `from_onnx(shapes=)`)."""
+        _check_device(device)
         super().prepare(model, device, **kwargs)
-        return EgcRep(from_onnx(model), kwargs.get("mode", "compiled"))
+        mod = from_onnx(model, shapes=kwargs.get("shapes"))
+        return EgcRep(mod, kwargs.get("mode", "compiled"))
 
     @classmethod
     def run_model(
@@ -65,6 +70,7 @@ class EgcBackend(Backend):
         """Import, compile and run. Knowing the inputs, an input that sets a static
         attribute (Reshape's shape, Reduce's axes, Clip's bounds) is bound as a constant
         and the model imported again: the executable is specialised to that value."""
+        _check_device(device)
         super().prepare(model, device, **kwargs)
         feeds = _by_name(model, inputs)
         while True:
@@ -79,8 +85,56 @@ class EgcBackend(Backend):
         return EgcRep(mod, kwargs.get("mode", "compiled")).run(feeds)
 
     @classmethod
+    def run_node(
+        cls,
+        node: Any,
+        inputs: Any,
+        device: str = "CPU",
+        outputs_info: Sequence[tuple[Any, Sequence[int]]] | None = None,
+        **kwargs: Any,
+    ) -> tuple[np.ndarray, ...]:
+        """One node on its inputs: wrapped in a one-node model of the current opset (or
+        `opset_version=`) and run as `run_model` does."""
+        _check_device(device)
+        model = _node_model(node, [np.asarray(v) for v in inputs], outputs_info, kwargs)
+        return cls.run_model(model, inputs, device, **kwargs)
+
+    @classmethod
     def supports_device(cls, device: str) -> bool:
-        return device == "CPU"
+        """CPU only ("CPU" or "CPU:0")."""
+        return str(device).split(":")[0].upper() == "CPU"
+
+
+def _check_device(device: str) -> None:
+    if not EgcBackend.supports_device(device):
+        raise CodegenError(f"device {device!r}: this backend compiles for the CPU only")
+
+
+def _node_model(
+    node: Any,
+    values: list[np.ndarray],
+    outputs_info: Sequence[tuple[Any, Sequence[int]]] | None,
+    options: dict[str, Any],
+) -> Any:
+    """A model holding just `node`, its inputs typed after `values`."""
+    helper = onnx.helper
+    names = [n for n in node.input if n]
+    inputs = [
+        helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+        for n, v in zip(names, values, strict=False)
+    ]
+    outputs = []
+    for k, name in enumerate(n for n in node.output if n):
+        if outputs_info and k < len(outputs_info):
+            dtype, shape = outputs_info[k]
+            elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+            outputs.append(helper.make_tensor_value_info(name, elem, shape))
+        else:
+            outputs.append(onnx.ValueInfoProto(name=name))  # typed by shape inference
+    graph = helper.make_graph([node], "run_node", inputs, outputs)
+    opset = options.pop("opset_version", None) or onnx.defs.onnx_opset_version()
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid(node.domain or "", opset)])
+    return onnx.shape_inference.infer_shapes(model)
 
 
 def _by_name(model: Any, inputs: Any) -> dict[str, np.ndarray]:

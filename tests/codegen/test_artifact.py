@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import zipfile
@@ -15,6 +16,7 @@ import codegen
 import egraph_ir as ir
 import passmgr as pm
 from egraph_ir import models, op
+from egraph_ir.errors import CodegenError
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -191,3 +193,40 @@ def test_benchmark_times_the_runs_it_is_asked_for() -> None:
     assert exe.benchmark(inputs, duration=0.05, warmup=0).runs >= 1
     with pytest.raises(ir.CompilerError, match="benchmark"):
         exe.benchmark(inputs, repeats=0)
+
+
+def test_results_by_name_feeds_as_a_dict_and_threads_chosen_at_run_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`run_dict` names every output (nested tuples flattened), `run` takes one dict of
+    feeds like ONNX Runtime, the thread count is set at load (argument or EGC_NUM_THREADS)
+    or later with `set_threads`, and a loaded executable saves again."""
+    mod = ir.parse(
+        "def @main(%x: Tensor[(64, 64), float32], %y: Tensor[(64, 64), float32]) {\n"
+        "  (matmul(%x, %y), (relu(%x), exp(%y)))\n}"
+    )
+    x, y = (np.random.default_rng(k).standard_normal((64, 64), "float32") for k in (0, 1))
+    with pm.PassContext(config={"codegen.num_threads": 2}):
+        exe = codegen.build(mod)
+    by_name = exe.run_dict(x=x, y=y)
+    assert list(by_name) == ["output0", "output1", "output2"]
+    np.testing.assert_array_equal(by_name["output1"], np.maximum(x, 0))
+    first = exe.run({"x": x, "y": y})
+    assert isinstance(first[1], tuple)  # run keeps the function's nesting
+    np.testing.assert_array_equal(first[0], by_name["output0"])
+    exe.set_threads(1)
+    assert exe.threads == 1
+    np.testing.assert_allclose(exe.run(x, y)[0], by_name["output0"], rtol=1e-5, atol=1e-5)
+    with pytest.raises(CodegenError, match="compiled for 2"):
+        exe.set_threads(3)
+    exe.save(str(tmp_path / "m.egc"))
+    monkeypatch.setenv("EGC_NUM_THREADS", "1")
+    loaded = codegen.load(tmp_path / "m.egc")
+    assert loaded.threads == 1
+    loaded.save(str(tmp_path / "again.egc"))  # a loaded executable saves again
+    again = codegen.load(tmp_path / "again.egc", threads=2)
+    assert again.threads == min(2, os.cpu_count() or 1)
+    np.testing.assert_array_equal(again.run_dict(x=x, y=y)["output2"], by_name["output2"])
+    monkeypatch.setenv("EGC_NUM_THREADS", "many")
+    with pytest.raises(CodegenError, match="EGC_NUM_THREADS"):
+        codegen.load(tmp_path / "m.egc")

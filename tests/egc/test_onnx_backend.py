@@ -59,3 +59,36 @@ def test_conformance_through_codegen(all_cases: list) -> None:
     assert set(wrong) <= ONE_ULP_FLOAT16, wrong
     assert not [c for c in causes if c.startswith("CRASH")], causes
     assert passed >= 1600, (passed, causes.most_common(10))
+
+
+def test_prepare_honours_shapes_refuses_other_devices_and_runs_one_node() -> None:
+    """The backend API as ONNX Runtime's users call it: `shapes=` fixes a symbolic
+    dimension, a device it does not have is refused, `run_node` runs one NodeProto."""
+    import numpy as np
+    from onnx import helper
+
+    from egc.onnx_backend import EgcBackend
+    from egraph_ir.errors import CodegenError, FrontendError
+
+    relu = helper.make_node("Relu", ["x"], ["y"])
+    graph = helper.make_graph(
+        [relu],
+        "g",
+        [helper.make_tensor_value_info("x", 1, ["n", 4])],
+        [helper.make_tensor_value_info("y", 1, ["n", 4])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(FrontendError, match="symbolic dimension 'n'"):
+        EgcBackend.prepare(model)
+    rep = EgcBackend.prepare(model, shapes={"x": (3, 4)})
+    x = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)
+    np.testing.assert_array_equal(rep.run([x])[0], np.maximum(x, 0))
+    with pytest.raises(CodegenError, match="CPU only"):
+        EgcBackend.prepare(model, device="CUDA", shapes={"x": (3, 4)})
+    assert EgcBackend.supports_device("CPU:0") and not EgcBackend.supports_device("CUDA:1")
+    add = helper.make_node("Add", ["a", "b"], ["c"])
+    a, b = np.ones((2, 3), np.float32), np.arange(3, dtype=np.float32)
+    (c,) = EgcBackend.run_node(add, [a, b])
+    np.testing.assert_array_equal(c, a + b)
+    (c,) = EgcBackend.run_node(add, [a, b], outputs_info=[(np.float32, (2, 3))])
+    np.testing.assert_array_equal(c, a + b)
