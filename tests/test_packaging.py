@@ -45,9 +45,7 @@ def test_package_data_covers_every_data_file() -> None:
     missing = [
         f
         for f in _data_files()
-        if not any(
-            Path(f).match(f"{package}/{g}") for package, gs in globs.items() for g in gs
-        )
+        if not any(Path(f).match(f"{package}/{g}") for package, gs in globs.items() for g in gs)
     ]
     assert _data_files() and missing == []
     project = meta["project"]
@@ -73,10 +71,8 @@ def test_the_wheel_installs_into_a_fresh_venv_and_runs_the_examples(tmp_path: Pa
           str(wheel)], tmp_path)  # fmt: skip
     # the dependencies come from this venv's site-packages (no network in a test); that
     # folder's .pth files (this checkout's editable install) are not read through a .pth
-    site = Path(
-        _run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-             tmp_path).strip()  # fmt: skip
-    )
+    purelib = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    site = Path(_run([str(python), "-c", purelib], tmp_path).strip())
     (site / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     work = tmp_path / "work"
     work.mkdir()

@@ -70,9 +70,7 @@ def test_compile_only_compiles_and_check_fails_on_a_mismatch(tmp_path: Path) -> 
     quiet = egc("compile", "mlp", "--rules", str(unsound), cwd=tmp_path, cache=cache)
     assert quiet.returncode == 0, quiet.stderr
     assert "running" not in quiet.stderr and "MISMATCH" not in quiet.stdout
-    checked = egc(
-        "compile", "mlp", "--rules", str(unsound), "--check", cwd=tmp_path, cache=cache
-    )
+    checked = egc("compile", "mlp", "--rules", str(unsound), "--check", cwd=tmp_path, cache=cache)
     assert checked.returncode == 1
     assert "MISMATCH" in checked.stdout and "result: FAILED" in checked.stdout
 
