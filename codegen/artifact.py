@@ -199,7 +199,10 @@ def _node(
             ops = tuple(d["ops"])
             kernel = kernels.get(d["id"])
             variant = d.get("variant", "")  # absent in files of format 5 before it existed
-            return KernelNode(*common, kernel, d["kind"], ops, d["flops"], d["bytes"], variant)
+            sources = tuple(d.get("sources", ()))  # absent before profiles named ONNX nodes
+            return KernelNode(
+                *common, kernel, d["kind"], ops, d["flops"], d["bytes"], variant, sources
+            )
         case "alias":
             return AliasNode(*common)
         case "field":

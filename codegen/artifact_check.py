@@ -142,6 +142,9 @@ def _check_program(data: dict[str, Any], constants: dict[int, np.ndarray], objec
             assert isinstance(d["kind"], str) and all(isinstance(o, str) for o in d["ops"])
             assert all(isinstance(d[k], int | float) for k in ("flops", "bytes")), f"node {i}"
             assert isinstance(d.get("variant", ""), str), f"node {i} variant"
+            sources = d.get("sources", [])
+            assert isinstance(sources, list), f"node {i} sources"
+            assert all(isinstance(s, str) for s in sources), f"node {i} sources"
         if d["op"] == "field":
             assert _is_int(d["index"]) and d["index"] >= 0, f"node {i} index"
         if d["dtype"] is not None:

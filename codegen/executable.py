@@ -48,6 +48,16 @@ class KernelTime:
     variant: str = ""  # which kernel of its kind (a convolution's: direct, channels, ...)
     order: int = 0  # its place in the run (kernels run one after another)
     shape: tuple[int, ...] | None = None  # of its result
+    sources: tuple[str, ...] = ()  # the model's nodes it computes (ONNX node names)
+
+    @property
+    def computes(self) -> str:
+        """What it computes, for a table: its first model node and how many more (the
+        trace and JSON list them all), or its ops for a model without node names."""
+        if not self.sources:
+            return ", ".join(self.ops)
+        more = f" (+{len(self.sources) - 1})" if len(self.sources) > 1 else ""
+        return self.sources[0] + more
 
     @property
     def label(self) -> str:
@@ -81,15 +91,16 @@ class Profile:
         return sum(k.seconds for k in self.kernels)
 
     def rows(self) -> list[list[str]]:
-        """Table cells: kernel, kind, ops, median us, p10-p90 us, GFLOP/s, GB/s, share."""
+        """Table cells: kernel, kind, what it computes, result shape, median us, p10-p90
+        us, GFLOP/s, GB/s, share."""
         out = []
         for k in self.kernels:
-            ops = ",".join(k.ops)
             out.append(
                 [
                     k.name,
                     k.label,
-                    ops if len(ops) <= 40 else ops[:37] + "...",
+                    k.computes,
+                    "x".join(map(str, k.shape)) if k.shape is not None else "",
                     f"{1e6 * k.seconds:.1f}",
                     f"{1e6 * k.low:.1f}-{1e6 * k.high:.1f}",
                     f"{k.gflops_per_s:.2f}",
@@ -99,7 +110,10 @@ class Profile:
             )
         return out
 
-    HEADER = ("kernel", "kind", "ops", "median us", "p10-p90 us", "GFLOP/s", "GB/s", "share")
+    HEADER = (
+        "kernel", "kind", "computes", "shape", "median us", "p10-p90 us", "GFLOP/s", "GB/s",
+        "share",
+    )  # fmt: skip
 
     def __str__(self) -> str:
         total = f"total {1e6 * self.total_seconds:.1f} us over {len(self)} kernels"
@@ -123,6 +137,7 @@ class Profile:
         at = 0.0
         for k in sorted(self.kernels, key=lambda k: k.order):
             args = {"ops": ",".join(k.ops), "shape": list(k.shape or ()), "flops": k.flops}
+            args["nodes"] = list(k.sources)
             events.append(
                 {
                     "name": k.name, "cat": k.label,
@@ -246,7 +261,7 @@ class Executable:
                 KernelTime(
                     n.name, n.kind, list(n.ops), medians[node_id], float(low), float(high),
                     n.flops, n.bytes, medians[node_id] / total,
-                    n.variant, order, n.shape,
+                    n.variant, order, n.shape, n.sources,
                 )
             )  # fmt: skip
         return Profile(sorted(rows, key=lambda r: -r.seconds), repeats)

@@ -78,12 +78,14 @@ class KernelNode(_Entry):
     flops: float = 0.0  # of the kernel's ops, from the registry's cost estimates
     bytes: float = 0.0  # the kernel's inputs read and output written
     variant: str = ""  # which kernel of its kind (a convolution's: direct, channels, ...)
+    sources: tuple[str, ...] = ()  # the model's nodes it computes (ONNX node names)
     op: ClassVar[str] = "kernel"
 
     def to_json(self, storage_id: int, device: int) -> dict[str, Any]:
         entry = _Entry.to_json(self, storage_id, device)
         entry.update(kind=self.kind, ops=list(self.ops), flops=self.flops, bytes=self.bytes)
         entry["variant"] = self.variant
+        entry["sources"] = list(self.sources)
         return entry
 
 
@@ -200,19 +202,34 @@ def group_cost(call: Call, fn: Function | None = None) -> tuple[float, float]:
     return flops, float(moved)
 
 
+def source_names(fn: Function) -> tuple[str, ...]:
+    """The model's nodes a group computes: its calls' span names (ONNX node names, kept
+    through rewriting by egraph/spans.py), in the model's order."""
+    spans = {
+        node.span
+        for node in post_order(fn.body)
+        if isinstance(node, Call) and node.span is not None and node.span.name
+    }
+    ordered = sorted(spans, key=lambda s: (s.line, s.name))
+    names = (n for s in ordered for n in s.name.split(" + "))
+    return tuple(dict.fromkeys(names))
+
+
 def _kernel_node(
     node_id: int,
     call: Call,
     args: tuple[int, ...],
     kernel: CompiledKernel,
-    cost: tuple[float, float],
+    fn: Function,
 ) -> KernelNode:
     t = call.checked_type
     shape, dtype = (t.shape, t.dtype) if isinstance(t, TensorType) else (None, None)
     ops = tuple(kernel.ops)
     variant = getattr(kernel, "variant", "")
+    cost = group_cost(call, fn)
+    sources = source_names(fn)
     return KernelNode(
-        node_id, kernel.name, args, shape, dtype, kernel, kernel.kind, ops, *cost, variant
+        node_id, kernel.name, args, shape, dtype, kernel, kernel.kind, ops, *cost, variant, sources
     )
 
 
@@ -258,12 +275,11 @@ def build_graph(
                     body.attrs["src_virtual_device"],
                     body.attrs["dst_virtual_device"],
                 )
-            add(_kernel_node(len(nodes), e, args, kernel, group_cost(e)), e)
+            add(_kernel_node(len(nodes), e, args, kernel, e.op), e)
         elif isinstance(e, Call) and isinstance(e.op, GlobalVar) and lower_global is not None:
             kernel = lower_global(e.op.name_hint)
             args = tuple(ids[a] for a in e.args)
-            cost = group_cost(e, kernel.function)  # type: ignore[attr-defined]
-            add(_kernel_node(len(nodes), e, args, kernel, cost), e)
+            add(_kernel_node(len(nodes), e, args, kernel, kernel.function), e)  # type: ignore[attr-defined]
         elif isinstance(e, TupleGetItem):
             add(FieldNode(len(nodes), "field", (ids[e.tuple_value],), shape, dtype, e.index), e)
         elif (isinstance(e, Tuple) and e in result_tuples) or isinstance(e, GlobalVar):

@@ -20,7 +20,7 @@ def print_table(title: str, header: Sequence[str], rows: list[list[str]]) -> Non
 
         table = Table(title=title)
         for h in header:
-            table.add_column(h)
+            table.add_column(h, overflow="fold")  # long names wrap, never cut
         for row in rows:
             table.add_row(*row)
         Console().print(table)

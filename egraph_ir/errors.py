@@ -13,13 +13,28 @@ from typing import Any
 
 @dataclass(frozen=True, slots=True)
 class Span:
-    """A place in a text source (1-based line and column)."""
+    """A place in a source: a text file (1-based line and column), or a named node of a
+    model (`name`: an ONNX node's name, `line`: its position in the graph)."""
 
     file: str
     line: int
     col: int = 0
+    name: str = ""
+
+    @staticmethod
+    def join(spans: Iterable[Span | None]) -> Span | None:
+        """One span for the nodes of several (the names in source order, joined with
+        ' + '), for a call that computes what they did; None if none is known."""
+        known = sorted({s for s in spans if s is not None}, key=lambda s: (s.line, s.name))
+        if not known:
+            return None
+        names = dict.fromkeys(n for s in known for n in s.name.split(" + ") if n)
+        first = known[0]
+        return Span(first.file, first.line, first.col, " + ".join(names))
 
     def __str__(self) -> str:
+        if self.name:
+            return self.name
         return f"{self.file}:{self.line}:{self.col}" if self.col else f"{self.file}:{self.line}"
 
 

@@ -18,6 +18,7 @@ from .extract import EXTRACTORS, ExtractionResult, extract, translate
 from .graph import Snapshot, TensorEGraph
 from .pattern import AttrVar, Match, PCall, PGet, PLit, PVar, Rewrite
 from .saturate import Limits, SaturationReport, StopReason, saturate
+from .spans import class_spans
 
 OBSERVERS: list[Callable[[TensorEGraph, Snapshot, object, CostModel], None]] = []
 """Called with (e-graph, snapshot, root class, cost model) after every saturation: the
@@ -67,7 +68,8 @@ def optimize(
         given = translate(start.choice, snap0, snap)
         seeds = {"input": given} if given is not None else {}
         result = extract(g, snap, root_class, extractor, model, extract_time_limit, seeds)
-    out = Function(fn.params, result.to_ir(g), fn.ret_type, fn.attrs, fn.span)
+    spans = class_spans(g, snap, result.choice, root_class) if g.spans else None
+    out = Function(fn.params, result.to_ir(g, spans), fn.ret_type, fn.attrs, fn.span)
     infer_type(out)
     return OptimizeResult(out, report, start.cost, result.cost, snap, root_class, result)
 

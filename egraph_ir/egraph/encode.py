@@ -72,6 +72,8 @@ def encode(g: TensorEGraph, root: Expr) -> int:
             attrs = canonical_attrs(node)
             lits = " ".join(f'"{encode_attr(attrs[a.name])}"' for a in node.op.attrs)
             handle[node] = g.add(f"({ctor} {refs} {lits})".replace("  ", " "), ty)
+            if node.span is not None:
+                g.spans[handle[node]] = node.span
         elif isinstance(node, Tuple):
             handle[node] = g.add(f"({g.tuple_ctor(len(kids))} {refs})", ty)
         elif isinstance(node, TupleGetItem):
@@ -80,6 +82,8 @@ def encode(g: TensorEGraph, root: Expr) -> int:
             key = f"opaque#{id(node)}"
             g.leaves[key] = node
             handle[node] = g.add(f'(Opaque "{key}")', ty)
+        if kids:  # where a call's name goes when a rewrite absorbs it (egraph/spans.py)
+            g.operands[handle[node]] = [handle[k] for k in kids]
     g.encoded += len(handle)
     return handle[root]
 

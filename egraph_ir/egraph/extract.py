@@ -32,7 +32,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ..errors import CompilerError, ConfigError
+from ..errors import CompilerError, ConfigError, Span
 from ..expr import Call, Constant, Expr, Tuple, TupleGetItem
 from ..registry import Op
 from ..types import Type
@@ -94,8 +94,8 @@ class ExtractionResult:
     time_limit: float = math.inf  # the budget every phase was counted against
     notes: list[str] = field(default_factory=list)  # fallbacks and limits met on the way
 
-    def to_ir(self, g: TensorEGraph) -> Expr:
-        return to_ir(g, self.choice, self.root)
+    def to_ir(self, g: TensorEGraph, spans: Mapping[Value, Span] | None = None) -> Expr:
+        return to_ir(g, self.choice, self.root, spans)
 
 
 # ---------------------------------------------------------------- shared helpers
@@ -103,16 +103,20 @@ def dag_cost(table: CostTable, choice: Choice, root: Value) -> float:
     return sum(table.own[choice[c]] for c in reachable(choice, root))
 
 
-def to_ir(g: TensorEGraph, choice: Choice, root: Value) -> Expr:
-    """Rebuild IR without recursion; one IR node per chosen class (sharing is kept)."""
+def to_ir(
+    g: TensorEGraph, choice: Choice, root: Value, spans: Mapping[Value, Span] | None = None
+) -> Expr:
+    """Rebuild IR without recursion; one IR node per chosen class (sharing is kept); a
+    call gets its class's span from `spans` (egraph/spans.py)."""
     built: dict[Value, Expr] = {}
+    spans = spans or {}
     for c in reachable(choice, root):
         node = choice[c]
-        built[c] = node_ir(g, node, [built[k] for k in node.children])
+        built[c] = node_ir(g, node, [built[k] for k in node.children], spans.get(c))
     return built[root]
 
 
-def node_ir(g: TensorEGraph, node: ENode, kids: list[Expr]) -> Expr:
+def node_ir(g: TensorEGraph, node: ENode, kids: list[Expr], span: Span | None = None) -> Expr:
     """One e-node as IR over its children's IR (leaves are the encoded objects)."""
     if node.ctor in ("Var", "Opaque"):
         return g.leaves[node.literals[0]]
@@ -124,7 +128,7 @@ def node_ir(g: TensorEGraph, node: ENode, kids: list[Expr]) -> Expr:
         return Tuple(tuple(kids))
     op: Op = ctor_op(node.ctor)
     attrs = {a.name: decode_attr(s) for a, s in zip(op.attrs, node.literals, strict=True)}
-    return Call(op, tuple(kids), attrs)  # type: ignore[arg-type]
+    return Call(op, tuple(kids), attrs, span)  # type: ignore[arg-type]
 
 
 def _parents(snap: Snapshot) -> dict[Value, list[ENode]]:

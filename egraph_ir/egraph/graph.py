@@ -22,6 +22,7 @@ from egglog import bindings
 
 from ..attrs import NAN
 from ..device import VirtualDevice
+from ..errors import Span
 from ..expr import Constant, Expr
 from ..registry import Op, get_op
 from ..types import Type
@@ -125,6 +126,8 @@ class TensorEGraph:
         self.leaves: dict[str, Expr] = {}  # Var / Opaque keys -> IR nodes
         self.encoded = 0  # IR nodes encode() put in (more than e-nodes when some were equal)
         self.constants: dict[str, Constant] = {}  # Const keys -> constants
+        self.spans: dict[int, Span] = {}  # handle -> the source span of the call encoded there
+        self.operands: dict[int, list[int]] = {}  # handle -> its operands' handles (encoded)
         self._pending: list[str] = []
         self._batches = 0
         self.run_text(

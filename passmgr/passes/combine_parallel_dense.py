@@ -16,11 +16,12 @@ away, parameter weights through a `concatenate` call.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from egraph_ir import op
+from egraph_ir.errors import Span
 from egraph_ir.expr import Call, Constant, Expr, Function, TupleGetItem, Var, children
 from egraph_ir.infer import infer_type
 from egraph_ir.module import IRModule
@@ -162,14 +163,17 @@ class _Combiner(ExprMutator):
 
     @staticmethod
     def build(group: _Group, data: Expr) -> Expr:
+        # the combined product computes what the branches' nodes did: profiles name them
+        span = Span.join(s for b in group.branches for s in (b.head.span, b.tail.span))
         weights = [b.head.args[1] for b in group.branches]
         if group.kind == "dense":
-            product: Expr = op.dense(data, _concat(weights, axis=0))
+            product: Expr = replace(op.dense(data, _concat(weights, axis=0)), span=span)
         else:
-            product = op.matmul(data, _concat(weights, axis=1))
+            product = replace(op.matmul(data, _concat(weights, axis=1)), span=span)
         biases = [b.bias for b in group.branches]
         if all(b is not None for b in biases):
-            product = op.add(product, _concat(biases, axis=0))  # type: ignore[arg-type]
+            bias = _concat(biases, axis=0)  # type: ignore[arg-type]
+            product = replace(op.add(product, bias), span=span)
         cuts, total = [], 0
         for b in group.branches[:-1]:
             total += _out_units(b.head)

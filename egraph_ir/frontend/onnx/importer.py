@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from ...attrs import Attrs
-from ...errors import CompilerError, ConstantInputError, FrontendError
-from ...expr import Constant, Expr, Function, Tuple, Var
+from ...errors import CompilerError, ConstantInputError, FrontendError, Span
+from ...expr import Call, Constant, Expr, Function, Tuple, TupleGetItem, Var
 from ...fold import fold
 from ...infer import infer_new_nodes, infer_type
 from ...module import IRModule
@@ -346,6 +346,29 @@ class Importer:
             raise FrontendError(
                 f"{node.where}: cannot convert ({type(exc).__name__}: {exc})"
             ) from None
+        _stamp(results, Span("onnx", node.index + 1, name=node.proto.name or node.op_type))
         for name, value in zip(node.proto.output, results, strict=False):
             if name:
                 self.env[name] = value
+
+
+def _stamp(results: list[Any], span: Span) -> None:
+    """Give the calls a converter just built the ONNX node's span (profiles and errors
+    name the node). Earlier nodes' calls already carry theirs, so the walk stops there;
+    the new calls are not shared yet, so setting the field in place is safe."""
+    stack = [r for r in results if isinstance(r, Expr)]
+    seen: set[Expr] = set()
+    while stack:
+        e = stack.pop()
+        if e in seen or not isinstance(e, Call | Tuple | TupleGetItem):
+            continue
+        seen.add(e)
+        if isinstance(e, Call):
+            if e.span is not None:
+                continue
+            object.__setattr__(e, "span", span)
+            stack.extend(e.args)
+        elif isinstance(e, Tuple):
+            stack.extend(e.fields)
+        else:
+            stack.append(e.tuple_value)

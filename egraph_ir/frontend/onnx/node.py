@@ -68,6 +68,7 @@ class Node:
 
     def __init__(self, importer: Scope, proto: Any, index: int) -> None:
         self.importer, self.proto, self.opset = importer, proto, importer.opset
+        self.index = index
         self.op_type = proto.op_type
         self.where = f"node '{proto.name or f'#{index}'}' ({proto.op_type})"
         helper = importer.onnx.helper
