@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -59,8 +60,13 @@ def test_package_data_covers_every_data_file() -> None:
 @pytest.mark.slow
 def test_the_wheel_installs_into_a_fresh_venv_and_runs_the_examples(tmp_path: Path) -> None:
     wheels = tmp_path / "wheels"
-    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheels), str(ROOT)],
-         ROOT)  # fmt: skip
+    leftover = not (ROOT / "build").exists()  # setuptools builds in the source tree
+    try:
+        _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheels),
+              str(ROOT)], ROOT)  # fmt: skip
+    finally:
+        if leftover:
+            shutil.rmtree(ROOT / "build", ignore_errors=True)
     (wheel,) = wheels.glob("egraph_compiler-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert all(f in names for f in _data_files()), "a data file is missing from the wheel"
