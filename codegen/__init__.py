@@ -12,7 +12,7 @@ from __future__ import annotations
 from .artifact import load
 from .artifact_check import new_signing_key, public_key
 from .build import Executable, KernelTime, Profile, bind_params, build
-from .external import list_externals, register_external
+from .external import list_externals, register_external, write_outputs
 from .external.host import ExternalFallbackWarning
 from .memory_plan import list_memory_planners, register_memory_planner
 from .placement_costs import measured_cost
@@ -28,6 +28,7 @@ __all__ = [
     "bind_params",
     "build",
     "list_externals",
+    "write_outputs",
     "load",
     "measured_cost",
     "new_signing_key",

@@ -28,7 +28,7 @@ from egraph_ir.expr import Constant, Expr, Function, Var
 from egraph_ir.frontend import from_onnx
 from egraph_ir.infer import infer_type
 from egraph_ir.module import IRModule
-from egraph_ir.types import TensorType, Type
+from egraph_ir.types import TensorType, Type, tensor_types
 from egraph_ir.visitor import post_order, rebuild
 from passmgr.standard import standard_pipeline
 
@@ -118,7 +118,9 @@ def outputs_of(fn: Function) -> tuple[list[Type], list[str]]:
     """The types of main's outputs (the values of a tuple result, nested tuples flattened)
     and their names: the function's `output_names` attribute (ONNX import sets it), else
     output, output1, ..."""
-    types = [leaf.checked_type for leaf in output_leaves(fn.body)[0]]
+    types: list[Type] = [
+        t for leaf in output_leaves(fn.body)[0] for t in tensor_types(leaf.checked_type)
+    ]
     names = [str(n) for n in fn.attrs.get("output_names", ())]
     if len(names) != len(types):
         names = ["output"] if len(types) == 1 else [f"output{i}" for i in range(len(types))]

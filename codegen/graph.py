@@ -291,9 +291,55 @@ def build_graph(
                 f"the graph executor cannot run {type(e).__name__} nodes (control flow, "
                 "calls of non-primitive functions); run FuseOps on a dataflow function"
             )
-    outputs = [ids[leaf] for leaf in leaves]
-    tuple_output = isinstance(fn.body, Tuple)
-    nested = tuple_output and any(isinstance(f, Tuple) for f in fn.body.fields)  # type: ignore[attr-defined]
+    outputs, tree = _tensor_outputs(nodes, [ids[leaf] for leaf in leaves], leaves, tree)
+    tuple_output = not isinstance(tree, int)
+    nested = tuple_output and any(not isinstance(f, int) for f in tree)
     return Graph(
         nodes, inputs, outputs, tuple_output, copies=copies, output_tree=tree if nested else None
     )
+
+
+def _tensor_outputs(
+    nodes: list[Node], outputs: list[int], leaves: list[Expr], tree: Any
+) -> tuple[list[int], Any]:
+    """Main's outputs as tensors: a result leaf of tuple type (a region or a multi-output
+    kernel returning `(a, (b, c))`) becomes a field node per tensor it holds, and the output
+    tree nests them as its type does, so the executable returns what the interpreter does."""
+    flat: list[int] = []
+    subtrees: list[Any] = []
+    for node_id, leaf in zip(outputs, leaves, strict=True):
+        t = leaf.checked_type
+        if isinstance(t, TensorType):
+            subtrees.append(len(flat))
+            flat.append(node_id)
+            continue
+        start = len(flat)
+        for k, field_type in enumerate(tensor_types(t)):
+            field = FieldNode(
+                len(nodes), "field", (node_id,), field_type.shape, field_type.dtype, k
+            )
+            nodes.append(field)
+            flat.append(field.id)
+        subtrees.append(_shift(type_tree(t), start))
+    return flat, _shift_tree(tree, subtrees)
+
+
+def type_tree(t: Any) -> Any:
+    """The nesting of a (tuple) type with its tensors numbered in flattening order."""
+    counter = iter(range(len(tensor_types(t))))
+
+    def walk(x: Any) -> Any:  # recursion over tuple nesting only, never dataflow depth
+        return next(counter) if isinstance(x, TensorType) else tuple(walk(f) for f in x.fields)
+
+    return walk(t)
+
+
+def _shift(tree: Any, by: int) -> Any:
+    return tree + by if isinstance(tree, int) else tuple(_shift(t, by) for t in tree)
+
+
+def _shift_tree(tree: Any, subtrees: list[Any]) -> Any:
+    """The syntactic output tree with each leaf index replaced by that leaf's subtree."""
+    if isinstance(tree, int):
+        return subtrees[tree]
+    return tuple(_shift_tree(t, subtrees) for t in tree)

@@ -8,6 +8,9 @@ A code generator receives the region's function (typed; composite calls inside i
 MergeComposite made them) and the executable's thread budget, and returns a runner:
 `runner(inputs, outputs)` reads the input arrays and writes every output array in place
 (they are the executable's own buffers, so a target that can bind memory needs no copy).
+`outputs` holds one array per tensor of the region's result, nested tuples flattened in
+order; `write_outputs(outputs, value)` stores a value as the interpreter returns it
+(`(a, (b, c))` into three buffers), and the executable hands the nesting back to its caller.
 A code generator that raises hands its region back to the host with a warning; a region of
 a target without a code generator goes to the host the same way. Two ship with the project:
 `onnxruntime` and `blas`.
@@ -26,6 +29,25 @@ Runner = Callable[[list[np.ndarray], list[np.ndarray]], None]
 BuildRegion = Callable[[Function, int], Runner]
 
 _EXTERNAL: dict[str, BuildRegion] = {}
+
+
+def write_outputs(outputs: list[np.ndarray], value: object) -> None:
+    """Store a region's result (an array or nested tuples of arrays, as `interpret`
+    returns it) into its output buffers, which hold the tensors flattened in order."""
+    leaves: list[object] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, tuple | list):
+            stack.extend(reversed(item))
+        else:
+            leaves.append(item)
+    if len(leaves) != len(outputs):
+        raise CodegenError(
+            f"a region's result has {len(leaves)} tensor(s) for {len(outputs)} output buffer(s)"
+        )
+    for buffer, leaf in zip(outputs, leaves, strict=True):
+        buffer[...] = leaf
 
 
 def register_external(name: str, build_fn: BuildRegion | None, override: bool = False) -> None:

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import codegen
 import egraph_ir as ir
@@ -19,7 +21,7 @@ from codegen.build import optimise
 from egc.cli import main
 from egraph_ir import models, op
 from egraph_ir.frontend import from_onnx
-from egraph_ir.testing import assert_allclose
+from egraph_ir.testing import assert_allclose, programs
 
 pytest.importorskip("onnxruntime")
 
@@ -204,3 +206,40 @@ def test_unpartitioned_annotations_are_no_ops_for_the_host() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         np.testing.assert_array_equal(codegen.build(mod)(v), np.maximum(v, 0))
+
+
+def _interpreting_region(fn: ir.Function, threads: int):
+    def run(inputs: list[np.ndarray], outputs: list[np.ndarray]) -> None:
+        codegen.write_outputs(outputs, ir.interpret(fn, *inputs))
+
+    return run
+
+
+@settings(max_examples=25)
+@given(case=programs(max_nodes=8), data=st.data())
+def test_partitioned_results_keep_their_nesting_on_random_partitionings(case, data) -> None:
+    """A region (and main) returning nested tuples: the partitioned executable returns what
+    the interpreter and the unpartitioned build return, `(a, (b, c))`, not `(a, b, c)`."""
+    from egraph_ir.visitor import post_order
+
+    fn = case.mod["main"]
+    values = [e for e in post_order(fn.body) if isinstance(e, ir.Call)]
+    a, b, c = (data.draw(st.sampled_from(values)) for _ in range(3))
+    nested = ir.infer_type(
+        ir.IRModule.from_expr(ir.Function(fn.params, ir.Tuple([a, ir.Tuple([b, c])])))
+    )
+    names = sorted({e.op.name for e in values})
+    chosen = data.draw(st.lists(st.sampled_from(names), min_size=1, unique=True))
+    target = "nesting_mock"
+    for name in chosen:
+        op.register_support(target, name)
+    codegen.register_external(target, _interpreting_region, override=True)
+    try:
+        part = pm.passes.partition_for([target])(nested)
+        got = codegen.build(part)(**case.inputs)
+    finally:
+        op.unregister_support(target)
+        codegen.register_external(target, None)
+    expected = ir.interpret(nested, **case.inputs)
+    assert_allclose(got, expected)
+    assert_allclose(codegen.build(nested)(**case.inputs), expected)
