@@ -90,6 +90,7 @@ class SoftEdge:
     bytes: int
     annotation: bool  # a free on_device: preferred place for a copy on ties
     value: Expr
+    late: bool = False  # a function's result after its body: on ties, copy before instead
 
 
 @dataclass
@@ -165,12 +166,13 @@ class DeviceAnalysis:
             case Function() if is_opaque_function(e):
                 self.dom[e] = d.for_type(_type(e))
             case Function():
+                result = self._result_domain(e)
                 if global_name is not None:
                     fn_dom = self.dom[global_name]
                     where = f"the result of @{global_name.name_hint}"
-                    d.unify(d.fn_parts[fn_dom][1], self.dom[e.body], where)
+                    d.unify(d.fn_parts[fn_dom][1], result, where)
                 else:
-                    fn_dom = d.function([self._var(p) for p in e.params], self.dom[e.body])
+                    fn_dom = d.function([self._var(p) for p in e.params], result)
                 self.dom[e] = fn_dom
                 self._pin_function(e, fn_dom)
             case Call():
@@ -195,6 +197,18 @@ class DeviceAnalysis:
                 d.unify(self.dom[e.cond], d.result_leaf(self.dom[e]), "the condition of an if")
             case _:
                 raise PassError(f"PlanDevices: cannot plan {type(e).__name__} nodes")
+
+    def _result_domain(self, fn: Function) -> int:
+        """Where a function returns its value. A tensor result may be copied after the body
+        (its last op computed where its inputs are, only the result moving: sum(exp(x))
+        moves 4 KiB, not x's 4 MiB), so it is a soft edge from the body; a tuple already
+        moves field by field, and a function value is where its devices are."""
+        body = self.dom[fn.body]
+        if self.domains.is_function(body) or isinstance(fn.body, Tuple):
+            return body
+        result = self.domains.leaf()
+        self.edges.append(SoftEdge(body, result, _bytes(fn.body), False, fn.body, late=True))
+        return result
 
     def _pin_function(self, fn: Function, fn_dom: int) -> None:
         d = self.domains
@@ -354,6 +368,7 @@ class CopyGroup:
     users: list[int]
     bytes: int
     annotation: bool
+    late: bool = False
 
     def destinations(self, placed: dict[int, VirtualDevice]) -> set[VirtualDevice]:
         return {placed[u] for u in self.users} - {placed[self.source]}
@@ -364,7 +379,7 @@ def copy_groups(edges: Iterable[tuple[int, int, SoftEdge]]) -> list[CopyGroup]:
     for a, b, e in edges:
         key = (id(e.value), a)
         if key not in groups:
-            groups[key] = CopyGroup(a, [], e.bytes, e.annotation)
+            groups[key] = CopyGroup(a, [], e.bytes, e.annotation, e.late)
         groups[key].users.append(b)
     return list(groups.values())
 
@@ -379,7 +394,8 @@ def multiway_cut(
     copied are fewest, a value counting once per device it must reach. An integer program
     (HiGHS): x[r, k] says r is on device k; c[g, k] >= x[u, k] - x[source, k] for every user
     u says group g's value is copied to k. Copies of a free on_device's value cost a hair
-    less so that, on ties, they go where the user allowed them (TVM's place). Falls back
+    less so that, on ties, they go where the user allowed them (TVM's place), and a copy of
+    a function's result after its body a hair more (TVM copies the inputs). Falls back
     to the nearest pin when the solver runs out of time."""
     import highspy
     import numpy as np
@@ -396,7 +412,7 @@ def multiway_cut(
         lower[col[r] * k + devices.index(vd)] = 1.0
     costs = [0.0] * nx
     for g in groups:
-        costs += [2.0 * g.bytes + 2.0 - (1.0 if g.annotation else 0.0)] * k
+        costs += [2.0 * g.bytes + 2.0 - (1.0 if g.annotation else 0.0) + float(g.late)] * k
     add_columns(h, costs, integral=nx, lower=lower, upper=upper)
     rows: list[Row] = []
     for r in roots:

@@ -144,7 +144,10 @@ class _Rewriter:
             case Function():
                 result, params = a.function_devices(e)
                 attrs = e.attrs.with_(virtual_device=result, param_virtual_devices=tuple(params))
-                return Function(e.params, memo[e.body], e.ret_type, attrs, e.span)
+                body = memo[e.body]
+                if not isinstance(e.body, Tuple):  # the result may move after the body
+                    body = self.moved(e.body, body, result)
+                return Function(e.params, body, e.ret_type, attrs, e.span)
             case Call() if op_name(e) == "on_device":
                 body = memo[e.args[0]]
                 if e in a.ignored:
