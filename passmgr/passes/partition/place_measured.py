@@ -133,7 +133,9 @@ def _scaled(problem: Problem, scale: Mapping[str, float]) -> Problem:
     choices = {
         c: {t: v * scale.get(t, 1.0) for t, v in o.items()} for c, o in problem.choices.items()
     }
-    return Problem(problem.calls, choices, problem.readers, problem.outputs, problem.bytes_of)
+    return Problem(
+        problem.calls, choices, problem.readers, problem.outputs, problem.bytes_of, problem.homes
+    )
 
 
 def _scaled_cost(cost: PlacementCost, scale: Mapping[str, float]) -> PlacementCost:

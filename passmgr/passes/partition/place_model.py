@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from egraph_ir.errors import PassError
-from egraph_ir.expr import Call, Constant, Expr, Function, Tuple, Var
+from egraph_ir.expr import Call, Constant, Expr, Function, Tuple, TupleGetItem, Var
 from egraph_ir.highs import Row, add_columns, add_rows, new_highs
 from egraph_ir.module import IRModule
 from egraph_ir.registry import Op
@@ -123,6 +123,12 @@ class Problem:
     readers: dict[Expr, list[Call]]  # value -> the calls reading it
     outputs: list[Expr]  # values the function returns
     bytes_of: dict[Expr, int]
+    homes: dict[Expr, Expr] = field(default_factory=dict)  # a tuple's field -> its producer
+
+    def home(self, value: Expr) -> Expr:
+        """The expression whose placement holds `value`: a field of a tuple-producing call
+        (`%bn.0`) is where the call is, not a value of its own on the host."""
+        return self.homes.get(value, value)
 
 
 def problem_of(fn: Function, targets: Sequence[str], cost: PlacementCost) -> Problem:
@@ -143,11 +149,18 @@ def problem_of(fn: Function, targets: Sequence[str], cost: PlacementCost) -> Pro
             for a in dict.fromkeys(n.args):
                 if not isinstance(a, Constant):  # constants are bound into the regions
                     readers.setdefault(a, []).append(n)
-        if isinstance(n, Call | Var):
+        if isinstance(n, Call | Var | TupleGetItem):
             bytes_of[n] = sum(t.nbytes for t in tensor_types(n.checked_type))
     body = fn.body
     outputs = list(body.fields) if isinstance(body, Tuple) else [body]
-    return Problem(calls, choices, readers, outputs, bytes_of)
+    homes: dict[Expr, Expr] = {}
+    for value in [*readers, *outputs]:
+        producer = value
+        while isinstance(producer, TupleGetItem):
+            producer = producer.tuple_value
+        if producer is not value and producer in choices:
+            homes[value] = producer
+    return Problem(calls, choices, readers, outputs, bytes_of, homes)
 
 
 def placement_cost(problem: Problem, place: Mapping[Expr, str], cost: PlacementCost) -> float:
@@ -165,12 +178,12 @@ def cost_by_target(
         t = place.get(c, DEFAULT)
         spent[t] = spent.get(t, 0.0) + problem.choices[c][t]
     for value, users in problem.readers.items():
-        home = place.get(value, DEFAULT)
+        home = place.get(problem.home(value), DEFAULT)
         for t in {place.get(u, DEFAULT) for u in users} - {home}:
             entry = cost.launch_of(t) + cost.per_byte * problem.bytes_of.get(value, 0)
             spent[t] = spent.get(t, 0.0) + entry
     for out in problem.outputs:
-        if place.get(out, DEFAULT) != DEFAULT:
+        if place.get(problem.home(out), DEFAULT) != DEFAULT:
             spent[DEFAULT] += cost.per_byte * problem.bytes_of.get(out, 0)
     return spent
 
@@ -188,10 +201,11 @@ def solve(problem: Problem, cost: PlacementCost) -> dict[Expr, str]:
             columns[(c, t)] = len(costs)
             costs.append(value)
     for out in problem.outputs:  # results computed off the host are copied back
-        options = problem.choices.get(out, {}) if isinstance(out, Call) else {}
+        home = problem.home(out)
+        options = problem.choices.get(home, {}) if isinstance(home, Call) else {}
         for t in options:
             if t != DEFAULT:
-                costs[columns[(out, t)]] += cost.per_byte * problem.bytes_of.get(out, 0)
+                costs[columns[(home, t)]] += cost.per_byte * problem.bytes_of.get(out, 0)
     rows: list[Row] = []
     for c in problem.calls:
         rows.append((1.0, 1.0, [(columns[(c, t)], 1.0) for t in problem.choices[c]]))
@@ -203,14 +217,15 @@ def solve(problem: Problem, cost: PlacementCost) -> dict[Expr, str]:
             entry = len(costs)
             size = problem.bytes_of.get(source, 0)
             costs.append(cost.launch_of(t) + cost.per_byte * size)
-            held = columns.get((source, t))
+            home = problem.home(source)
+            held = columns.get((home, t))
             for u in users:
                 if (u, t) not in columns:
                     continue
                 row = [(entry, 1.0), (columns[(u, t)], -1.0)]
                 if held is not None:
                     row.append((held, 1.0))
-                elif t == DEFAULT and not isinstance(source, Call):
+                elif t == DEFAULT and not isinstance(home, Call):
                     continue  # graph inputs live on the host
                 rows.append((0.0, inf, row))
     h = new_highs(TIME_LIMIT_S)

@@ -79,10 +79,11 @@ def report_regions(
     total = placement_cost(problem, place, cost)
     neighbours: dict[Expr, set[Call]] = {c: set() for c in problem.calls}
     for value, users in problem.readers.items():
+        home = problem.home(value)
         for u in users:
-            if isinstance(value, Call) and value in neighbours and place[value] == place[u]:
-                neighbours[value].add(u)
-                neighbours[u].add(value)
+            if isinstance(home, Call) and home in neighbours and place[home] == place[u]:
+                neighbours[home].add(u)
+                neighbours[u].add(home)
     seen: set[Expr] = set()
     out = []
     for c in problem.calls:
@@ -107,7 +108,9 @@ def report_regions(
         own = sum(problem.choices[m][t] for m in group)
         inside = set(group)
         entering = {
-            v for v, users in problem.readers.items() if v not in inside and inside & set(users)
+            v
+            for v, users in problem.readers.items()
+            if problem.home(v) not in inside and inside & set(users)
         }
         own += sum(cost.launch_of(t) + cost.per_byte * problem.bytes_of.get(v, 0) for v in entering)
         names = [call_name(m) for m in group]

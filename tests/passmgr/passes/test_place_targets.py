@@ -183,3 +183,37 @@ def test_bad_arguments_are_config_errors_and_the_defaults_keep_everything_home()
     with pm.PassContext() as ctx:
         default(mlp_module(64))
     assert ctx.run.last("PlaceTargets").regions == 0  # equal op costs: no launch pays
+
+
+def test_a_field_of_a_tuple_producing_call_lives_where_the_call_runs() -> None:
+    """batch_norm returns a tuple and its users read `%bn.0`: the field is where the batch
+    norm runs, not a value on the host that costs a launch to enter every region (as
+    imported, a DenseNet got no region at all)."""
+    ops = ("conv2d", "batch_norm", "relu", "add")
+    for name in ops:
+        register_support("mock_bn", name)
+    try:
+        x = ir.var("x", shape=(1, 4, 8, 8))
+        rng = np.random.default_rng(0)
+        h = x
+        for _ in range(3):
+            w = ir.const(rng.standard_normal((4, 4, 3, 3)).astype("float32"))
+            stats = [ir.const(rng.uniform(0.5, 1.5, 4).astype("float32")) for _ in range(4)]
+            conv = op.conv2d(h, w, padding=[1, 1, 1, 1])
+            h = op.relu(ir.TupleGetItem(op.batch_norm(conv, *stats), 0))
+        mod = ir.infer_type(ir.IRModule.from_expr(ir.Function([x], h)))
+        table = {(name, "default"): 2.0 for name in ops}
+        table.update({(name, "mock_bn"): 1.0 for name in ops})  # every op at half cost
+        cost = pm.passes.cost_table(table, launch={"mock_bn": 2.0}, per_byte=0.0)
+        with pm.PassContext() as ctx:
+            placed = pm.passes.PlaceTargets(["mock_bn"], cost=cost, rules="none")(mod)
+    finally:
+        unregister_support("mock_bn")
+    regions = [f for f in placed.functions.values() if f.attrs.get("Compiler") == "mock_bn"]
+    assert len(regions) == 1  # the whole chain, one launch
+    choice = ctx.run.last("PlaceTargets")
+    # the model sees the region that is built: 9 ops at 1 and one entry (it saw 3 regions
+    # and charged 16 when every `.0` counted as a host value)
+    assert choice.regions == 1 and choice.cost == pytest.approx(9 * 1.0 + 2.0)
+    value = rng.standard_normal((1, 4, 8, 8)).astype("float32")
+    assert_allclose(ir.interpret(placed, value), ir.interpret(mod, value))
