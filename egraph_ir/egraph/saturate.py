@@ -393,7 +393,9 @@ class Saturator:
             if any(k is None for k in kids):
                 continue
             out_type = self._type(snap, n.eclass)
-            if not isinstance(out_type, TensorType) or out_type.size > lim.fold_max_elements:
+            layout = ctor_op(n.ctor).name in LAYOUT_OPS
+            limit = MAX_LAYOUT_FOLD if layout else lim.fold_max_elements
+            if not isinstance(out_type, TensorType) or out_type.size > limit:
                 continue
             self.seen_fold.add((n.ctor, n.eclass))
             value = _evaluate(n, [k.data for k in kids if k is not None])
@@ -408,6 +410,13 @@ class Saturator:
         if folded:
             self.report.applied["fold-constant"] += folded
         return folded
+
+
+# ops that only move a constant's elements (no arithmetic): folded up to MAX_LAYOUT_FOLD
+# elements, so a rewrite's squeeze(weight) or transpose(weight) is a constant when a
+# target's predicate asks (TVM's "constant weight" checks) and when the extractor prices it
+LAYOUT_OPS = frozenset({"squeeze", "reshape", "expand_dims", "transpose"})
+MAX_LAYOUT_FOLD = 1 << 24
 
 
 def _evaluate(n: ENode, args: list[np.ndarray]) -> np.ndarray | None:

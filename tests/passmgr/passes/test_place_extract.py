@@ -287,3 +287,69 @@ def test_placement_over_the_egraph_is_the_brute_force_optimum(products_only, dat
         assert got == pytest.approx(_joint_brute_force(fn, JOINT, cost, rewrites), rel=1e-6)
     finally:
         unregister_support("mock_pointwise")
+
+
+@pytest.fixture
+def constant_weight_products():
+    """A product target with TVM's usual predicate: only products of constant weights."""
+    target = "dense_of_constants"
+    register_support(target, "dense", lambda call: isinstance(call.args[1], ir.Constant))
+    yield target
+    unregister_support(target)
+
+
+def _placed_products(mod: ir.IRModule, target: str) -> int:
+    placed = pm.passes.PlaceTargets([target], cost=_table(target, 10, 1e-6))(mod)
+    return _ops(placed, target).count("dense")
+
+
+def _mlp_onnx(gemm: bool) -> ir.IRModule:
+    """A 3-layer MLP as PyTorch exports it: Gemm nodes, or MatMul + Add."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(3)
+    nodes, inits, h = [], [], "x"
+    for i, (n_in, n_out) in enumerate([(64, 128), (128, 128), (128, 10)]):
+        w = rng.standard_normal((n_out, n_in) if gemm else (n_in, n_out)).astype("float32")
+        b = rng.standard_normal(n_out).astype("float32")
+        inits += [numpy_helper.from_array(w, f"w{i}"), numpy_helper.from_array(b, f"b{i}")]
+        if gemm:
+            nodes.append(helper.make_node("Gemm", [h, f"w{i}", f"b{i}"], [f"g{i}"], transB=1))
+        else:
+            nodes.append(helper.make_node("MatMul", [h, f"w{i}"], [f"m{i}"]))
+            nodes.append(helper.make_node("Add", [f"m{i}", f"b{i}"], [f"g{i}"]))
+        h = f"g{i}"
+        if i < 2:
+            nodes.append(helper.make_node("Relu", [h], [f"r{i}"]))
+            h = f"r{i}"
+    graph = helper.make_graph(
+        nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [32, 64])],
+        [helper.make_tensor_value_info(h, TensorProto.FLOAT, [32, 10])], inits,
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return ir.infer_type(from_onnx(model))
+
+
+def test_flexible_matching_does_not_depend_on_how_the_model_or_target_is_written(
+    constant_weight_products, real_model
+) -> None:
+    """A constant-weight predicate sees the rewritten weight as a constant (it saw
+    squeeze(const) and took 2 of MobileNetV2's 35 products), and a MatMul+Add export is
+    offloaded like the Gemm export (it got none)."""
+    target = constant_weight_products
+    assert _placed_products(_mlp_onnx(gemm=True), target) == 3
+    assert _placed_products(_mlp_onnx(gemm=False), target) == 3
+    path, _, _ = real_model("mobilenet_v2")
+    mod = ir.infer_type(from_onnx(onnx.load(path)))
+    products = [
+        n
+        for n in post_order(mod["main"].body)
+        if isinstance(n, Call)
+        and (
+            getattr(n.op, "name", "") == "dense"
+            or (
+                getattr(n.op, "name", "") == "conv2d" and n.args[1].checked_type.shape[2:] == (1, 1)
+            )
+        )
+    ]
+    assert _placed_products(mod, target) == len(products)  # 35 in the real export
