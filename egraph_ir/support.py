@@ -44,8 +44,11 @@ def composite_target(fn: Function) -> str | None:
     return str(name).split(".", 1)[0] if name else None
 
 
-def supports(target: str, call: Call) -> bool:
-    """May `target` run this (typed) call? Predicates that raise count as a refusal."""
+def supports(target: str, call: Call, strict: bool = True) -> bool:
+    """May `target` run this (typed) call? A predicate that raises is a CompilerError
+    naming the target, the op and the exception (a silent refusal hid a predicate reading
+    the types of an untyped call); with `strict=False` it counts as a refusal (the
+    placement e-graph asks about calls whose operands are stand-ins)."""
     if isinstance(call.op, Function):
         return composite_target(call.op) == target
     if not isinstance(call.op, Op):
@@ -58,8 +61,13 @@ def supports(target: str, call: Call) -> bool:
         return True
     try:
         return bool(predicate(call))
-    except Exception:  # a predicate that cannot judge a call refuses it
-        return False
+    except Exception as exc:
+        if not strict:
+            return False
+        raise CompilerError(
+            f"the support predicate of target '{target}' for '{call.op.name}' raised "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
 
 
 def supported_ops(target: str) -> list[str]:

@@ -28,6 +28,7 @@ from .instrument import (
     pass_instrument,
     verify_module,
 )
+from .names import UnknownPassWarning
 from .pass_base import FunctionPass, ModulePass, Pass, PassInfo, PassResult, module_changed
 from .pipeline_text import parse_pipeline
 from .registry import get_pass, list_passes, register_pass
@@ -43,6 +44,7 @@ def override_instruments(instruments: list[PassInstrument] | None) -> None:
 
 
 __all__ = [
+    "UnknownPassWarning",
     "testing",
     "BisectResult",
     "ConfigOption",

@@ -66,7 +66,7 @@ class PassContext:
         for what, names in (("required_pass", required_pass), ("disabled_pass", disabled_pass)):
             if isinstance(names, str) or not all(isinstance(n, str) for n in names):
                 raise ConfigError(f"{what} must be a list of pass names, got {names!r}")
-            check_pass_names(what, names)
+            check_pass_names(what, names, warn=what == "disabled_pass")
         self.opt_level = opt_level
         self.required_pass = tuple(required_pass)
         self.disabled_pass = tuple(disabled_pass)

@@ -80,6 +80,8 @@ class AnnotateTarget(FunctionPass):
         object.__setattr__(self, "targets", tuple(targets))
 
     def transform_function(self, fn: Function, mod: IRModule, ctx: PassContext) -> Function:
+        if not fn.body.has_type:  # called alone on an untyped module: predicates read types
+            infer_type(mod)
         body, kept = strip_annotations(fn.body)
         if body is not fn.body:
             infer_type(Function(fn.params, body, fn.ret_type, fn.attrs))

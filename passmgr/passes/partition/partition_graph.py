@@ -16,6 +16,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from egraph_ir.attrs import Attrs
 from egraph_ir.errors import PassError
 from egraph_ir.expr import (
     Call,
@@ -33,21 +34,34 @@ from egraph_ir.inline import rebuild_keeping_functions
 from egraph_ir.module import IRModule
 
 from ...context import PassContext
-from ...pass_base import ModulePass
+from ...pass_base import SKIP_ATTRS, ModulePass, Pass
 from ...registry import register_pass
 from ...run import PassReport, record
 from .regions import DEFAULT, Region, RegionSet, annotation, find_regions, inputs
 
-RegionOptimizer = Callable[[Function], Function]
+RegionOptimizer = Callable[[Function], Function] | Pass
 _OPTIMIZERS: dict[str, RegionOptimizer] = {}
 
 
 def register_region_optimizer(target: str, fn: RegionOptimizer | None) -> None:
-    """Run `fn` on every function PartitionGraph makes for `target` (None removes it)."""
+    """Run `fn` on every function PartitionGraph makes for `target` (None removes it):
+    a function of a Function, or a pass (`pm.passes.FoldConstant()`, a Sequential)."""
     if fn is None:
         _OPTIMIZERS.pop(target, None)
     else:
         _OPTIMIZERS[target] = fn
+
+
+def optimise_region(optimise: RegionOptimizer, fn: Function) -> Function:
+    """A region through its target's hook. A pass sees the region as a plain function
+    (function passes skip `Compiler` functions, which made a pass hook a no-op); the
+    region keeps its own attributes."""
+    if not isinstance(optimise, Pass):
+        return optimise(fn)
+    kept = Attrs({k: v for k, v in fn.attrs.items() if k not in SKIP_ATTRS})
+    plain = Function(fn.params, fn.body, fn.ret_type, kept, fn.span)
+    out = optimise(IRModule.from_expr(plain))["main"]
+    return Function(out.params, out.body, out.ret_type, fn.attrs, fn.span)
 
 
 def symbol(target: str) -> str:
@@ -81,7 +95,7 @@ class PartitionGraph(ModulePass):
             body, lifted = _Partitioner(rs, name, self.bind_constants, funcs, counter).run()
             for gname, gfn in lifted.items():
                 optimise = _OPTIMIZERS.get(str(gfn.attrs["Compiler"]))
-                new[gname] = optimise(gfn) if optimise else gfn
+                new[gname] = optimise_region(optimise, gfn) if optimise else gfn
                 target = str(gfn.attrs["Compiler"])
                 regions[target] = regions.get(target, 0) + 1
             new[name] = Function(fn.params, body, fn.ret_type, fn.attrs, fn.span)

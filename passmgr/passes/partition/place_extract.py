@@ -136,7 +136,7 @@ def _options(
                 choices = {DEFAULT: 0.0 if host is None else float(host)}
                 for t in targets:
                     c = cost.op(call, t)
-                    if c is not None and supports(t, call):
+                    if c is not None and supports(t, call, strict=False):
                         choices[t] = float(c)
                 seen[key] = choices
             out[n] = seen[key]

@@ -417,3 +417,39 @@ def test_pipeline_text_and_symbol_sanitising() -> None:
     everything_default = pm.passes.AnnotateTarget()(out)  # the RFC's "annotate default"
     ends = [n for n in ir.post_order(everything_default["main"].body) if _is(n, "compiler_end")]
     assert ends and {e.attrs["compiler"] for e in ends} == {"default"}
+
+
+def test_a_pass_as_region_optimizer_rewrites_the_region() -> None:
+    """`register_region_optimizer(T, FoldConstant())`, a TVM idiom, was a no-op: function
+    passes skip `Compiler` functions. The region is optimised and keeps its attributes."""
+    x = ir.var("x", shape=(4,))
+    folded = op.add(ir.const(np.ones(4, "float32")), ir.const(np.ones(4, "float32")))
+    mod = module(ir.Function([x], op.exp(op.add(x, folded))))
+    pm.passes.register_region_optimizer(T, pm.passes.FoldConstant())
+    try:
+        part = pm.passes.partition_for([T])(mod)
+    finally:
+        pm.passes.register_region_optimizer(T, None)
+    (region,) = [f for f in part.functions.values() if f.attrs.get("Compiler") == T]
+    assert region.attrs["Primitive"] and region.attrs["global_symbol"]
+    names = [n.op.name for n in ir.post_order(region.body) if isinstance(n, ir.Call)]
+    assert names.count("add") == 1  # the constant sum was folded inside the region
+    v = np.linspace(-1, 1, 4, dtype="float32")
+    assert_allclose(ir.interpret(part, v), ir.interpret(mod, v))
+
+
+def test_annotate_target_types_an_untyped_module_and_reports_a_broken_predicate() -> None:
+    """Alone on an untyped module, a predicate reading types silently refused every call;
+    now the module is typed first, and a predicate that raises is an error naming it."""
+    op.register_support("typed_only", "exp", lambda c: c.args[0].checked_type.dtype == "float32")
+    op.register_support("broken", "exp", lambda c: c.no_such_field)
+    try:
+        x = ir.var("x", shape=(4,))
+        untyped = ir.IRModule.from_expr(ir.Function([x], op.exp(x)))
+        out = pm.passes.AnnotateTarget(["typed_only"])(untyped)
+        assert out["main"].body.attrs["compiler"] == "typed_only"
+        with pytest.raises(ir.CompilerError, match="predicate of target 'broken' for 'exp'"):
+            pm.passes.AnnotateTarget(["broken"])(ir.IRModule.from_expr(ir.Function([x], op.exp(x))))
+    finally:
+        op.unregister_support("typed_only")
+        op.unregister_support("broken")
