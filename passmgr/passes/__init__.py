@@ -18,6 +18,7 @@ from .eqsat import (
 from .fold_constant import FoldConstant, FoldReport
 from .fuse_ops import FuseOps, FuseReport
 from .infer_type import InferType
+from .inline import Inline, InlineReport
 from .partition import (
     AnnotateReport,
     AnnotateTarget,
@@ -38,6 +39,8 @@ from .partition import (
 from .print_ir import PrintIR
 
 __all__ = [
+    "Inline",
+    "InlineReport",
     "AnnotateReport",
     "CombineReport",
     "CompositeReport",

@@ -248,6 +248,9 @@ class DeviceAnalysis:
             return
         if device_polymorphic(e, self.mod):
             self.dom[e] = out = d.leaf()
+            declared = self._declared_device(e)
+            if declared is not None:  # a fused or external function that says where it runs
+                d.pin(out, declared, where)
             for a in e.args:
                 self._flow(a, out, where)
             return
@@ -255,6 +258,21 @@ class DeviceAnalysis:
         self.dom[e] = d.for_type(_type(e))
         call_dom = d.function([self.dom[a] for a in e.args], self.dom[e])
         d.unify(self.dom[e.op], call_dom, where)
+
+    def _declared_device(self, call: Call) -> VirtualDevice | None:
+        """The device a called fused/external function declares (`virtual_device`, or
+        its parameters' one device): its kernel runs there, its operands are copied in."""
+        callee = call.op
+        if isinstance(callee, GlobalVar) and callee.name_hint in self.mod:
+            callee = self.mod[callee.name_hint]
+        if not isinstance(callee, Function):
+            return None
+        given = callee.attrs.get("virtual_device")
+        if isinstance(given, VirtualDevice):
+            return given
+        params = set(callee.attrs.get("param_virtual_devices") or ())
+        only = params.pop() if len(params) == 1 else None
+        return only if isinstance(only, VirtualDevice) else None
 
     def _flow(self, value: Expr, into: int, where: str) -> None:
         """A value used by an op or held in a tuple: a soft edge, or for a function value,

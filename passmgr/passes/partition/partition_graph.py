@@ -104,6 +104,21 @@ class PartitionGraph(ModulePass):
         return infer_type(IRModule(new)) if changed else mod
 
 
+def _constant(e: Expr) -> bool:
+    """A constant, a tuple of constants (nested) or a field of one: a value the region can
+    hold itself."""
+    stack = [e]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, Tuple):
+            stack.extend(item.fields)
+        elif isinstance(item, TupleGetItem):
+            stack.append(item.tuple_value)
+        elif not isinstance(item, Constant):
+            return False
+    return True
+
+
 @dataclass(frozen=True, slots=True)
 class PartitionReport(PassReport):
     """Functions lifted out for external targets, by target."""
@@ -200,6 +215,8 @@ class _Partitioner:
             source = value.args[0] if _is_end(value) else value  # type: ignore[attr-defined]
             if isinstance(source, Constant) and self.bind:
                 return source
+            if self.bind and _constant(self.memo[value]):  # a constant tuple, or a field of one
+                return self.memo[value]
             if source not in by_value:
                 p = Var(f"{sym}_{k}_i{len(params)}", source.checked_type)
                 by_value[source] = p

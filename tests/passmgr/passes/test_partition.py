@@ -453,3 +453,51 @@ def test_annotate_target_types_an_untyped_module_and_reports_a_broken_predicate(
     finally:
         op.unregister_support("typed_only")
         op.unregister_support("broken")
+
+
+def test_inline_replaces_marked_functions_and_keeps_external_regions() -> None:
+    """TVM's Inline: global functions marked Inline=1 are inlined at their calls (their own
+    marked callees first) and dropped; external regions stay; recursion is refused."""
+    mod = ir.parse(
+        """
+        def @double(%a: Tensor[(4,), float32], Inline=1) { add(%a, %a) }
+        def @square_double(%b: Tensor[(4,), float32], Inline=1) {
+          %0 = @double(%b);
+          multiply(%0, %0)
+        }
+        def @main(%x: Tensor[(4,), float32]) { exp(@square_double(%x)) }
+        """
+    )
+    mod = ir.infer_type(mod)
+    parted = pm.passes.partition_for([T])(mod)  # exp and add go to T: an Inline=1 region
+    with pm.PassContext() as ctx:
+        out = pm.passes.Inline()(mod)
+    assert sorted(g.name_hint for g in out.functions) == ["main"]
+    assert ctx.run.last("Inline").inlined == 2
+    v = np.linspace(-1, 1, 4, dtype="float32")
+    assert_allclose(ir.interpret(out, v), ir.interpret(mod, v))
+    kept = pm.passes.Inline()(parted)
+    assert any(f.attrs.get("Compiler") for f in kept.functions.values())
+    loop = ir.parse(
+        """
+        def @f(%a: Tensor[(4,), float32], Inline=1) { @g(%a) }
+        def @g(%a: Tensor[(4,), float32], Inline=1) { @f(%a) }
+        def @main(%x: Tensor[(4,), float32]) { @f(%x) }
+        """
+    )
+    with pytest.raises(ir.CompilerError, match="reaches itself"):
+        pm.passes.Inline()(loop)
+
+
+def test_a_tuple_of_constants_read_by_a_region_is_bound_into_it() -> None:
+    """bind_constants binds constants; a tuple made of constants became a parameter of the
+    region instead."""
+    x = ir.var("x", shape=(2,))
+    consts = ir.Tuple([ir.const(np.ones(2, "float32")), ir.const(np.full(2, 3.0, "float32"))])
+    body = op.add(op.exp(x), ir.TupleGetItem(consts, 1))
+    mod = module(ir.Function([x], body))
+    part = pm.passes.partition_for([T])(mod)
+    (region,) = [f for f in part.functions.values() if f.attrs.get("Compiler") == T]
+    assert [p.checked_type for p in region.params] == [x.checked_type]  # only x comes in
+    v = np.array([1.0, -2.0], "float32")
+    assert_allclose(ir.interpret(part, v), ir.interpret(mod, v))

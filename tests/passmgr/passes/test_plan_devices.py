@@ -821,3 +821,24 @@ def test_copies_move_the_fewest_bytes_on_random_dags(case, data) -> None:
     planned = pm.passes.PlanDevices(default=CPU0)(mod)
     event(f"values: {len(nodes)}")
     assert _copied_bytes(planned) == _brute_force_bytes(mod["main"], pins, out_device)
+
+
+def test_a_fused_function_runs_on_the_device_it_declares() -> None:
+    """A primitive function with virtual_device=cpu:1 called from a cpu:0 program: its
+    operand is copied in and its result back (the declaration was ignored)."""
+    p = ir.var("p", shape=(4,))
+    prim = ir.Function([p], op.exp(p)).with_attr("Primitive", 1).with_attr("virtual_device", G)
+    x = ir.var("x", shape=(4,))
+    call = Call(prim, (op.abs(x),))
+    fn = Function([x], op.negative(call))
+    fn = fn.with_attr("virtual_device", C).with_attr("param_virtual_devices", [C])
+    mod = ir.infer_type(ir.IRModule.from_expr(fn))
+    planned = plan(mod, C)
+    copies = [
+        (e.attrs["src_virtual_device"], e.attrs["dst_virtual_device"])
+        for e in ir.post_order(planned["main"].body)
+        if isinstance(e, Call) and getattr(e.op, "name", "") == "device_copy"
+    ]
+    assert sorted(copies, key=str) == sorted([(C, G), (G, C)], key=str)
+    inputs = random_inputs(mod)
+    assert_allclose(ir.interpret(planned, **inputs), ir.interpret(mod, **inputs))
