@@ -222,7 +222,9 @@ def _program_from_json(
         kernels[int(key)] = HostKernel(d["name"], list(d["ops"]), fn)
     for key, text in data.get("external_steps", {}).items():
         d = entries[int(key)]
-        kernels[int(key)] = external_kernel(d["name"], _function(text), options.threads)
+        kernels[int(key)] = external_kernel(
+            d["name"], _function(text), options.threads, options.external_options
+        )
     nodes = [_node(d, kernels, lambda i: constants[slot_of[i]]) for d in data["nodes"]]
     inputs = [n for n in (nodes[i] for i in data["inputs"]) if isinstance(n, InputNode)]
     graph = Graph(

@@ -87,7 +87,7 @@ def build(
     start_helpers(threads)  # compile helpers start while the passes run
     times: dict[str, float] = {}
     clock = _Clock(times, on_stage)
-    mod, externals = clock("external", compile_regions, mod, threads)
+    mod, externals = clock("external", compile_regions, mod, threads, options.external_options)
     optimised = clock("optimise", optimise, mod, params, extra_passes)
     placed = clock("devices", plan_devices, optimised) if mentions_devices(optimised) else optimised
     fused = clock("fuse", fuse, placed)

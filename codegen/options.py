@@ -81,6 +81,22 @@ def threads_from_env() -> int | None:
     return int(text) or None
 
 
+def _check_external_options(value: dict[str, Any]) -> None:
+    if not all(isinstance(k, str) and isinstance(v, dict) for k, v in value.items()):
+        raise CodegenError(
+            f"codegen.external_options: give {{target: {{option: value}}}}, got {value!r}"
+        )
+
+
+pm.register_config(
+    "codegen.external_options",
+    dict,
+    {},
+    "options per external target, {target: {option: value}}, handed to its code generator",
+    validate=_check_external_options,
+)
+
+
 def default_threads() -> int:
     """Every core this process may use."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
@@ -97,6 +113,7 @@ class BuildOptions:
     memory_pools: str = ""
     check_devices: bool = False
     kernel_db: str = "auto"  # where lowering reads measured kernel choices (codegen/tuning.py)
+    external_options: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
 
     @staticmethod
     def from_context(ctx: pm.PassContext | None = None) -> BuildOptions:
@@ -111,6 +128,7 @@ class BuildOptions:
             memory_pools=str(ctx.get_config("codegen.memory_pools")),
             check_devices=bool(ctx.get_config("codegen.check_devices")),
             kernel_db=str(ctx.get_config("codegen.kernel_db")),
+            external_options=dict(ctx.get_config("codegen.external_options")),
         )
 
     @property

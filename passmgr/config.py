@@ -9,6 +9,7 @@ a typed value through one converter, `parse_text`.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from importlib import metadata
@@ -112,8 +113,8 @@ def list_configs() -> dict[str, ConfigOption]:
 
 
 def parse_text(raw: str, type_: Any, what: str) -> Any:
-    """A text as a value of type_ (bool: true/false/1/0; int; float; str as is), or a
-    ConfigError naming `what`."""
+    """A text as a value of type_ (bool: true/false/1/0; int; float; dict and list as
+    JSON; str as is), or a ConfigError naming `what`."""
     text = raw.strip()
     try:
         if type_ is bool:
@@ -122,6 +123,11 @@ def parse_text(raw: str, type_: Any, what: str) -> Any:
             return text.lower() in ("true", "1")
         if type_ in (int, float):
             return type_(text)
+        if type_ in (dict, list):  # JSON: --config 'codegen.external_options={"t": {...}}'
+            value = json.loads(text)
+            if not isinstance(value, type_):
+                raise ValueError(text)
+            return value
     except ValueError:
         name = getattr(type_, "__name__", str(type_))
         raise ConfigError(f"{what} expects {name}, got {raw!r}") from None

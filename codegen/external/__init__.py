@@ -26,7 +26,7 @@ from egraph_ir.errors import CodegenError, did_you_mean
 from egraph_ir.expr import Function
 
 Runner = Callable[[list[np.ndarray], list[np.ndarray]], None]
-BuildRegion = Callable[[Function, int], Runner]
+BuildRegion = Callable[..., Runner]  # (fn, threads) or (fn, threads, options=...)
 
 _EXTERNAL: dict[str, BuildRegion] = {}
 

@@ -10,7 +10,10 @@ host compiles plain ops.
 
 from __future__ import annotations
 
+import inspect
 import warnings
+from collections.abc import Mapping
+from typing import Any
 
 from egraph_ir.expr import Call, Function, GlobalVar
 from egraph_ir.infer import infer_type
@@ -43,14 +46,33 @@ def called_regions(main: Function, mod: IRModule) -> list[str]:
     return list(names)
 
 
-def external_kernel(name: str, fn: Function, threads: int) -> ExternalKernel:
-    """The kernel of one region, compiled by its target's code generator."""
-    runner = get_external(str(fn.attrs["Compiler"]))(fn, threads)
+def external_kernel(
+    name: str, fn: Function, threads: int, options: Mapping[str, Mapping[str, Any]] | None = None
+) -> ExternalKernel:
+    """The kernel of one region, compiled by its target's code generator; a generator that
+    takes `options` gets its target's entry of codegen.external_options (TVM's
+    `relay.ext.<target>.options`)."""
+    target = str(fn.attrs["Compiler"])
+    build_region = get_external(target)
+    if _takes_options(build_region):
+        runner = build_region(fn, threads, options=dict((options or {}).get(target, {})))
+    else:
+        runner = build_region(fn, threads)
     types = [(t.shape, t.dtype) for t in tensor_types(fn.body.checked_type)]
     return ExternalKernel(name, region_ops(fn), fn, runner, types)
 
 
-def compile_regions(mod: IRModule, threads: int) -> tuple[IRModule, dict[str, ExternalKernel]]:
+def _takes_options(build_region: Any) -> bool:
+    try:
+        params = inspect.signature(build_region).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == "options" or p.kind is p.VAR_KEYWORD for p in params)
+
+
+def compile_regions(
+    mod: IRModule, threads: int, options: Mapping[str, Mapping[str, Any]] | None = None
+) -> tuple[IRModule, dict[str, ExternalKernel]]:
     """The module the host compiles and the external kernels (see the module docstring)."""
     mod = infer_type(mod)
     kernels: dict[str, ExternalKernel] = {}
@@ -59,7 +81,7 @@ def compile_regions(mod: IRModule, threads: int) -> tuple[IRModule, dict[str, Ex
         fn = mod[name]
         target = str(fn.attrs["Compiler"])
         try:
-            kernels[name] = external_kernel(name, fn, threads)
+            kernels[name] = external_kernel(name, fn, threads, options)
         except Exception as exc:  # any failure of a target's code generator: host runs it
             warnings.warn(
                 f"external region @{name} (target {target}) runs on the host: {exc}",

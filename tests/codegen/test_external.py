@@ -243,3 +243,29 @@ def test_partitioned_results_keep_their_nesting_on_random_partitionings(case, da
     expected = ir.interpret(nested, **case.inputs)
     assert_allclose(got, expected)
     assert_allclose(codegen.build(nested)(**case.inputs), expected)
+
+
+def test_code_generators_get_their_targets_options(tmp_path: Path) -> None:
+    """codegen.external_options = {target: {...}} reaches a generator that takes
+    `options` (TVM's relay.ext.<target>.options), at build and again at load."""
+    mod, part = _two_output_region()
+    seen: list[dict] = []
+
+    def build_region(fn: ir.Function, threads: int, options: dict):
+        seen.append(options)
+        return _interpreting_region(fn, threads)
+
+    codegen.register_external("mine", build_region)
+    try:
+        config = {"codegen.external_options": {"mine": {"tile": 8}, "other": {"x": 1}}}
+        with pm.PassContext(config=config):
+            exe = codegen.build(part)
+        exe.save(str(tmp_path / "m.egc"))
+        loaded = codegen.load(tmp_path / "m.egc")
+    finally:
+        codegen.register_external("mine", None)
+    assert seen == [{"tile": 8}, {"tile": 8}]
+    v = np.random.default_rng(0).standard_normal((3, 4)).astype("float32")
+    assert_allclose(loaded(v), ir.interpret(mod, v))
+    with pytest.raises(ir.CompilerError, match="external_options"):
+        pm.PassContext(config={"codegen.external_options": {"mine": 3}})
