@@ -35,6 +35,7 @@ from passmgr.standard import standard_pipeline
 from . import blas, tuning
 from .devices import assign_devices, mentions_devices, plan_devices
 from .executable import Executable, KernelTime, Profile
+from .external.control import has_if, lift_ifs
 from .external.host import compile_regions
 from .graph import Graph, build_graph, output_leaves
 from .kernels import ExternalKernel
@@ -87,6 +88,8 @@ def build(
     start_helpers(threads)  # compile helpers start while the passes run
     times: dict[str, float] = {}
     clock = _Clock(times, on_stage)
+    if has_if(mod):  # each data-dependent If: a region running one of two compiled branches
+        mod = lift_ifs(mod)
     mod, externals = clock("external", compile_regions, mod, threads, options.external_options)
     optimised = clock("optimise", optimise, mod, params, extra_passes)
     placed = clock("devices", plan_devices, optimised) if mentions_devices(optimised) else optimised

@@ -247,6 +247,7 @@ def build_graph(
         nodes.append(node)
 
     leaves, tree, result_tuples = output_leaves(fn.body)
+    views: dict[Expr, tuple[int, int]] = {}  # a nested tuple field: (its node, flat offset)
     inputs: list[InputNode] = []
     for p in fn.params:
         t = p.checked_type
@@ -281,7 +282,11 @@ def build_graph(
             args = tuple(ids[a] for a in e.args)
             add(_kernel_node(len(nodes), e, args, kernel, kernel.function), e)  # type: ignore[attr-defined]
         elif isinstance(e, TupleGetItem):
-            add(FieldNode(len(nodes), "field", (ids[e.tuple_value],), shape, dtype, e.index), e)
+            source, index = _flat_field(e, ids, views)
+            if shape is None:  # a tuple inside a tuple: read through it, field by field
+                views[e] = (source, index)
+            else:
+                add(FieldNode(len(nodes), "field", (source,), shape, dtype, index), e)
         elif (isinstance(e, Tuple) and e in result_tuples) or isinstance(e, GlobalVar):
             continue
         elif isinstance(e, Var):
@@ -291,7 +296,8 @@ def build_graph(
                 f"the graph executor cannot run {type(e).__name__} nodes (control flow, "
                 "calls of non-primitive functions); run FuseOps on a dataflow function"
             )
-    outputs, tree = _tensor_outputs(nodes, [ids[leaf] for leaf in leaves], leaves, tree)
+    sources = [views[leaf] if leaf in views else (ids[leaf], 0) for leaf in leaves]
+    outputs, tree = _tensor_outputs(nodes, sources, leaves, tree)
     tuple_output = not isinstance(tree, int)
     nested = tuple_output and any(not isinstance(f, int) for f in tree)
     return Graph(
@@ -299,15 +305,27 @@ def build_graph(
     )
 
 
+def _flat_field(
+    e: TupleGetItem, ids: dict[Expr, int], views: dict[Expr, tuple[int, int]]
+) -> tuple[int, int]:
+    """The node a tuple field comes from and its index among that node's tensors: tuples
+    reach the executor flattened (a region returning (a, (b, c)) gives a, b, c), so the
+    field `.1.0` of it is tensor 1."""
+    src = e.tuple_value
+    node, offset = views[src] if src in views else (ids[src], 0)
+    fields = src.checked_type.fields  # type: ignore[attr-defined]
+    return node, offset + sum(len(tensor_types(f)) for f in fields[: e.index])
+
+
 def _tensor_outputs(
-    nodes: list[Node], outputs: list[int], leaves: list[Expr], tree: Any
+    nodes: list[Node], outputs: list[tuple[int, int]], leaves: list[Expr], tree: Any
 ) -> tuple[list[int], Any]:
     """Main's outputs as tensors: a result leaf of tuple type (a region or a multi-output
     kernel returning `(a, (b, c))`) becomes a field node per tensor it holds, and the output
     tree nests them as its type does, so the executable returns what the interpreter does."""
     flat: list[int] = []
     subtrees: list[Any] = []
-    for node_id, leaf in zip(outputs, leaves, strict=True):
+    for (node_id, offset), leaf in zip(outputs, leaves, strict=True):
         t = leaf.checked_type
         if isinstance(t, TensorType):
             subtrees.append(len(flat))
@@ -316,7 +334,7 @@ def _tensor_outputs(
         start = len(flat)
         for k, field_type in enumerate(tensor_types(t)):
             field = FieldNode(
-                len(nodes), "field", (node_id,), field_type.shape, field_type.dtype, k
+                len(nodes), "field", (node_id,), field_type.shape, field_type.dtype, offset + k
             )
             nodes.append(field)
             flat.append(field.id)

@@ -23,7 +23,6 @@ from collections.abc import Callable
 import numpy as np
 
 from egraph_ir.errors import CodegenError, did_you_mean
-from egraph_ir.expr import Function
 
 Runner = Callable[[list[np.ndarray], list[np.ndarray]], None]
 BuildRegion = Callable[..., Runner]  # (fn, threads) or (fn, threads, options=...)
@@ -76,10 +75,11 @@ def list_externals() -> list[str]:
 
 
 def _register_shipped() -> None:
-    from . import blas_region, onnxruntime_region
+    from . import blas_region, control, onnxruntime_region
 
     register_external("onnxruntime", onnxruntime_region.build)
     register_external("blas", blas_region.build)
+    register_external(control.TARGET, control.build)  # data-dependent If (control.py)
 
 
 _register_shipped()
