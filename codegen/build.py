@@ -28,7 +28,7 @@ from egraph_ir.expr import Constant, Expr, Function, Var
 from egraph_ir.frontend import from_onnx
 from egraph_ir.infer import infer_type
 from egraph_ir.module import IRModule
-from egraph_ir.types import TensorType, Type, tensor_types
+from egraph_ir.types import FuncType, TensorType, Type, tensor_types
 from egraph_ir.visitor import post_order, rebuild
 from passmgr.standard import standard_pipeline
 
@@ -82,6 +82,7 @@ def build(
         mod = from_onnx(mod)
     if "main" not in dict(mod.items()):
         raise CodegenError("the module has no 'main' function")
+    refuse_function_values(infer_type(mod)["main"])
     options = BuildOptions.from_context()
     kernel_db = tuning.resolve(options.kernel_db)  # a bad path fails before any work
     threads = options.threads
@@ -115,6 +116,23 @@ def build(
     times["bind"] = time.perf_counter() - t0
     exe.kernels_reused = cache.hits + shared
     return exe
+
+
+def refuse_function_values(main: Function) -> None:
+    """main must take and return tensors: a closure (a function as a value) has no native
+    form, so say so by name before any pass runs, not as a stray free variable later."""
+    kinds = [("takes", p.checked_type) for p in main.params]
+    kinds.append(("returns", main.body.checked_type))
+    for what, t in kinds:
+        pending = [t]
+        while pending:
+            x = pending.pop()
+            if isinstance(x, FuncType):
+                raise CodegenError(
+                    f"main {what} a function ({x}): a closure has no compiled form; call it "
+                    "inside main (the inliner then removes it) or keep it in the interpreter"
+                )
+            pending.extend(getattr(x, "fields", ()))
 
 
 def outputs_of(fn: Function) -> tuple[list[Type], list[str]]:

@@ -105,3 +105,20 @@ def test_if_results_feed_the_rest_of_the_program() -> None:
     for value in (np.linspace(0, 1, 16), np.linspace(-1, 0, 16)):
         v = value.astype("float32")
         assert_allclose(exe.run(v), ir.interpret(mod, v))
+
+
+def test_a_returned_closure_is_a_clear_error_before_and_after_plan_devices() -> None:
+    """main returning a function got 'free variable %y' (or a KeyError once planned); a
+    closure called inside main compiles (the inliner removes it)."""
+    returned = ir.parse(
+        "def @main(%x: Tensor[(4,), float32]) { fn (%y: Tensor[(4,), float32]) { add(%x, %y) } }"
+    )
+    planned = pm.passes.PlanDevices(default=ir.VirtualDevice("cpu", 0))(ir.infer_type(returned))
+    for mod in (returned, planned):
+        with pytest.raises(ir.CompilerError, match="main returns a function"):
+            codegen.build(mod)
+    called = ir.parse(
+        "def @main(%x: Tensor[(4,), float32]) {\n"
+        "  %f = fn (%y: Tensor[(4,), float32]) { add(%x, %y) };\n  %f(%x)\n}"
+    )
+    np.testing.assert_array_equal(codegen.build(called)(np.ones(4, "float32")), np.full(4, 2.0))
