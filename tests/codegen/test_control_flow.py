@@ -74,11 +74,16 @@ def test_an_onnx_if_whose_condition_depends_on_data_matches_onnxruntime(tmp_path
     nodes = [
         helper.make_node("ReduceSum", ["x"], ["total"], keepdims=0),
         helper.make_node("Greater", ["total", "zero"], ["positive"]),
-        helper.make_node(
-            "If", ["positive"], ["y"],
-            then_branch=branch("then", "Sqrt"), else_branch=branch("else", "Neg"),
-        ),  # fmt: skip
     ]
+    nodes.append(
+        helper.make_node(
+            "If",
+            ["positive"],
+            ["y"],
+            then_branch=branch("then", "Sqrt"),
+            else_branch=branch("else", "Neg"),
+        )
+    )
     graph = helper.make_graph(
         nodes,
         "data_dependent_if",
