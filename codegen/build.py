@@ -35,6 +35,7 @@ from passmgr.standard import standard_pipeline
 from . import blas, tuning
 from .devices import assign_devices, mentions_devices, plan_devices
 from .executable import Executable, KernelTime, Profile
+from .external import control, register_external
 from .external.control import has_if, lift_ifs
 from .external.host import compile_regions
 from .graph import Graph, build_graph, output_leaves
@@ -133,6 +134,10 @@ def refuse_function_values(main: Function) -> None:
                     "inside main (the inliner then removes it) or keep it in the interpreter"
                 )
             pending.extend(getattr(x, "fields", ()))
+
+
+# data-dependent If: a region whose branches are programs this builder compiles
+register_external(control.TARGET, control.region_builder(build), override=True)
 
 
 def outputs_of(fn: Function) -> tuple[list[Type], list[str]]:

@@ -42,7 +42,8 @@ from .job import (
 
 def demo(model: str, show_ir: int) -> int:
     """The main job on a built-in model, with the optimised IR's first lines."""
-    report, exe = run_job(model, JobOptions(check=True, repeats=3), Progress())
+    options = JobOptions(opt_level=3, check=True, repeats=3)  # every pass, checked and timed
+    report, exe = run_job(model, options, Progress())
     print_report(render_text(report, time_passes=True))
     if show_ir and exe.optimized_module is not None:
         lines = exe.optimized_module.astext(show_meta=False).splitlines()

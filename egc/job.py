@@ -32,7 +32,7 @@ RUN_KEYS = ("backend", "latency_ms", "check_original", "onnxruntime", "profile",
 
 @dataclass
 class JobOptions:
-    opt_level: int = 3
+    opt_level: int = 2  # PassContext's default, the command line's too
     rules: list[str] = field(default_factory=list)  # extra rule files, run after the standard
     disabled: list[str] = field(default_factory=list)
     print_ir_after: list[str] = field(default_factory=list)

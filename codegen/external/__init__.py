@@ -75,11 +75,10 @@ def list_externals() -> list[str]:
 
 
 def _register_shipped() -> None:
-    from . import blas_region, control, onnxruntime_region
+    from . import blas_region, onnxruntime_region
 
     register_external("onnxruntime", onnxruntime_region.build)
-    register_external("blas", blas_region.build)
-    register_external(control.TARGET, control.build)  # data-dependent If (control.py)
+    register_external("blas", blas_region.build)  # egc.control (If): codegen/build.py
 
 
 _register_shipped()

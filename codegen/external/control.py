@@ -14,6 +14,7 @@ and gets it back as a global when the branch is built.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -140,23 +141,26 @@ def _program(fn: Function) -> IRModule:
     return infer_type(IRModule({**globals_, "main": main}))
 
 
-def build(fn: Function, threads: int) -> Runner:
-    """Both branches compiled as programs of the region's parameters; the runner reads the
-    condition (its first input) and runs one."""
-    from ..build import build as build_program
+def region_builder(build_program: Callable[[IRModule], Any]) -> Callable[..., Runner]:
+    """The code generator of `egc.control` regions over `build_program` (codegen.build,
+    which registers it: this module must not import the builder that imports it)."""
 
-    assert isinstance(fn.body, If)
-    branches = []
-    for branch in (fn.body.true_branch, fn.body.false_branch):
-        branches.append(build_program(_program(Function(fn.params, branch))))
-    taken, other = branches
+    def build(fn: Function, threads: int) -> Runner:
+        """Both branches compiled as programs of the region's parameters; the runner reads
+        the condition (its first input) and runs one."""
+        assert isinstance(fn.body, If)
+        branches = []
+        for branch in (fn.body.true_branch, fn.body.false_branch):
+            branches.append(build_program(_program(Function(fn.params, branch))))
+        taken, other = branches
+        names = [p.name_hint for p in fn.params]
 
-    names = [p.name_hint for p in fn.params]
+        def run(inputs: list[np.ndarray], outputs: list[np.ndarray]) -> None:
+            flag = bool(np.asarray(inputs[0]).reshape(-1)[0])
+            exe: Any = taken if flag else other
+            feeds = {n: v for n, v in zip(names, inputs, strict=True) if n in exe.input_types}
+            write_outputs(outputs, exe.run(**feeds))  # a branch may not read every input
 
-    def run(inputs: list[np.ndarray], outputs: list[np.ndarray]) -> None:
-        flag = bool(np.asarray(inputs[0]).reshape(-1)[0])
-        exe: Any = taken if flag else other
-        feeds = {n: v for n, v in zip(names, inputs, strict=True) if n in exe.input_types}
-        write_outputs(outputs, exe.run(**feeds))  # a branch may not read every input
+        return run
 
-    return run
+    return build

@@ -49,13 +49,16 @@ class Limits:
     match_limit: int = 10_000  # per rule and iteration before back-off bans the rule
     ban_length: int = 2  # iterations a backed-off rule sits out (doubles each time)
     fold_max_elements: int = 1024  # constants folded inside the e-graph up to this size
+    # layout ops (squeeze, reshape, expand_dims, transpose) of a constant folded up to this
+    # size: placement raises it so that a predicate sees a rewritten weight as a constant
+    fold_layout_elements: int = 1024
     explore_iterations: int = 2  # rounds of the expensive phase (rules tagged `expensive`)
 
     def __post_init__(self) -> None:
         """Every bound must bound: a NaN, infinite or negative limit would silently turn
         it off (a NaN time limit let an e-graph grow past 4 GB)."""
         for name in ("iterations", "nodes", "match_limit", "ban_length", "fold_max_elements",
-                     "explore_iterations"):  # fmt: skip
+                     "fold_layout_elements", "explore_iterations"):  # fmt: skip
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ConfigError(f"limit {name} must be an integer >= 0, got {value!r}")
@@ -394,7 +397,11 @@ class Saturator:
                 continue
             out_type = self._type(snap, n.eclass)
             layout = ctor_op(n.ctor).name in LAYOUT_OPS
-            limit = MAX_LAYOUT_FOLD if layout else lim.fold_max_elements
+            limit = (
+                max(lim.fold_layout_elements, lim.fold_max_elements)
+                if layout
+                else lim.fold_max_elements
+            )
             if not isinstance(out_type, TensorType) or out_type.size > limit:
                 continue
             self.seen_fold.add((n.ctor, n.eclass))
@@ -412,11 +419,9 @@ class Saturator:
         return folded
 
 
-# ops that only move a constant's elements (no arithmetic): folded up to MAX_LAYOUT_FOLD
-# elements, so a rewrite's squeeze(weight) or transpose(weight) is a constant when a
-# target's predicate asks (TVM's "constant weight" checks) and when the extractor prices it
+# ops that only move a constant's elements (no arithmetic), folded up to
+# Limits.fold_layout_elements
 LAYOUT_OPS = frozenset({"squeeze", "reshape", "expand_dims", "transpose"})
-MAX_LAYOUT_FOLD = 1 << 24
 
 
 def _evaluate(n: ENode, args: list[np.ndarray]) -> np.ndarray | None:

@@ -81,6 +81,8 @@ def test_help_listings_and_logging(tmp_path: Path) -> None:
     assert "examples:" in help_text and "exit status:" in help_text and "egc cache" in help_text
     ops = egc("list", "onnx-ops", cwd=tmp_path, cache=cache)
     assert ops.returncode == 0 and "Conv" in ops.stdout and "LSTM" in ops.stdout
-    logged = egc("-v", "compile", "mlp", "--no-cache", cwd=tmp_path, cache=cache)
+    logged = egc("-v", "compile", "mlp", "--no-cache", "-o", "m.egc", cwd=tmp_path, cache=cache)
     assert logged.returncode == 0 and "egc: INFO" in logged.stderr
+    run = egc("run", "m.egc", "--random", "--threads", "1", "--json", cwd=tmp_path, cache=cache)
+    assert json.loads(run.stdout)["threads"] == 1
     assert egc("--log-level", "loud", "list", "ops", cwd=tmp_path, cache=cache).returncode == 2

@@ -25,7 +25,7 @@ new form, the input program costs least (ties go to fewer nodes).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from egraph_ir.egraph import Limits, Rewrite
 from egraph_ir.egraph.encode import encode
@@ -42,6 +42,8 @@ from egraph_ir.types import Type, tensor_types
 
 from .place_model import PlacementCost
 from .regions import DEFAULT
+
+LAYOUT_FOLD_ELEMENTS = 1 << 24  # weights up to 64 MiB of float32
 
 
 @dataclass
@@ -66,7 +68,9 @@ def place_by_extraction(
     g = TensorEGraph()
     root_handle = encode(g, fn.body)
     g.flush()
-    saturate(g, rewrites, limits)
+    # a rewrite's squeeze(weight) or transpose(weight) must be a constant when a target's
+    # predicate asks (TVM's "constant weight" checks) and when the extractor prices it
+    saturate(g, rewrites, replace(limits, fold_layout_elements=LAYOUT_FOLD_ELEMENTS))
     snap = g.snapshot()
     root = snap.handle_class[root_handle]
     classes = extractable(snap.by_class, root)  # every node kept: dominance needs one cost
