@@ -51,6 +51,7 @@ from .place_model import (
     problem_of,
     solve,
 )
+from .region_groups import predicted_regions
 from .regions import DEFAULT
 
 # flexible matching (see place_extract); "offload+layout" also cancels transposes
@@ -73,31 +74,13 @@ class RegionReport:
 def report_regions(
     problem: Problem, place: Mapping[Expr, str], cost: PlacementCost
 ) -> list[RegionReport]:
-    """Per group of connected calls on one external target: its target, its own cost, and
+    """Per region the placement becomes (region_groups.py): its target, its own cost, and
     the best rejected alternative (the group moved whole to another target) with the whole
     placement's cost then."""
     total = placement_cost(problem, place, cost)
-    neighbours: dict[Expr, set[Call]] = {c: set() for c in problem.calls}
-    for value, users in problem.readers.items():
-        home = problem.home(value)
-        for u in users:
-            if isinstance(home, Call) and home in neighbours and place[home] == place[u]:
-                neighbours[home].add(u)
-                neighbours[u].add(home)
-    seen: set[Expr] = set()
     out = []
-    for c in problem.calls:
-        if c in seen or place[c] == DEFAULT:
-            continue
-        group: list[Call] = []
-        stack = [c]
-        seen.add(c)
-        while stack:
-            m = stack.pop()
-            group.append(m)
-            for k in neighbours[m] - seen:
-                seen.add(k)
-                stack.append(k)
+    for group in predicted_regions(problem, place):
+        c = group[0]
         best_t, best_cost = DEFAULT, float("inf")
         for t in set.intersection(*(set(problem.choices[m]) for m in group)) - {place[c]}:
             moved: dict[Expr, str] = {**place, **dict.fromkeys(group, t)}

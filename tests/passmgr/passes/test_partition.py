@@ -501,3 +501,20 @@ def test_a_tuple_of_constants_read_by_a_region_is_bound_into_it() -> None:
     assert [p.checked_type for p in region.params] == [x.checked_type]  # only x comes in
     v = np.array([1.0, -2.0], "float32")
     assert_allclose(ir.interpret(part, v), ir.interpret(mod, v))
+
+
+def test_siblings_that_share_only_an_input_are_one_region() -> None:
+    """relu(x) and tanh(x) on one target were two functions (two launches) while the
+    placement model charged one entry for x; now one function reads x once. A path
+    between two readers through the host keeps them apart (one region would depend on
+    itself)."""
+    x = ir.var("x", shape=(4,))
+    mod = module(ir.Function([x], op.subtract(op.relu(x), op.abs(x))))
+    part = pm.passes.partition_for([T])(mod)
+    regions = [f for f in part.functions.values() if f.attrs.get("Compiler") == T]
+    assert len(regions) == 1 and len(regions[0].params) == 1
+    apart = module(ir.Function([x], op.add(op.relu(op.tanh(op.exp(x))), op.abs(x))))
+    part2 = pm.passes.partition_for([T])(apart)  # exp on T, tanh on "other", relu on T
+    v = np.linspace(-1, 1, 4, dtype="float32")
+    for m, p in ((mod, part), (apart, part2)):
+        assert_allclose(ir.interpret(p, v), ir.interpret(m, v))

@@ -217,3 +217,27 @@ def test_a_field_of_a_tuple_producing_call_lives_where_the_call_runs() -> None:
     assert choice.regions == 1 and choice.cost == pytest.approx(9 * 1.0 + 2.0)
     value = rng.standard_normal((1, 4, 8, 8)).astype("float32")
     assert_allclose(ir.interpret(placed, value), ir.interpret(mod, value))
+
+
+@given(data=st.data())
+@settings(max_examples=200, deadline=None)
+def test_the_regions_the_report_explains_are_the_regions_built(mock_targets, data) -> None:
+    """On random DAGs and costs, the placement report's regions (target and ops) are the
+    functions MergeCompilerRegions and PartitionGraph build; siblings that share only an
+    input were one entry in the model and two functions in the module."""
+    fn = data.draw(_dags(max_ops=8))
+    cost = data.draw(_costs(mock_targets))
+    targets = MOCKS[:2]
+    mod = ir.IRModule.from_expr(fn)
+    report = pm.passes.placement_report(mod, targets, cost, rules="none")
+    placed = pm.passes.PlaceTargets(targets, cost=cost, rules="none")(mod)
+    built = sorted(
+        (
+            str(f.attrs["Compiler"]),
+            sorted(n.op.name for n in ir.post_order(f.body) if isinstance(n, ir.Call)),
+        )
+        for f in placed.functions.values()
+        if f.attrs.get("Compiler")
+    )
+    explained = sorted((r.target, sorted(r.ops)) for r in report.regions)
+    assert explained == built
