@@ -100,6 +100,7 @@ def build(
         graph, cache = clock("lower", lower, fused, options.host_fallback, externals)
     devices = assign_devices(graph, fused["main"])
     plan = clock("plan", plan_graph, graph, devices, options.memory_planner, options.pools)
+    check_budget(plan.bytes_per_device, options.memory_budget)
     shared = share_identical_kernels(graph)
     program = clock("link", link, graph, devices, plan, threads)
     native = bool(program.calls)
@@ -117,6 +118,24 @@ def build(
     times["bind"] = time.perf_counter() - t0
     exe.kernels_reused = cache.hits + shared
     return exe
+
+
+def check_budget(used: Mapping[str, int], budget: Mapping[str, int]) -> None:
+    """Each device's arena within its budget (codegen.memory_budget), or a clear error
+    before any code is emitted; a budget for a device the program does not use is a typo."""
+    unknown = sorted(set(budget) - set(used))
+    if unknown:
+        raise CodegenError(
+            f"codegen.memory_budget names device(s) {unknown} the program does not use; "
+            f"its devices: {', '.join(used)}"
+        )
+    for device, limit in budget.items():
+        if used[device] > limit:
+            raise CodegenError(
+                f"device {device} needs {used[device]:,} bytes of arena, over its budget of "
+                f"{limit:,} (codegen.memory_budget): place less there (on_device, "
+                "PlanDevices) or raise the budget"
+            )
 
 
 def refuse_function_values(main: Function) -> None:

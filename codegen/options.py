@@ -97,6 +97,24 @@ pm.register_config(
 )
 
 
+def _check_budget(value: dict[str, Any]) -> None:
+    if not all(
+        isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0
+        for k, v in value.items()
+    ):
+        raise CodegenError(f"codegen.memory_budget: give {{device: bytes}}, got {value!r}")
+
+
+pm.register_config(
+    "codegen.memory_budget",
+    dict,
+    {},
+    'arena bytes each device may use, {device: bytes} (e.g. {"cpu:1": 1048576}); over it, '
+    "the build fails naming the device",
+    validate=_check_budget,
+)
+
+
 def default_threads() -> int:
     """Every core this process may use."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
@@ -114,6 +132,7 @@ class BuildOptions:
     check_devices: bool = False
     kernel_db: str = "auto"  # where lowering reads measured kernel choices (codegen/tuning.py)
     external_options: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    memory_budget: dict[str, int] = dataclasses.field(default_factory=dict)  # device -> bytes
 
     @staticmethod
     def from_context(ctx: pm.PassContext | None = None) -> BuildOptions:
@@ -129,6 +148,7 @@ class BuildOptions:
             check_devices=bool(ctx.get_config("codegen.check_devices")),
             kernel_db=str(ctx.get_config("codegen.kernel_db")),
             external_options=dict(ctx.get_config("codegen.external_options")),
+            memory_budget=dict(ctx.get_config("codegen.memory_budget")),
         )
 
     @property

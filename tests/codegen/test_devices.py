@@ -135,3 +135,30 @@ def test_real_models_split_over_two_devices_agree_and_move_little(name: str, rea
     moved = exe.stats["copy_bytes_per_run"]
     inputs = sum(v.nbytes for v in data.values())
     assert 0 < moved <= min(inputs, out.nbytes)  # never more than either end would move
+
+
+def test_a_device_over_its_memory_budget_fails_naming_it() -> None:
+    """codegen.memory_budget = {device: bytes}: a plan over it is an error naming the
+    device, its need and its budget, before any code is emitted; a device the program does
+    not use is named as a typo."""
+    mod = sum_on_two_devices()
+    with pm.PassContext(config=CHECKED):
+        used = codegen.build(mod).memory_plan.bytes_per_device
+    assert used["cpu:0"] > 0
+    for device in used:
+        budget = {device: used[device]}
+        with pm.PassContext(config={**CHECKED, "codegen.memory_budget": budget}):
+            codegen.build(mod)  # exactly enough
+        low = {device: max(used[device] - 1, 0)}
+        if used[device] == 0:
+            continue
+        with (
+            pm.PassContext(config={"codegen.memory_budget": low}),
+            pytest.raises(CodegenError, match=f"device {device} needs {used[device]:,} bytes"),
+        ):
+            codegen.build(mod)
+    with (
+        pm.PassContext(config={"codegen.memory_budget": {"cpu:7": 10}}),
+        pytest.raises(CodegenError, match=r"names device\(s\) \['cpu:7'\]"),
+    ):
+        codegen.build(mod)
