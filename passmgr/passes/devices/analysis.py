@@ -49,6 +49,7 @@ from egraph_ir.types import FuncType, Type, tensor_types
 from egraph_ir.visitor import post_order
 
 from .domains import Domains
+from .links import Links
 
 CUT_TIME_LIMIT_S = 10.0
 
@@ -99,6 +100,7 @@ class DeviceAnalysis:
 
     mod: IRModule
     default: VirtualDevice
+    links: Links | None = None  # cost per byte of each device pair (None: 1 everywhere)
     domains: Domains = field(default_factory=Domains)
     dom: dict[Expr, int] = field(default_factory=dict)
     edges: list[SoftEdge] = field(default_factory=list)
@@ -319,7 +321,7 @@ class DeviceAnalysis:
                 self.assigned.update(dict.fromkeys(roots, devices[0]))
             elif len(devices) > 1:
                 groups = copy_groups(comp_edges.get(key, []))
-                placed = multiway_cut(roots, pins, groups, devices)
+                placed = multiway_cut(roots, pins, groups, devices, self.links)
                 self.assigned.update(placed)
                 self.copied_bytes += sum(g.bytes * len(g.destinations(placed)) for g in groups)
         self._apply_defaults()
@@ -407,6 +409,7 @@ def multiway_cut(
     pins: dict[int, VirtualDevice],
     groups: list[CopyGroup],
     devices: list[VirtualDevice],
+    links: Links | None = None,
 ) -> dict[int, VirtualDevice]:
     """Place every root on one of `devices`, pinned roots on their own, so the bytes
     copied are fewest, a value counting once per device it must reach. An integer program
@@ -428,24 +431,47 @@ def multiway_cut(
     upper = np.ones(n_cols)
     for r, vd in pins.items():
         lower[col[r] * k + devices.index(vd)] = 1.0
-    costs = [0.0] * nx
-    for g in groups:
-        costs += [2.0 * g.bytes + 2.0 - (1.0 if g.annotation else 0.0) + float(g.late)] * k
-    add_columns(h, costs, integral=nx, lower=lower, upper=upper)
     rows: list[Row] = []
     for r in roots:
         rows.append((1.0, 1.0, [(col[r] * k + j, 1.0) for j in range(k)]))
-    for i, g in enumerate(groups):
-        for j in range(k):
-            copied, held = nx + i * k + j, col[g.source] * k + j
-            for u in set(g.users):
-                rows.append((0.0, inf, [(copied, 1.0), (col[u] * k + j, -1.0), (held, 1.0)]))
+    if links is None:
+        costs = [0.0] * nx
+        for g in groups:
+            costs += [_copy_cost(g, 1.0)] * k
+        add_columns(h, costs, integral=nx, lower=lower, upper=upper)
+        for i, g in enumerate(groups):
+            for j in range(k):
+                copied, held = nx + i * k + j, col[g.source] * k + j
+                for u in set(g.users):
+                    rows.append((0.0, inf, [(copied, 1.0), (col[u] * k + j, -1.0), (held, 1.0)]))
+    else:  # the cost depends on where the value is too: y[g, a, b] >= x[src, a] + x[u, b] - 1
+        pairs = [(a, b) for a in range(k) for b in range(k) if a != b]
+        per_byte = [links.route(devices[a], devices[b])[0] for a, b in pairs]
+        smallest = min([g.bytes * c for g in groups for c in per_byte if g.bytes * c > 0] or [1])
+        tie = min(1.0, smallest / 4)  # tie-breaks stay below the cheapest copy
+        costs = [0.0] * nx + [_copy_cost(g, c, tie) for g in groups for c in per_byte]
+        upper = np.ones(nx + len(groups) * len(pairs))
+        lower = np.concatenate([lower[:nx], np.zeros(len(groups) * len(pairs))])
+        add_columns(h, costs, integral=nx, lower=lower, upper=upper)
+        for i, g in enumerate(groups):
+            for p, (a, b) in enumerate(pairs):
+                copied, held = nx + i * len(pairs) + p, col[g.source] * k + a
+                for u in set(g.users):
+                    row = [(copied, 1.0), (held, -1.0), (col[u] * k + b, -1.0)]
+                    rows.append((-1.0, inf, row))
     add_rows(h, rows)
     h.run()
     if h.getInfo().primal_solution_status != 2:
         return _nearest_pin(roots, pins, groups)
     x = h.getSolution().col_value
     return {r: devices[int(np.argmax(x[col[r] * k : col[r] * k + k]))] for r in roots}
+
+
+def _copy_cost(g: CopyGroup, per_byte: float, tie: float = 1.0) -> float:
+    """A copy's cost in the cut, doubled so that the tie-breaks (a hair less into a free
+    on_device, a hair more after a function's body; `tie` units) never outweigh a byte."""
+    breaks = 2.0 - (1.0 if g.annotation else 0.0) + float(g.late)
+    return 2.0 * g.bytes * per_byte + tie * breaks
 
 
 def _nearest_pin(

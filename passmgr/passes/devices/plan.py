@@ -16,7 +16,10 @@ Planning a planned module changes nothing (the fixed forms pin what was decided)
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from egraph_ir.attrs import Attrs
 from egraph_ir.device import VirtualDevice, as_device
@@ -44,8 +47,17 @@ from ...pass_base import ModulePass
 from ...registry import register_pass
 from ...run import PassReport, record
 from .analysis import DeviceAnalysis, device_polymorphic, is_opaque_function, op_name
+from .links import Links
 
 register_config("devices.default", str, "cpu:0", "device of what nothing constrains (PlanDevices)")
+register_config(
+    "devices.link_costs",
+    dict,
+    {},
+    'cost per byte of a copy per device pair, {"cpu:0->cpu:1": 0.5}; copies take the cheapest '
+    "route (PlanDevices)",
+    validate=lambda value: Links.of(value),
+)
 
 
 def project_first(mod: IRModule) -> IRModule:
@@ -77,11 +89,13 @@ def project_first(mod: IRModule) -> IRModule:
     return IRModule(funcs)
 
 
-def analyse(mod: IRModule, default: VirtualDevice | str | None = None) -> DeviceAnalysis:
+def analyse(
+    mod: IRModule, default: VirtualDevice | str | None = None, links: Links | None = None
+) -> DeviceAnalysis:
     """Constrain and solve: the device of every expression of `mod` (typed)."""
     if default is None:
         default = str(PassContext.current().get_config("devices.default"))
-    analysis = DeviceAnalysis(mod, as_device(default))
+    analysis = DeviceAnalysis(mod, as_device(default), links)
     analysis.constrain()
     analysis.solve()
     return analysis
@@ -110,13 +124,19 @@ class _Rewriter:
         self.count = 0
 
     def copy(self, value: Expr, src: VirtualDevice, dst: VirtualDevice) -> Expr:
+        """`value` moved from src to dst: one device_copy per hop of the cheapest route
+        (link costs), shared by every user on dst."""
         if src == dst:
             return value
         key = (value, dst)
         if key not in self.copies:
-            attrs = Attrs(src_virtual_device=src, dst_virtual_device=dst)
-            self.copies[key] = Call(DEVICE_COPY, (fixed(value, src),), attrs)
-            self.count += 1
+            hops = self.a.links.route(src, dst)[1] if self.a.links else [src, dst]
+            moved = value
+            for a, b in itertools.pairwise(hops):
+                attrs = Attrs(src_virtual_device=a, dst_virtual_device=b)
+                moved = Call(DEVICE_COPY, (fixed(moved, a),), attrs)
+                self.count += 1
+            self.copies[key] = moved
         return self.copies[key]
 
     def moved(self, value: Expr, new: Expr, dst: VirtualDevice) -> Expr:
@@ -182,16 +202,22 @@ class _Rewriter:
 class PlanDevices(ModulePass):
     """Give every expression a device (`default=` or config `devices.default` for what
     nothing constrains) and insert `device_copy` where values cross devices; see
-    passmgr/passes/devices/analysis.py for the rules and the byte-minimising cut."""
+    passmgr/passes/devices/analysis.py for the rules and the byte-minimising cut. With
+    `links` (or config `devices.link_costs`) copies cost per byte per device pair and take
+    the cheapest route, one device_copy per hop (links.py)."""
 
     default: VirtualDevice | str | None = None
+    links: Mapping[Any, float] | Links | None = None  # {(src, dst): cost per byte}
     opt_level = 0
     idempotent = True
 
     def transform_module(self, mod: IRModule, ctx: PassContext) -> IRModule:
         given = self.default if self.default is not None else ctx.get_config("devices.default")
+        links = Links.of(
+            self.links if self.links is not None else ctx.get_config("devices.link_costs")
+        )
         typed = infer_type(project_first(infer_type(mod)))
-        analysis = analyse(typed, as_device(given))
+        analysis = analyse(typed, as_device(given), links)
         rewriter = _Rewriter(analysis)
         funcs = {}
         for name, fn in typed.items():

@@ -758,10 +758,13 @@ def _copied_bytes(planned: ir.IRModule) -> int:
     )
 
 
-def _brute_force_bytes(fn: Function, pins: dict[ir.Var, ir.VirtualDevice], out_device) -> int:
-    """The fewest bytes any placement of fn's values on the two devices copies: a value
+def _brute_force_bytes(
+    fn: Function, pins: dict[ir.Var, ir.VirtualDevice], out_device, links=None
+) -> float:
+    """The fewest bytes any placement of fn's values on the pinned devices copies: a value
     counts once per device other than its own that one of its users (an op, a tuple, a
-    projection, the function's result) is on."""
+    projection, the function's result) is on, times the cheapest route's cost per byte
+    with `links` (1 without)."""
     import itertools
 
     from egraph_ir.expr import Constant, Tuple, TupleGetItem
@@ -784,13 +787,15 @@ def _brute_force_bytes(fn: Function, pins: dict[ir.Var, ir.VirtualDevice], out_d
             uses.setdefault(a, []).append(e)
     uses.setdefault(fn.body, []).append(None)
     size = {v: sum(t.nbytes for t in tensor_types(v.checked_type)) for v in uses}
+    devices = sorted({*pins.values(), out_device}, key=str)
+    route = links.route if links is not None else (lambda a, b: (float(a != b), [a, b]))
     best = None
-    for choice in itertools.product((CPU0, CPU1), repeat=len(nodes)):
+    for choice in itertools.product(devices, repeat=len(nodes)):
         where = {**pins, **dict(zip(nodes, choice, strict=True))}
-        total = 0
+        total = 0.0
         for v, users in uses.items():
             reached = {out_device if u is None else where[u] for u in users} - {where[v]}
-            total += size[v] * len(reached)
+            total += size[v] * sum(route(where[v], k)[0] for k in reached)
         best = total if best is None else min(best, total)
     assert best is not None
     return best
@@ -842,3 +847,72 @@ def test_a_fused_function_runs_on_the_device_it_declares() -> None:
     assert sorted(copies, key=str) == sorted([(C, G), (G, C)], key=str)
     inputs = random_inputs(mod)
     assert_allclose(ir.interpret(planned, **inputs), ir.interpret(mod, **inputs))
+
+
+def _copied_cost(planned: ir.IRModule, links) -> float:
+    """What the planned module's copies cost per run: each hop's bytes times its link."""
+    from egraph_ir.types import tensor_types
+    from egraph_ir.visitor import post_order
+
+    total = 0.0
+    for e in post_order(planned["main"].body):
+        if isinstance(e, Call) and getattr(e.op, "name", "") == "device_copy":
+            size = sum(t.nbytes for t in tensor_types(e.args[0].checked_type))
+            hop = (e.attrs["src_virtual_device"], e.attrs["dst_virtual_device"])
+            total += size * links.costs.get(hop, links.default)
+    return total
+
+
+def test_copies_take_the_cheapest_route_one_copy_per_hop() -> None:
+    """cpu:0 -> cpu:2 direct costs 1.0 per byte, through cpu:1 0.1 + 0.1: the input goes
+    through cpu:1 (two copies), runs on three arenas, and planning again changes nothing."""
+    cpu2 = ir.VirtualDevice("cpu", 2)
+    x = ir.var("x", shape=(256,))
+    fn = Function([x], op.exp(x)).with_attr("virtual_device", cpu2)
+    mod = ir.infer_type(ir.IRModule.from_expr(fn.with_attr("param_virtual_devices", [C])))
+    links = {("cpu:0", "cpu:2"): 1.0, ("cpu:0", "cpu:1"): 0.1, ("cpu:1", "cpu:2"): 0.1}
+    planned = pm.passes.PlanDevices(default=C, links=links)(mod)
+    hops = [
+        (str(e.attrs["src_virtual_device"]), str(e.attrs["dst_virtual_device"]))
+        for e in ir.post_order(planned["main"].body)
+        if isinstance(e, Call) and getattr(e.op, "name", "") == "device_copy"
+    ]
+    assert hops == [("cpu:0", "cpu:1"), ("cpu:1", "cpu:2")]
+    assert_structural_equal(pm.passes.PlanDevices(default=C, links=links)(planned), planned)
+    config = {"devices.link_costs": {"cpu:0->cpu:2": 1.0, "cpu:0->cpu:1": 0.1, "cpu:1->cpu:2": 0.1}}
+    with pm.PassContext(config=config):
+        assert_structural_equal(pm.passes.PlanDevices(default=C)(mod), planned)
+    run_on_two_devices(mod, planned)  # three, here
+    with pytest.raises(ir.CompilerError, match="link costs"):
+        pm.passes.PlanDevices(default=C, links={("cpu:0", "cpu:1"): -1.0})(mod)
+
+
+@settings(max_examples=200)
+@given(case=programs(max_nodes=8, max_inputs=2), data=st.data())
+def test_routed_copies_cost_the_brute_force_minimum_on_random_dags(case, data) -> None:
+    """Three devices with random link costs per pair: PlanDevices' copies (one per hop)
+    cost what the cheapest placement of every value costs, by brute force."""
+    from hypothesis import assume
+
+    from egraph_ir.expr import Constant, Tuple, TupleGetItem
+    from egraph_ir.visitor import post_order
+    from passmgr.passes.devices.links import Links
+
+    devices = [C, G, ir.VirtualDevice("cpu", 2)]
+    fn = case.mod["main"]
+    nodes = [
+        e for e in post_order(fn.body) if isinstance(e, Call | Constant | Tuple | TupleGetItem)
+    ]
+    assume(3 <= len(nodes) <= 7)
+    pins = {p: data.draw(st.sampled_from(devices)) for p in fn.params}
+    out_device = data.draw(st.sampled_from(devices))
+    assume(len({*pins.values(), out_device}) <= 2 or len(nodes) <= 5)  # brute force size
+    cost = st.sampled_from([0.25, 0.5, 1.0, 2.0, 4.0])
+    links = Links({(a, b): data.draw(cost) for a in devices for b in devices if a != b})
+    attrs = fn.attrs.with_(
+        virtual_device=out_device, param_virtual_devices=tuple(pins[p] for p in fn.params)
+    )
+    mod = ir.infer_type(ir.IRModule.from_expr(Function(fn.params, fn.body, fn.ret_type, attrs)))
+    planned = pm.passes.PlanDevices(default=C, links=links)(mod)
+    best = _brute_force_bytes(mod["main"], pins, out_device, links)
+    assert _copied_cost(planned, links) == pytest.approx(best)
