@@ -80,13 +80,15 @@ def predicted_regions(problem: Problem, place: Mapping[Expr, str]) -> list[list[
                 groups.join(c, u)
     fields = [problem.home(v) for v in problem.outputs] if len(problem.outputs) > 1 else []
     placed = [f for f in fields if isinstance(f, Call) and f in groups.index]
-    if len({where(f) for f in placed}) == 1:  # the result tuple joins its fields' region
+    if {where(f) for f in placed} - {DEFAULT} and len({where(f) for f in placed}) == 1:
+        # the result tuple joins its fields' region (on the host, TVM's restrictions keep
+        # most of its fields apart: left as they are)
         for a, b in itertools.pairwise(placed):
             groups.join(a, b)
     for value, users in problem.readers.items():  # readers of one value (siblings)
         held = where(problem.home(value))
-        for t in {where(u) for u in users} - {held}:
-            same = [u for u in users if where(u) == t]
-            for a, b in itertools.pairwise(same):
-                groups.join(a, b)
+        for t in sorted({where(u) for u in users} - {held}):  # one order every run
+            first, *others = [u for u in users if where(u) == t]
+            for other in others:  # each with the first, as MergeCompilerRegions shares its begin
+                groups.join(first, other)
     return groups.of([c for c in problem.calls if where(c) != DEFAULT])
