@@ -115,6 +115,19 @@ def annotate_function(
     """fn with `body` (its body without annotations) annotated: each call on the target
     `choose` gives it; tuples and fields (with include_non_call_ops) on their inputs'
     target when all agree, else the host."""
+    result, _ = annotate_body(body, choose, include_non_call_ops)
+    if result is fn.body:
+        return fn
+    out = Function(fn.params, result, fn.ret_type, fn.attrs, fn.span)
+    infer_type(out)
+    return out
+
+
+def annotate_body(
+    body: Expr, choose: Callable[[Call], str], include_non_call_ops: bool
+) -> tuple[Expr, dict[Expr, Expr]]:
+    """`body` annotated as annotate_function does, and each of its nodes' annotated
+    counterpart (placement predicts regions from them)."""
     target: dict[Expr, str] = {}
     memo: dict[Expr, Expr] = {}
     for n in post_order(body, into_functions=False):
@@ -135,11 +148,7 @@ def annotate_function(
     result = memo[body]
     if body in target:
         result = end(result, target[body])
-    if result is fn.body:
-        return fn
-    out = Function(fn.params, result, fn.ret_type, fn.attrs, fn.span)
-    infer_type(out)
-    return out
+    return result, memo
 
 
 @dataclass(frozen=True, slots=True)

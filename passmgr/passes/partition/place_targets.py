@@ -72,14 +72,14 @@ class RegionReport:
 
 
 def report_regions(
-    problem: Problem, place: Mapping[Expr, str], cost: PlacementCost
+    problem: Problem, place: Mapping[Expr, str], cost: PlacementCost, body: Expr
 ) -> list[RegionReport]:
     """Per region the placement becomes (region_groups.py): its target, its own cost, and
     the best rejected alternative (the group moved whole to another target) with the whole
     placement's cost then."""
     total = placement_cost(problem, place, cost)
     out = []
-    for group in predicted_regions(problem, place):
+    for group in predicted_regions(problem, place, body):
         c = group[0]
         best_t, best_cost = DEFAULT, float("inf")
         for t in set.intersection(*(set(problem.choices[m]) for m in group)) - {place[c]}:
@@ -165,7 +165,7 @@ def plan_placement(
                     placed_body = found.function.body
                     report.rewritten += 1
         report.cost += placement_cost(problem, place, cost)
-        report.regions += report_regions(problem, place, cost)
+        report.regions += report_regions(problem, place, cost, placed_body)
         plans[name] = Plan(placed_body, problem, place, body, given)
     return plans, report
 
