@@ -8,6 +8,7 @@ function that reaches itself through inlined calls is refused (inlining would no
 from __future__ import annotations
 
 from dataclasses import dataclass
+from graphlib import CycleError, TopologicalSorter
 
 from egraph_ir.errors import PassError
 from egraph_ir.expr import Function, GlobalVar
@@ -60,24 +61,10 @@ class Inline(ModulePass):
 def _callees_first(marked: dict[str, Function]) -> list[str]:
     """The marked functions, each after the marked functions it calls; a cycle is refused."""
     calls = {name: _callees(fn) & set(marked) for name, fn in marked.items()}
-    order: list[str] = []
-    state: dict[str, int] = {}
-    for start in marked:
-        stack = [(start, False)]
-        while stack:
-            name, expanded = stack.pop()
-            if expanded:
-                state[name] = 2
-                order.append(name)
-                continue
-            if state.get(name) == 2:
-                continue
-            if state.get(name) == 1:
-                raise PassError(f"Inline: @{name} reaches itself through inlined calls")
-            state[name] = 1
-            stack.append((name, True))
-            stack.extend((k, False) for k in sorted(calls[name]) if state.get(k) != 2)
-    return order
+    try:
+        return list(TopologicalSorter(calls).static_order())
+    except CycleError as exc:
+        raise PassError(f"Inline: @{exc.args[1][0]} reaches itself through inlined calls") from None
 
 
 @dataclass(frozen=True, slots=True)

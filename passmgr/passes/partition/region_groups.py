@@ -15,9 +15,7 @@ from .place_model import Problem
 from .regions import DEFAULT, find_regions
 
 
-def predicted_regions(
-    problem: Problem, place: Mapping[Expr, str], body: Expr
-) -> list[list[Call]]:
+def predicted_regions(problem: Problem, place: Mapping[Expr, str], body: Expr) -> list[list[Call]]:
     """Groups of the calls on external targets, one per region, in the order of their
     first call; `body` is the function body `problem` was made from."""
     annotated, counterpart = annotate_body(body, lambda c: place.get(c, DEFAULT), True)
