@@ -338,26 +338,16 @@ def _tensor_outputs(
             )
             nodes.append(field)
             flat.append(field.id)
-        subtrees.append(_shift(type_tree(t), start))
-    return flat, _shift_tree(tree, subtrees)
+        subtrees.append(_type_tree(t, start))
+    return flat, nest(tree, subtrees)  # each leaf of the syntactic tree by its subtree
 
 
-def type_tree(t: Any) -> Any:
-    """The nesting of a (tuple) type with its tensors numbered in flattening order."""
-    counter = iter(range(len(tensor_types(t))))
+def _type_tree(t: Any, start: int) -> Any:
+    """The nesting of a tuple type with its tensors numbered from `start` in flattening
+    order."""
+    counter = iter(range(start, start + len(tensor_types(t))))
 
     def walk(x: Any) -> Any:  # recursion over tuple nesting only, never dataflow depth
         return next(counter) if isinstance(x, TensorType) else tuple(walk(f) for f in x.fields)
 
     return walk(t)
-
-
-def _shift(tree: Any, by: int) -> Any:
-    return tree + by if isinstance(tree, int) else tuple(_shift(t, by) for t in tree)
-
-
-def _shift_tree(tree: Any, subtrees: list[Any]) -> Any:
-    """The syntactic output tree with each leaf index replaced by that leaf's subtree."""
-    if isinstance(tree, int):
-        return subtrees[tree]
-    return tuple(_shift_tree(t, subtrees) for t in tree)
