@@ -83,7 +83,6 @@ def build(
         mod = from_onnx(mod)
     if "main" not in dict(mod.items()):
         raise CodegenError("the module has no 'main' function")
-    refuse_function_values(infer_type(mod)["main"])
     options = BuildOptions.from_context()
     kernel_db = tuning.resolve(options.kernel_db)  # a bad path fails before any work
     threads = options.threads
@@ -94,6 +93,7 @@ def build(
         mod = lift_ifs(mod)
     mod, externals = clock("external", compile_regions, mod, threads, options.external_options)
     optimised = clock("optimise", optimise, mod, params, extra_passes)
+    refuse_function_values(optimised["main"])  # typed by the passes, before any lowering
     placed = clock("devices", plan_devices, optimised) if mentions_devices(optimised) else optimised
     fused = clock("fuse", fuse, placed)
     with tuning.using(kernel_db):
@@ -140,7 +140,7 @@ def check_budget(used: Mapping[str, int], budget: Mapping[str, int]) -> None:
 
 def refuse_function_values(main: Function) -> None:
     """main must take and return tensors: a closure (a function as a value) has no native
-    form, so say so by name before any pass runs, not as a stray free variable later."""
+    form, so say so by name, not as a stray free variable (or a KeyError) later."""
     kinds = [("takes", p.checked_type) for p in main.params]
     kinds.append(("returns", main.body.checked_type))
     for what, t in kinds:
