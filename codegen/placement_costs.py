@@ -5,8 +5,8 @@ result cached in a JSON file keyed by the CPU: on the host as a one-op executabl
 (`codegen.build`), on an external target through its registered code generator's runner.
 Every target runs with the executable's thread budget. Its fixed cost per call, its
 launch, is the time of a one-element add there; the launch and the copies of the op's
-inputs and output are subtracted from the op times and charged per region entry instead,
-as the model says. What one more op costs a target however small (its per-node
+inputs and output are subtracted from the op times and charged per region and per copied
+value instead, as the model says. What one more op costs a target however small (its per-node
 dispatch, from a chain of adds) is the least an op costs there: the host fuses small ops
 into one kernel, a runtime executing node by node does not. Medians of repeated runs
 within a small time budget: machines are noisy, and the numbers only need to rank the

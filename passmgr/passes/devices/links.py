@@ -46,26 +46,34 @@ class Links:
         return Links(costs) if costs else None
 
     def route(self, src: VirtualDevice, dst: VirtualDevice) -> tuple[float, list[VirtualDevice]]:
-        """The cheapest route's cost per byte and its devices, src first (Dijkstra over the
-        listed pairs, every unlisted pair costing `default` directly)."""
-        if src == dst:
-            return 0.0, [src]
-        nodes = {src, dst, *(d for pair in self.costs for d in pair)}
-        best = {src: 0.0}
-        before: dict[VirtualDevice, VirtualDevice] = {}
-        queue = [(0.0, str(src), src)]
-        done: set[VirtualDevice] = set()
-        while queue:
-            cost, _, here = heapq.heappop(queue)
-            if here in done:
-                continue
-            done.add(here)
-            for there in nodes - done:
-                step = cost + self.costs.get((here, there), self.default)
-                if step < best.get(there, float("inf")):
-                    best[there], before[there] = step, here
-                    heapq.heappush(queue, (step, str(there), there))
-        path = [dst]
-        while path[-1] != src:
-            path.append(before[path[-1]])
-        return best[dst], path[::-1]
+        """The cheapest route's cost per byte and its devices, src first."""
+        return cheapest_route(self.costs, self.default, src, dst)
+
+
+def cheapest_route[N](
+    costs: Mapping[tuple[N, N], float], default: float, src: N, dst: N
+) -> tuple[float, list[N]]:
+    """The cheapest route from src to dst and its cost (per byte): Dijkstra over the
+    listed pairs, every unlisted pair costing `default` directly. Also used for the
+    target pairs of the placement cost (partition/place_model.py)."""
+    if src == dst:
+        return 0.0, [src]
+    nodes = {src, dst, *(d for pair in costs for d in pair)}
+    best = {src: 0.0}
+    before: dict[N, N] = {}
+    queue = [(0.0, str(src), src)]
+    done: set[N] = set()
+    while queue:
+        cost, _, here = heapq.heappop(queue)
+        if here in done:
+            continue
+        done.add(here)
+        for there in nodes - done:
+            step = cost + costs.get((here, there), default)
+            if step < best.get(there, float("inf")):
+                best[there], before[there] = step, here
+                heapq.heappush(queue, (step, str(there), there))
+    path = [dst]
+    while path[-1] != src:
+        path.append(before[path[-1]])
+    return best[dst], path[::-1]

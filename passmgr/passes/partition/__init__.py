@@ -18,6 +18,7 @@ from .merge_composite import CompositeReport, MergeComposite
 from .merge_regions import MergeCompilerRegions, MergeRegionsReport
 from .partition_graph import PartitionGraph, PartitionReport, register_region_optimizer
 from .place_model import PlacementCost, cost_table
+from .place_report import PlacementReport, RegionReport
 from .place_targets import PlacementChoice, PlaceTargets, placement_report
 
 
@@ -55,6 +56,8 @@ __all__ = [
     "PartitionGraph",
     "PlaceTargets",
     "PlacementCost",
+    "PlacementReport",
+    "RegionReport",
     "cost_table",
     "placement_report",
     "register_region_optimizer",

@@ -23,14 +23,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from egraph_ir.errors import CompilerError
 from egraph_ir.expr import Expr
 from egraph_ir.module import IRModule
 
 from ...run import separate_run
-from .place_model import PlacementCost, Plan, Problem, cost_by_target, greedy_placement, solve
+from .place_model import PlacementCost, Plan, Problem, cost_by_target, greedy_placement
+from .place_solve import solve
 from .regions import DEFAULT
 
 log = logging.getLogger(__name__)
@@ -142,7 +143,7 @@ def _scaled_cost(cost: PlacementCost, scale: Mapping[str, float]) -> PlacementCo
     def launch(t: str) -> float:
         return cost.launch_of(t) * scale.get(t, 1.0)
 
-    return PlacementCost(cost.op, launch, cost.per_byte)
+    return replace(cost, launch=launch)
 
 
 def _same(a: Placed, b: Placed) -> bool:

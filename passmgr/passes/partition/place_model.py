@@ -1,38 +1,40 @@
-"""The placement cost model and its exact solution (an integer program), without the pass.
+"""The placement cost model, without the pass or its integer program (place_solve.py).
 
 The cost of a placement (`placement_cost`, also used by the tests' brute force):
 
 - each call costs `cost.op(call, target)` on its target (None: the target cannot run it;
   the host, `default`, runs everything);
-- each value that a call on target T reads from elsewhere (another target, the host, a
-  graph input) is an entry into T's region: `cost.launch_of(T)` (a call into the external
-  library or runtime; 0 for the host) plus `cost.per_byte` times its bytes (the copy). A
-  value entering T once serves every consumer on T;
-- a function result computed on a target is copied back to the host (`per_byte`).
-
-Charging launches per entering value, not per op, is what makes a region of many ops pay
-one launch: a per-op cost model would never offload a chain whose ops are cheap one by one.
-The integer program (HiGHS) has a binary per (call, supporting target) and per (value,
-target) entry: entry >= placed(consumer, T) - placed(value, T).
+- each region costs one launch, `cost.launch_of(T)` (a call into the external library or
+  runtime; 0 for the host). A region is what MergeCompilerRegions builds: calls on T joined
+  by the values they pass each other, and calls on T reading the same value from elsewhere
+  (siblings share the region's entry). A chain of cheap ops pays one launch, which a
+  per-op cost model would never offload;
+- each value read on a target other than where it is computed (graph inputs: the host)
+  is copied there once however many calls read it: its bytes times the cheapest route's
+  cost per byte (`cost.links` per target pair, unlisted pairs `cost.per_byte`; a route may
+  pass through other targets, A -> B -> C beating a dear A -> C);
+- a function result computed on a target is copied back to the host the same way;
+- `cost.budget[T]` bounds the bytes on T (the values its calls compute and the values
+  copied in): a placement over a budget costs infinity, so the solver spills calls to
+  other targets or the host, and a plan that cannot fit is a clear error.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from egraph_ir.errors import PassError
+from egraph_ir.errors import ConfigError
 from egraph_ir.expr import Call, Constant, Expr, Function, Tuple, TupleGetItem, Var
-from egraph_ir.highs import Row, add_columns, add_rows, new_highs
 from egraph_ir.module import IRModule
 from egraph_ir.registry import Op
 from egraph_ir.support import composite_target, list_targets, supports
 from egraph_ir.types import TensorType, tensor_types
 from egraph_ir.visitor import post_order
 
-from .regions import DEFAULT
-
-TIME_LIMIT_S = 10.0  # of one placement integer program
+from ..devices.links import cheapest_route
+from .regions import DEFAULT, UnionFind
 
 OpCost = Callable[[Call, str], "float | None"]
 Measure = Callable[[Sequence[IRModule]], list[float]]
@@ -41,13 +43,21 @@ Measure = Callable[[Sequence[IRModule]], list[float]]
 @dataclass(frozen=True)
 class PlacementCost:
     """What a placement costs: `op(call, target)` (None where the target cannot run the
-    call; the host must run everything), `launch[target]` per value entering the target's
-    region, `per_byte` per byte copied between targets."""
+    call; the host must run everything), `launch[target]` per region on the target,
+    `per_byte` per byte copied between targets unless `links` lists the pair
+    ({(src, dst): cost per byte}, or the config's {"src->dst": cost}), `budget` the bytes
+    each target may hold ({target: bytes})."""
 
     op: OpCost
     launch: Mapping[str, float] | Callable[[str], float] = field(default_factory=dict)
     per_byte: float = 0.0
     measure: Measure | None = None  # seconds of whole partitioned modules (place_measured)
+    links: Mapping[Any, float] = field(default_factory=dict)
+    budget: Mapping[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "links", target_links(self.links))
+        object.__setattr__(self, "budget", target_budget(self.budget))
 
     def launch_of(self, target: str) -> float:
         if target == DEFAULT:
@@ -55,6 +65,37 @@ class PlacementCost:
         if callable(self.launch):
             return float(self.launch(target))
         return float(self.launch.get(target, 0.0))
+
+    def copy_per_byte(self, src: str, dst: str) -> float:
+        """Cost per byte of moving a value from src to dst by the cheapest route."""
+        if not self.links:
+            return 0.0 if src == dst else self.per_byte
+        return cheapest_route(self.links, self.per_byte, src, dst)[0]
+
+
+def target_links(table: Mapping[Any, float]) -> dict[tuple[str, str], float]:
+    """{(src, dst): cost per byte} from that or from {"src->dst": cost}, checked."""
+    links: dict[tuple[str, str], float] = {}
+    for key, value in table.items():
+        pair = tuple(p.strip() for p in key.split("->")) if isinstance(key, str) else key
+        ok = isinstance(value, int | float) and value >= 0
+        if not (ok and len(pair) == 2 and all(isinstance(p, str) and p for p in pair)):
+            raise ConfigError(
+                "placement link costs: give {(src target, dst target): cost per byte >= 0} "
+                f'or {{"src->dst": cost}}, got {key!r}: {value!r}'
+            )
+        links[(pair[0], pair[1])] = float(value)
+    return links
+
+
+def target_budget(table: Mapping[str, int]) -> dict[str, int]:
+    """{target: bytes}, checked."""
+    for key, value in table.items():
+        if not isinstance(key, str) or not isinstance(value, int) or value < 0:
+            raise ConfigError(
+                f"placement budget: give {{target: bytes >= 0}}, got {key!r}: {value!r}"
+            )
+    return dict(table)
 
 
 NOMINAL_FLOPS_PER_S = 1e9
@@ -83,10 +124,12 @@ def cost_table(
     ops: Mapping[tuple[str, str], float | Callable[[Call], float]],
     launch: Mapping[str, float] | None = None,
     per_byte: float = 0.0,
+    links: Mapping[Any, float] | None = None,
+    budget: Mapping[str, int] | None = None,
 ) -> PlacementCost:
     """A PlacementCost from a table {(op name, target): cost or cost(call)}; an op a target
     has no entry for (and does not `supports`) cannot go there. Host ("default") entries
-    default to 0."""
+    default to 0. `links` and `budget` as PlacementCost's."""
 
     def op(call: Call, target: str) -> float | None:
         name = call_name(call)
@@ -95,7 +138,7 @@ def cost_table(
             return 0.0 if target == DEFAULT else None
         return float(entry(call) if callable(entry) else entry)
 
-    return PlacementCost(op, dict(launch or {}), per_byte)
+    return PlacementCost(op, dict(launch or {}), per_byte, links=links or {}, budget=budget or {})
 
 
 def call_name(call: Call) -> str:
@@ -164,83 +207,81 @@ def problem_of(fn: Function, targets: Sequence[str], cost: PlacementCost) -> Pro
 
 
 def placement_cost(problem: Problem, place: Mapping[Expr, str], cost: PlacementCost) -> float:
-    """The cost model of the module docstring for one placement (calls absent: host)."""
+    """The cost model of the module docstring for one placement (calls absent: host);
+    infinity when a target holds more bytes than its budget."""
+    if cost.budget:
+        held = bytes_by_target(problem, place)
+        if any(held.get(t, 0) > limit for t, limit in cost.budget.items()):
+            return float("inf")
     return sum(cost_by_target(problem, place, cost).values())
+
+
+def entries(problem: Problem, place: Mapping[Expr, str]) -> dict[Expr, set[str]]:
+    """Per value, the targets it is copied to (read there, computed elsewhere)."""
+    out: dict[Expr, set[str]] = {}
+    for value, users in problem.readers.items():
+        home = place.get(problem.home(value), DEFAULT)
+        out[value] = {place.get(u, DEFAULT) for u in users} - {home}
+    return out
 
 
 def cost_by_target(
     problem: Problem, place: Mapping[Expr, str], cost: PlacementCost
 ) -> dict[str, float]:
-    """placement_cost split by where it is spent: each target's ops and the entries into
-    its region (copies back to the host count for the host)."""
+    """placement_cost split by where it is spent: each target's ops, its launches and the
+    copies into it (copies of results back to the host count for the host)."""
     spent: dict[str, float] = {DEFAULT: 0.0}
     for c in problem.calls:
         t = place.get(c, DEFAULT)
         spent[t] = spent.get(t, 0.0) + problem.choices[c][t]
-    for value, users in problem.readers.items():
+    for value, targets in entries(problem, place).items():
         home = place.get(problem.home(value), DEFAULT)
-        for t in {place.get(u, DEFAULT) for u in users} - {home}:
-            entry = cost.launch_of(t) + cost.per_byte * problem.bytes_of.get(value, 0)
-            spent[t] = spent.get(t, 0.0) + entry
+        for t in targets:
+            copy = cost.copy_per_byte(home, t) * problem.bytes_of.get(value, 0)
+            spent[t] = spent.get(t, 0.0) + copy
     for out in problem.outputs:
-        if place.get(problem.home(out), DEFAULT) != DEFAULT:
-            spent[DEFAULT] += cost.per_byte * problem.bytes_of.get(out, 0)
+        home = place.get(problem.home(out), DEFAULT)
+        spent[DEFAULT] += cost.copy_per_byte(home, DEFAULT) * problem.bytes_of.get(out, 0)
+    for t, n in region_counts(problem, place).items():
+        spent[t] = spent.get(t, 0.0) + n * cost.launch_of(t)
     return spent
 
 
-def solve(problem: Problem, cost: PlacementCost) -> dict[Expr, str]:
-    """The cheapest placement, by an integer program (see the module docstring)."""
-    import highspy
+def region_counts(problem: Problem, place: Mapping[Expr, str]) -> dict[str, int]:
+    """Regions per target off the host: groups of its calls joined by the values they pass
+    each other and by a value they all read from elsewhere (MergeCompilerRegions' merges;
+    a split it makes to avoid a cycle is not counted)."""
+    on = {c: place.get(c, DEFAULT) for c in problem.calls}
+    ids: dict[object, int] = {c: i for i, c in enumerate(problem.calls)}
+    uf = UnionFind()
+    copied = entries(problem, place)
+    for value, users in problem.readers.items():
+        home = problem.home(value)
+        for u in users:
+            t = on[u]
+            if t == DEFAULT:
+                continue
+            if home in on and on[home] == t:
+                uf.union(ids[u], ids[home])
+            elif t in copied[value]:
+                uf.union(ids[u], ids.setdefault((value, t), len(ids)))
+    roots: dict[str, set[int]] = {}
+    for c, t in on.items():
+        if t != DEFAULT:
+            roots.setdefault(t, set()).add(uf.find(ids[c]))
+    return {t: len(r) for t, r in roots.items()}
 
-    if not problem.calls:
-        return {}
-    columns: dict[tuple[Expr, str], int] = {}
-    costs: list[float] = []
+
+def bytes_by_target(problem: Problem, place: Mapping[Expr, str]) -> dict[str, int]:
+    """Bytes each target holds: the values its calls compute and the values copied in."""
+    held: dict[str, int] = {}
     for c in problem.calls:
-        for t, value in problem.choices[c].items():
-            columns[(c, t)] = len(costs)
-            costs.append(value)
-    for out in problem.outputs:  # results computed off the host are copied back
-        home = problem.home(out)
-        options = problem.choices.get(home, {}) if isinstance(home, Call) else {}
-        for t in options:
-            if t != DEFAULT:
-                costs[columns[(home, t)]] += cost.per_byte * problem.bytes_of.get(out, 0)
-    rows: list[Row] = []
-    for c in problem.calls:
-        rows.append((1.0, 1.0, [(columns[(c, t)], 1.0) for t in problem.choices[c]]))
-    inf = highspy.kHighsInf
-    n_placed = len(costs)
-    for source, users in problem.readers.items():
-        targets = {t for u in users for t in problem.choices[u]}
+        t = place.get(c, DEFAULT)
+        held[t] = held.get(t, 0) + problem.bytes_of.get(c, 0)
+    for value, targets in entries(problem, place).items():
         for t in targets:
-            entry = len(costs)
-            size = problem.bytes_of.get(source, 0)
-            costs.append(cost.launch_of(t) + cost.per_byte * size)
-            home = problem.home(source)
-            held = columns.get((home, t))
-            for u in users:
-                if (u, t) not in columns:
-                    continue
-                row = [(entry, 1.0), (columns[(u, t)], -1.0)]
-                if held is not None:
-                    row.append((held, 1.0))
-                elif t == DEFAULT and not isinstance(home, Call):
-                    continue  # graph inputs live on the host
-                rows.append((0.0, inf, row))
-    h = new_highs(TIME_LIMIT_S)
-    scale = 1.0 / max([abs(v) for v in costs] + [1e-30])
-    add_columns(h, [v * scale for v in costs], integral=n_placed)
-    add_rows(h, rows)
-    h.run()
-    if h.getInfo().primal_solution_status != 2:
-        raise PassError("PlaceTargets: the placement program found no solution in time")
-    x = h.getSolution().col_value
-    place: dict[Expr, str] = {}
-    for c in problem.calls:
-        best = max(problem.choices[c], key=lambda t: x[columns[(c, t)]])
-        place[c] = best
-    return place
+            held[t] = held.get(t, 0) + problem.bytes_of.get(value, 0)
+    return held
 
 
 def greedy_placement(problem: Problem, targets: Sequence[str]) -> dict[Expr, str]:

@@ -1,9 +1,10 @@
 """PlaceTargets: every call on the target where the whole program costs least, chosen
 exactly (an integer program) instead of AnnotateTarget's first-supporting-target rule.
 
-The cost model and its integer program are in place_model.py. The placement is then
-annotated, regions merged (without cycles) and partitioned as by the rest of the flow.
-Functions with Let or If are left to the host.
+The cost model is in place_model.py, its integer program in place_solve.py, the report
+of what was chosen and why in place_report.py. The placement is then annotated, regions
+merged (without cycles) and partitioned as by the rest of the flow. Functions with Let
+or If are left to the host.
 
 Two steps refine this: the function is also saturated with rules that expose offloads
 and placed by one integer program over the e-graph (place_extract.py), kept when cheaper;
@@ -13,9 +14,8 @@ candidate placements (place_measured.py).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from egraph_ir.egraph import Limits, Rewrite
@@ -27,6 +27,7 @@ from egraph_ir.support import list_targets
 from egraph_ir.visitor import post_order
 from rules import RuleSet
 
+from ...config import register_config
 from ...context import PassContext
 from ...pass_base import ModulePass
 from ...registry import register_pass
@@ -39,92 +40,38 @@ from .partition_graph import PartitionGraph
 from .place_extract import place_by_extraction
 from .place_measured import Placed, choose_by_running
 from .place_model import (
-    TIME_LIMIT_S,
     PlacementCost,
     Plan,
-    Problem,
-    call_name,
     greedy_placement,
     is_composite,
     nominal_cost,
     placement_cost,
     problem_of,
-    solve,
+    target_budget,
+    target_links,
 )
-from .region_groups import predicted_regions
+from .place_report import PlacementReport, report_host, report_regions
+from .place_solve import TIME_LIMIT_S, solve
 from .regions import DEFAULT
 
 # flexible matching (see place_extract); "offload+layout" also cancels transposes
 DEFAULT_RULES = "offload"
 
-
-@dataclass
-class RegionReport:
-    target: str
-    ops: list[str]
-    cost: float  # this region's own: its ops on target, one launch and copy per entering value
-    total: float  # the whole placement's cost
-    alternative: str  # the best other target for these ops, all moved together
-    alternative_total: float  # the whole placement's cost with them there
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
-
-def report_regions(
-    problem: Problem, place: Mapping[Expr, str], cost: PlacementCost, body: Expr
-) -> list[RegionReport]:
-    """Per region the placement becomes (region_groups.py): its target, its own cost, and
-    the best rejected alternative (the group moved whole to another target) with the whole
-    placement's cost then."""
-    total = placement_cost(problem, place, cost)
-    out = []
-    for group in predicted_regions(problem, place, body):
-        c = group[0]
-        best_t, best_cost = DEFAULT, float("inf")
-        for t in set.intersection(*(set(problem.choices[m]) for m in group)) - {place[c]}:
-            moved: dict[Expr, str] = {**place, **dict.fromkeys(group, t)}
-            alt = placement_cost(problem, moved, cost)
-            if alt < best_cost:
-                best_t, best_cost = t, alt
-        t = place[c]
-        own = sum(problem.choices[m][t] for m in group)
-        inside = set(group)
-        entering = {
-            v
-            for v, users in problem.readers.items()
-            if problem.home(v) not in inside and inside & set(users)
-        }
-        own += sum(cost.launch_of(t) + cost.per_byte * problem.bytes_of.get(v, 0) for v in entering)
-        names = [call_name(m) for m in group]
-        out.append(RegionReport(t, names, own, total, best_t, best_cost))
-    return out
-
-
-@dataclass
-class PlacementReport:
-    """The chosen placement's cost, AnnotateTarget's (greedy) cost under the same model,
-    and per region its target and the best rejected alternative. `str()` is a table."""
-
-    cost: float = 0.0
-    greedy_cost: float = 0.0
-    regions: list[RegionReport] = field(default_factory=list)
-    rewritten: int = 0  # functions whose program the offload rules changed
-
-    def to_json(self) -> str:
-        data = {"cost": self.cost, "greedy_cost": self.greedy_cost, "rewritten": self.rewritten}
-        return json.dumps({**data, "regions": [r.to_dict() for r in self.regions]}, indent=1)
-
-    def __str__(self) -> str:
-        lines = [
-            f"placement cost {self.cost:.6g} (first-supporting-target: {self.greedy_cost:.6g})"
-        ]
-        for r in self.regions:
-            lines.append(
-                f"  {r.target:<12} {', '.join(r.ops)}: {r.cost:.3g}; rejected {r.alternative} "
-                f"(total +{r.alternative_total - r.total:.3g})"
-            )
-        return "\n".join(lines)
+register_config(
+    "placement.link_costs",
+    dict,
+    {},
+    'cost per byte of a copy per target pair, {"default->blas": 1e-10}; copies take the '
+    "cheapest route (PlaceTargets)",
+    validate=target_links,
+)
+register_config(
+    "placement.budget",
+    dict,
+    {},
+    'bytes each target may hold, {"blas": 1_000_000}; over it, calls spill (PlaceTargets)',
+    validate=target_budget,
+)
 
 
 def plan_placement(
@@ -156,16 +103,18 @@ def plan_placement(
             found = place_by_extraction(
                 plain, targets, cost, list(rewrites), limits or Limits(), TIME_LIMIT_S
             )
-            if found is not None:
+            if found is not None:  # the program it found, placed under the whole model
                 rewritten = problem_of(found.function, targets, cost)
-                if placement_cost(rewritten, found.place, cost) < placement_cost(
+                place_rewritten = solve(rewritten, cost)
+                if placement_cost(rewritten, place_rewritten, cost) < placement_cost(
                     problem, place, cost
                 ):
-                    problem, place = rewritten, found.place
+                    problem, place = rewritten, place_rewritten
                     placed_body = found.function.body
                     report.rewritten += 1
         report.cost += placement_cost(problem, place, cost)
         report.regions += report_regions(problem, place, cost, placed_body)
+        report.host += report_host(problem, place, cost)
         plans[name] = Plan(placed_body, problem, place, body, given)
     return plans, report
 
@@ -210,6 +159,8 @@ class PlaceTargets(ModulePass):
 
     targets: Sequence[str] = ()
     cost: PlacementCost | None = None
+    links: Mapping[Any, float] | None = None  # replaces the cost's (config placement.link_costs)
+    budget: Mapping[str, int] | None = None  # replaces the cost's (config placement.budget)
     bind_constants: bool = True
     rules: str | RuleSet = DEFAULT_RULES  # flexible matching; "none": place the program as is
     fast_math: bool = True  # also rules that sum in another order (a 1x1 conv as a product)
@@ -225,26 +176,48 @@ class PlaceTargets(ModulePass):
             )
         object.__setattr__(self, "targets", tuple(targets) or tuple(list_targets()))
         object.__setattr__(self, "cost", self.cost or nominal_cost())
+        self.with_tables(self.links, self.budget)  # bad tables fail when built
         _rewrites(self.rules, self.fast_math)  # bad names and files fail when built
 
     def transform_module(self, mod: IRModule, ctx: PassContext) -> IRModule:
-        assert self.cost is not None
+        cost = self.with_tables(
+            self.links if self.links is not None else ctx.get_config("placement.link_costs"),
+            self.budget if self.budget is not None else ctx.get_config("placement.budget"),
+        )
         limits = Limits(
             iterations=int(ctx.get_config("eqsat.iter_limit")),
             nodes=int(ctx.get_config("eqsat.node_limit")),
             seconds=float(ctx.get_config("eqsat.time_limit_s")),
         )
         rewrites = _rewrites(self.rules, self.fast_math)
-        plans, report = plan_placement(mod, self.targets, self.cost, rewrites, limits)
+        plans, report = plan_placement(mod, self.targets, cost, rewrites, limits)
         placed: Placed = {name: (p.body, p.place) for name, p in plans.items()}
         choice = PlacementChoice(
             report.cost, report.greedy_cost, len(report.regions), report.rewritten
         )
-        if self.cost.measure is not None:
-            run = choose_by_running(mod, plans, self.targets, self.cost, self.partition)
+        if cost.measure is not None:
+            run = choose_by_running(mod, plans, self.targets, cost, self.partition)
             placed, choice = run.placed, choice.measured(run.chosen, run.ms, run.failed)
         record(choice)
         return self.partition(mod, placed)
+
+    def with_tables(
+        self, links: Mapping[Any, float] | None, budget: Mapping[str, int] | None
+    ) -> PlacementCost:
+        """The cost model with these link costs and budgets where given (non-empty)."""
+        assert self.cost is not None
+        cost = self.cost
+        if links:
+            cost = replace(cost, links=links)
+        if budget:
+            cost = replace(cost, budget=budget)
+        unknown = sorted(set(cost.budget) - {DEFAULT, *self.targets})
+        if unknown:
+            raise ConfigError(
+                f"PlaceTargets: a budget for {unknown}, which is not a target here; "
+                f"targets: {', '.join([DEFAULT, *self.targets])}"
+            )
+        return cost
 
     def partition(self, mod: IRModule, placed: Placed) -> IRModule:
         """mod with the placement annotated, regions merged and partitioned."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -14,15 +15,11 @@ import codegen
 import egraph_ir as ir
 import passmgr as pm
 from egraph_ir import op
-from egraph_ir.errors import ConfigError
+from egraph_ir.errors import ConfigError, PassError
 from egraph_ir.support import register_support, unregister_support
 from egraph_ir.testing import assert_allclose
-from passmgr.passes.partition.place_model import (
-    greedy_placement,
-    placement_cost,
-    problem_of,
-    solve,
-)
+from passmgr.passes.partition.place_model import greedy_placement, placement_cost, problem_of
+from passmgr.passes.partition.place_solve import solve
 
 MOCKS = ("mock_a", "mock_b", "mock_c")
 
@@ -99,9 +96,12 @@ def mock_targets():
 
 
 @st.composite
-def _costs(draw, ops: tuple[str, ...]):
+def _costs(draw, ops: tuple[str, ...], tables: bool = False):
     """A random cost table: each op costs 0-9 on the host and each mock target (or is not
-    supported there), launches 0-20, copies 0-2 per 1,000 bytes."""
+    supported there), launches 0-20, copies 0-2 per 1,000 bytes. With `tables`, also
+    link costs for some target pairs (0-5 per 1,000 bytes, so routes through a third
+    target can win) and budgets of 0-200 bytes for some targets (each (2, 3) float32
+    value is 24 bytes), the host included."""
     table = {}
     for name in ops:
         table[(name, "default")] = float(draw(st.integers(0, 9)))
@@ -109,7 +109,18 @@ def _costs(draw, ops: tuple[str, ...]):
             if draw(st.booleans()):
                 table[(name, t)] = float(draw(st.integers(0, 9)))
     launch = {t: float(draw(st.integers(0, 20))) for t in MOCKS}
-    return pm.passes.cost_table(table, launch, per_byte=draw(st.integers(0, 2)) / 1000)
+    links: dict[tuple[str, str], float] = {}
+    budget: dict[str, int] = {}
+    if tables:
+        places = ("default", *MOCKS)
+        for pair in itertools.permutations(places, 2):
+            if draw(st.integers(0, 2)) == 0:
+                links[pair] = draw(st.integers(0, 5)) / 1000
+        for t in places:
+            if draw(st.integers(0, 3)) == 0:
+                budget[t] = draw(st.integers(0, 200))
+    per_byte = draw(st.integers(0, 2)) / 1000
+    return pm.passes.cost_table(table, launch, per_byte, links=links, budget=budget)
 
 
 UNARY = ("exp", "tanh", "relu", "negative", "sigmoid")
@@ -136,9 +147,16 @@ def _dags(draw, max_ops: int = 12) -> ir.Function:
 @given(data=st.data())
 @settings(max_examples=60, deadline=None)
 def test_placement_is_the_brute_force_optimum_and_never_above_greedy(mock_targets, data) -> None:
+    """Also with link costs (multi-hop routes) and budgets: the solver's placement costs
+    what the cheapest of every placement costs under the model (one launch per region, one
+    copy per value and target along its cheapest route, infinity over a budget); when no
+    placement fits the budgets, the solver says so."""
     fn = data.draw(_dags())
-    cost = data.draw(_costs(mock_targets))
+    cost = data.draw(_costs(mock_targets, tables=True))
     targets = MOCKS[: data.draw(st.integers(2, 3))]
+    cost = replace(
+        cost, budget={t: b for t, b in cost.budget.items() if t in {*targets, "default"}}
+    )
     problem = problem_of(fn, targets, cost)
     options = [sorted(problem.choices[c]) for c in problem.calls]
     if np.prod([len(o) for o in options]) > 60_000:
@@ -147,10 +165,14 @@ def test_placement_is_the_brute_force_optimum_and_never_above_greedy(mock_target
         placement_cost(problem, dict(zip(problem.calls, pick, strict=True)), cost)
         for pick in itertools.product(*options)
     )
+    if best == float("inf"):
+        with pytest.raises(PassError, match="no placement fits the memory budgets"):
+            solve(problem, cost)
+        return
     place = solve(problem, cost)
     assert placement_cost(problem, place, cost) == pytest.approx(best)
     greedy = placement_cost(problem, greedy_placement(problem, targets), cost)
-    assert placement_cost(problem, place, cost) <= greedy + 1e-9
+    assert placement_cost(problem, place, cost) <= greedy + 1e-9  # inf when over budget
 
 
 def test_placed_programs_partition_without_cycles_and_match_the_interpreter(mock_targets) -> None:
