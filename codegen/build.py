@@ -35,9 +35,9 @@ from passmgr.standard import standard_pipeline
 from . import blas, tuning
 from .devices import assign_devices, mentions_devices, plan_devices
 from .executable import Executable, KernelTime, Profile
-from .external import control, register_external
-from .external.control import has_if, lift_ifs
+from .external import control, loop, register_external
 from .external.host import compile_regions
+from .external.loop import lift_control_flow
 from .graph import Graph, build_graph, output_leaves
 from .kernels import ExternalKernel
 from .llvm import JitLibrary
@@ -89,8 +89,7 @@ def build(
     start_helpers(threads)  # compile helpers start while the passes run
     times: dict[str, float] = {}
     clock = _Clock(times, on_stage)
-    if has_if(mod):  # each data-dependent If: a region running one of two compiled branches
-        mod = lift_ifs(mod)
+    mod = lift_control_flow(mod)  # data-dependent If and Loop: regions of compiled programs
     mod, externals = clock("external", compile_regions, mod, threads, options.external_options)
     optimised = clock("optimise", optimise, mod, params, extra_passes)
     refuse_function_values(optimised["main"])  # typed by the passes, before any lowering
@@ -157,6 +156,7 @@ def refuse_function_values(main: Function) -> None:
 
 # data-dependent If: a region whose branches are programs this builder compiles
 register_external(control.TARGET, control.region_builder(build), override=True)
+register_external(loop.TARGET, loop.region_builder(build), override=True)
 
 
 def outputs_of(fn: Function) -> tuple[list[Type], list[str]]:

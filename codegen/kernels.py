@@ -46,7 +46,7 @@ class Ref:
     def operand(value: Operand) -> Ref:
         if isinstance(value, int):
             return Ref("input", value)
-        return Ref("constant", array=np.ascontiguousarray(value))
+        return Ref("constant", array=np.require(value, requirements="C"))  # keeps 0-d
 
 
 OUT, SCRATCH = Ref("out"), Ref("scratch", 0)

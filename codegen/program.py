@@ -87,7 +87,9 @@ def link(graph: Graph, devices: DevicePlan, plan: MemoryPlan, threads: int) -> P
         slot = slot if slot >= 0 else program.new_slot()
         constant_slots.setdefault(key, slot)
         same = home.setdefault(id(array), device) == device
-        program.constants.append((slot, np.ascontiguousarray(array) if same else array.copy()))
+        program.constants.append(
+            (slot, np.require(array, requirements="C") if same else array.copy())
+        )
         program.slot_device[slot] = device
         return slot
 

@@ -125,7 +125,7 @@ def _tensor_inputs(x: Expr, reads: list[Expr], inputs: list[Var], t: Type | None
     return var
 
 
-def _program(fn: Function) -> IRModule:
+def program_of(fn: Function) -> IRModule:
     """A branch as a module: the regions it carries as literals become globals again."""
     globals_: dict[str, Function] = {}
     memo: dict[Expr, Expr] = {}
@@ -151,7 +151,7 @@ def region_builder(build_program: Callable[[IRModule], Any]) -> Callable[..., Ru
         assert isinstance(fn.body, If)
         branches = []
         for branch in (fn.body.true_branch, fn.body.false_branch):
-            branches.append(build_program(_program(Function(fn.params, branch))))
+            branches.append(build_program(program_of(Function(fn.params, branch))))
         taken, other = branches
         names = [p.name_hint for p in fn.params]
 

@@ -23,6 +23,7 @@ from ...fold import fold
 from ...infer import infer_new_nodes, infer_type
 from ...module import IRModule
 from ...types import DTYPES, TensorType
+from .control import loop_globals
 from .functions import expand, function_schema
 from .node import CONVERTERS, Node, op_key
 
@@ -242,7 +243,7 @@ class Importer:
         body = outputs[0] if len(outputs) == 1 else Tuple(tuple(outputs))
         names = tuple(out.name for out in self.graph.output)
         fn = Function(tuple(params), body, attrs=Attrs({"output_names": names}))
-        return infer_type(IRModule({"main": fn}))
+        return infer_type(IRModule(loop_globals(fn)))
 
     def run_graph(self, graph: Any, bindings: dict[str, Expr]) -> list[Expr]:
         """A subgraph's outputs (a Scan body, an If branch): its inputs bound to `bindings`,
