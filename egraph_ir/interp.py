@@ -184,7 +184,6 @@ class _Machine:
                 return self.eval(fn.body, _Frame(env, callee.frame))
         raise AssertionError(type(node))
 
-
     def _loop(self, fn: Function, args: list[Value], frame: _Frame | None) -> Value:
         """A `Loop=1` function called with (trip count, condition, carried values, outside
         values): its body, of (step, condition, carried, outside), gives the next condition
