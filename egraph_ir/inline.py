@@ -13,7 +13,8 @@ Selector = Callable[[Function], bool]
 
 
 def _is_plain_call(fn: Function) -> bool:
-    return not fn.attrs.get("Primitive") and not fn.attrs.get("Compiler")
+    """Neither a kernel, an external region nor a loop (whose call runs it many times)."""
+    return not any(fn.attrs.get(key) for key in ("Primitive", "Compiler", "Loop"))
 
 
 def inline_calls(
@@ -22,7 +23,7 @@ def inline_calls(
     functions: Mapping[str, Function] | None = None,
 ) -> Expr:
     """`expr` with every call of a function literal that `select` accepts inlined (by
-    default: every function that is neither a fused kernel nor an external region), and
+    default: every function that is neither a fused kernel, an external region nor a loop), and
     every call of a global named in `functions` (whose value is the function to inline).
     Nested literals are inlined too; functions bound to variables are left alone."""
     functions = functions or {}
