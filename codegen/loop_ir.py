@@ -142,6 +142,10 @@ class For(Stmt):
     # says; True: unrolled even in a kernel that unrolls nothing else (an epilogue's row,
     # whose math is one long dependency chain per vector)
     unroll: bool | None = None
+    # vectorised with its tail as one masked vector (a row of 14 is one 16-lane step):
+    # left alone, LLVM unrolls a short row whole and vectorises the loop around it, the
+    # rows, with gathers and scatters
+    vectorize: bool = False
 
 
 @dataclass

@@ -113,10 +113,18 @@ SELF = "egc.self"
 _LOOP_IDS = itertools.count()  # a distinct loop ID each (llvmlite merges equal metadata)
 
 
-def _no_unroll(module: ir.Module) -> ir.Value:
-    """A fresh loop ID asking LLVM not to unroll (its self-reference is made in the text)."""
-    disable = module.add_metadata([ir.MetaDataString(module, "llvm.loop.unroll.disable")])
-    return module.add_metadata([ir.MetaDataString(module, f"{SELF}.{next(_LOOP_IDS)}"), disable])
+def _loop_id(module: ir.Module, unroll: bool, vectorize: bool) -> ir.Value:
+    """A fresh loop ID (its self-reference is made in the text) asking LLVM not to unroll
+    and/or to vectorise with a masked tail (then not unrolled either: full unrolling runs
+    first and would leave nothing to vectorise; the vectoriser interleaves instead)."""
+    hints = []
+    if not unroll or vectorize:
+        hints.append(module.add_metadata([ir.MetaDataString(module, "llvm.loop.unroll.disable")]))
+    for name in ("llvm.loop.vectorize.enable", "llvm.loop.vectorize.predicate.enable"):
+        if vectorize:
+            flag = ir.Constant(ir.IntType(1), 1)
+            hints.append(module.add_metadata([ir.MetaDataString(module, name), flag]))
+    return module.add_metadata([ir.MetaDataString(module, f"{SELF}.{next(_LOOP_IDS)}"), *hints])
 
 
 def emit_modules(
@@ -222,8 +230,9 @@ class _KernelEmitter:
         nxt = self.b.add(phi, ir.Constant(i64, 1), name=f"{s.var}.next")
         phi.add_incoming(nxt, self.b.block)
         latch = self.b.branch(header)
-        if s.unroll is False or (s.unroll is None and not self.kernel.unroll):
-            latch.set_metadata("llvm.loop", _no_unroll(self.fn.module))
+        unroll = not (s.unroll is False or (s.unroll is None and not self.kernel.unroll))
+        if not unroll or s.vectorize:
+            latch.set_metadata("llvm.loop", _loop_id(self.fn.module, unroll, s.vectorize))
         self.b.position_at_end(done)
 
     # ------------------------------------------------------------ expressions

@@ -193,7 +193,7 @@ def channel_block(group: Group, block: LExpr, ob: int, flat_planes: bool = False
         return [For("ep", ob, [For("eb", n, [For("ef", oh * ow, [store], unroll=True)])])]
     index = Index(shape, multi=[b, channel, y, x])
     store = Store("out", index.flat(), group.reader(group.fn.body)(index))
-    row = For("ex", ow, [store], unroll=True)
+    row = For("ex", ow, [store], unroll=True, vectorize=True)
     return [For("ep", ob, [For("eb", n, [For("ey", oh, [row])])])]
 
 
