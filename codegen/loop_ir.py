@@ -142,7 +142,7 @@ class For(Stmt):
     # says; True: unrolled even in a kernel that unrolls nothing else (an epilogue's row,
     # whose math is one long dependency chain per vector)
     unroll: bool | None = None
-    # vectorised with its tail as one masked vector (a row of 14 is one 16-lane step):
+    # vectorised along it (a row of 14 as one masked 16-lane step, see llvm/emit.py):
     # left alone, LLVM unrolls a short row whole and vectorises the loop around it, the
     # rows, with gathers and scatters
     vectorize: bool = False
