@@ -17,8 +17,8 @@ def constant_value(call: Call) -> np.ndarray | tuple[np.ndarray, ...] | None:
     fails (the error then surfaces where the program runs)."""
     if not isinstance(call.op, Op) or not all(isinstance(a, Constant) for a in call.args):
         return None
-    if call.op.annotation:  # a marker (on_device, compiler_begin) stays where it was put
-        return None
+    if call.op.annotation or not call.op.foldable:  # a marker stays where it was put, and
+        return None  # a dequantized weight stays an integer tensor for the quantised rules
     try:
         out = call.op.evaluate([a.data for a in call.args], call.attrs)  # type: ignore[attr-defined]
     except Exception:

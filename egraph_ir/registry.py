@@ -179,6 +179,7 @@ class Op:
     variadic: bool = False
     doc: str = ""
     annotation: bool = False  # a no-op marker: its result is its input, of any type
+    foldable: bool = True  # False: constant folding leaves its calls alone (dequantize)
     _attr_index: dict[str, AttrSpec] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -12,7 +12,9 @@ def standard_pipeline() -> Sequential:
         [
             p.InferType(),  # every later pass reads checked types
             p.SimplifyInference(),  # batch/layer norm and dropout into plain arithmetic
-            p.FoldConstant(),  # precompute the statistics those rules produced
+            p.FakeQuantizationToInteger(),  # QDQ chains as integer ops, as ONNX Runtime runs them
+            p.CanonicalizeQnn(),  # quantised ops as arithmetic the code generator compiles
+            p.FoldConstant(),  # precompute the statistics those rules produced, shifted weights
             p.FoldScaleAxis(),  # fold per-channel scales/shifts into conv2d weights and bias
             p.AlgebraicSimplify(),  # identities, involutions, layout canonicalisation
             p.CastCanonicalize(),  # drop redundant casts

@@ -24,6 +24,7 @@ TENSOR_FUNC_KINDS = {"shape": "tuple", "rank": "number", "dtype": "str", "size":
                      "dim": "number", "is_const": "bool", "value": "any", "min": "any",
                      "max": "any"}  # fmt: skip
 VALUE_FUNC_KINDS = {
+    "f32_product": ("number", "number"),
     "compose": ("tuple", "tuple"),
     "inverse": ("tuple", "tuple"),
     "len": ("tuple", "number"),

@@ -7,9 +7,10 @@
 Functions: shape, rank, dtype, size, dim(?x, i) and is_const, value (a constant's value when
 all its elements are equal, else None), min and max (a constant's smallest and largest
 element, else None) take a tensor variable; compose(?p, ?q) (apply q to
-p: r[i] = p[q[i]]), inverse(?p) and len take attribute values or lists. `identity` equals
+p: r[i] = p[q[i]]), inverse(?p) and len take attribute values or lists; f32_product(a, b)
+is the product of two numbers rounded to float32 (scales multiply so). `identity` equals
 any identity permutation. Comparisons: == != < <= > >=; `is` tests a dtype's kind: float,
-int, signed, bool.
+int, signed, bool, quantised (int8 or uint8).
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ KINDS = {
     "int": INT_DTYPES,
     "bool": ("bool",),
     "signed": ("int8", "int16", "int32", "int64", *FLOAT_DTYPES),
+    "quantised": ("int8", "uint8"),  # the 8-bit types of quantised tensors
 }
 
 
@@ -97,7 +99,18 @@ TENSOR_ARITY = {
     "shape": 1, "rank": 1, "dtype": 1, "size": 1, "dim": 2, "is_const": 1, "value": 1,
     "min": 1, "max": 1,
 }  # fmt: skip
+
+
+def _f32_product(a: Any, b: Any) -> float | None:
+    """a * b rounded to float32, as a runtime computes a product of two scales (ONNX
+    Runtime's bias scale is input scale * weight scale in float32); None if either is."""
+    if a is None or b is None:
+        return None
+    return float(np.float32(a) * np.float32(b))
+
+
 VALUE_FUNCS: dict[str, tuple[int, Callable[..., Any]]] = {
+    "f32_product": (2, _f32_product),
     "compose": (2, _compose),
     "inverse": (1, _inverse),
     "len": (1, len),

@@ -12,6 +12,7 @@ from egraph_ir.errors import RuleError, Span
 from .guards import GuardExpr, all_of
 
 FAST_MATH = "fast-math"
+QUANTIZE = "quantize"  # float and integer forms of a quantised op: equal within one quantum
 NSZ = "nsz"  # the rule may change the sign of a zero (LLVM's nsz): runs only under fast-math
 
 

@@ -426,7 +426,7 @@ LAYOUT_OPS = frozenset({"squeeze", "reshape", "expand_dims", "transpose"})
 
 def _evaluate(n: ENode, args: list[np.ndarray]) -> np.ndarray | None:
     op: Op = ctor_op(n.ctor)
-    if op.annotation:  # markers are never folded away
+    if op.annotation or not op.foldable:  # markers and dequantized weights stay
         return None
     attrs = {a.name: decode_attr(s) for a, s in zip(op.attrs, n.literals, strict=True)}
     try:

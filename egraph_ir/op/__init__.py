@@ -18,7 +18,19 @@ from ..attrs import Attrs
 from ..expr import Call, Constant, Expr, Var, const
 from ..registry import REQUIRED, Op, OpPattern, get_op, list_ops, register_op
 from ..support import register_shipped_targets, register_support, supports, unregister_support
-from . import annotation, creation, device, elementwise, nn, norm, reduce, scan, select, shape  # noqa: F401
+from . import (  # noqa: F401
+    annotation,
+    creation,
+    device,
+    elementwise,
+    nn,
+    norm,
+    qnn,
+    reduce,
+    scan,
+    select,
+    shape,
+)
 
 register_shipped_targets()
 

@@ -3,6 +3,7 @@ record in the run (`ctx.run.last("FuseOps")`, `PassRun.reports(kind=EqSatReport)
 
 from __future__ import annotations
 
+from .canonicalize_qnn import CanonicalizeQnn, QnnReport
 from .combine_parallel_dense import CombineParallelDense, CombineReport
 from .dead_code import DeadCodeElimination, DeadCodeReport
 from .devices import DevicePlanReport, PlanDevices, device_map
@@ -12,6 +13,7 @@ from .eqsat import (
     EliminateCommonSubexpr,
     EqSat,
     EqSatReport,
+    FakeQuantizationToInteger,
     FoldScaleAxis,
     SimplifyInference,
 )
@@ -41,6 +43,9 @@ from .partition import (
 from .print_ir import PrintIR
 
 __all__ = [
+    "CanonicalizeQnn",
+    "QnnReport",
+    "FakeQuantizationToInteger",
     "Inline",
     "InlineReport",
     "AnnotateReport",

@@ -261,6 +261,19 @@ class SimplifyInference(EqSat):
 
 @register_pass
 @dataclass(frozen=True)
+class FakeQuantizationToInteger(EqSat):
+    """dequantize -> conv2d -> quantize chains as integer convolutions and a requantize
+    (rules/builtin/quantize.rules; TVM's pass of this name): what ONNX Runtime computes for
+    a QDQ model, bit for bit, where the float chain is one quantum off at times."""
+
+    rules: str | RuleSet = "quantize"
+    fast_math: bool | None = True  # the rules are tagged quantize, not fast-math: all run
+    avoid: tuple[str, ...] = ("quantize",)  # a chain the rules cover leaves no float quantize
+    opt_level = 0
+
+
+@register_pass
+@dataclass(frozen=True)
 class AlgebraicSimplify(EqSat):
     """Identities, involutions, transpose/reshape canonicalisation (exact unless fast-math)."""
 

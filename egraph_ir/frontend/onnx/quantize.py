@@ -68,10 +68,26 @@ def _onnx_dtype(n: Node, code: int) -> str:
     return str(n.importer.onnx.helper.tensor_dtype_to_np_dtype(code))
 
 
+INTEGER_OPS = ("int8", "uint8", "int32")  # quantised types kept as the IR's (de)quantize
+
+
+def _zero_point(n: Node, zero: int, x: TensorType, dtype: str) -> Expr:
+    """Input `zero` shaped against x, or a zero of `dtype` when absent."""
+    if n.input(zero) is None:
+        return Constant(np.zeros((), dtype))
+    return _spread(n, zero, x)
+
+
 @converter("DequantizeLinear")
 def _dequantize(n: Node) -> Expr:
+    """The IR's dequantize for int8, uint8 and int32 with a float32 scale per tensor or
+    per axis (quantised rules match it); other forms as arithmetic."""
     code = n.attr("output_dtype")
     out = _onnx_dtype(n, code) if code else n.type(1).dtype
+    x = n.type(0)
+    if x.dtype in INTEGER_OPS and out == "float32" and not n.attr("block_size", 0):
+        zero = _zero_point(n, 2, x, x.dtype)
+        return op.dequantize(n.x(0), _spread(n, 1, x), zero)
     return op.cast(dequantized(n, 0, 1, 2), dtype=out)
 
 
@@ -82,6 +98,10 @@ def _quantize(n: Node) -> Expr:
         out = _onnx_dtype(n, code)
     else:
         out = n.type(2).dtype if n.input(2) is not None else "uint8"
+    x = n.type(0)
+    plain = n.type(1).dtype == "float32" and not n.attr("block_size", 0)
+    if out in ("int8", "uint8") and x.dtype == "float32" and plain:
+        return op.quantize(n.x(0), _spread(n, 1, x), _zero_point(n, 2, x, out))
     return quantized(n, op.cast(n.x(0), dtype="float32"), n.type(0), 1, 2, out)
 
 

@@ -1,0 +1,180 @@
+"""Quantised tensors (TVM's qnn dialect, as plain ops): dequantize and quantize between
+floats and integers, a convolution and a product over integers that accumulate in int32,
+and requantize, which scales an int32 accumulator back to 8 bits.
+
+Scales and zero points are tensors broadcast against the data (a scalar per tensor, or
+shaped (1, C, 1, 1) per channel): the importer shapes them. The integer type of a
+quantised result is its zero point's. The references are what ONNX Runtime computes:
+QuantizeLinear divides by the scale and rounds half to even; its fused integer
+convolution (QLinearConv) sums exact integer products plus the int32 bias, then
+multiplies the float32 accumulator by (input scale * weight scale) / output scale in
+float32 and rounds half to even (tests/egraph_ir/test_quantize.py checks them against
+ONNX Runtime bit for bit). Rules in rules/builtin/quantize.rules form the integer ops
+from dequantize -> conv2d -> quantize chains; passmgr's CanonicalizeQnn lowers whatever
+remains to ordinary arithmetic before code generation.
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+from ..attrs import Attrs
+from ..registry import Op, OpPattern, ShapeError, register_op
+from ..types import NARROW_INTS, TensorType, Type
+from ._common import broadcast_shapes, per_output_element, require_dtype, size_of
+from .nn import CONV_ATTRS, _conv_geometry, conv2d_ref
+
+QUANTISED = ("int8", "uint8", "int32")
+
+
+def integer_range(dtype: str) -> tuple[int, int]:
+    info = ml_dtypes.iinfo(dtype) if dtype in NARROW_INTS else np.iinfo(dtype)
+    return int(info.min), int(info.max)
+
+
+def _scale_and_zero(args: list[TensorType], what: str) -> None:
+    data, scale, zero = args
+    require_dtype(scale, ("float32",), "scale")
+    require_dtype(zero, QUANTISED, "zero point")
+    if what == "dequantize" and zero.dtype != data.dtype:
+        raise ShapeError(f"dequantize: zero point {zero.dtype} for {data.dtype} data")
+    shape = broadcast_shapes(data.shape, scale.shape, zero.shape)
+    if shape != data.shape:
+        raise ShapeError(
+            f"{what}: scale {scale.shape} and zero point {zero.shape} must broadcast to the "
+            f"data's shape {data.shape}"
+        )
+
+
+def _dequantize_infer(args: list[TensorType], attrs: Attrs) -> Type:
+    require_dtype(args[0], QUANTISED)
+    _scale_and_zero(args, "dequantize")
+    return TensorType(args[0].shape, "float32")
+
+
+def dequantize_ref(x: np.ndarray, scale: np.ndarray, zero: np.ndarray) -> np.ndarray:
+    """(x - zero point) * scale in float32."""
+    shifted = x.astype(np.float32) - zero.astype(np.float32)
+    return (shifted * scale.astype(np.float32)).astype(np.float32)
+
+
+def _quantize_infer(args: list[TensorType], attrs: Attrs) -> Type:
+    require_dtype(args[0], ("float32",))
+    _scale_and_zero(args, "quantize")
+    return TensorType(args[0].shape, args[2].dtype)
+
+
+def quantize_ref(x: np.ndarray, scale: np.ndarray, zero: np.ndarray) -> np.ndarray:
+    """x / scale rounded half to even, plus the zero point, saturated to its type."""
+    with np.errstate(all="ignore"):
+        scaled = np.rint(x.astype(np.float32) / scale.astype(np.float32))
+        shifted = scaled + zero.astype(np.float32)
+    low, high = integer_range(str(zero.dtype))
+    return np.nan_to_num(np.clip(shifted, low, high), nan=0.0).astype(zero.dtype)
+
+
+def _requantize_infer(args: list[TensorType], attrs: Attrs) -> Type:
+    require_dtype(args[0], ("int32",))
+    _scale_and_zero(args, "requantize")
+    return TensorType(args[0].shape, args[2].dtype)
+
+
+def requantize_ref(acc: np.ndarray, multiplier: np.ndarray, zero: np.ndarray) -> np.ndarray:
+    """float32(acc) * multiplier rounded half to even, plus the zero point, saturated."""
+    with np.errstate(all="ignore"):
+        scaled = np.rint(acc.astype(np.float32) * multiplier.astype(np.float32))
+    low, high = integer_range(str(zero.dtype))
+    shifted = scaled.astype(np.float64) + zero.astype(np.float64)
+    return np.nan_to_num(np.clip(shifted, low, high), nan=0.0).astype(zero.dtype)
+
+
+def _zero_point_of(t: TensorType, zero: TensorType, what: str) -> None:
+    require_dtype(t, ("int8", "uint8"), what)
+    require_dtype(zero, (t.dtype,), f"{what}'s zero point")
+    if broadcast_shapes(t.shape, zero.shape) != t.shape:
+        raise ShapeError(f"{what}'s zero point {zero.shape} must broadcast to {t.shape}")
+
+
+def _qnn_conv2d_infer(args: list[TensorType], attrs: Attrs) -> Type:
+    data, weight, data_zero, weight_zero = args
+    _zero_point_of(data, data_zero, "data")
+    _zero_point_of(weight, weight_zero, "weight")
+    out, *_ = _conv_geometry(data.shape, weight.shape, attrs)
+    return TensorType(out, "int32")
+
+
+def _shifted(x: np.ndarray, zero: np.ndarray) -> np.ndarray:
+    return x.astype(np.int64) - zero.astype(np.int64)
+
+
+def qnn_conv2d_ref(x, w, x_zero, w_zero, strides, padding, dilation, groups) -> np.ndarray:
+    """conv2d of (x - x_zero) and (w - w_zero), summed exactly, as int32."""
+    out = conv2d_ref(_shifted(x, x_zero), _shifted(w, w_zero), strides, padding, dilation, groups)
+    return out.astype(np.int32)
+
+
+def _qnn_dense_infer(args: list[TensorType], attrs: Attrs) -> Type:
+    data, weight, data_zero, weight_zero = args
+    _zero_point_of(data, data_zero, "data")
+    _zero_point_of(weight, weight_zero, "weight")
+    if data.ndim != 2 or weight.ndim != 2 or data.shape[1] != weight.shape[1]:
+        raise ShapeError(f"qnn_dense needs (M, K) data and (N, K) weight, got {data} and {weight}")
+    return TensorType((data.shape[0], weight.shape[0]), "int32")
+
+
+def qnn_dense_ref(x, w, x_zero, w_zero) -> np.ndarray:
+    """(x - x_zero) @ (w - w_zero).T, summed exactly, as int32."""
+    return (_shifted(x, x_zero) @ _shifted(w, w_zero).T).astype(np.int32)
+
+
+def _macs(args: list[TensorType], out: Type, attrs: Attrs) -> float:
+    assert isinstance(out, TensorType)
+    return 2.0 * size_of(out.shape) * size_of(args[1].shape[1:])
+
+
+for name, infer, ref, doc in (
+    ("dequantize", _dequantize_infer, dequantize_ref, "(data - zero_point) * scale, float32"),
+    ("quantize", _quantize_infer, quantize_ref, "round(data / scale) + zero_point, saturated"),
+    (
+        "requantize",
+        _requantize_infer,
+        requantize_ref,
+        "round(float32(data) * scale) + zero_point, saturated: an int32 accumulator to 8 bits",
+    ),
+):
+    register_op(
+        Op(
+            name=name,
+            inputs=("data", "scale", "zero_point"),
+            infer=infer,
+            reference=ref,
+            pattern=OpPattern.BROADCAST,
+            flops=per_output_element(3.0),
+            doc=doc,
+            foldable=name != "dequantize",  # a weight stays integer for the rules to read
+        )
+    )
+register_op(
+    Op(
+        name="qnn_conv2d",
+        inputs=("data", "weight", "data_zero_point", "weight_zero_point"),
+        infer=_qnn_conv2d_infer,
+        reference=qnn_conv2d_ref,
+        pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+        flops=_macs,
+        attrs=CONV_ATTRS,
+        doc="conv2d of int8/uint8 data and weight less their zero points, exact, int32",
+    )
+)
+register_op(
+    Op(
+        name="qnn_dense",
+        inputs=("data", "weight", "data_zero_point", "weight_zero_point"),
+        infer=_qnn_dense_infer,
+        reference=qnn_dense_ref,
+        pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+        flops=_macs,
+        doc="dense of int8/uint8 data and weight less their zero points, exact, int32",
+    )
+)
