@@ -4,8 +4,12 @@ Each kernel becomes `void name(T* noalias buf0, ..., i64 start, i64 end)`. Loops
 canonical (phi, compare, branch) so LLVM's vectoriser recognises them; locals are allocas in
 the entry block (mem2reg turns them into registers). float16 tensors are computed in
 float32 (as numpy does) and rounded when stored; bool is i1 in registers and a byte in memory.
-Float arithmetic carries `reassoc contract`: reductions vectorise and multiply-adds fuse,
-while NaN and infinity keep their IEEE meaning (no `nnan`/`ninf`).
+Float arithmetic carries `contract` (multiply-adds fuse) and, where it updates an
+accumulator (a Ref operand: reductions, micro-kernel sums), `reassoc` too, so reductions
+vectorise; elsewhere each operation rounds as written: LLVM would otherwise turn
+(x - 30) * 0.1 into one fused multiply-add of x * 0.1 - 3.0, a different float, and a
+quantised model's dequantized outputs stop equalling ONNX Runtime's. NaN and infinity keep
+their IEEE meaning (no `nnan`/`ninf`).
 """
 
 from __future__ import annotations
@@ -39,7 +43,8 @@ from ..loop_ir import (
 )
 from .mathlib import MathLib
 
-FLAGS = ("reassoc", "contract")
+FLAGS = ("reassoc", "contract")  # on accumulator updates
+ELEMENTWISE_FLAGS = ("contract",)
 VECTOR_ATTRS = 'attributes #0 = { "prefer-vector-width"="512" nounwind }'
 VECTOR_LANES = 16  # float32 lanes of the 512-bit vectors asked for above
 
@@ -413,19 +418,25 @@ class _KernelEmitter:
             if dtype == "bool" or _unsigned(dtype):
                 return b.icmp_unsigned(sym, x, y)
             return b.icmp_signed(sym, x, y)
-        out = self.float_binary(op, x, y) if _is_float(dtype) else self.int_binary(op, dtype, x, y)
+        if _is_float(dtype):
+            accumulates = isinstance(e.a, Ref) or isinstance(e.b, Ref)
+            out = self.float_binary(op, x, y, FLAGS if accumulates else ELEMENTWISE_FLAGS)
+        else:
+            out = self.int_binary(op, dtype, x, y)
         if out is None:
             raise NotImplementedError(f"{op} on {dtype}")
         return out
 
-    def float_binary(self, op: str, x: ir.Value, y: ir.Value) -> ir.Value | None:
+    def float_binary(
+        self, op: str, x: ir.Value, y: ir.Value, flags: Sequence[str] = FLAGS
+    ) -> ir.Value | None:
         b = self.b
         if op == "add":
-            return b.fadd(x, y, flags=FLAGS)
+            return b.fadd(x, y, flags=flags)
         if op == "sub":
-            return b.fsub(x, y, flags=FLAGS)
+            return b.fsub(x, y, flags=flags)
         if op == "mul":
-            return b.fmul(x, y, flags=FLAGS)
+            return b.fmul(x, y, flags=flags)
         if op == "div":
             return b.fdiv(x, y)
         if op == "rem":  # C fmod: the dividend's sign

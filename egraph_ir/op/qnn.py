@@ -16,6 +16,8 @@ remains to ordinary arithmetic before code generation.
 
 from __future__ import annotations
 
+from typing import Any
+
 import ml_dtypes
 import numpy as np
 
@@ -128,6 +130,47 @@ def qnn_dense_ref(x, w, x_zero, w_zero) -> np.ndarray:
     return (_shifted(x, x_zero) @ _shifted(w, w_zero).T).astype(np.int32)
 
 
+def _qnn_add_infer(args: list[TensorType], attrs: Attrs) -> Type:
+    lhs, rhs = args[0], args[1]
+    require_dtype(lhs, ("int8", "uint8"), "lhs")
+    if rhs.dtype != lhs.dtype or rhs.shape != lhs.shape:
+        raise ShapeError(f"qnn_add needs two {lhs} tensors, got {rhs}")
+    for scale, zero, what in (
+        (args[2], args[3], "lhs"),
+        (args[4], args[5], "rhs"),
+        (args[6], args[7], "output"),
+    ):
+        require_dtype(scale, ("float32",), f"{what} scale")
+        require_dtype(zero, (lhs.dtype,), f"{what} zero point")
+        if scale.shape != () or zero.shape != ():
+            raise ShapeError(f"qnn_add takes scalar scales and zero points ({what})")
+    return TensorType(lhs.shape, lhs.dtype)
+
+
+def fma32(x: Any, y: Any, z: Any) -> np.ndarray:
+    """x * y + z rounded once to float32 (the product of two float32 is exact in float64)."""
+    wide = np.asarray(x, np.float64) * np.asarray(y, np.float64) + np.asarray(z, np.float64)
+    return wide.astype(np.float32)
+
+
+def qnn_add_parts(sa: Any, za: Any, sb: Any, zb: Any, sc: Any, zc: Any) -> tuple[Any, Any, Any]:
+    """ONNX Runtime's QLinearAdd constants: the ratios sa/sc and sb/sc in float32 and the
+    offset zc - (ratio_a * za + ratio_b * zb), whose inner sum is a fused multiply-add."""
+    ra = np.float32(sa) / np.float32(sc)
+    rb = np.float32(sb) / np.float32(sc)
+    offset = np.float32(zc) - fma32(ra, np.float32(za), np.float32(rb * np.float32(zb)))
+    return ra, rb, offset
+
+
+def qnn_add_ref(a, b, sa, za, sb, zb, sc, zc) -> np.ndarray:
+    """The sum of two quantised tensors requantised: round(a * ra + (b * rb + offset)) with
+    both steps fused multiply-adds (ONNX Runtime's AVX2 QLinearAdd), saturated."""
+    ra, rb, offset = qnn_add_parts(sa, za, sb, zb, sc, zc)
+    value = fma32(a.astype(np.float32), ra, fma32(b.astype(np.float32), rb, offset))
+    low, high = integer_range(str(a.dtype))
+    return np.clip(np.rint(value), low, high).astype(a.dtype)
+
+
 def _macs(args: list[TensorType], out: Type, attrs: Attrs) -> float:
     assert isinstance(out, TensorType)
     return 2.0 * size_of(out.shape) * size_of(args[1].shape[1:])
@@ -165,6 +208,26 @@ register_op(
         flops=_macs,
         attrs=CONV_ATTRS,
         doc="conv2d of int8/uint8 data and weight less their zero points, exact, int32",
+    )
+)
+register_op(
+    Op(
+        name="qnn_add",
+        inputs=(
+            "lhs",
+            "rhs",
+            "lhs_scale",
+            "lhs_zero_point",
+            "rhs_scale",
+            "rhs_zero_point",
+            "output_scale",
+            "output_zero_point",
+        ),
+        infer=_qnn_add_infer,
+        reference=qnn_add_ref,
+        pattern=OpPattern.ELEMWISE,
+        flops=per_output_element(4.0),
+        doc="quantised lhs + rhs requantised to the output's scale and zero point",
     )
 )
 register_op(

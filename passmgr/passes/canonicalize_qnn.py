@@ -14,6 +14,7 @@ first, while the e-graph can still see dequantize -> op -> quantize chains.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,7 +31,7 @@ from ..pass_base import FunctionPass
 from ..registry import register_pass
 from ..run import PassReport, record
 
-QNN_OPS = ("dequantize", "quantize", "requantize", "qnn_conv2d", "qnn_dense")
+QNN_OPS = ("dequantize", "quantize", "requantize", "qnn_conv2d", "qnn_dense", "qnn_add")
 
 
 def _f32(e: Expr) -> Expr:
@@ -48,7 +49,10 @@ def _shifted(x: Expr, zero: Expr, dtype: str) -> Expr:
     return op.subtract(op.cast(x, dtype=dtype), op.cast(zero, dtype=dtype))
 
 
-def lowered(call: Call, args: list[Expr]) -> Expr:
+Lookup = Callable[[Expr], Expr]  # an original expression -> its lowered form
+
+
+def lowered(call: Call, args: list[Expr], lookup: Lookup) -> Expr:
     """One quantised call (typed) as arithmetic over its (already lowered) arguments."""
     name = call.op.name  # type: ignore[union-attr]
     dtype = call.checked_type.dtype  # type: ignore[attr-defined]
@@ -60,31 +64,110 @@ def lowered(call: Call, args: list[Expr]) -> Expr:
         return _saturated(op.round(op.divide(x, scale)), zero, dtype)
     if name == "requantize":
         acc, multiplier, zero = args
-        return _saturated(op.round(op.multiply(_f32(acc), multiplier)), zero, dtype)
-    x, w, x_zero, w_zero = args
-    wide = "float32" if _float32_exact(call) else "float64"
-    shifted_x, shifted_w = _shifted(x, x_zero, wide), _shifted(w, w_zero, wide)
+        value = _float_accumulator(call.args[0], lookup)
+        value = _f32(acc) if value is None else value
+        return _saturated(op.round(op.multiply(value, multiplier)), zero, dtype)
     if name == "qnn_conv2d":
-        exact = op.conv2d(shifted_x, shifted_w, **call.attrs)
-    else:
-        exact = op.dense(shifted_x, shifted_w)
-    return op.cast(exact, dtype="int32")
+        value, _ = _conv_in_floats(call, lookup, FLOAT32_INTEGERS)
+        return op.cast(value, dtype="int32")
+    if name == "qnn_add":
+        return _qnn_add(args, dtype)
+    x, w, x_zero, w_zero = args
+    wide = "float32" if len(_channel_slices(call, FLOAT32_INTEGERS)) == 1 else "float64"
+    return op.cast(op.dense(_shifted(x, x_zero, wide), _shifted(w, w_zero, wide)), dtype="int32")
 
 
 FLOAT32_INTEGERS = 2**24  # every integer below this is a float32
 
 
-def _float32_exact(call: Call) -> bool:
-    """Whether every partial sum of this product is an integer below 2**24, so float32
-    computes it exactly in any order: a constant weight whose largest per-output sum of
-    |w - zero point| times the largest |x - zero point| (255 for 8-bit data) stays below
-    2**24 (real 3x3x64 layers: a few million; 3x3x512 may not, and take float64)."""
+def _fma(x: Expr, y: Expr, z: Expr) -> Expr:
+    """x * y + z rounded once to float32: the float32 product is exact in float64."""
+    wide = op.add(
+        op.multiply(op.cast(x, dtype="float64"), op.cast(y, dtype="float64")),
+        op.cast(z, dtype="float64"),
+    )
+    return op.cast(wide, dtype="float32")
+
+
+def _qnn_add(args: list[Expr], dtype: str) -> Expr:
+    """qnn_add as ONNX Runtime's QLinearAdd computes it (egraph_ir/op/qnn.py: qnn_add_ref);
+    the ratios and the offset fold to constants."""
+    a, b, sa, za, sb, zb, sc, zc = args
+    ra, rb = op.divide(sa, sc), op.divide(sb, sc)
+    offset = op.subtract(_f32(zc), _fma(ra, _f32(za), op.multiply(rb, _f32(zb))))
+    value = _fma(_f32(a), ra, _fma(_f32(b), rb, offset))
+    low, high = integer_range(dtype)
+    return op.cast(op.clip(op.round(value), a_min=float(low), a_max=float(high)), dtype=dtype)
+
+
+def _float_accumulator(acc: Expr, lookup: Lookup) -> Expr | None:
+    """float32(acc) for requantize's argument computed in floats without passing through
+    int32 (the epilogue then fuses into the convolution's kernel): a qnn_conv2d, or one
+    plus a constant int32 bias; None for anything else."""
+    conv, bias = acc, None
+    if isinstance(acc, Call) and isinstance(acc.op, Op) and acc.op.name == "bias_add":
+        conv, bias = acc.args
+        if not isinstance(bias, Constant) or acc.attrs["axis"] != 1:
+            return None
+    if not (isinstance(conv, Call) and isinstance(conv.op, Op) and conv.op.name == "qnn_conv2d"):
+        return None
+    room = FLOAT32_INTEGERS - (0 if bias is None else int(np.abs(bias.data).max(initial=0)))
+    value, dtype = _conv_in_floats(conv, lookup, room)
+    if bias is not None:
+        value = op.bias_add(value, op.cast(bias, dtype=dtype), axis=1)
+    return value if dtype == "float32" else _f32(value)  # rounds as float(int32) does
+
+
+def _conv_in_floats(conv: Call, lookup: Lookup, room: int) -> tuple[Expr, str]:
+    """The exact int32 accumulation of a qnn_conv2d as a float tensor, and its dtype:
+    float32 when every partial sum is an integer below `room` (<= 2**24: exact in any
+    order); else float32 convolutions over slices of the input channels that each are,
+    summed in float64; else one float64 convolution (exact up to 2**53)."""
+    x, w, x_zero, w_zero = (lookup(a) for a in conv.args)
+    slices = _channel_slices(conv, room)
+    if len(slices) == 1:
+        return op.conv2d(
+            _shifted(x, x_zero, "float32"), _shifted(w, w_zero, "float32"), **conv.attrs
+        ), "float32"
+    if not slices or int(conv.attrs["groups"]) != 1:
+        return op.conv2d(
+            _shifted(x, x_zero, "float64"), _shifted(w, w_zero, "float64"), **conv.attrs
+        ), "float64"
+    assert isinstance(w, Constant)
+    total: Expr | None = None
+    for start, end in slices:
+        part_x = op.strided_slice(x, begin=(start,), end=(end,), axes=(1,))
+        part_w = Constant(np.ascontiguousarray(w.data[:, start:end]))
+        part = op.conv2d(
+            _shifted(part_x, x_zero, "float32"), _shifted(part_w, w_zero, "float32"), **conv.attrs
+        )
+        part = op.cast(part, dtype="float64")
+        total = part if total is None else op.add(total, part)
+    assert total is not None
+    return total, "float64"
+
+
+def _channel_slices(call: Call, room: int) -> list[tuple[int, int]]:
+    """Ranges of input channels whose part of the product keeps every partial sum below
+    `room` (|w - zero point| summed per output, times 255, the largest |x - zero point|
+    of 8-bit data); one range when the whole product does (real 3x3x64 layers: a few
+    million); [] when the weight is not a constant or one channel alone is too much."""
     w, w_zero = call.args[1], call.args[3]
     if not isinstance(w, Constant) or not isinstance(w_zero, Constant):
-        return False
-    shifted = np.abs(w.data.astype(np.int64) - w_zero.data.astype(np.int64))
-    per_output = shifted.reshape(shifted.shape[0], -1).sum(axis=1)
-    return int(per_output.max(initial=0)) * 255 < FLOAT32_INTEGERS
+        return []
+    shifted = np.abs(w.data.astype(np.int64) - w_zero.data.astype(np.int64)) * 255
+    per_channel = shifted.reshape(shifted.shape[0], shifted.shape[1], -1).sum(axis=2)
+    slices: list[tuple[int, int]] = []
+    start, used = 0, np.zeros(per_channel.shape[0], np.int64)
+    for c in range(per_channel.shape[1]):
+        if int((used + per_channel[:, c]).max(initial=0)) >= room:
+            if c == start:
+                return []
+            slices.append((start, c))
+            start, used = c, np.zeros_like(used)
+        used += per_channel[:, c]
+    slices.append((start, per_channel.shape[1]))
+    return slices
 
 
 def canonicalize(fn: Function) -> tuple[Function, int]:
@@ -97,7 +180,7 @@ def canonicalize(fn: Function) -> tuple[Function, int]:
             continue
         post = rebuild(node, memo)
         if isinstance(post, Call) and isinstance(post.op, Op) and post.op.name in QNN_OPS:
-            post = lowered(node, list(post.args))  # type: ignore[arg-type]
+            post = lowered(node, list(post.args), memo.__getitem__)  # type: ignore[arg-type]
             count += 1
         memo[node] = post
     out = memo[fn]

@@ -1,0 +1,233 @@
+"""Quantised (QDQ) models compute what ONNX Runtime's int8 kernels compute, bit for bit:
+one convolution over random shapes, scales and zero points (hypothesis), a small CNN
+quantised by onnxruntime.quantization, and ResNet-18 from the shared real models."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import codegen
+import egraph_ir as ir
+import passmgr as pm
+from egraph_ir.op.qnn import quantize_ref, requantize_ref
+
+ort = pytest.importorskip("onnxruntime")
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto as T  # noqa: E402
+from onnx import helper as h  # noqa: E402
+from onnx import numpy_helper as nh  # noqa: E402
+
+
+def _tensor(name: str, value: Any, dtype: Any) -> Any:
+    return nh.from_array(np.asarray(value, dtype), name)
+
+
+def qdq_conv(
+    rng: np.random.Generator, c: int, o: int, size: int, k: int, groups: int, stride: int,
+    scales: tuple[float, float, float], zeros: tuple[int, int], act: str, bias: bool,
+) -> Any:  # fmt: skip
+    """Q(x) -> DQ -> Conv(DQ(w), DQ(int32 bias)) -> Q -> (DQ), as quantize_static writes
+    it: the bias scale is input scale * weight scale in float32. Outputs: the quantised
+    result and its dequantized value."""
+    sx, sw, sy = (np.float32(s) for s in scales)
+    act_type = np.uint8 if act == "uint8" else np.int8
+    w = rng.integers(-127, 128, (o, c // groups, k, k)).astype(np.int8)
+    inits = [
+        _tensor("sx", sx, np.float32), _tensor("zx", zeros[0], act_type),
+        _tensor("wq", w, np.int8), _tensor("sw", sw, np.float32), _tensor("zw", 0, np.int8),
+        _tensor("sy", sy, np.float32), _tensor("zy", zeros[1], act_type),
+    ]  # fmt: skip
+    nodes = [
+        h.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]),
+        h.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"]),
+        h.make_node("DequantizeLinear", ["wq", "sw", "zw"], ["wd"]),
+    ]
+    conv_inputs = ["xd", "wd"]
+    if bias:
+        inits += [
+            _tensor("bq", rng.integers(-3000, 3000, o), np.int32),
+            _tensor("sb", sx * sw, np.float32),
+            _tensor("zb", 0, np.int32),
+        ]
+        nodes.append(h.make_node("DequantizeLinear", ["bq", "sb", "zb"], ["bd"]))
+        conv_inputs.append("bd")
+    p = k // 2
+    nodes += [
+        h.make_node("Conv", conv_inputs, ["c"], pads=[p] * 4, group=groups, strides=[stride] * 2),
+        h.make_node("QuantizeLinear", ["c", "sy", "zy"], ["yq"]),
+        h.make_node("DequantizeLinear", ["yq", "sy", "zy"], ["y"]),
+    ]
+    out = (size + 2 * p - k) // stride + 1
+    elem = T.UINT8 if act == "uint8" else T.INT8
+    graph = h.make_graph(
+        nodes,
+        "qdq_conv",
+        [h.make_tensor_value_info("x", T.FLOAT, [1, c, size, size])],
+        [
+            h.make_tensor_value_info("yq", elem, [1, o, out, out]),
+            h.make_tensor_value_info("y", T.FLOAT, [1, o, out, out]),
+        ],
+        inits,
+    )
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+
+
+def _session(model: Any) -> Any:
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    return ort.InferenceSession(model.SerializeToString(), options, ["CPUExecutionProvider"])
+
+
+@given(
+    shape=st.sampled_from(
+        [(8, 16, 10, 3, 1, 1), (16, 16, 9, 3, 1, 16), (12, 8, 8, 1, 1, 1), (4, 8, 11, 3, 2, 1)]
+    ),
+    scales=st.tuples(*[st.floats(0.0009765625, 0.25, width=32)] * 3),
+    zeros=st.tuples(st.integers(0, 255), st.integers(0, 255)),
+    act=st.sampled_from(["uint8", "int8"]),
+    bias=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+@settings(max_examples=12, deadline=None)
+def test_a_qdq_convolution_equals_onnxruntimes_int8_kernel(shape, scales, zeros, act, bias, seed):
+    """ONNX Runtime fuses this into QLinearConv (int32 sums, one float32 rescale); the
+    interpreter after FakeQuantizationToInteger and the compiled program give the same
+    integers, where the float chain they used to compute was a quantum off at times."""
+    if act == "int8":
+        zeros = (zeros[0] - 128, zeros[1] - 128)
+    rng = np.random.default_rng(seed)
+    c, o, size, k, stride, groups = shape[0], shape[1], shape[2], shape[3], shape[4], shape[5]
+    model = qdq_conv(rng, c, o, size, k, groups, stride, scales, zeros, act, bias)
+    x = (rng.standard_normal((1, c, size, size)) * 3).astype("float32")
+    want_q, want = _session(model).run(None, {"x": x})
+    got_q, got = codegen.build(model).run(x=x)
+    np.testing.assert_array_equal(got_q, want_q)
+    np.testing.assert_array_equal(got, want)
+    mod = ir.frontend.from_onnx(model)
+    with pm.PassContext():
+        integer = pm.passes.FakeQuantizationToInteger()(ir.infer_type(mod))
+    assert "qnn_conv2d" in str(integer) and "requantize" in str(integer)
+    np.testing.assert_array_equal(ir.interpret(integer, x)[0], want_q)
+
+
+def test_requantize_rounds_half_to_even_and_saturates() -> None:
+    acc = np.array([5, 15, 25, -5, 1000, -1000], np.int32)
+    m, zero = np.array(0.1, np.float32), np.array(3, np.uint8)
+    assert requantize_ref(acc, m, zero).tolist() == [3, 5, 5, 3, 103, 0]
+    x = np.array([0.5, 1.5, -0.5, 1e9, np.nan], np.float32)
+    assert quantize_ref(x, np.array(1.0, np.float32), np.array(0, np.int8)).tolist() == [
+        0, 2, 0, 127, 0,
+    ]  # fmt: skip
+
+
+def test_canonicalised_products_stay_exact_past_float32_integers() -> None:
+    """Weights large enough that a float32 sum could round: CanonicalizeQnn sums slices of
+    input channels in float64 (or all of it), and the result equals the exact integers."""
+    rng = np.random.default_rng(5)
+    x = ir.var("x", shape=(1, 600, 3, 3), dtype="uint8")
+    weights = rng.choice(np.array([-127, 127], np.int8), (4, 600, 3, 3))
+    weights[0] = 127  # output channel 0 sums 600 * 9 * 127 * 255 > 2**24
+    w = ir.const(weights)
+    zx, zw = ir.const(np.array(0, np.uint8)), ir.const(np.array(0, np.int8))
+    acc = ir.op.qnn_conv2d(x, w, zx, zw, padding=[1, 1, 1, 1])
+    scaled = ir.op.requantize(
+        acc, ir.const(np.array(1e-6, np.float32)), ir.const(np.array(9, np.int8))
+    )
+    mod = ir.infer_type(ir.IRModule.from_expr(ir.Function([x], ir.Tuple([acc, scaled]))))
+    lowered = pm.passes.CanonicalizeQnn()(mod)
+    assert "float64" in str(lowered) and "qnn_conv2d" not in str(lowered)
+    value = np.full((1, 600, 3, 3), 255, np.uint8)
+    want = ir.interpret(mod, value)
+    assert np.abs(want[0]).max() > 2**24  # the case float32 alone would round
+    for got in (ir.interpret(lowered, value), codegen.build(mod).run(x=value)):
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])
+
+
+def _small_cnn(path: Path) -> Path:
+    """conv-relu, conv-relu + a residual add, max pool, global pool and a Gemm, float."""
+    rng = np.random.default_rng(0)
+
+    def w(*shape: int) -> np.ndarray:
+        return (rng.standard_normal(shape) * 0.2).astype("float32")
+
+    inits = [nh.from_array(v, n) for n, v in (
+        ("w1", w(8, 3, 3, 3)), ("b1", w(8)), ("w2", w(8, 8, 3, 3)), ("b2", w(8)),
+        ("wf", w(10, 8)), ("bf", w(10)),
+    )]  # fmt: skip
+    nodes = [
+        h.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1] * 4),
+        h.make_node("Relu", ["c1"], ["r1"]),
+        h.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1] * 4),
+        h.make_node("Relu", ["c2"], ["r2"]),
+        h.make_node("Add", ["r1", "r2"], ["s"]),
+        h.make_node("MaxPool", ["s"], ["m"], kernel_shape=[2, 2], strides=[2, 2]),
+        h.make_node("GlobalAveragePool", ["m"], ["g"]),
+        h.make_node("Flatten", ["g"], ["f"]),
+        h.make_node("Gemm", ["f", "wf", "bf"], ["y"], transB=1),
+    ]
+    graph = h.make_graph(
+        nodes,
+        "cnn",
+        [h.make_tensor_value_info("x", T.FLOAT, [1, 3, 16, 16])],
+        [h.make_tensor_value_info("y", T.FLOAT, [1, 10])],
+        inits,
+    )
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    path.write_bytes(model.SerializeToString())
+    return path
+
+
+def _quantize_static(float_path: Path, out: Path, shape: tuple[int, ...], name: str) -> Path:
+    quantization = pytest.importorskip("onnxruntime.quantization")
+
+    class Batches(quantization.CalibrationDataReader):
+        def __init__(self) -> None:
+            rng = np.random.default_rng(0)
+            self.items = iter(
+                [{name: rng.standard_normal(shape).astype("float32")} for _ in range(2)]
+            )
+
+        def get_next(self) -> dict[str, np.ndarray] | None:
+            return next(self.items, None)
+
+    quantization.quantize_static(
+        str(float_path), str(out), Batches(),
+        quant_format=quantization.QuantFormat.QDQ,
+        activation_type=quantization.QuantType.QUInt8,
+        weight_type=quantization.QuantType.QInt8,
+    )  # fmt: skip
+    return out
+
+
+def test_a_cnn_quantised_by_onnxruntime_equals_its_int8_run(tmp_path: Path) -> None:
+    model = _quantize_static(
+        _small_cnn(tmp_path / "cnn.onnx"), tmp_path / "q.onnx", (1, 3, 16, 16), "x"
+    )
+    x = np.random.default_rng(3).standard_normal((1, 3, 16, 16)).astype("float32")
+    want = _session(onnx.load(str(model))).run(None, {"x": x})[0]
+    exe = codegen.build(str(model))
+    np.testing.assert_array_equal(exe.run(x=x), want)
+
+
+REAL = Path(__file__).resolve().parents[3] / "shared" / "models" / "real"
+
+
+@pytest.mark.full
+@pytest.mark.skipif(not (REAL / "resnet18.onnx").exists(), reason="no ../shared/models/real")
+def test_a_qdq_resnet18_equals_onnxruntimes_int8_output(tmp_path: Path) -> None:
+    quantization = pytest.importorskip("onnxruntime.quantization")
+    pre = tmp_path / "pre.onnx"
+    quantization.shape_inference.quant_pre_process(
+        str(REAL / "resnet18.onnx"), str(pre), skip_symbolic_shape=True
+    )
+    model = _quantize_static(pre, tmp_path / "q.onnx", (1, 3, 224, 224), "input")
+    x = np.load(REAL / "resnet18.npz")["input"]
+    want = _session(onnx.load(str(model))).run(None, {"input": x})[0]
+    np.testing.assert_array_equal(codegen.build(str(model)).run(input=x), want)
