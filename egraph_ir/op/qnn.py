@@ -61,34 +61,36 @@ def dequantize_ref(x: np.ndarray, scale: np.ndarray, zero: np.ndarray) -> np.nda
     return (shifted * scale.astype(np.float32)).astype(np.float32)
 
 
-def _quantize_infer(args: list[TensorType], attrs: Attrs) -> Type:
-    require_dtype(args[0], ("float32",))
-    _scale_and_zero(args, "quantize")
-    return TensorType(args[0].shape, args[2].dtype)
+def _to_zero_point_type(allowed: tuple[str, ...], what: str):
+    """The type relation of quantize and requantize: data of `allowed` dtypes, a result
+    of the zero point's type."""
+
+    def infer(args: list[TensorType], attrs: Attrs) -> Type:
+        require_dtype(args[0], allowed)
+        _scale_and_zero(args, what)
+        return TensorType(args[0].shape, args[2].dtype)
+
+    return infer
+
+
+def _saturated(rounded: np.ndarray, zero: np.ndarray) -> np.ndarray:
+    """rounded + zero point, clipped to the zero point's type (NaN: 0) and cast to it."""
+    low, high = integer_range(str(zero.dtype))
+    with np.errstate(all="ignore"):
+        shifted = rounded + zero.astype(np.float32)
+    return np.nan_to_num(np.clip(shifted, low, high), nan=0.0).astype(zero.dtype)
 
 
 def quantize_ref(x: np.ndarray, scale: np.ndarray, zero: np.ndarray) -> np.ndarray:
     """x / scale rounded half to even, plus the zero point, saturated to its type."""
     with np.errstate(all="ignore"):
-        scaled = np.rint(x.astype(np.float32) / scale.astype(np.float32))
-        shifted = scaled + zero.astype(np.float32)
-    low, high = integer_range(str(zero.dtype))
-    return np.nan_to_num(np.clip(shifted, low, high), nan=0.0).astype(zero.dtype)
-
-
-def _requantize_infer(args: list[TensorType], attrs: Attrs) -> Type:
-    require_dtype(args[0], ("int32",))
-    _scale_and_zero(args, "requantize")
-    return TensorType(args[0].shape, args[2].dtype)
+        return _saturated(np.rint(x.astype(np.float32) / scale.astype(np.float32)), zero)
 
 
 def requantize_ref(acc: np.ndarray, multiplier: np.ndarray, zero: np.ndarray) -> np.ndarray:
     """float32(acc) * multiplier rounded half to even, plus the zero point, saturated."""
     with np.errstate(all="ignore"):
-        scaled = np.rint(acc.astype(np.float32) * multiplier.astype(np.float32))
-    low, high = integer_range(str(zero.dtype))
-    shifted = scaled.astype(np.float64) + zero.astype(np.float64)
-    return np.nan_to_num(np.clip(shifted, low, high), nan=0.0).astype(zero.dtype)
+        return _saturated(np.rint(acc.astype(np.float32) * multiplier.astype(np.float32)), zero)
 
 
 def _zero_point_of(t: TensorType, zero: TensorType, what: str) -> None:
@@ -178,10 +180,15 @@ def _macs(args: list[TensorType], out: Type, attrs: Attrs) -> float:
 
 for name, infer, ref, doc in (
     ("dequantize", _dequantize_infer, dequantize_ref, "(data - zero_point) * scale, float32"),
-    ("quantize", _quantize_infer, quantize_ref, "round(data / scale) + zero_point, saturated"),
+    (
+        "quantize",
+        _to_zero_point_type(("float32",), "quantize"),
+        quantize_ref,
+        "round(data / scale) + zero_point, saturated",
+    ),
     (
         "requantize",
-        _requantize_infer,
+        _to_zero_point_type(("int32",), "requantize"),
         requantize_ref,
         "round(float32(data) * scale) + zero_point, saturated: an int32 accumulator to 8 bits",
     ),

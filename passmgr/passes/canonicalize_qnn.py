@@ -7,9 +7,12 @@ first, while the e-graph can still see dequantize -> op -> quantize chains.
 - requantize: clip(round(float32(acc) * multiplier) + zero point);
 - qnn_conv2d / qnn_dense: the float convolution or product of the shifted integers, as
   int32: in float32 when the weights bound every partial sum below 2**24 (then each sum
-  is exact in any order), else in float64 (exact up to 2**53). Either way this is the
-  int32 result; FoldConstant then turns the shifted weights into float constants.
-  (Integer kernels, VNNI, are issue #32's next step.)
+  is exact in any order), else float32 convolutions over slices of input channels summed
+  in float64, else float64 (exact up to 2**53). Either way this is the int32 result;
+  FoldConstant then turns the shifted weights into float constants. Under a requantize
+  the accumulator stays in floats, so the whole epilogue fuses into the conv kernel;
+- qnn_add: QLinearAdd's two fused multiply-adds, each as a float64 sum rounded once.
+(Integer kernels, u8 x s8 with VNNI, are issue #32's next step.)
 """
 
 from __future__ import annotations
@@ -104,11 +107,13 @@ def _float_accumulator(acc: Expr, lookup: Lookup) -> Expr | None:
     """float32(acc) for requantize's argument computed in floats without passing through
     int32 (the epilogue then fuses into the convolution's kernel): a qnn_conv2d, or one
     plus a constant int32 bias; None for anything else."""
-    conv, bias = acc, None
+    conv: Expr = acc
+    bias: Constant | None = None
     if isinstance(acc, Call) and isinstance(acc.op, Op) and acc.op.name == "bias_add":
-        conv, bias = acc.args
-        if not isinstance(bias, Constant) or acc.attrs["axis"] != 1:
+        conv, added = acc.args
+        if not isinstance(added, Constant) or acc.attrs["axis"] != 1:
             return None
+        bias = added
     if not (isinstance(conv, Call) and isinstance(conv.op, Op) and conv.op.name == "qnn_conv2d"):
         return None
     room = FLOAT32_INTEGERS - (0 if bias is None else int(np.abs(bias.data).max(initial=0)))
