@@ -22,10 +22,10 @@ import ml_dtypes
 import numpy as np
 
 from ..attrs import Attrs
-from ..registry import Op, OpPattern, ShapeError, register_op
+from ..registry import Op, OpPattern, ShapeError, get_op, register_op
 from ..types import NARROW_INTS, TensorType, Type
 from ._common import broadcast_shapes, per_output_element, require_dtype, size_of
-from .nn import CONV_ATTRS, _conv_geometry, conv2d_ref
+from .nn import CONV_ATTRS, conv2d_ref
 
 QUANTISED = ("int8", "uint8", "int32")
 
@@ -104,8 +104,10 @@ def _qnn_conv2d_infer(args: list[TensorType], attrs: Attrs) -> Type:
     data, weight, data_zero, weight_zero = args
     _zero_point_of(data, data_zero, "data")
     _zero_point_of(weight, weight_zero, "weight")
-    out, *_ = _conv_geometry(data.shape, weight.shape, attrs)
-    return TensorType(out, "int32")
+    as_floats = [TensorType(data.shape, "float32"), TensorType(weight.shape, "float32")]
+    out = get_op("conv2d").infer(as_floats, attrs)  # conv2d's shape rules and errors
+    assert isinstance(out, TensorType)
+    return TensorType(out.shape, "int32")
 
 
 def _shifted(x: np.ndarray, zero: np.ndarray) -> np.ndarray:

@@ -27,9 +27,29 @@ EXPLICIT = {
 }
 
 
+# ops whose inputs' dtypes are too tied for the generator: (shape, dtype) per input
+TYPED = {
+    "qnn_add": [((2, 3), "uint8")] * 2 + [((), "float32"), ((), "uint8")] * 3,
+}
+
+
+def _typed_case(name: str):
+    rng = np.random.default_rng(2)
+    xs = [ir.var(f"a{i}", shape=s, dtype=d) for i, (s, d) in enumerate(TYPED[name])]
+    values = {
+        x.name_hint: rng.uniform(0.01, 0.1, s).astype(d)
+        if d == "float32"
+        else rng.integers(0, 256, s).astype(d)
+        for x, (s, d) in zip(xs, TYPED[name], strict=True)
+    }
+    return [(ir.Function(xs, op.call(name, *xs)), values)]
+
+
 def _single_op_cases(name: str, count: int = 2):
     """Up to `count` well-typed single-op functions for `name`, with inputs."""
     o = get_op(name)
+    if name in TYPED:
+        return _typed_case(name)
     if name in CREATION:
         fn = ir.Function([], op.call(name, shape=(2, 3), **CREATION[name]))
         return [(fn, {})]

@@ -22,6 +22,7 @@ from egraph_ir.types import TensorType, TupleType, tensor_types
 from .onnx_single_op import run_model, run_onnx, single_op_model
 
 pytestmark = pytest.mark.onnx
+QNN_OPS = ("quantize", "dequantize", "requantize", "qnn_conv2d", "qnn_dense", "qnn_add")
 rng = np.random.default_rng(1234)
 
 
@@ -722,8 +723,84 @@ COVERED = (
         "scatter_nd",
         "topk",
         "einsum",
+        *QNN_OPS,
     }
 )
+
+
+# ---------------------------------------------------------------- quantised, against ORT
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+def test_quantize_and_dequantize_against_onnxruntime(dtype: str) -> None:
+    """Bit for bit: round half to even, saturation, (q - zero point) * scale."""
+    x = np.concatenate([rnd(40, low=-60, high=60), np.array([0.5, 1.5, -2.5, 1e9], "float32")])
+    scale, zero = np.array(0.37, "float32"), np.array(7 if dtype == "uint8" else -5, dtype)
+    q = ir_eval("quantize", [x, scale, zero])
+    want = run_onnx("QuantizeLinear", [x], initializers={1: scale, 2: zero}, out_dtype=dtype)
+    np.testing.assert_array_equal(q, want[0])
+    back = run_onnx("DequantizeLinear", [q], initializers={1: scale, 2: zero}, out_dtype="float32")
+    np.testing.assert_array_equal(ir_eval("dequantize", [q, scale, zero]), back[0])
+
+
+def test_integer_products_against_onnxruntime() -> None:
+    """qnn_conv2d is ConvInteger, qnn_dense MatMulInteger (on the transposed weight),
+    requantize over a biased qnn_conv2d is QLinearConv: exact integers everywhere."""
+    x, w = (
+        rnd(1, 4, 6, 6, dtype="uint8", low=0, high=255),
+        rnd(3, 4, 3, 3, dtype="int8", low=-127, high=127),
+    )
+    zx, zw = np.array(131, "uint8"), np.array(0, "int8")
+    acc = ir_eval("qnn_conv2d", [x, w, zx, zw], padding=(1, 1, 1, 1))
+    conv = run_onnx(
+        "ConvInteger",
+        [x],
+        {"pads": [1, 1, 1, 1]},
+        initializers={1: w, 2: zx, 3: zw},
+        out_dtype="int32",
+    )
+    np.testing.assert_array_equal(acc, conv[0])
+    a, b = rnd(5, 7, dtype="uint8", low=0, high=255), rnd(4, 7, dtype="int8", low=-127, high=127)
+    product = run_onnx(
+        "MatMulInteger", [a], initializers={1: b.T.copy(), 2: zx, 3: zw}, out_dtype="int32"
+    )
+    np.testing.assert_array_equal(ir_eval("qnn_dense", [a, b, zx, zw]), product[0])
+    bias, sx, sw, sy, zy = rnd(3, dtype="int32", low=-900, high=900), 0.02, 0.003, 0.05, 9
+    scales = {i: np.array(v, "float32") for i, v in ((1, sx), (4, sw), (6, sy))}
+    ort_out = run_onnx(
+        "QLinearConv", [x], {"pads": [1, 1, 1, 1]},
+        initializers={**scales, 2: zx, 3: w, 5: zw, 7: np.array(zy, "uint8"), 8: bias},
+        out_dtype="uint8",
+    )[0]  # fmt: skip
+    multiplier = np.float32(np.float32(sx) * np.float32(sw)) / np.float32(sy)
+    biased = (acc + bias.reshape(1, 3, 1, 1)).astype("int32")
+    got = ir_eval("requantize", [biased, np.array(multiplier), np.array(zy, "uint8")])
+    np.testing.assert_array_equal(got, ort_out)
+
+
+def test_qnn_add_against_onnxruntimes_qlinear_add() -> None:
+    """dequantize -> add -> quantize, which ONNX Runtime fuses into QLinearAdd."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    values = [("sa", 0.031, "float32"), ("za", 120, "uint8"), ("sb", 0.017, "float32"),
+              ("zb", 3, "uint8"), ("sc", 0.043, "float32"), ("zc", 77, "uint8")]  # fmt: skip
+    consts = {n: np.array(v, d) for n, v, d in values}
+    nodes = [
+        helper.make_node("DequantizeLinear", ["a", "sa", "za"], ["ad"]),
+        helper.make_node("DequantizeLinear", ["b", "sb", "zb"], ["bd"]),
+        helper.make_node("Add", ["ad", "bd"], ["c"]),
+        helper.make_node("QuantizeLinear", ["c", "sc", "zc"], ["cq"]),
+    ]
+    shape = [2, 64, 9]
+    graph = helper.make_graph(
+        nodes, "qadd",
+        [helper.make_tensor_value_info(n, TensorProto.UINT8, shape) for n in ("a", "b")],
+        [helper.make_tensor_value_info("cq", TensorProto.UINT8, shape)],
+        [numpy_helper.from_array(v, n) for n, v in consts.items()],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    a, b = (rnd(*shape, dtype="uint8", low=0, high=255) for _ in range(2))
+    want = run_model(model, {"a": a, "b": b})[0]
+    args = [a, b, *(consts[n] for n in ("sa", "za", "sb", "zb", "sc", "zc"))]
+    np.testing.assert_array_equal(ir_eval("qnn_add", args), want)
 
 
 def test_every_registered_op_has_a_reference_test() -> None:
