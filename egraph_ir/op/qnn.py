@@ -175,6 +175,54 @@ def qnn_add_ref(a, b, sa, za, sb, zb, sc, zc) -> np.ndarray:
     return np.clip(np.rint(value), low, high).astype(a.dtype)
 
 
+def _qnn_sigmoid_infer(args: list[TensorType], attrs: Attrs) -> Type:
+    data, scale, zero, out_scale, out_zero = args
+    require_dtype(data, ("int8", "uint8"))
+    for s, z, what in ((scale, zero, "input"), (out_scale, out_zero, "output")):
+        require_dtype(s, ("float32",), f"{what} scale")
+        require_dtype(z, (data.dtype,), f"{what} zero point")
+        if s.shape != () or z.shape != ():
+            raise ShapeError(f"qnn_sigmoid takes scalar scales and zero points ({what})")
+    return TensorType(data.shape, data.dtype)
+
+
+# ONNX Runtime's logistic (MLAS, after Eigen): a rational function of x over [-18, 18]
+LOGISTIC_ALPHA = (4.37031012579801e-11, 1.15627324459942e-07, 6.08574864600143e-05,
+                  8.51377133304701e-03, 2.48287947061529e-01)  # fmt: skip
+LOGISTIC_BETA = (6.10247389755681e-13, 5.76102136993427e-09, 6.29106785017040e-06,
+                 1.70198817374094e-03, 1.16817656904453e-01, 9.93151921023180e-01)  # fmt: skip
+
+
+def logistic_mlas(x: np.ndarray) -> np.ndarray:
+    """The sigmoid ONNX Runtime's CPU kernels compute (fused multiply-adds, as its FMA3
+    kernel evaluates the polynomials), to the float32 bit."""
+    v = np.clip(x.astype(np.float32), np.float32(-18.0), np.float32(18.0))
+    v2 = v * v
+    p = np.full_like(v, np.float32(LOGISTIC_ALPHA[0]))
+    for a in LOGISTIC_ALPHA[1:]:
+        p = fma32(p, v2, np.float32(a))
+    p = p * v
+    q = np.full_like(v, np.float32(LOGISTIC_BETA[0]))
+    for b in LOGISTIC_BETA[1:]:
+        q = fma32(q, v2, np.float32(b))
+    return np.clip(p / q + np.float32(0.5), np.float32(0.0), np.float32(1.0))
+
+
+def sigmoid_table(dtype: str, sx: Any, zx: Any, sy: Any, zy: Any) -> np.ndarray:
+    """QLinearSigmoid's lookup table: every value of the 8-bit type dequantized, through
+    logistic_mlas, quantized; index = value - the type's minimum."""
+    low, high = integer_range(dtype)
+    values = np.arange(low, high + 1, dtype=np.int64)
+    x = np.float32(sx) * (values - int(zx)).astype(np.float32)
+    return quantize_ref(logistic_mlas(x), np.asarray(sy, np.float32), np.asarray(zy, dtype))
+
+
+def qnn_sigmoid_ref(x, sx, zx, sy, zy) -> np.ndarray:
+    """ONNX Runtime's QLinearSigmoid: a table lookup (sigmoid_table)."""
+    table = sigmoid_table(str(x.dtype), sx, zx, sy, zy)
+    return table[x.astype(np.int64) - integer_range(str(x.dtype))[0]]
+
+
 def _macs(args: list[TensorType], out: Type, attrs: Attrs) -> float:
     assert isinstance(out, TensorType)
     return 2.0 * size_of(out.shape) * size_of(args[1].shape[1:])
@@ -237,6 +285,17 @@ register_op(
         pattern=OpPattern.ELEMWISE,
         flops=per_output_element(4.0),
         doc="quantised lhs + rhs requantised to the output's scale and zero point",
+    )
+)
+register_op(
+    Op(
+        name="qnn_sigmoid",
+        inputs=("data", "scale", "zero_point", "output_scale", "output_zero_point"),
+        infer=_qnn_sigmoid_infer,
+        reference=qnn_sigmoid_ref,
+        pattern=OpPattern.ELEMWISE,
+        flops=per_output_element(1.0),
+        doc="sigmoid of a quantised tensor requantised, by a 256-entry table",
     )
 )
 register_op(

@@ -11,7 +11,8 @@ first, while the e-graph can still see dequantize -> op -> quantize chains.
   in float64, else float64 (exact up to 2**53). Either way this is the int32 result;
   FoldConstant then turns the shifted weights into float constants. Under a requantize
   the accumulator stays in floats, so the whole epilogue fuses into the conv kernel;
-- qnn_add: QLinearAdd's two fused multiply-adds, each as a float64 sum rounded once.
+- qnn_add: QLinearAdd's two fused multiply-adds, each as a float64 sum rounded once;
+- qnn_sigmoid: a gather from its 256-entry table, computed here.
 (Integer kernels, u8 x s8 with VNNI, are issue #32's next step.)
 """
 
@@ -25,7 +26,7 @@ import numpy as np
 from egraph_ir import op
 from egraph_ir.expr import Call, Constant, Expr, Function, GlobalVar, Var
 from egraph_ir.module import IRModule
-from egraph_ir.op.qnn import integer_range
+from egraph_ir.op.qnn import integer_range, sigmoid_table
 from egraph_ir.registry import Op
 from egraph_ir.visitor import post_order, rebuild
 
@@ -34,7 +35,9 @@ from ..pass_base import FunctionPass
 from ..registry import register_pass
 from ..run import PassReport, record
 
-QNN_OPS = ("dequantize", "quantize", "requantize", "qnn_conv2d", "qnn_dense", "qnn_add")
+QNN_OPS = (
+    "dequantize", "quantize", "requantize", "qnn_conv2d", "qnn_dense", "qnn_add", "qnn_sigmoid",
+)  # fmt: skip
 
 
 def _f32(e: Expr) -> Expr:
@@ -75,6 +78,8 @@ def lowered(call: Call, args: list[Expr], lookup: Lookup) -> Expr:
         return op.cast(value, dtype="int32")
     if name == "qnn_add":
         return _qnn_add(args, dtype)
+    if name == "qnn_sigmoid":
+        return _qnn_sigmoid(call, args, dtype)
     x, w, x_zero, w_zero = args
     wide = "float32" if len(_channel_slices(call, FLOAT32_INTEGERS)) == 1 else "float64"
     return op.cast(op.dense(_shifted(x, x_zero, wide), _shifted(w, w_zero, wide)), dtype="int32")
@@ -90,6 +95,21 @@ def _fma(x: Expr, y: Expr, z: Expr) -> Expr:
         op.cast(z, dtype="float64"),
     )
     return op.cast(wide, dtype="float32")
+
+
+def _qnn_sigmoid(call: Call, args: list[Expr], dtype: str) -> Expr:
+    """A gather from the 256-entry table the constant scales give (the float chain when
+    they are not constants)."""
+    x, *params = args
+    if not all(isinstance(p, Constant) for p in params):
+        sx, zx, sy, zy = params
+        value = op.sigmoid(op.multiply(op.subtract(_f32(x), _f32(zx)), sx))
+        return _saturated(op.round(op.divide(value, sy)), zy, dtype)
+    table = sigmoid_table(dtype, *(p.data for p in params))  # type: ignore[attr-defined]
+    index = op.subtract(
+        op.cast(x, dtype="int32"), Constant(np.array(integer_range(dtype)[0], "int32"))
+    )
+    return op.take(Constant(table), index, axis=0, mode="fast")
 
 
 def _qnn_add(args: list[Expr], dtype: str) -> Expr:

@@ -30,6 +30,7 @@ EXPLICIT = {
 # ops whose inputs' dtypes are too tied for the generator: (shape, dtype) per input
 TYPED = {
     "qnn_add": [((2, 3), "uint8")] * 2 + [((), "float32"), ((), "uint8")] * 3,
+    "qnn_sigmoid": [((2, 3), "int8")] + [((), "float32"), ((), "int8")] * 2,
 }
 
 
@@ -39,7 +40,7 @@ def _typed_case(name: str):
     values = {
         x.name_hint: rng.uniform(0.01, 0.1, s).astype(d)
         if d == "float32"
-        else rng.integers(0, 256, s).astype(d)
+        else rng.integers(-128 if d == "int8" else 0, 128 if d == "int8" else 256, s).astype(d)
         for x, (s, d) in zip(xs, TYPED[name], strict=True)
     }
     return [(ir.Function(xs, op.call(name, *xs)), values)]

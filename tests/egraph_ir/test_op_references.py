@@ -22,7 +22,9 @@ from egraph_ir.types import TensorType, TupleType, tensor_types
 from .onnx_single_op import run_model, run_onnx, single_op_model
 
 pytestmark = pytest.mark.onnx
-QNN_OPS = ("quantize", "dequantize", "requantize", "qnn_conv2d", "qnn_dense", "qnn_add")
+QNN_OPS = (
+    "quantize", "dequantize", "requantize", "qnn_conv2d", "qnn_dense", "qnn_add", "qnn_sigmoid",
+)  # fmt: skip
 rng = np.random.default_rng(1234)
 
 
@@ -776,31 +778,49 @@ def test_integer_products_against_onnxruntime() -> None:
     np.testing.assert_array_equal(got, ort_out)
 
 
-def test_qnn_add_against_onnxruntimes_qlinear_add() -> None:
-    """dequantize -> add -> quantize, which ONNX Runtime fuses into QLinearAdd."""
-    from onnx import TensorProto, helper, numpy_helper
+def _qdq_model(op_type: str, inputs: list[str], consts: dict[str, np.ndarray], elem: int) -> Any:
+    """dequantize each input (scale s<name>, zero point z<name>) -> op_type -> quantize
+    (sc, zc): the chain ONNX Runtime fuses into its QLinear<op_type> kernel."""
+    from onnx import helper, numpy_helper
 
-    values = [("sa", 0.031, "float32"), ("za", 120, "uint8"), ("sb", 0.017, "float32"),
-              ("zb", 3, "uint8"), ("sc", 0.043, "float32"), ("zc", 77, "uint8")]  # fmt: skip
-    consts = {n: np.array(v, d) for n, v, d in values}
-    nodes = [
-        helper.make_node("DequantizeLinear", ["a", "sa", "za"], ["ad"]),
-        helper.make_node("DequantizeLinear", ["b", "sb", "zb"], ["bd"]),
-        helper.make_node("Add", ["ad", "bd"], ["c"]),
-        helper.make_node("QuantizeLinear", ["c", "sc", "zc"], ["cq"]),
-    ]
+    nodes = [helper.make_node("DequantizeLinear", [n, f"s{n}", f"z{n}"], [f"{n}d"]) for n in inputs]
+    nodes.append(helper.make_node(op_type, [f"{n}d" for n in inputs], ["c"]))
+    nodes.append(helper.make_node("QuantizeLinear", ["c", "sc", "zc"], ["cq"]))
     shape = [2, 64, 9]
     graph = helper.make_graph(
-        nodes, "qadd",
-        [helper.make_tensor_value_info(n, TensorProto.UINT8, shape) for n in ("a", "b")],
-        [helper.make_tensor_value_info("cq", TensorProto.UINT8, shape)],
+        nodes, "qdq",
+        [helper.make_tensor_value_info(n, elem, shape) for n in inputs],
+        [helper.make_tensor_value_info("cq", elem, shape)],
         [numpy_helper.from_array(v, n) for n, v in consts.items()],
     )  # fmt: skip
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    a, b = (rnd(*shape, dtype="uint8", low=0, high=255) for _ in range(2))
-    want = run_model(model, {"a": a, "b": b})[0]
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_qnn_add_and_sigmoid_against_onnxruntimes_qlinear_kernels() -> None:
+    """qnn_add is QLinearAdd, qnn_sigmoid QLinearSigmoid (a table of MLAS's logistic),
+    and a quantised product (rule qdq-multiply) QLinearMul, bit for bit."""
+    from onnx import TensorProto
+
+    consts = {n: np.array(v, d) for n, v, d in [
+        ("sa", 0.031, "float32"), ("za", 120, "uint8"), ("sb", 0.017, "float32"),
+        ("zb", 3, "uint8"), ("sc", 0.043, "float32"), ("zc", 77, "uint8"),
+    ]}  # fmt: skip
+    a, b = (rnd(2, 64, 9, dtype="uint8", low=0, high=255) for _ in range(2))
+    want = run_model(_qdq_model("Add", ["a", "b"], consts, TensorProto.UINT8), {"a": a, "b": b})
     args = [a, b, *(consts[n] for n in ("sa", "za", "sb", "zb", "sc", "zc"))]
-    np.testing.assert_array_equal(ir_eval("qnn_add", args), want)
+    np.testing.assert_array_equal(ir_eval("qnn_add", args), want[0])
+    product = run_model(_qdq_model("Mul", ["a", "b"], consts, TensorProto.UINT8), {"a": a, "b": b})
+    shifted = [(v.astype("int32") - int(consts[z])) for v, z in ((a, "za"), (b, "zb"))]
+    ratio = np.float32(consts["sa"] * consts["sb"]) / consts["sc"]
+    np.testing.assert_array_equal(
+        ir_eval("requantize", [shifted[0] * shifted[1], np.array(ratio), consts["zc"]]), product[0]
+    )
+    signed = {"sa": np.array(0.09, "float32"), "za": np.array(-7, "int8"),
+              "sc": np.array(1 / 256, "float32"), "zc": np.array(-128, "int8")}  # fmt: skip
+    x = rnd(2, 64, 9, dtype="int8", low=-128, high=127)
+    want = run_model(_qdq_model("Sigmoid", ["a"], signed, TensorProto.INT8), {"a": x})[0]
+    args = [x, *(signed[n] for n in ("sa", "za", "sc", "zc"))]
+    np.testing.assert_array_equal(ir_eval("qnn_sigmoid", args), want)
 
 
 def test_every_registered_op_has_a_reference_test() -> None:
