@@ -25,7 +25,7 @@ from ..attrs import Attrs
 from ..registry import Op, OpPattern, ShapeError, get_op, register_op
 from ..types import NARROW_INTS, TensorType, Type
 from ._common import broadcast_shapes, per_output_element, require_dtype, size_of
-from .nn import CONV_ATTRS, conv2d_ref
+from .nn import CONV_ATTRS, conv2d_ref, matmul_shape
 
 QUANTISED = ("int8", "uint8", "int32")
 
@@ -223,6 +223,26 @@ def qnn_sigmoid_ref(x, sx, zx, sy, zy) -> np.ndarray:
     return table[x.astype(np.int64) - integer_range(str(x.dtype))[0]]
 
 
+def _qnn_matmul_infer(args: list[TensorType], attrs: Attrs) -> Type:
+    a, b, a_zero, b_zero = args
+    for t, zero, what in ((a, a_zero, "a"), (b, b_zero, "b")):
+        require_dtype(t, ("int8", "uint8"), what)
+        require_dtype(zero, (t.dtype,), f"{what}'s zero point")
+        if zero.shape != ():
+            raise ShapeError(f"qnn_matmul takes scalar zero points, got {zero} for {what}")
+    return TensorType(matmul_shape(a.shape, b.shape), "int32")
+
+
+def qnn_matmul_ref(a, b, a_zero, b_zero) -> np.ndarray:
+    """ONNX's MatMulInteger: (a - a_zero) @ (b - b_zero), exact, int32."""
+    return np.matmul(_shifted(a, a_zero), _shifted(b, b_zero)).astype(np.int32)
+
+
+def _matmul_macs(args: list[TensorType], out: Type, attrs: Attrs) -> float:
+    assert isinstance(out, TensorType)
+    return 2.0 * max(size_of(out.shape), 1) * args[0].shape[-1]
+
+
 def _macs(args: list[TensorType], out: Type, attrs: Attrs) -> float:
     assert isinstance(out, TensorType)
     return 2.0 * size_of(out.shape) * size_of(args[1].shape[1:])
@@ -296,6 +316,17 @@ register_op(
         pattern=OpPattern.ELEMWISE,
         flops=per_output_element(1.0),
         doc="sigmoid of a quantised tensor requantised, by a 256-entry table",
+    )
+)
+register_op(
+    Op(
+        name="qnn_matmul",
+        inputs=("a", "b", "a_zero_point", "b_zero_point"),
+        infer=_qnn_matmul_infer,
+        reference=qnn_matmul_ref,
+        pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+        flops=_matmul_macs,
+        doc="matmul of int8/uint8 tensors less their zero points, exact, int32 (MatMulInteger)",
     )
 )
 register_op(

@@ -11,6 +11,8 @@ first, while the e-graph can still see dequantize -> op -> quantize chains.
   in float64, else float64 (exact up to 2**53). Either way this is the int32 result;
   FoldConstant then turns the shifted weights into float constants. Under a requantize
   the accumulator stays in floats, so the whole epilogue fuses into the conv kernel;
+- qnn_matmul (MatMulInteger): a float32 matmul when a constant b bounds every partial
+  sum below 2**24, else float64;
 - qnn_add: QLinearAdd's two fused multiply-adds, each as a float64 sum rounded once;
 - qnn_sigmoid: a gather from its 256-entry table, computed here.
 (Integer kernels, u8 x s8 with VNNI, are issue #32's next step.)
@@ -36,7 +38,8 @@ from ..registry import register_pass
 from ..run import PassReport, record
 
 QNN_OPS = (
-    "dequantize", "quantize", "requantize", "qnn_conv2d", "qnn_dense", "qnn_add", "qnn_sigmoid",
+    "dequantize", "quantize", "requantize", "qnn_conv2d", "qnn_dense", "qnn_matmul", "qnn_add",
+    "qnn_sigmoid",
 )  # fmt: skip
 
 
@@ -80,6 +83,11 @@ def lowered(call: Call, args: list[Expr], lookup: Lookup) -> Expr:
         return _qnn_add(args, dtype)
     if name == "qnn_sigmoid":
         return _qnn_sigmoid(call, args, dtype)
+    if name == "qnn_matmul":
+        a, b, a_zero, b_zero = args
+        wide = "float32" if _matmul_exact_in_float32(call) else "float64"
+        product = op.matmul(_shifted(a, a_zero, wide), _shifted(b, b_zero, wide))
+        return op.cast(product, dtype="int32")
     x, w, x_zero, w_zero = args
     wide = "float32" if len(_channel_slices(call, FLOAT32_INTEGERS)) == 1 else "float64"
     return op.cast(op.dense(_shifted(x, x_zero, wide), _shifted(w, w_zero, wide)), dtype="int32")
@@ -170,6 +178,16 @@ def _conv_in_floats(conv: Call, lookup: Lookup, room: int) -> tuple[Expr, str]:
         total = part if total is None else op.add(total, part)
     assert total is not None
     return total, "float64"
+
+
+def _matmul_exact_in_float32(call: Call) -> bool:
+    """Whether every partial sum of a qnn_matmul stays an integer below 2**24: a constant
+    b whose largest column sum of |b - zero point| times 255 does."""
+    b, b_zero = call.args[1], call.args[3]
+    if not isinstance(b, Constant) or not isinstance(b_zero, Constant):
+        return False
+    shifted = np.abs(b.data.astype(np.int64) - b_zero.data.astype(np.int64))
+    return int(shifted.sum(axis=-2).max(initial=0)) * 255 < FLOAT32_INTEGERS
 
 
 def _channel_slices(call: Call, room: int) -> list[tuple[int, int]]:

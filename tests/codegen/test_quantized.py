@@ -231,3 +231,44 @@ def test_a_qdq_resnet18_equals_onnxruntimes_int8_output(tmp_path: Path) -> None:
     x = np.load(REAL / "resnet18.npz")["input"]
     want = _session(onnx.load(str(model))).run(None, {"input": x})[0]
     np.testing.assert_array_equal(codegen.build(str(model)).run(input=x), want)
+
+
+def _mlp(path: Path) -> Path:
+    """Two float MatMul + Add + Relu layers (what quantize_dynamic rewrites)."""
+    rng = np.random.default_rng(4)
+    inits = [
+        nh.from_array((rng.standard_normal(shape) * 0.3).astype("float32"), name)
+        for name, shape in (("w1", (32, 48)), ("b1", (48,)), ("w2", (48, 8)), ("b2", (8,)))
+    ]
+    nodes = [
+        h.make_node("MatMul", ["x", "w1"], ["m1"]),
+        h.make_node("Add", ["m1", "b1"], ["a1"]),
+        h.make_node("Relu", ["a1"], ["r1"]),
+        h.make_node("MatMul", ["r1", "w2"], ["m2"]),
+        h.make_node("Add", ["m2", "b2"], ["y"]),
+    ]
+    graph = h.make_graph(
+        nodes,
+        "mlp",
+        [h.make_tensor_value_info("x", T.FLOAT, [4, 32])],
+        [h.make_tensor_value_info("y", T.FLOAT, [4, 8])],
+        inits,
+    )
+    path.write_bytes(
+        h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]).SerializeToString()
+    )
+    return path
+
+
+def test_a_dynamically_quantised_mlp_matches_onnxruntime(tmp_path: Path) -> None:
+    """DynamicQuantizeLinear + MatMulInteger: the integer products are the IR's qnn_matmul
+    (exact, then a float32 GEMM where that is exact); the float results agree with ONNX
+    Runtime to float32 rounding (its MatMulIntegerToFloat scales in another order)."""
+    quantization = pytest.importorskip("onnxruntime.quantization")
+    model = tmp_path / "dyn.onnx"
+    quantization.quantize_dynamic(str(_mlp(tmp_path / "mlp.onnx")), str(model))
+    mod = ir.frontend.from_onnx(str(model))
+    assert "qnn_matmul" in str(mod)
+    x = np.random.default_rng(5).standard_normal((4, 32)).astype("float32")
+    want = _session(onnx.load(str(model))).run(None, {"x": x})[0]
+    np.testing.assert_allclose(codegen.build(mod).run(x=x), want, rtol=1e-5, atol=1e-5)

@@ -23,7 +23,8 @@ from .onnx_single_op import run_model, run_onnx, single_op_model
 
 pytestmark = pytest.mark.onnx
 QNN_OPS = (
-    "quantize", "dequantize", "requantize", "qnn_conv2d", "qnn_dense", "qnn_add", "qnn_sigmoid",
+    "quantize", "dequantize", "requantize", "qnn_conv2d", "qnn_dense", "qnn_matmul", "qnn_add",
+    "qnn_sigmoid",
 )  # fmt: skip
 rng = np.random.default_rng(1234)
 
@@ -744,7 +745,7 @@ def test_quantize_and_dequantize_against_onnxruntime(dtype: str) -> None:
 
 
 def test_integer_products_against_onnxruntime() -> None:
-    """qnn_conv2d is ConvInteger, qnn_dense MatMulInteger (on the transposed weight),
+    """qnn_conv2d is ConvInteger, qnn_matmul MatMulInteger (qnn_dense on the transposed weight),
     requantize over a biased qnn_conv2d is QLinearConv: exact integers everywhere."""
     x, w = (
         rnd(1, 4, 6, 6, dtype="uint8", low=0, high=255),
@@ -765,6 +766,7 @@ def test_integer_products_against_onnxruntime() -> None:
         "MatMulInteger", [a], initializers={1: b.T.copy(), 2: zx, 3: zw}, out_dtype="int32"
     )
     np.testing.assert_array_equal(ir_eval("qnn_dense", [a, b, zx, zw]), product[0])
+    np.testing.assert_array_equal(ir_eval("qnn_matmul", [a, b.T.copy(), zx, zw]), product[0])
     bias, sx, sw, sy, zy = rnd(3, dtype="int32", low=-900, high=900), 0.02, 0.003, 0.05, 9
     scales = {i: np.array(v, "float32") for i, v in ((1, sx), (4, sw), (6, sy))}
     ort_out = run_onnx(

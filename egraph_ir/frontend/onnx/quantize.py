@@ -118,9 +118,12 @@ def _qlinear_matmul(n: Node) -> Expr:
 
 @converter("MatMulInteger")
 def _matmul_integer(n: Node) -> Expr:
-    """(a - a_zero_point) @ (b - b_zero_point) in int32; a's zero point per row, b's per
-    column."""
+    """(a - a_zero_point) @ (b - b_zero_point) in int32: the IR's qnn_matmul for scalar zero
+    points; a's zero point per row, b's per column as arithmetic."""
     a_t, b_t = n.type(0), n.type(1)
+    if all(n.input(i) is None or n.type(i).size == 1 for i in (2, 3)):  # the IR's qnn_matmul
+        zeros = (_zero_point(n, 2, a_t, a_t.dtype), _zero_point(n, 3, b_t, b_t.dtype))
+        return op.qnn_matmul(n.x(0), n.x(1), *zeros)
 
     def shifted(i: int, zero: int, axis: int, t: TensorType) -> Expr:
         value = op.cast(n.x(i), dtype="int32")
