@@ -96,7 +96,7 @@ def test_compile_checks_against_onnxruntime_and_writes_json_and_dot(
     args = ["compile", str(path), "--time-passes", "--disable", "AlgebraicSimplify", "--check"]
     assert main(args) == 0
     out = capsys.readouterr().out
-    assert "compiled - onnxruntime" in out and "(agrees)" in out
+    assert "compiled - onnxruntime" in out and "(agrees" in out
     assert "AlgebraicSimplify" not in out
 
 
