@@ -275,68 +275,23 @@ for name, infer, ref, doc in (
             foldable=name != "dequantize",  # a weight stays integer for the rules to read
         )
     )
-register_op(
-    Op(
-        name="qnn_conv2d",
-        inputs=("data", "weight", "data_zero_point", "weight_zero_point"),
-        infer=_qnn_conv2d_infer,
-        reference=qnn_conv2d_ref,
-        pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
-        flops=_macs,
-        attrs=CONV_ATTRS,
-        doc="conv2d of int8/uint8 data and weight less their zero points, exact, int32",
-    )
-)
-register_op(
-    Op(
-        name="qnn_add",
-        inputs=(
-            "lhs",
-            "rhs",
-            "lhs_scale",
-            "lhs_zero_point",
-            "rhs_scale",
-            "rhs_zero_point",
-            "output_scale",
-            "output_zero_point",
-        ),
-        infer=_qnn_add_infer,
-        reference=qnn_add_ref,
-        pattern=OpPattern.ELEMWISE,
-        flops=per_output_element(4.0),
-        doc="quantised lhs + rhs requantised to the output's scale and zero point",
-    )
-)
-register_op(
-    Op(
-        name="qnn_sigmoid",
-        inputs=("data", "scale", "zero_point", "output_scale", "output_zero_point"),
-        infer=_qnn_sigmoid_infer,
-        reference=qnn_sigmoid_ref,
-        pattern=OpPattern.ELEMWISE,
-        flops=per_output_element(1.0),
-        doc="sigmoid of a quantised tensor requantised, by a 256-entry table",
-    )
-)
-register_op(
-    Op(
-        name="qnn_matmul",
-        inputs=("a", "b", "a_zero_point", "b_zero_point"),
-        infer=_qnn_matmul_infer,
-        reference=qnn_matmul_ref,
-        pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
-        flops=_matmul_macs,
-        doc="matmul of int8/uint8 tensors less their zero points, exact, int32 (MatMulInteger)",
-    )
-)
-register_op(
-    Op(
-        name="qnn_dense",
-        inputs=("data", "weight", "data_zero_point", "weight_zero_point"),
-        infer=_qnn_dense_infer,
-        reference=qnn_dense_ref,
-        pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
-        flops=_macs,
-        doc="dense of int8/uint8 data and weight less their zero points, exact, int32",
-    )
-)
+INTEGER_PAIR = ("data", "weight", "data_zero_point", "weight_zero_point")
+FUSABLE, ELEMWISE = OpPattern.OUT_ELEMWISE_FUSABLE, OpPattern.ELEMWISE
+INTEGER_OPS: tuple[tuple[Any, ...], ...] = (
+    ("qnn_conv2d", INTEGER_PAIR, _qnn_conv2d_infer, qnn_conv2d_ref, FUSABLE, _macs, CONV_ATTRS,
+     "conv2d of int8/uint8 data and weight less their zero points, exact, int32"),
+    ("qnn_dense", INTEGER_PAIR, _qnn_dense_infer, qnn_dense_ref, FUSABLE, _macs, (),
+     "dense of int8/uint8 data and weight less their zero points, exact, int32"),
+    ("qnn_matmul", ("a", "b", "a_zero_point", "b_zero_point"), _qnn_matmul_infer,
+     qnn_matmul_ref, FUSABLE, _matmul_macs, (),
+     "matmul of int8/uint8 tensors less their zero points, exact, int32 (MatMulInteger)"),
+    ("qnn_add", ("lhs", "rhs", "lhs_scale", "lhs_zero_point", "rhs_scale", "rhs_zero_point",
+                 "output_scale", "output_zero_point"), _qnn_add_infer, qnn_add_ref, ELEMWISE,
+     per_output_element(4.0), (),
+     "quantised lhs + rhs requantised to the output's scale and zero point"),
+    ("qnn_sigmoid", ("data", "scale", "zero_point", "output_scale", "output_zero_point"),
+     _qnn_sigmoid_infer, qnn_sigmoid_ref, ELEMWISE, per_output_element(1.0), (),
+     "sigmoid of a quantised tensor requantised, by a 256-entry table"),
+)  # fmt: skip
+for op_name, inputs, relation, reference, pattern, flops, attrs, text in INTEGER_OPS:
+    register_op(Op(op_name, inputs, relation, reference, pattern, flops, attrs, doc=text))
