@@ -130,10 +130,9 @@ def _loop_id(module: ir.Module, unroll: bool, vectorize: bool, masked: bool) -> 
     if not unroll or vectorize:
         hints.append(module.add_metadata([ir.MetaDataString(module, "llvm.loop.unroll.disable")]))
     names = ("llvm.loop.vectorize.enable", "llvm.loop.vectorize.predicate.enable")
-    for name in names[: 2 if masked else 1]:
-        if vectorize:
-            flag = ir.Constant(ir.IntType(1), 1)
-            hints.append(module.add_metadata([ir.MetaDataString(module, name), flag]))
+    for name in names[: 2 if masked else 1] if vectorize else ():
+        flag = ir.Constant(ir.IntType(1), 1)
+        hints.append(module.add_metadata([ir.MetaDataString(module, name), flag]))
     return module.add_metadata([ir.MetaDataString(module, f"{SELF}.{next(_LOOP_IDS)}"), *hints])
 
 
