@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from .expr import Call, Constant, Expr, Function, GlobalVar, Tuple, TupleGetItem, Var, children
+from .loops import is_loop
 from .visitor import post_order, rebuild
 
 Selector = Callable[[Function], bool]
@@ -14,7 +15,7 @@ Selector = Callable[[Function], bool]
 
 def _is_plain_call(fn: Function) -> bool:
     """Neither a kernel, an external region nor a loop (whose call runs it many times)."""
-    return not any(fn.attrs.get(key) for key in ("Primitive", "Compiler", "Loop"))
+    return not (fn.attrs.get("Primitive") or fn.attrs.get("Compiler") or is_loop(fn))
 
 
 def inline_calls(

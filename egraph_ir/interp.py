@@ -26,6 +26,7 @@ from .expr import (
     Var,
     short_repr,
 )
+from .loops import carried_count, is_loop, run_loop
 from .module import IRModule
 from .registry import Op
 from .types import TensorType
@@ -178,34 +179,20 @@ class _Machine:
                 if len(fn.params) != len(node.args):
                     raise CompilerError(f"{short_repr(node)}: expects {len(fn.params)} arguments")
                 args = [memo[a] for a in node.args]
-                if fn.attrs.get("Loop"):
+                if is_loop(fn):
                     return self._loop(fn, args, callee.frame)
                 env = dict(zip(fn.params, args, strict=True))
                 return self.eval(fn.body, _Frame(env, callee.frame))
         raise AssertionError(type(node))
 
     def _loop(self, fn: Function, args: list[Value], frame: _Frame | None) -> Value:
-        """A `Loop=1` function called with (trip count, condition, carried values, outside
-        values): its body, of (step, condition, carried, outside), gives the next condition
-        and carried values while the step is below the count and the condition holds."""
-        trips, going, *values = args
-        n_carried = _loop_carried(fn)
-        state: tuple[Value, ...] = (np.asarray(going), *values[:n_carried])
-        step = 0
-        while step < int(trips) and bool(state[0]):
-            feeds = (np.asarray(step, np.int64), *state, *values[n_carried:])
-            out = self.eval(fn.body, _Frame(dict(zip(fn.params, feeds, strict=True)), frame))
-            state = tuple(out)
-            step += 1
-        return state
+        """A loop function's call (egraph_ir/loops.py), one step at a time."""
 
+        def step(feeds: list[Any]) -> tuple[Value, ...]:
+            env = dict(zip(fn.params, feeds, strict=True))
+            return tuple(self.eval(fn.body, _Frame(env, frame)))
 
-def _loop_carried(fn: Function) -> int:
-    """How many values a loop function carries: its result is (condition, *carried)."""
-    if isinstance(fn.body, Tuple):
-        return len(fn.body.fields) - 1
-    ret = fn.ret_type if fn.ret_type is not None else fn.body.checked_type
-    return len(getattr(ret, "fields", ())) - 1
+        return run_loop(step, args, carried_count(fn))
 
 
 def _operands(node: Expr) -> tuple[Expr, ...]:

@@ -1,5 +1,5 @@
 """Loops whose trip count or condition depends on data (ONNX `Loop`, imported as a global
-function with `Loop=1`, see egraph_ir/frontend/onnx/control.py) in compiled programs.
+function with `Loop=1`, egraph_ir/loops.py says what it means) in compiled programs.
 
 Each loop function becomes a region of the built-in `egc.loop` target. Its code
 generator compiles the body, one step of (step, condition, carried, outside) -> (next
@@ -21,15 +21,15 @@ import numpy as np
 from egraph_ir.errors import CodegenError
 from egraph_ir.expr import Constant, Expr, Function, GlobalVar, Var
 from egraph_ir.infer import infer_type
+from egraph_ir.loops import carried_count, is_loop, run_loop
 from egraph_ir.module import IRModule
-from egraph_ir.types import TensorType, TupleType
+from egraph_ir.types import TensorType
 from egraph_ir.visitor import post_order, rebuild
 
 from . import Runner, write_outputs
 from .control import has_if, lift_ifs, program_of
 
 TARGET = "egc.loop"
-LOOP_ATTR = "Loop"
 
 
 def lift_control_flow(mod: IRModule) -> IRModule:
@@ -41,7 +41,7 @@ def lift_control_flow(mod: IRModule) -> IRModule:
 
 
 def has_loops(mod: IRModule) -> bool:
-    return any(fn.attrs.get(LOOP_ATTR) for _, fn in mod.items())
+    return any(is_loop(fn) for _, fn in mod.items())
 
 
 def mark_loops(mod: IRModule) -> IRModule:
@@ -49,7 +49,7 @@ def mark_loops(mod: IRModule) -> IRModule:
     calls goes into that body as a literal (it becomes a global again when the body is
     built as a program)."""
     mod = infer_type(mod)
-    loops = {name: fn for name, fn in mod.items() if fn.attrs.get(LOOP_ATTR)}
+    loops = {name: fn for name, fn in mod.items() if is_loop(fn)}
     calls = {name: _globals_called(fn) & set(loops) for name, fn in loops.items()}
     marked: dict[str, Function] = {}
     for name in TopologicalSorter(calls).static_order():  # inner loops first
@@ -80,23 +80,17 @@ def region_builder(build_program: Callable[[IRModule], Any]) -> Callable[..., Ru
     def build(fn: Function, threads: int) -> Runner:
         if not all(isinstance(p.type_annotation, TensorType) for p in fn.params):
             raise CodegenError(f"loop @{fn.attrs.get('global_symbol')}: a parameter is a tuple")
-        ret = fn.body.checked_type
-        n_carried = len(ret.fields) - 1 if isinstance(ret, TupleType) else 0
+        carried = carried_count(fn)
         step_fn = Function(fn.params, fn.body)  # one step, an ordinary program
         exe: Any = build_program(program_of(step_fn))
         names = [p.name_hint for p in fn.params]
 
+        def step(values: list[Any]) -> Any:
+            feeds = {n: v for n, v in zip(names, values, strict=True) if n in exe.input_types}
+            return exe.run(**feeds)
+
         def run(inputs: list[np.ndarray], outputs: list[np.ndarray]) -> None:
-            trips = int(np.asarray(inputs[0]).reshape(-1)[0])
-            state = list(inputs[1 : 2 + n_carried])
-            outside = list(inputs[2 + n_carried :])
-            step = 0
-            while step < trips and bool(np.asarray(state[0]).reshape(-1)[0]):
-                values = [np.asarray(step, np.int64), *state, *outside]
-                feeds = {n: v for n, v in zip(names, values, strict=True) if n in exe.input_types}
-                state = list(exe.run(**feeds))
-                step += 1
-            write_outputs(outputs, tuple(state))
+            write_outputs(outputs, run_loop(step, inputs, carried))
 
         return run
 

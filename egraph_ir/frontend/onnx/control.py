@@ -24,6 +24,7 @@ from ...expr import (
     children,
 )
 from ...infer import infer_new_nodes
+from ...loops import LOOP_ATTR, is_loop
 from ...types import TensorType
 from ...visitor import post_order, rebuild
 from .node import Node, converter
@@ -92,7 +93,6 @@ def _if(n: Node) -> list[Expr]:
 
 
 MAX_UNROLL = 4096  # steps a Loop may unroll to (each one is a copy of its body)
-LOOP_ATTR = "Loop"  # a function run as a loop when called (interp.py, codegen/external/loop.py)
 
 
 @converter("Loop")
@@ -157,11 +157,8 @@ def _unroll(n: Node, body: Any, carried: list[Expr], n_scan: int) -> list[Expr] 
 
 
 def loop_function(n: Node, body: Any, carried: list[Expr]) -> list[Expr]:
-    """The loop as a call of a function with `Loop=1`: its parameters are the step
-    number, the condition, the carried values and the outside values the body reads; it
-    returns the next condition and carried values. Called with (trip count, condition,
-    carried values, outside values) it runs while the step is below the trip count and
-    the condition holds (ONNX's Loop), and returns the last condition and values."""
+    """The loop as a call of a loop function (egraph_ir/loops.py) over its trip count,
+    condition, carried values and the outside values its body reads."""
     step, going = Var("i", TensorType((), "int64")), Var("cond", TensorType((), "bool"))
     state = [Var(f"v{k}", infer_new_nodes(c).checked_type) for k, c in enumerate(carried)]
     names = [i.name for i in body.input]
@@ -253,7 +250,7 @@ def loop_globals(main: Function) -> dict[str, Function]:
         memo: dict[Expr, Expr] = {}
         for x in post_order(fn.body, into_functions=False):
             callee = x.op if isinstance(x, Call) else None
-            if isinstance(callee, Function) and callee.attrs.get(LOOP_ATTR):
+            if isinstance(callee, Function) and is_loop(callee):
                 if callee not in names:
                     names[callee] = GlobalVar(f"onnx_loop_{len(names)}")
                     pending.append((names[callee].name_hint, callee))
