@@ -134,20 +134,24 @@ def qnn_dense_ref(x, w, x_zero, w_zero) -> np.ndarray:
     return (_shifted(x, x_zero) @ _shifted(w, w_zero).T).astype(np.int32)
 
 
+def _scalar_scales(
+    op_name: str, dtype: str, pairs: dict[str, tuple[TensorType, TensorType]]
+) -> None:
+    """Each named (scale, zero point) pair: a float32 scalar and a scalar of dtype."""
+    for what, (scale, zero) in pairs.items():
+        require_dtype(scale, ("float32",), f"{what} scale")
+        require_dtype(zero, (dtype,), f"{what} zero point")
+        if scale.shape != () or zero.shape != ():
+            raise ShapeError(f"{op_name} takes scalar scales and zero points ({what})")
+
+
 def _qnn_add_infer(args: list[TensorType], attrs: Attrs) -> Type:
     lhs, rhs = args[0], args[1]
     require_dtype(lhs, ("int8", "uint8"), "lhs")
     if rhs.dtype != lhs.dtype or rhs.shape != lhs.shape:
         raise ShapeError(f"qnn_add needs two {lhs} tensors, got {rhs}")
-    for scale, zero, what in (
-        (args[2], args[3], "lhs"),
-        (args[4], args[5], "rhs"),
-        (args[6], args[7], "output"),
-    ):
-        require_dtype(scale, ("float32",), f"{what} scale")
-        require_dtype(zero, (lhs.dtype,), f"{what} zero point")
-        if scale.shape != () or zero.shape != ():
-            raise ShapeError(f"qnn_add takes scalar scales and zero points ({what})")
+    pairs = {"lhs": (args[2], args[3]), "rhs": (args[4], args[5]), "output": (args[6], args[7])}
+    _scalar_scales("qnn_add", lhs.dtype, pairs)
     return TensorType(lhs.shape, lhs.dtype)
 
 
@@ -178,11 +182,8 @@ def qnn_add_ref(a, b, sa, za, sb, zb, sc, zc) -> np.ndarray:
 def _qnn_sigmoid_infer(args: list[TensorType], attrs: Attrs) -> Type:
     data, scale, zero, out_scale, out_zero = args
     require_dtype(data, ("int8", "uint8"))
-    for s, z, what in ((scale, zero, "input"), (out_scale, out_zero, "output")):
-        require_dtype(s, ("float32",), f"{what} scale")
-        require_dtype(z, (data.dtype,), f"{what} zero point")
-        if s.shape != () or z.shape != ():
-            raise ShapeError(f"qnn_sigmoid takes scalar scales and zero points ({what})")
+    pairs = {"input": (scale, zero), "output": (out_scale, out_zero)}
+    _scalar_scales("qnn_sigmoid", data.dtype, pairs)
     return TensorType(data.shape, data.dtype)
 
 
@@ -225,11 +226,8 @@ def qnn_sigmoid_ref(x, sx, zx, sy, zy) -> np.ndarray:
 
 def _qnn_matmul_infer(args: list[TensorType], attrs: Attrs) -> Type:
     a, b, a_zero, b_zero = args
-    for t, zero, what in ((a, a_zero, "a"), (b, b_zero, "b")):
-        require_dtype(t, ("int8", "uint8"), what)
-        require_dtype(zero, (t.dtype,), f"{what}'s zero point")
-        if zero.shape != ():
-            raise ShapeError(f"qnn_matmul takes scalar zero points, got {zero} for {what}")
+    _zero_point_of(a, a_zero, "a")
+    _zero_point_of(b, b_zero, "b")
     return TensorType(matmul_shape(a.shape, b.shape), "int32")
 
 

@@ -47,11 +47,23 @@ def _f32(e: Expr) -> Expr:
     return op.cast(e, dtype="float32")
 
 
+def _clipped(value: Expr, dtype: str) -> Expr:
+    """value clipped to an integer type's range and cast to it."""
+    low, high = integer_range(dtype)
+    return op.cast(op.clip(value, a_min=float(low), a_max=float(high)), dtype=dtype)
+
+
 def _saturated(value: Expr, zero: Expr, dtype: str) -> Expr:
     """value + zero point, clipped to the zero point's type (dtype) and cast to it."""
-    low, high = integer_range(dtype)
-    shifted = op.add(value, _f32(zero))
-    return op.cast(op.clip(shifted, a_min=float(low), a_max=float(high)), dtype=dtype)
+    return _clipped(op.add(value, _f32(zero)), dtype)
+
+
+def _dequantized(x: Expr, scale: Expr, zero: Expr) -> Expr:
+    return op.multiply(op.subtract(_f32(x), _f32(zero)), scale)
+
+
+def _quantized(value: Expr, scale: Expr, zero: Expr, dtype: str) -> Expr:
+    return _saturated(op.round(op.divide(value, scale)), zero, dtype)
 
 
 def _shifted(x: Expr, zero: Expr, dtype: str) -> Expr:
@@ -67,10 +79,10 @@ def lowered(call: Call, args: list[Expr], lookup: Lookup) -> Expr:
     dtype = call.checked_type.dtype  # type: ignore[attr-defined]
     if name == "dequantize":
         x, scale, zero = args
-        return op.multiply(op.subtract(_f32(x), _f32(zero)), scale)
+        return _dequantized(x, scale, zero)
     if name == "quantize":
         x, scale, zero = args
-        return _saturated(op.round(op.divide(x, scale)), zero, dtype)
+        return _quantized(x, scale, zero, dtype)
     if name == "requantize":
         acc, multiplier, zero = args
         value = _float_accumulator(call.args[0], lookup)
@@ -83,14 +95,11 @@ def lowered(call: Call, args: list[Expr], lookup: Lookup) -> Expr:
         return _qnn_add(args, dtype)
     if name == "qnn_sigmoid":
         return _qnn_sigmoid(call, args, dtype)
-    if name == "qnn_matmul":
-        a, b, a_zero, b_zero = args
-        wide = "float32" if _matmul_exact_in_float32(call) else "float64"
-        product = op.matmul(_shifted(a, a_zero, wide), _shifted(b, b_zero, wide))
-        return op.cast(product, dtype="int32")
-    x, w, x_zero, w_zero = args
-    wide = "float32" if len(_channel_slices(call, FLOAT32_INTEGERS)) == 1 else "float64"
-    return op.cast(op.dense(_shifted(x, x_zero, wide), _shifted(w, w_zero, wide)), dtype="int32")
+    x, w, x_zero, w_zero = args  # qnn_matmul (b is (K, N)) or qnn_dense (weight is (N, K))
+    summed = -2 if name == "qnn_matmul" else -1
+    wide = "float32" if _exact_in_float32(call, summed) else "float64"
+    product = op.matmul if name == "qnn_matmul" else op.dense
+    return op.cast(product(_shifted(x, x_zero, wide), _shifted(w, w_zero, wide)), dtype="int32")
 
 
 FLOAT32_INTEGERS = 2**24  # every integer below this is a float32
@@ -111,8 +120,7 @@ def _qnn_sigmoid(call: Call, args: list[Expr], dtype: str) -> Expr:
     x, *params = args
     if not all(isinstance(p, Constant) for p in params):
         sx, zx, sy, zy = params
-        value = op.sigmoid(op.multiply(op.subtract(_f32(x), _f32(zx)), sx))
-        return _saturated(op.round(op.divide(value, sy)), zy, dtype)
+        return _quantized(op.sigmoid(_dequantized(x, sx, zx)), sy, zy, dtype)
     table = sigmoid_table(dtype, *(p.data for p in params))  # type: ignore[attr-defined]
     index = op.subtract(
         op.cast(x, dtype="int32"), Constant(np.array(integer_range(dtype)[0], "int32"))
@@ -126,9 +134,7 @@ def _qnn_add(args: list[Expr], dtype: str) -> Expr:
     a, b, sa, za, sb, zb, sc, zc = args
     ra, rb = op.divide(sa, sc), op.divide(sb, sc)
     offset = op.subtract(_f32(zc), _fma(ra, _f32(za), op.multiply(rb, _f32(zb))))
-    value = _fma(_f32(a), ra, _fma(_f32(b), rb, offset))
-    low, high = integer_range(dtype)
-    return op.cast(op.clip(op.round(value), a_min=float(low), a_max=float(high)), dtype=dtype)
+    return _clipped(op.round(_fma(_f32(a), ra, _fma(_f32(b), rb, offset))), dtype)
 
 
 def _float_accumulator(acc: Expr, lookup: Lookup) -> Expr | None:
@@ -157,37 +163,37 @@ def _conv_in_floats(conv: Call, lookup: Lookup, room: int) -> tuple[Expr, str]:
     order); else float32 convolutions over slices of the input channels that each are,
     summed in float64; else one float64 convolution (exact up to 2**53)."""
     x, w, x_zero, w_zero = (lookup(a) for a in conv.args)
+
+    def convolved(data: Expr, weight: Expr, dtype: str) -> Expr:
+        return op.conv2d(
+            _shifted(data, x_zero, dtype), _shifted(weight, w_zero, dtype), **conv.attrs
+        )
+
     slices = _channel_slices(conv, room)
     if len(slices) == 1:
-        return op.conv2d(
-            _shifted(x, x_zero, "float32"), _shifted(w, w_zero, "float32"), **conv.attrs
-        ), "float32"
+        return convolved(x, w, "float32"), "float32"
     if not slices or int(conv.attrs["groups"]) != 1:
-        return op.conv2d(
-            _shifted(x, x_zero, "float64"), _shifted(w, w_zero, "float64"), **conv.attrs
-        ), "float64"
+        return convolved(x, w, "float64"), "float64"
     assert isinstance(w, Constant)
     total: Expr | None = None
     for start, end in slices:
         part_x = op.strided_slice(x, begin=(start,), end=(end,), axes=(1,))
         part_w = Constant(np.ascontiguousarray(w.data[:, start:end]))
-        part = op.conv2d(
-            _shifted(part_x, x_zero, "float32"), _shifted(part_w, w_zero, "float32"), **conv.attrs
-        )
-        part = op.cast(part, dtype="float64")
+        part = op.cast(convolved(part_x, part_w, "float32"), dtype="float64")
         total = part if total is None else op.add(total, part)
     assert total is not None
     return total, "float64"
 
 
-def _matmul_exact_in_float32(call: Call) -> bool:
-    """Whether every partial sum of a qnn_matmul stays an integer below 2**24: a constant
-    b whose largest column sum of |b - zero point| times 255 does."""
-    b, b_zero = call.args[1], call.args[3]
-    if not isinstance(b, Constant) or not isinstance(b_zero, Constant):
+def _exact_in_float32(call: Call, summed: int) -> bool:
+    """Whether every partial sum of a qnn_dense or qnn_matmul stays an integer below 2**24:
+    a constant weight whose largest sum of |w - zero point| along the reduced axis
+    `summed`, times 255 (the largest |x - zero point| of 8-bit data), does."""
+    w, w_zero = call.args[1], call.args[3]
+    if not isinstance(w, Constant) or not isinstance(w_zero, Constant):
         return False
-    shifted = np.abs(b.data.astype(np.int64) - b_zero.data.astype(np.int64))
-    return int(shifted.sum(axis=-2).max(initial=0)) * 255 < FLOAT32_INTEGERS
+    shifted = np.abs(w.data.astype(np.int64) - w_zero.data.astype(np.int64))
+    return int(shifted.sum(axis=summed).max(initial=0)) * 255 < FLOAT32_INTEGERS
 
 
 def _channel_slices(call: Call, room: int) -> list[tuple[int, int]]:
