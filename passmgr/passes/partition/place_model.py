@@ -209,11 +209,12 @@ def problem_of(fn: Function, targets: Sequence[str], cost: PlacementCost) -> Pro
 def placement_cost(problem: Problem, place: Mapping[Expr, str], cost: PlacementCost) -> float:
     """The cost model of the module docstring for one placement (calls absent: host);
     infinity when a target holds more bytes than its budget."""
+    copied = entries(problem, place)
     if cost.budget:
-        held = bytes_by_target(problem, place)
+        held = bytes_by_target(problem, place, copied)
         if any(held.get(t, 0) > limit for t, limit in cost.budget.items()):
             return float("inf")
-    return sum(cost_by_target(problem, place, cost).values())
+    return sum(cost_by_target(problem, place, cost, copied).values())
 
 
 def entries(problem: Problem, place: Mapping[Expr, str]) -> dict[Expr, set[str]]:
@@ -225,16 +226,23 @@ def entries(problem: Problem, place: Mapping[Expr, str]) -> dict[Expr, set[str]]
     return out
 
 
+Copied = dict[Expr, set[str]]  # what `entries` gives: computed once per placement
+
+
 def cost_by_target(
-    problem: Problem, place: Mapping[Expr, str], cost: PlacementCost
+    problem: Problem,
+    place: Mapping[Expr, str],
+    cost: PlacementCost,
+    copied: Copied | None = None,
 ) -> dict[str, float]:
     """placement_cost split by where it is spent: each target's ops, its launches and the
     copies into it (copies of results back to the host count for the host)."""
+    copied = entries(problem, place) if copied is None else copied
     spent: dict[str, float] = {DEFAULT: 0.0}
     for c in problem.calls:
         t = place.get(c, DEFAULT)
         spent[t] = spent.get(t, 0.0) + problem.choices[c][t]
-    for value, targets in entries(problem, place).items():
+    for value, targets in copied.items():
         home = place.get(problem.home(value), DEFAULT)
         for t in targets:
             copy = cost.copy_per_byte(home, t) * problem.bytes_of.get(value, 0)
@@ -242,19 +250,21 @@ def cost_by_target(
     for out in problem.outputs:
         home = place.get(problem.home(out), DEFAULT)
         spent[DEFAULT] += cost.copy_per_byte(home, DEFAULT) * problem.bytes_of.get(out, 0)
-    for t, n in region_counts(problem, place).items():
+    for t, n in region_counts(problem, place, copied).items():
         spent[t] = spent.get(t, 0.0) + n * cost.launch_of(t)
     return spent
 
 
-def region_counts(problem: Problem, place: Mapping[Expr, str]) -> dict[str, int]:
+def region_counts(
+    problem: Problem, place: Mapping[Expr, str], copied: Copied | None = None
+) -> dict[str, int]:
     """Regions per target off the host: groups of its calls joined by the values they pass
     each other and by a value they all read from elsewhere (MergeCompilerRegions' merges;
     a split it makes to avoid a cycle is not counted)."""
     on = {c: place.get(c, DEFAULT) for c in problem.calls}
     ids: dict[object, int] = {c: i for i, c in enumerate(problem.calls)}
     uf = UnionFind()
-    copied = entries(problem, place)
+    copied = entries(problem, place) if copied is None else copied
     for value, users in problem.readers.items():
         home = problem.home(value)
         for u in users:
@@ -272,13 +282,16 @@ def region_counts(problem: Problem, place: Mapping[Expr, str]) -> dict[str, int]
     return {t: len(r) for t, r in roots.items()}
 
 
-def bytes_by_target(problem: Problem, place: Mapping[Expr, str]) -> dict[str, int]:
+def bytes_by_target(
+    problem: Problem, place: Mapping[Expr, str], copied: Copied | None = None
+) -> dict[str, int]:
     """Bytes each target holds: the values its calls compute and the values copied in."""
     held: dict[str, int] = {}
     for c in problem.calls:
         t = place.get(c, DEFAULT)
         held[t] = held.get(t, 0) + problem.bytes_of.get(c, 0)
-    for value, targets in entries(problem, place).items():
+    copied = entries(problem, place) if copied is None else copied
+    for value, targets in copied.items():
         for t in targets:
             held[t] = held.get(t, 0) + problem.bytes_of.get(value, 0)
     return held

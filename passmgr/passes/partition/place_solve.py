@@ -116,7 +116,7 @@ def _entries(problem: Problem, lp: _Program, x: Columns) -> Columns:
 
 def _copies(problem: Problem, cost: PlacementCost, lp: _Program, x: Columns, n: Columns) -> None:
     """y[v, s, t]: the copy of v from s to t at its route's cost."""
-    for (v, t), _ in n.items():
+    for v, t in n:
         home = _homed(problem, v)
         sources = list(problem.choices[home]) if home is not None else [DEFAULT]
         size = problem.bytes_of.get(v, 0)

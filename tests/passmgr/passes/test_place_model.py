@@ -99,9 +99,9 @@ def test_a_budget_spills_products_to_the_host_and_the_config_key_sets_it() -> No
 
 def test_a_plan_that_cannot_fit_and_a_budget_for_no_target_are_clear_errors() -> None:
     mod = mlp_module(64)
+    before = str(mod)
     with pytest.raises(PassError, match="no placement fits the memory budgets"):
         pm.passes.PlaceTargets(["blas"], cost=COST, budget={"default": 1000, "blas": 0})(mod)
-    before = str(mod)
     assert str(mod) == before  # nothing half-applied
     with pytest.raises(ConfigError, match="not a target here; targets: default, blas"):
         pm.passes.PlaceTargets(["blas"], cost=COST, budget={"gpu": 1})
