@@ -224,6 +224,27 @@ def zero(dtype: str) -> Const:
     return const(0.0 if dtype.startswith("float") else 0, dtype)
 
 
+@dataclass(frozen=True)
+class Accumulation:
+    """What a direct block accumulates per tap and input channel: a float32 FMA of the
+    weight broadcast with an input vector. conv_int8.py's subclass accumulates words of
+    four u8 inputs times four s8 weights instead."""
+
+    vector: str = f"float32x{LANES}"
+    scalar: str = "float32"
+
+    def channels(self, g: ConvShape, groups: int) -> int:
+        """Input channels (or words of them) of one group the block sweeps."""
+        return g.c // groups
+
+    def update(self, acc: LExpr, inputs: LExpr, weight: LExpr) -> LExpr:
+        return Bin(self.vector, "add", acc, Bin(self.vector, "mul", weight, inputs))
+
+    def result(self, acc: LExpr, channel: LExpr) -> LExpr:
+        """What the block stores for output channel `channel`."""
+        return acc
+
+
 def direct_block(
     conv: Call,
     lay: Wide,
@@ -233,6 +254,7 @@ def direct_block(
     dest: str,
     private_source: bool = False,
     private_dest: bool = False,
+    arithmetic: Accumulation = Accumulation(),
 ) -> list[Stmt]:
     """One block of OB output channels (ob_ counts blocks), for every batch item:
     dest[n, o, q] = sum over c, i, j of w[o, c, i, j] * source[n, g*cg + c, tap(i, j) + q],
@@ -242,19 +264,22 @@ def direct_block(
     epilogue reads next (the block's rows stay in cache, whatever the layer's size)."""
     g = ConvShape.of(conv)
     groups = int(conv.attrs["groups"])
-    cg, og = g.c // groups, g.o // groups
+    cg, og = arithmetic.channels(g, groups), g.o // groups
     kh, kw = g.kh, g.kw
     ob, xv, q = lay.ob, lay.xv, lay.q
-    vec = f"float32x{LANES}"
+    vec = arithmetic.vector
     b, qb, ch = loop_var("b"), loop_var("qb"), loop_var("ch")
     first = mul(ob_, idx(ob))
     group = first if og == 1 else Bin(INDEX, "div", first, idx(og))
     channel = add(mul(group, idx(cg)), ch)
-    item = add(mul(THREAD_SLOT, idx(g.n)), b) if private_source else add(mul(b, idx(g.c)), channel)
+    per_item = cg * groups  # input channels (or words of them) of one batch item
+    item = (
+        add(mul(THREAD_SLOT, idx(g.n)), b)
+        if private_source
+        else add(mul(b, idx(per_item)), channel)
+    )
     base = add(mul(item, idx(len(lay.phases) * lay.plane)), mul(qb, idx(xv * LANES)))
-    body: list[Stmt] = [
-        Declare(f"acc{p}_{k}", Const(vec, 0.0)) for p in range(ob) for k in range(xv)
-    ]
+    body: list[Stmt] = [Declare(f"acc{p}_{k}", zero(vec)) for p in range(ob) for k in range(xv)]
     # the weights of output channel first + p, input channel ch: one base per p, shared
     weights = [
         add(mul(add(first, idx(p)), idx(cg * kh * kw)), mul(ch, idx(kh * kw))) for p in range(ob)
@@ -274,11 +299,11 @@ def direct_block(
             start = add(base, offset)
             loads = [Load(vec, source, add(start, idx(k * LANES))) for k in range(xv)]
             for p in range(ob):
-                splat = Splat(vec, Load("float32", weight, add(weights[p], tap)))
+                splat = Splat(vec, Load(arithmetic.scalar, weight, add(weights[p], tap)))
                 for k in range(xv):
                     acc = f"acc{p}_{k}"
-                    product = Bin(vec, "mul", splat, loads[k])
-                    updates.append(Assign(acc, Bin(vec, "add", Ref(vec, acc), product)))
+                    value = arithmetic.update(Ref(vec, acc), loads[k], splat)
+                    updates.append(Assign(acc, value))
     if not unrolled:
         updates = [For("i", kh, updates, unroll=False)]
     body.append(For("ch", cg, updates, unroll=False))
@@ -290,7 +315,8 @@ def direct_block(
             row = add(mul(b, idx(g.o)), add(first, idx(p)))
         out_at = add(mul(row, idx(q)), q0)
         for k in range(xv):
-            body.append(Store(dest, add(out_at, idx(k * LANES)), Ref(vec, f"acc{p}_{k}")))
+            value = arithmetic.result(Ref(vec, f"acc{p}_{k}"), add(first, idx(p)))
+            body.append(Store(dest, add(out_at, idx(k * LANES)), value))
     return [For("b", g.n, [For("qb", q // (xv * LANES), body)])]
 
 

@@ -84,6 +84,17 @@ class Splat(LExpr):
 
 
 @dataclass(frozen=True, eq=False)
+class Dot4(LExpr):
+    """acc plus, in each 32-bit lane, the dot product of the four unsigned bytes of `a`
+    with the four signed bytes of `b` (int32 vectors): VNNI's vpdpbusd, the step of an
+    int8 convolution (codegen/conv_int8.py)."""
+
+    acc: LExpr
+    a: LExpr
+    b: LExpr
+
+
+@dataclass(frozen=True, eq=False)
 class Ref(LExpr):
     """The current value of a local scalar."""
 

@@ -70,6 +70,24 @@ def supports(target: str, call: Call, strict: bool = True) -> bool:
         ) from exc
 
 
+_NATIVE: dict[str, Predicate] = {}
+
+
+def register_native_form(op_name: str, predicate: Predicate) -> None:
+    """Declare that the host code generator computes the calls of `op_name` the predicate
+    accepts in their own form, so a canonicalising pass leaves them alone (codegen keeps
+    a qnn_conv2d its int8 kernel takes; CanonicalizeQnn lowers the others to floats)."""
+    get_op(op_name)
+    _NATIVE[op_name] = predicate
+
+
+def has_native_form(call: Call) -> bool:
+    """Whether the host code generator computes this (typed) call as it is."""
+    if not isinstance(call.op, Op) or call.op.name not in _NATIVE:
+        return False
+    return bool(_NATIVE[call.op.name](call))
+
+
 def supported_ops(target: str) -> list[str]:
     return sorted(_SUPPORT.get(target, {}))
 

@@ -29,6 +29,7 @@ from ..loop_ir import (
     Cast,
     Const,
     Declare,
+    Dot4,
     For,
     Kernel,
     LExpr,
@@ -296,6 +297,8 @@ class _KernelEmitter:
             return self.unary(e)
         if isinstance(e, Bin):
             return self.binary(e)
+        if isinstance(e, Dot4):
+            return self.math.dot4(b, self.expr(e.acc), self.expr(e.a), self.expr(e.b))
         raise TypeError(f"unknown expression {e!r}")
 
     def constant(self, value: Any, dtype: str) -> ir.Constant:

@@ -17,10 +17,20 @@ float64 uses LLVM intrinsics and libm (exact, not vectorised).
 
 from __future__ import annotations
 
+import functools
+
+from llvmlite import binding as llvm
 from llvmlite import ir
 
 F32 = ir.FloatType()
 I32 = ir.IntType(32)
+I8 = ir.IntType(8)
+
+
+@functools.cache
+def host_has_vnni() -> bool:
+    """Whether this CPU has AVX-512 VNNI (vpdpbusd): code is compiled for the host CPU."""
+    return bool(llvm.get_host_cpu_features().get("avx512vnni", False))
 
 
 class MathLib:
@@ -40,8 +50,22 @@ class MathLib:
     def saturating_to_int(
         self, b: ir.IRBuilder, x: ir.Value, ty: ir.IntType, signed: bool
     ) -> ir.Value:
-        """llvm.fpto{s,u}i.sat: NaN gives 0 and out-of-range values clamp (fptosi would be
-        poison there), the cast semantics the interpreter defines too."""
+        """The cast semantics the interpreter defines: NaN gives 0 and out-of-range values
+        clamp (fptosi would be poison there). To 8 and 16 bits the bounds are exact floats,
+        so this is a clamp, a conversion to int32 and a truncation, which vectorise (the
+        llvm.fpto{s,u}i.sat intrinsic does not on x86: each lane became a scalar
+        conversion, and requantize's epilogue cost as much as the int8 convolution);
+        wider types keep the intrinsic."""
+        if ty.width <= 16:
+            low, high = (
+                (-(2 ** (ty.width - 1)), 2 ** (ty.width - 1) - 1)
+                if signed
+                else (0, 2**ty.width - 1)
+            )
+            bounded = self.call(b, "maxnum", x, ir.Constant(x.type, float(low)))
+            bounded = self.call(b, "minnum", bounded, ir.Constant(x.type, float(high)))
+            whole = b.trunc(b.fptosi(bounded, I32), ty)
+            return b.select(self.isnan(b, x), ir.Constant(ty, 0), whole)
         src = "f32" if isinstance(x.type, ir.FloatType) else "f64"
         full = f"llvm.fpto{'s' if signed else 'u'}i.sat.i{ty.width}.{src}"
         if full not in self.declared:
@@ -50,6 +74,30 @@ class MathLib:
 
     def call(self, b: ir.IRBuilder, name: str, *args: ir.Value) -> ir.Value:
         return b.call(self.intrinsic(name, args[0].type, len(args)), list(args))
+
+    def dot4(self, b: ir.IRBuilder, acc: ir.Value, x: ir.Value, y: ir.Value) -> ir.Value:
+        """acc + per 32-bit lane the dot product of x's four unsigned bytes with y's four
+        signed bytes: one vpdpbusd with VNNI; elsewhere the same sum in plain vector IR
+        (widened products, four strided lane shuffles added), which cannot overflow
+        either: each lane adds at most 4 * 255 * 128."""
+        lanes = acc.type.count
+        if host_has_vnni() and lanes == 16:
+            name = "llvm.x86.avx512.vpdpbusd.512"
+            if name not in self.declared:
+                bytes_ = ir.VectorType(I8, 64)
+                fnty = ir.FunctionType(acc.type, [acc.type, bytes_, bytes_])
+                self.declared[name] = ir.Function(self.module, fnty, name=name)
+            as_bytes = [b.bitcast(v, ir.VectorType(I8, 4 * lanes)) for v in (x, y)]
+            return b.call(self.declared[name], [acc, *as_bytes])
+        wide = ir.VectorType(I32, 4 * lanes)
+        xs = b.zext(b.bitcast(x, ir.VectorType(I8, 4 * lanes)), wide)
+        ys = b.sext(b.bitcast(y, ir.VectorType(I8, 4 * lanes)), wide)
+        products = b.mul(xs, ys)
+        total = acc
+        for k in range(4):
+            pick = ir.Constant(ir.VectorType(I32, lanes), [4 * i + k for i in range(lanes)])
+            total = b.add(total, b.shuffle_vector(products, ir.Constant(wide, ir.Undefined), pick))
+        return total
 
     # ------------------------------------------------------------ helpers
     @staticmethod

@@ -18,6 +18,7 @@ from .library import (
     channel_conv,
     conv_kernel,
     direct_conv,
+    int8_conv,
     operand,
     packed_gemm,
     tile_load,
@@ -30,6 +31,7 @@ from .select import (
     ChannelConv,
     DirectConv,
     Elementwise,
+    Int8Conv,
     LibraryConv,
     LibraryProduct,
     LoopProduct,
@@ -101,6 +103,8 @@ def build_kernel(group: Group, calls: list[Call], ops: list[str]) -> CompiledKer
     if anchor is None:
         return _loops(group, elementwise_nest(group, group.fn.body), group.out_type.shape, ops)
     body, extent = _anchor_nest(group, anchor, strategy)
+    if isinstance(strategy, Int8Conv):  # int32 sums in scratch, any result dtype
+        return int8_conv(group, anchor, ops, strategy.wide)
     anchor_t = anchor.checked_type
     assert isinstance(anchor_t, TensorType)
     if anchor_t.dtype != group.out_type.dtype and not group.in_registers:
@@ -144,7 +148,7 @@ def _anchor_nest(
             return avg_pool_nest(group, anchor), shape
         case RowOp():
             return row_nest(group, anchor), row_shape(anchor)
-        case DirectConv(wide):
+        case DirectConv(wide) | Int8Conv(wide):
             group.anchor_load = wide_rows_load(group, wide)
             return [], shape
         case ChannelConv(layout):

@@ -11,8 +11,9 @@ import numpy as np
 
 from egraph_ir.expr import Call, Constant, Expr, Var
 from egraph_ir.op._common import size_of
+from egraph_ir.types import TensorType
 
-from .. import conv, conv_channels, conv_prologue, gemm
+from .. import conv, conv_channels, conv_int8, conv_prologue, gemm
 from ..compute import Index
 from ..kernels import (
     ConvKernel,
@@ -44,7 +45,7 @@ def direct_conv(group: Group, anchor: Call, ops: list[str], wide: conv.Wide) -> 
     """The direct micro-kernel and the epilogue in one loop over blocks of output
     channels: each block's rows are still in cache when its epilogue reads them."""
     lay, g = wide, conv.ConvShape.of(anchor)
-    x, w = anchor.args
+    x, w = anchor.args[:2]
     if not isinstance(x, Var):
         raise Unsupported("conv2d of a constant input")
     special: dict[str, BufferRef] = {}
@@ -76,6 +77,24 @@ def direct_conv(group: Group, anchor: Call, ops: list[str], wide: conv.Wide) -> 
     macs = conv.direct_macs(anchor, lay)
     loop = ("ob", g.o // lay.ob)
     return _conv_kernel(group, anchor, ops, stmts, loop, macs, special, scratches, pad, "direct")
+
+
+def int8_conv(group: Group, anchor: Call, ops: list[str], lay: conv.Wide) -> ConvKernel:
+    """qnn_conv2d by the int8 kernel (conv_int8.py): the input packed as words of four
+    unsigned bytes into scratch 0, the direct block over them into the calling thread's
+    rows of scratch 1 (int32), and the epilogue (requantize, in the end) per block."""
+    g = conv.ConvShape.of(anchor)
+    pad = conv_int8.pack_kernel(anchor, lay, f"{group.name}_pack")
+    packed, offsets = conv_int8.packed_weights(anchor)
+    weight, offset = group.buffer_of(Constant(packed)), group.buffer_of(Constant(offsets))
+    special = {"xpad": BufferRef("scratch", 0), "wide": BufferRef("scratch", 1)}
+    scratches = [conv_int8.packed_input_shape(anchor, lay), ((g.n, g.o, lay.q), "int32")]
+    block = LoopVar(INDEX, "ob")
+    arithmetic = conv_int8.ByteWords(offsets=offset)
+    stmts = conv.direct_block(anchor, lay, block, "xpad", weight, "wide", False, True, arithmetic)
+    stmts += channel_block(group, block, lay.ob)
+    macs, loop = conv_int8.macs(anchor, lay) // conv_int8.WORD, ("ob", g.o // lay.ob)
+    return _conv_kernel(group, anchor, ops, stmts, loop, macs, special, scratches, pad, "int8")
 
 
 def channel_conv(
@@ -121,12 +140,12 @@ def _conv_kernel(
     """A micro-kernel convolution: `stmts` inside the thread-split loop over blocks of
     output channels, its scratch buffers, an optional padding prologue."""
     named = zip(special, scratches, strict=True)
-    buffers = group.kernel_buffers([Buffer(name, "float32", shape) for name, (shape, _) in named])
+    buffers = group.kernel_buffers([Buffer(name, dtype, shape) for name, (shape, dtype) in named])
     work = macs / conv.LANES + size_of(group.out_type.shape)
     nest: list[Stmt] = [For(loop[0], loop[1], stmts, outer=True)]
     kernel = Kernel(group.name, buffers, nest, loop[1], work, unroll=False)
     fused = LoopKernel(group.name, ops, kernel, dict(group.constants), special)
-    x, w = anchor.args
+    x, w = anchor.args[:2]
     source, weights = group.fn.params.index(x), operand(w, group.fn.params)
     return ConvKernel(
         group.name, ops, source, weights, pad, None, tuple(scratches), epilogue=fused,
@@ -222,13 +241,16 @@ def wide_rows_load(group: Group, wide: conv.Wide) -> Callable[[Index], LExpr]:
     """Where the epilogue reads the direct convolution's result: a block's rows in the
     calling thread's slot of scratch (conv.direct_block, private_dest), or the output."""
 
+    anchor_t = group.anchor.checked_type if group.anchor is not None else group.out_type
+    assert isinstance(anchor_t, TensorType)
+
     def load(index: Index) -> LExpr:
         b, o, y, x = index.multi()
         n, ob = group.out_type.shape[0], wide.ob
         p = Bin(INDEX, "rem", o, idx(ob)) if ob > 1 else idx(0)
         row = add(mul(add(mul(THREAD_SLOT, idx(n)), b), idx(ob)), p)
         start = add(mul(row, idx(wide.q)), mul(y, idx(wide.wp)))
-        return Load(group.out.dtype, "wide", add(start, x))
+        return Load(anchor_t.dtype, "wide", add(start, x))
 
     def from_out(index: Index) -> LExpr:
         return Load(group.out.dtype, "out", index.flat())

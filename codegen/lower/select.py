@@ -16,7 +16,7 @@ from egraph_ir.op._common import size_of
 from egraph_ir.registry import Op, OpPattern
 from egraph_ir.types import TensorType
 
-from .. import blas, conv, conv_channels, conv_prologue, gemm, tuning
+from .. import blas, conv, conv_channels, conv_int8, conv_prologue, gemm, tuning
 
 
 class Unsupported(Exception):
@@ -85,6 +85,13 @@ class ChannelConv:
 
 
 @dataclass(frozen=True)
+class Int8Conv:
+    """qnn_conv2d as u8 x s8 words summed in int32 (conv_int8.py) in the direct layout."""
+
+    wide: conv.Wide
+
+
+@dataclass(frozen=True)
 class LibraryConv:
     """A 1x1 convolution as a GEMM on the input, im2col + GEMM, or grouped direct loops."""
 
@@ -101,6 +108,7 @@ Strategy = (
     | RowOp
     | DirectConv
     | ChannelConv
+    | Int8Conv
     | LibraryConv
 )
 
@@ -174,6 +182,17 @@ def _conv2d(anchor: Call) -> Strategy:
     return DirectConv(wide)
 
 
+def _qnn_conv2d(anchor: Call) -> Strategy:
+    """The int8 kernel; CanonicalizeQnn lowers every other qnn_conv2d to floats, so one
+    reaching here without fitting was built by hand (the host runs its reference)."""
+    _materialised(anchor)
+    if not conv_int8.fits(anchor):
+        raise Unsupported(
+            "qnn_conv2d outside the int8 kernel (one group, int8 weights, zero point 0)"
+        )
+    return Int8Conv(conv_int8.layout(anchor))
+
+
 CONV_CANDIDATES = ("direct", "channels")  # the kernels the database may choose between
 
 
@@ -206,6 +225,7 @@ CHOOSERS: dict[str, Callable[[Call], Strategy]] = {
     "avg_pool2d": lambda _: AvgPool(),
     **dict.fromkeys(ROW_OPS, lambda _: RowOp()),
     "conv2d": _conv2d,
+    "qnn_conv2d": _qnn_conv2d,
 }
 
 

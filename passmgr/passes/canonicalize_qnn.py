@@ -15,7 +15,11 @@ first, while the e-graph can still see dequantize -> op -> quantize chains.
   sum below 2**24, else float64;
 - qnn_add: QLinearAdd's two fused multiply-adds, each as a float64 sum rounded once;
 - qnn_sigmoid: a gather from its 256-entry table, computed here.
-(Integer kernels, u8 x s8 with VNNI, are issue #32's next step.)
+A qnn_conv2d the host code generator computes natively (its int8 kernel: u8 x s8 words
+accumulated by VNNI's vpdpbusd, codegen/conv_int8.py, declared through
+egraph_ir.support.register_native_form) stays as it is, and so does the int32 chain
+under its requantize, which fuses into that kernel's epilogue; the config key
+`qnn.integer_kernels` (default on) turns that off.
 """
 
 from __future__ import annotations
@@ -30,12 +34,22 @@ from egraph_ir.expr import Call, Constant, Expr, Function, GlobalVar, Var
 from egraph_ir.module import IRModule
 from egraph_ir.op.qnn import integer_range, sigmoid_table
 from egraph_ir.registry import Op
+from egraph_ir.support import has_native_form
 from egraph_ir.visitor import post_order, rebuild
 
+from ..config import register_config
 from ..context import PassContext
 from ..pass_base import FunctionPass
 from ..registry import register_pass
 from ..run import PassReport, record
+
+register_config(
+    "qnn.integer_kernels",
+    bool,
+    True,
+    "keep quantised calls the code generator computes as integers (int8 convolutions) "
+    "instead of lowering them to float arithmetic",
+)
 
 QNN_OPS = (
     "dequantize", "quantize", "requantize", "qnn_conv2d", "qnn_dense", "qnn_matmul", "qnn_add",
@@ -76,6 +90,8 @@ Lookup = Callable[[Expr], Expr]  # an original expression -> its lowered form
 def lowered(call: Call, args: list[Expr], lookup: Lookup) -> Expr:
     """One quantised call (typed) as arithmetic over its (already lowered) arguments."""
     name = call.op.name  # type: ignore[union-attr]
+    if _kept(call):
+        return Call(call.op, tuple(args), call.attrs)
     dtype = call.checked_type.dtype  # type: ignore[attr-defined]
     if name == "dequantize":
         x, scale, zero = args
@@ -100,6 +116,11 @@ def lowered(call: Call, args: list[Expr], lookup: Lookup) -> Expr:
     wide = "float32" if _exact_in_float32(call, summed) else "float64"
     product = op.matmul if name == "qnn_matmul" else op.dense
     return op.cast(product(_shifted(x, x_zero, wide), _shifted(w, w_zero, wide)), dtype="int32")
+
+
+def _kept(call: Call) -> bool:
+    """A quantised call left for the code generator's integer kernel."""
+    return bool(PassContext.current().get_config("qnn.integer_kernels")) and has_native_form(call)
 
 
 FLOAT32_INTEGERS = 2**24  # every integer below this is a float32
@@ -149,6 +170,8 @@ def _float_accumulator(acc: Expr, lookup: Lookup) -> Expr | None:
             return None
         bias = added
     if not (isinstance(conv, Call) and isinstance(conv.op, Op) and conv.op.name == "qnn_conv2d"):
+        return None
+    if _kept(conv):
         return None
     room = FLOAT32_INTEGERS - (0 if bias is None else int(np.abs(bias.data).max(initial=0)))
     value, dtype = _conv_in_floats(conv, lookup, room)

@@ -51,6 +51,7 @@ register_config(
 
 ANCHORS = (OpPattern.COMM_REDUCE, OpPattern.OUT_ELEMWISE_FUSABLE)
 ROW_ANCHORS = frozenset({"softmax", "log_softmax"})
+SCRATCH_ANCHORS = frozenset({"qnn_conv2d"})
 SINK = None  # the post-dominator of values that leave the dataflow (outputs, tuples)
 
 
@@ -167,8 +168,9 @@ def _fusable(n: Call, path: list[Call], end: Call, anchor: Call | None) -> bool:
 def _epilogue_keeps(m: Call, anchor: Call) -> bool:
     """An epilogue op keeps the anchor's shape; it may change the dtype only after anchors
     whose elements are computed one at a time (reductions, softmax: codegen applies the
-    epilogue in registers), not after products, convolutions and pools, whose results are
-    written to the group's output first."""
+    epilogue in registers) or kept in scratch (qnn_conv2d's int32 sums, requantized to 8
+    bits), not after products, convolutions and pools, whose results are written to the
+    group's output first."""
     mt, at = m.checked_type, anchor.checked_type
     assert isinstance(mt, TensorType) and isinstance(at, TensorType)
     if mt.shape != at.shape:
@@ -176,7 +178,8 @@ def _epilogue_keeps(m: Call, anchor: Call) -> bool:
     return (
         mt.dtype == at.dtype
         or pattern_of(anchor) == OpPattern.COMM_REDUCE
-        or (_op_name(anchor) in ROW_ANCHORS)
+        or _op_name(anchor) in ROW_ANCHORS
+        or _op_name(anchor) in SCRATCH_ANCHORS
     )
 
 

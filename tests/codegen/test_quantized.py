@@ -116,6 +116,11 @@ def test_a_qdq_convolution_equals_onnxruntimes_int8_kernel(shape, scales, zeros,
     np.testing.assert_array_equal(ir.interpret(integer, x)[0], want_q)
 
 
+def int8_kernels(exe: Any) -> int:
+    """How many of an executable's kernels are int8 convolutions (codegen/conv_int8.py)."""
+    return sum(getattr(k, "variant", "") == "int8" for k in exe.graph.kernels())
+
+
 def test_requantize_rounds_half_to_even_and_saturates() -> None:
     acc = np.array([5, 15, 25, -5, 1000, -1000], np.int32)
     m, zero = np.array(0.1, np.float32), np.array(3, np.uint8)
@@ -128,7 +133,8 @@ def test_requantize_rounds_half_to_even_and_saturates() -> None:
 
 def test_canonicalised_products_stay_exact_past_float32_integers() -> None:
     """Weights large enough that a float32 sum could round: CanonicalizeQnn sums slices of
-    input channels in float64 (or all of it), and the result equals the exact integers."""
+    input channels in float64 (or all of it), and the result equals the exact integers;
+    so does the int8 kernel, which CanonicalizeQnn otherwise leaves the call to."""
     rng = np.random.default_rng(5)
     x = ir.var("x", shape=(1, 600, 3, 3), dtype="uint8")
     weights = rng.choice(np.array([-127, 127], np.int8), (4, 600, 3, 3))
@@ -140,12 +146,16 @@ def test_canonicalised_products_stay_exact_past_float32_integers() -> None:
         acc, ir.const(np.array(1e-6, np.float32)), ir.const(np.array(9, np.int8))
     )
     mod = ir.infer_type(ir.IRModule.from_expr(ir.Function([x], ir.Tuple([acc, scaled]))))
-    lowered = pm.passes.CanonicalizeQnn()(mod)
+    with pm.PassContext(config={"qnn.integer_kernels": False}):
+        lowered = pm.passes.CanonicalizeQnn()(mod)
+        floats = codegen.build(mod)
     assert "float64" in str(lowered) and "qnn_conv2d" not in str(lowered)
+    integers = codegen.build(mod)
+    assert int8_kernels(integers) == 1
     value = np.full((1, 600, 3, 3), 255, np.uint8)
     want = ir.interpret(mod, value)
     assert np.abs(want[0]).max() > 2**24  # the case float32 alone would round
-    for got in (ir.interpret(lowered, value), codegen.build(mod).run(x=value)):
+    for got in (ir.interpret(lowered, value), floats.run(x=value), integers.run(x=value)):
         np.testing.assert_array_equal(got[0], want[0])
         np.testing.assert_array_equal(got[1], want[1])
 

@@ -1,0 +1,197 @@
+"""qnn_conv2d as an integer kernel: u8 activations times s8 weights, summed in int32.
+
+The direct kernel's layout (conv.Wide) with bytes instead of floats: a prologue packs
+the padded (phase-split) input as 32-bit words of four consecutive input channels, so
+16 output columns of one word are one 64-byte load; the weights are packed at compile
+time the same way (four input channels of one output channel and tap per word), and
+each step adds, lane by lane, four byte products to the int32 accumulators (VNNI's
+vpdpbusd: 64 multiply-adds per instruction where a float32 FMA does 16).
+
+vpdpbusd multiplies unsigned by signed bytes, so the sum computed is
+sum(x * w) over the unsigned input x (an int8 input is shifted by 128, its zero point
+with it) and the weights w, and the result is sum((x - zx) * w) = sum(x * w) - zx * sum(w)
+per output channel: a constant subtracted as the block stores (a weight zero point other
+than 0 would need the input's window sums too; such calls keep the float path). Padding
+and the channels that fill the last word hold zx, whose share that constant removes, so
+the int32 sums are exactly qnn_conv2d's, as ONNX Runtime's QLinearConv computes them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from egraph_ir.expr import Call, Constant
+from egraph_ir.registry import Op
+from egraph_ir.support import register_native_form
+from egraph_ir.types import TensorType
+
+from .conv import LANES, Accumulation, ConvShape, Wide, loop_var
+from .llvm.mathlib import host_has_vnni
+from .loop_ir import (
+    Bin,
+    Buffer,
+    Cast,
+    Dot4,
+    For,
+    Kernel,
+    LExpr,
+    Load,
+    Select,
+    Splat,
+    Stmt,
+    Store,
+    add,
+    clamp,
+    const,
+    idx,
+    mul,
+    within,
+)
+
+WORD = 4  # input channels per 32-bit word
+
+
+def fits(call: Call) -> bool:
+    """A qnn_conv2d this kernel computes: one group, an 8-bit input, constant int8
+    weights with zero point 0, constant scalar zero points, no negative padding."""
+    if not (isinstance(call.op, Op) and call.op.name == "qnn_conv2d"):
+        return False
+    x, w, x_zero, w_zero = call.args
+    x_t = x.checked_type
+    consts = all(isinstance(a, Constant) for a in (w, x_zero, w_zero))
+    if not (isinstance(x_t, TensorType) and consts):
+        return False
+    assert isinstance(w, Constant) and isinstance(x_zero, Constant) and isinstance(w_zero, Constant)
+    g = ConvShape.of(call)
+    return (
+        int(call.attrs["groups"]) == 1
+        and x_t.dtype in ("uint8", "int8")
+        and w.data.dtype == np.int8
+        and x_zero.data.size == 1
+        and w_zero.data.size == 1
+        and int(w_zero.data.reshape(-1)[0]) == 0
+        and min(g.top, g.left, g.bottom, g.right) >= 0
+    )
+
+
+def worth_it(call: Call) -> bool:
+    """Taken where the CPU multiplies bytes natively (VNNI); elsewhere the float
+    convolution CanonicalizeQnn writes is faster than widened byte products."""
+    return fits(call) and host_has_vnni()
+
+
+def layout(call: Call) -> Wide:
+    """The direct kernel's layout, always through the packed input (the raw one holds
+    bytes, not words) and always into scratch rows (the output holds the epilogue's
+    8-bit result, not the int32 sums)."""
+    return dataclasses.replace(Wide.of(call), pad_free=False, into_out=False)
+
+
+def words(channels: int) -> int:
+    return -(-channels // WORD)
+
+
+def unsigned_zero(call: Call) -> int:
+    """The input zero point as the packed (unsigned) bytes hold it."""
+    x_zero = call.args[2]
+    assert isinstance(x_zero, Constant)
+    shift = 128 if x_zero.data.dtype == np.int8 else 0
+    return int(x_zero.data.reshape(-1)[0]) + shift
+
+
+def packed_weights(call: Call) -> tuple[np.ndarray, np.ndarray]:
+    """The weights as int32 words (o, input words, kh * kw), four input channels each
+    (the last padded with zeros), and per output channel the constant to subtract:
+    unsigned input zero point times the sum of its weights."""
+    w = call.args[1]
+    assert isinstance(w, Constant)
+    o, c, kh, kw = w.data.shape
+    grid = np.zeros((o, words(c) * WORD, kh * kw), np.int8)
+    grid[:, :c] = w.data.reshape(o, c, kh * kw)
+    packed = grid.reshape(o, words(c), WORD, kh * kw).transpose(0, 1, 3, 2)
+    as_words = np.ascontiguousarray(packed).view("<i4").reshape(o, words(c), kh * kw)
+    sums = w.data.astype(np.int64).reshape(o, -1).sum(axis=1)
+    offset = (unsigned_zero(call) * sums).astype(np.int32)
+    return as_words, offset
+
+
+def packed_input_shape(call: Call, lay: Wide) -> tuple[tuple[int, ...], str]:
+    """The scratch the prologue fills, as the kernel reads it: words per phase plane."""
+    g = ConvShape.of(call)
+    return (g.n, words(g.c), len(lay.phases) * lay.plane), "int32"
+
+
+def pack_kernel(call: Call, lay: Wide, name: str) -> Kernel:
+    """xpad[n, word, phase plane, y, x] = the four input channels of the word at the
+    padded input's row y * sh + a - top, column x * sw + b - left for phase (a, b), as
+    unsigned bytes; the zero point outside the input and past the last channel."""
+    g = ConvShape.of(call)
+    c4, planes = words(g.c), len(lay.phases)
+    fill = const(unsigned_zero(call), "uint8")
+    b, word, r, col = (loop_var(v) for v in ("b", "word", "r", "col"))
+    stores: list[Stmt] = []
+    for k, (pa, pb) in enumerate(lay.phases):
+        y = add(mul(r, idx(g.sh)), idx(pa - g.top))
+        x = add(mul(col, idx(g.sw)), idx(pb - g.left))
+        plane = add(mul(add(mul(b, idx(c4)), word), idx(planes)), idx(k))
+        at = add(mul(add(mul(plane, idx(lay.rows)), r), idx(lay.wp)), col)
+        for lane in range(WORD):
+            channel = add(mul(word, idx(WORD)), idx(lane))
+            inside = Bin("bool", "and", within(y, 0, g.h), within(x, 0, g.w))
+            inside = Bin("bool", "and", inside, Bin("bool", "lt", channel, idx(g.c)))
+            source = add(
+                mul(add(mul(b, idx(g.c)), clamp(channel, 0, g.c - 1)), idx(g.h)),
+                clamp(y, 0, g.h - 1),
+            )
+            value = _unsigned(
+                Load(g.dtype, "in0", add(mul(source, idx(g.w)), clamp(x, 0, g.w - 1)))
+            )
+            stores.append(
+                Store(
+                    "out", add(mul(at, idx(WORD)), idx(lane)), Select("uint8", inside, value, fill)
+                )
+            )
+    row = For("col", lay.wp, stores)
+    nest = For("word", c4, [For("b", g.n, [For("r", lay.rows, [row])])], outer=True)
+    shape = (g.n, c4, planes * lay.plane, WORD)
+    buffers = [Buffer("in0", g.dtype, (g.n, g.c, g.h, g.w)), Buffer("out", "uint8", shape)]
+    work = float(g.n * c4 * planes * lay.plane * WORD)
+    return Kernel(name, buffers, [nest], c4, work=work, unroll=False)
+
+
+def _unsigned(value: LExpr) -> LExpr:
+    """An input byte as vpdpbusd's unsigned operand: int8 shifted by 128."""
+    if value.dtype == "uint8":
+        return value
+    return Cast("uint8", Bin("int32", "add", Cast("int32", value), const(128, "int32")))
+
+
+@dataclasses.dataclass(frozen=True)
+class ByteWords(Accumulation):
+    """conv.direct_block over words of four input channels, by vpdpbusd (loop_ir.Dot4);
+    the block stores each sum minus its output channel's zero-point offset."""
+
+    offsets: str = ""  # the buffer of per-output-channel offsets (packed_weights)
+    vector: str = f"int32x{LANES}"
+    scalar: str = "int32"
+
+    def channels(self, g: ConvShape, groups: int) -> int:
+        return words(g.c)
+
+    def update(self, acc: LExpr, inputs: LExpr, weight: LExpr) -> LExpr:
+        return Dot4(self.vector, acc, inputs, weight)
+
+    def result(self, acc: LExpr, channel: LExpr) -> LExpr:
+        offset = Splat(self.vector, Load(self.scalar, self.offsets, channel))
+        return Bin(self.vector, "sub", acc, offset)
+
+
+def macs(call: Call, lay: Wide) -> int:
+    """Multiply-adds the kernel issues (padding channels and extra columns included)."""
+    g = ConvShape.of(call)
+    return g.n * g.o * lay.q * words(g.c) * WORD * g.kh * g.kw
+
+
+register_native_form("qnn_conv2d", worth_it)  # CanonicalizeQnn keeps these for this kernel
