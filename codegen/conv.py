@@ -228,8 +228,11 @@ def zero(dtype: str) -> Const:
 class Accumulation:
     """What a direct block accumulates per tap and input channel: a float32 FMA of the
     weight broadcast with an input vector. conv_int8.py's subclass accumulates words of
-    four u8 inputs times four s8 weights instead."""
+    four u8 inputs times four s8 weights instead. With `offsets` (a buffer of one value
+    per output channel) the block stores each sum minus its channel's offset: a
+    quantised input's zero point times the sum of the channel's weights."""
 
+    offsets: str = ""
     vector: str = f"float32x{LANES}"
     scalar: str = "float32"
 
@@ -242,7 +245,10 @@ class Accumulation:
 
     def result(self, acc: LExpr, channel: LExpr) -> LExpr:
         """What the block stores for output channel `channel`."""
-        return acc
+        if not self.offsets:
+            return acc
+        offset = Splat(self.vector, Load(self.scalar, self.offsets, channel))
+        return Bin(self.vector, "sub", acc, offset)
 
 
 def direct_block(

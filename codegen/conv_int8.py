@@ -39,7 +39,6 @@ from .loop_ir import (
     LExpr,
     Load,
     Select,
-    Splat,
     Stmt,
     Store,
     add,
@@ -53,9 +52,9 @@ from .loop_ir import (
 WORD = 4  # input channels per 32-bit word
 
 
-def fits(call: Call) -> bool:
-    """A qnn_conv2d this kernel computes: one group, an 8-bit input, constant int8
-    weights with zero point 0, constant scalar zero points, no negative padding."""
+def _operands_fit(call: Call) -> bool:
+    """A qnn_conv2d over an 8-bit input with constant int8 weights whose zero point is 0,
+    constant scalar zero points and no negative padding."""
     if not (isinstance(call.op, Op) and call.op.name == "qnn_conv2d"):
         return False
     x, w, x_zero, w_zero = call.args
@@ -66,8 +65,7 @@ def fits(call: Call) -> bool:
     assert isinstance(w, Constant) and isinstance(x_zero, Constant) and isinstance(w_zero, Constant)
     g = ConvShape.of(call)
     return (
-        int(call.attrs["groups"]) == 1
-        and x_t.dtype in ("uint8", "int8")
+        x_t.dtype in ("uint8", "int8")
         and w.data.dtype == np.int8
         and x_zero.data.size == 1
         and w_zero.data.size == 1
@@ -76,10 +74,48 @@ def fits(call: Call) -> bool:
     )
 
 
+def fits(call: Call) -> bool:
+    """A one-group qnn_conv2d this kernel computes (see _operands_fit)."""
+    return _operands_fit(call) and int(call.attrs["groups"]) == 1
+
+
+# |x * w| <= 255 * 128 for 8-bit data: float32 sums of up to this many taps are exact
+EXACT_TAPS = 2**24 // (255 * 128)
+
+
+def depthwise_fits(call: Call) -> bool:
+    """A depthwise qnn_conv2d (one input channel per output channel) the direct kernel's
+    depthwise path computes exactly in float32: nothing to pack four channels at a time,
+    and its sums of byte products stay integers below 2**24 for up to EXACT_TAPS taps."""
+    if not _operands_fit(call):
+        return False
+    g = ConvShape.of(call)
+    return int(call.attrs["groups"]) == g.c == g.o and g.kh * g.kw <= EXACT_TAPS
+
+
+def depthwise_weights(call: Call) -> tuple[np.ndarray, np.ndarray]:
+    """The weights as float32 and, per output channel, the input zero point times the
+    sum of its weights (both exact integers in float32)."""
+    w, x_zero = call.args[1], call.args[2]
+    assert isinstance(w, Constant) and isinstance(x_zero, Constant)
+    sums = w.data.astype(np.int64).reshape(w.data.shape[0], -1).sum(axis=1)
+    offsets = int(x_zero.data.reshape(-1)[0]) * sums
+    return w.data.astype(np.float32), offsets.astype(np.float32)
+
+
+def zero_point(call: Call) -> LExpr:
+    """The input zero point, the padding of a depthwise block's copy."""
+    x_zero = call.args[2]
+    assert isinstance(x_zero, Constant)
+    return const(int(x_zero.data.reshape(-1)[0]), str(x_zero.data.dtype))
+
+
 def worth_it(call: Call) -> bool:
     """Taken where the CPU multiplies bytes natively (VNNI); elsewhere the float
-    convolution CanonicalizeQnn writes is faster than widened byte products."""
-    return fits(call) and host_has_vnni()
+    convolution CanonicalizeQnn writes is faster than widened byte products. Depthwise
+    calls always: they read the 8-bit input itself, where the float path converts it in
+    a kernel of its own first."""
+    return (fits(call) and host_has_vnni()) or depthwise_fits(call)
 
 
 def layout(call: Call) -> Wide:
@@ -173,7 +209,6 @@ class ByteWords(Accumulation):
     """conv.direct_block over words of four input channels, by vpdpbusd (loop_ir.Dot4);
     the block stores each sum minus its output channel's zero-point offset."""
 
-    offsets: str = ""  # the buffer of per-output-channel offsets (packed_weights)
     vector: str = f"int32x{LANES}"
     scalar: str = "int32"
 
@@ -182,10 +217,6 @@ class ByteWords(Accumulation):
 
     def update(self, acc: LExpr, inputs: LExpr, weight: LExpr) -> LExpr:
         return Dot4(self.vector, acc, inputs, weight)
-
-    def result(self, acc: LExpr, channel: LExpr) -> LExpr:
-        offset = Splat(self.vector, Load(self.scalar, self.offsets, channel))
-        return Bin(self.vector, "sub", acc, offset)
 
 
 def macs(call: Call, lay: Wide) -> int:

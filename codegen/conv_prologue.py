@@ -87,7 +87,9 @@ def _split_copy(
     return Kernel(name, buffers, nest, g.c, work=work, unroll=False), (shape, g.dtype)
 
 
-def private_copy(conv: Call, lay: Wide, channel: LExpr, source: str, dest: str) -> list[Stmt]:
+def private_copy(
+    conv: Call, lay: Wide, channel: LExpr, source: str, dest: str, fill: LExpr | None = None
+) -> list[Stmt]:
     """The direct kernel's input for one channel (every batch item) in the calling
     thread's slot of `dest` (THREAD_SLOT): a depthwise block copies the one channel it
     reads just before reading it, so the copy stays in cache instead of a whole padded
@@ -98,7 +100,8 @@ def private_copy(conv: Call, lay: Wide, channel: LExpr, source: str, dest: str) 
     src_plane = mul(add(mul(b, idx(g.c)), channel), idx(g.h * g.w))
     dst = mul(add(mul(THREAD_SLOT, idx(g.n)), b), idx(per_item))
     stride = (g.sh, g.sw)
-    body = _plane_copy(g, lay.phases, lay.rows, lay.wp, stride, (source, src_plane), (dest, dst))
+    ends = (source, src_plane), (dest, dst)
+    body = _plane_copy(g, lay.phases, lay.rows, lay.wp, stride, *ends, fill)
     return [For("pb", g.n, body)]
 
 
@@ -110,6 +113,7 @@ def _plane_copy(
     stride: tuple[int, int],
     source: tuple[str, LExpr],
     dest: tuple[str, LExpr],
+    fill: LExpr | None = None,
 ) -> list[Stmt]:
     """One channel's phase planes: (buffer, start) of its input plane and of its planes.
     Bounds are worked out here: border rows and columns are plain zero loops and the
@@ -118,14 +122,15 @@ def _plane_copy(
     to each: its loads are consecutive (an interleaved group LLVM loads as whole vectors
     and deinterleaves), where a loop per phase was a strided gather (a stride-2 depthwise
     layer spent two thirds of its time copying)."""
+    fill = zero(g.dtype) if fill is None else fill
     if _uniform(g, phases, rows, width, stride):
-        return _grid_copy(g, rows, width, stride, source, dest)
+        return _grid_copy(g, rows, width, stride, source, dest, fill)
     by_row: dict[int, list[int]] = {}
     for k, (pa, _) in enumerate(phases):
         by_row.setdefault(pa, []).append(k)
     body: list[Stmt] = []
     for ks in by_row.values():
-        body += _row_phase_copy(g, phases, ks, (rows, width), stride, source, dest)
+        body += _row_phase_copy(g, phases, ks, (rows, width), stride, source, dest, fill)
     return body
 
 
@@ -137,13 +142,13 @@ def _row_phase_copy(
     stride: tuple[int, int],
     source: tuple[str, LExpr],
     dest: tuple[str, LExpr],
+    fill: LExpr,
 ) -> list[Stmt]:
-    """The planes `ks` (phases of one row phase): rows outside the input zeroed, then one
+    """The planes `ks` (phases of one row phase): rows outside the input filled, then one
     row loop: per plane its zero columns and the columns only it reads, and one loop over
     the columns all of them read."""
     (rows, width), (sh, sw) = size, stride
     (src_buf, src_plane), (out, dst_channel) = source, dest
-    fill = zero(g.dtype)
     r0, r1 = _span(phases[ks[0]][0] - g.top, sh, g.h, rows)
     body: list[Stmt] = []
     for k in ks:
@@ -233,9 +238,10 @@ def _grid_copy(
     stride: tuple[int, int],
     source: tuple[str, LExpr],
     dest: tuple[str, LExpr],
+    fill: LExpr,
 ) -> list[Stmt]:
     """_plane_copy for a uniform grid of phases (see _uniform): loops over the phases,
-    the rows each reads copied, the rest zeroed."""
+    the rows each reads copied, the rest filled."""
     sh, sw = stride
     (src_buf, src_plane), (out, dst_channel) = source, dest
     filled = _span(-g.top, sh, g.h, rows)[1]
@@ -248,7 +254,7 @@ def _grid_copy(
     if filled < rows:
         z = loop_var("gz")
         zero_at = add(plane, add(idx(filled * width), z))
-        per_phase.append(For(z.name, (rows - filled) * width, [Store(out, zero_at, zero(g.dtype))]))
+        per_phase.append(For(z.name, (rows - filled) * width, [Store(out, zero_at, fill)]))
     return [For(pa.name, sh, [For(pb.name, sw, per_phase)])]
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 
+import numpy as np
 from llvmlite import binding as llvm
 from llvmlite import ir
 
@@ -51,20 +52,31 @@ class MathLib:
         self, b: ir.IRBuilder, x: ir.Value, ty: ir.IntType, signed: bool
     ) -> ir.Value:
         """The cast semantics the interpreter defines: NaN gives 0 and out-of-range values
-        clamp (fptosi would be poison there). To 8 and 16 bits the bounds are exact floats,
-        so this is a clamp, a conversion to int32 and a truncation, which vectorise (the
+        clamp (fptosi would be poison there). To 8 and 16 bits and to int32 this is a clamp
+        to the type's range (int32's top: the largest float32 below it, and a select above
+        it), a conversion to int32 and a truncation, which vectorise (the
         llvm.fpto{s,u}i.sat intrinsic does not on x86: each lane became a scalar
         conversion, and requantize's epilogue cost as much as the int8 convolution);
-        wider types keep the intrinsic."""
-        if ty.width <= 16:
+        other types keep the intrinsic."""
+        if ty.width <= 16 or (ty.width == 32 and signed):
             low, high = (
                 (-(2 ** (ty.width - 1)), 2 ** (ty.width - 1) - 1)
                 if signed
                 else (0, 2**ty.width - 1)
             )
+            top = (
+                float(np.nextafter(np.float32(high), 0))
+                if high >= 2**24 and isinstance(x.type, ir.FloatType)
+                else float(high)
+            )
             bounded = self.call(b, "maxnum", x, ir.Constant(x.type, float(low)))
-            bounded = self.call(b, "minnum", bounded, ir.Constant(x.type, float(high)))
-            whole = b.trunc(b.fptosi(bounded, I32), ty)
+            bounded = self.call(b, "minnum", bounded, ir.Constant(x.type, top))
+            whole = b.fptosi(bounded, I32)
+            if ty.width < 32:
+                whole = b.trunc(whole, ty)
+            elif top != high:  # int32's top is no float32: above the largest one below it
+                over = b.fcmp_ordered(">", x, ir.Constant(x.type, top))
+                whole = b.select(over, ir.Constant(ty, high), whole)
             return b.select(self.isnan(b, x), ir.Constant(ty, 0), whole)
         src = "f32" if isinstance(x.type, ir.FloatType) else "f64"
         full = f"llvm.fpto{'s' if signed else 'u'}i.sat.i{ty.width}.{src}"

@@ -15,6 +15,7 @@ from ..kernels import CompiledKernel, GemmKernel, HostKernel, LoopKernel
 from ..loop_ir import Kernel, Stmt
 from .group import Group
 from .library import (
+    byte_depthwise,
     channel_conv,
     conv_kernel,
     direct_conv,
@@ -28,6 +29,7 @@ from .nests import argmax_nest, elementwise_nest, product_nest, reduction_nest
 from .select import (
     ArgMax,
     AvgPool,
+    ByteDepthwise,
     ChannelConv,
     DirectConv,
     Elementwise,
@@ -103,8 +105,11 @@ def build_kernel(group: Group, calls: list[Call], ops: list[str]) -> CompiledKer
     if anchor is None:
         return _loops(group, elementwise_nest(group, group.fn.body), group.out_type.shape, ops)
     body, extent = _anchor_nest(group, anchor, strategy)
-    if isinstance(strategy, Int8Conv):  # int32 sums in scratch, any result dtype
-        return int8_conv(group, anchor, ops, strategy.wide)
+    match strategy:  # int32 sums in scratch, any result dtype
+        case Int8Conv(wide):
+            return int8_conv(group, anchor, ops, wide)
+        case ByteDepthwise(wide):
+            return byte_depthwise(group, anchor, ops, wide)
     anchor_t = anchor.checked_type
     assert isinstance(anchor_t, TensorType)
     if anchor_t.dtype != group.out_type.dtype and not group.in_registers:
@@ -150,6 +155,9 @@ def _anchor_nest(
             return row_nest(group, anchor), row_shape(anchor)
         case DirectConv(wide) | Int8Conv(wide):
             group.anchor_load = wide_rows_load(group, wide)
+            return [], shape
+        case ByteDepthwise(wide):
+            group.anchor_load = wide_rows_load(group, wide, stored="float32")
             return [], shape
         case ChannelConv(layout):
             group.anchor_load = tile_load(group, anchor, layout)

@@ -26,6 +26,7 @@ from ..loop_ir import (
     THREAD_SLOT,
     Bin,
     Buffer,
+    Cast,
     For,
     Kernel,
     LExpr,
@@ -95,6 +96,30 @@ def int8_conv(group: Group, anchor: Call, ops: list[str], lay: conv.Wide) -> Con
     stmts += channel_block(group, block, lay.ob)
     macs, loop = conv_int8.macs(anchor, lay) // conv_int8.WORD, ("ob", g.o // lay.ob)
     return _conv_kernel(group, anchor, ops, stmts, loop, macs, special, scratches, pad, "int8")
+
+
+def byte_depthwise(group: Group, anchor: Call, ops: list[str], lay: conv.Wide) -> ConvKernel:
+    """A depthwise qnn_conv2d: each block copies its one input channel into the calling
+    thread's slot as float32 (bytes are exact floats; padding holds the zero point), the
+    float direct block sums the products exactly and subtracts the zero-point offset, and
+    the epilogue reads the sums as int32 (conv_int8.depthwise_fits)."""
+    g, x = conv.ConvShape.of(anchor), anchor.args[0]
+    assert isinstance(x, Var)
+    weights, offsets = conv_int8.depthwise_weights(anchor)
+    weight, offset = group.buffer_of(Constant(weights)), group.buffer_of(Constant(offsets))
+    special = {"xpad": BufferRef("scratch", 0), "wide": BufferRef("scratch", 1)}
+    plane, _ = conv_prologue.phase_shape(anchor, lay)
+    scratches = [(plane, "float32"), ((g.n, g.o, lay.q), "float32")]
+    block, source = LoopVar(INDEX, "ob"), group.buffers[x].name
+    fill = conv_int8.zero_point(anchor)
+    stmts = conv_prologue.private_copy(anchor, lay, block, source, "xpad", fill)
+    arithmetic = conv.Accumulation(offsets=offset)
+    stmts += conv.direct_block(anchor, lay, block, "xpad", weight, "wide", True, True, arithmetic)
+    stmts += channel_block(group, block, lay.ob)
+    macs, loop = conv.direct_macs(anchor, lay), ("ob", g.o // lay.ob)
+    return _conv_kernel(
+        group, anchor, ops, stmts, loop, macs, special, scratches, None, "int8-depthwise"
+    )
 
 
 def channel_conv(
@@ -237,9 +262,11 @@ def conv_kernel(
     return kernel(pad, grouped, (scratch,), variant="grouped")
 
 
-def wide_rows_load(group: Group, wide: conv.Wide) -> Callable[[Index], LExpr]:
+def wide_rows_load(group: Group, wide: conv.Wide, stored: str = "") -> Callable[[Index], LExpr]:
     """Where the epilogue reads the direct convolution's result: a block's rows in the
-    calling thread's slot of scratch (conv.direct_block, private_dest), or the output."""
+    calling thread's slot of scratch (conv.direct_block, private_dest), or the output.
+    `stored`: the rows' dtype where it is not the anchor's (exact integer sums held in
+    float32, read as int32)."""
 
     anchor_t = group.anchor.checked_type if group.anchor is not None else group.out_type
     assert isinstance(anchor_t, TensorType)
@@ -250,7 +277,8 @@ def wide_rows_load(group: Group, wide: conv.Wide) -> Callable[[Index], LExpr]:
         p = Bin(INDEX, "rem", o, idx(ob)) if ob > 1 else idx(0)
         row = add(mul(add(mul(THREAD_SLOT, idx(n)), b), idx(ob)), p)
         start = add(mul(row, idx(wide.q)), mul(y, idx(wide.wp)))
-        return Load(anchor_t.dtype, "wide", add(start, x))
+        value = Load(stored or anchor_t.dtype, "wide", add(start, x))
+        return Cast(anchor_t.dtype, value) if stored else value
 
     def from_out(index: Index) -> LExpr:
         return Load(group.out.dtype, "out", index.flat())

@@ -92,6 +92,14 @@ class Int8Conv:
 
 
 @dataclass(frozen=True)
+class ByteDepthwise:
+    """A depthwise qnn_conv2d: the direct kernel's depthwise path on the bytes, summed
+    exactly in float32 (conv_int8.depthwise_fits)."""
+
+    wide: conv.Wide
+
+
+@dataclass(frozen=True)
 class LibraryConv:
     """A 1x1 convolution as a GEMM on the input, im2col + GEMM, or grouped direct loops."""
 
@@ -109,6 +117,7 @@ Strategy = (
     | DirectConv
     | ChannelConv
     | Int8Conv
+    | ByteDepthwise
     | LibraryConv
 )
 
@@ -183,14 +192,15 @@ def _conv2d(anchor: Call) -> Strategy:
 
 
 def _qnn_conv2d(anchor: Call) -> Strategy:
-    """The int8 kernel; CanonicalizeQnn lowers every other qnn_conv2d to floats, so one
-    reaching here without fitting was built by hand (the host runs its reference)."""
+    """The int8 kernel, or for depthwise calls the byte depthwise one; CanonicalizeQnn
+    lowers every other qnn_conv2d to floats, so one reaching here without fitting was
+    built by hand (the host runs its reference)."""
     _materialised(anchor)
-    if not conv_int8.fits(anchor):
-        raise Unsupported(
-            "qnn_conv2d outside the int8 kernel (one group, int8 weights, zero point 0)"
-        )
-    return Int8Conv(conv_int8.layout(anchor))
+    if conv_int8.fits(anchor):
+        return Int8Conv(conv_int8.layout(anchor))
+    if conv_int8.depthwise_fits(anchor):
+        return ByteDepthwise(conv_int8.layout(anchor))
+    raise Unsupported("qnn_conv2d outside the int8 kernels (int8 weights, zero point 0)")
 
 
 CONV_CANDIDATES = ("direct", "channels")  # the kernels the database may choose between

@@ -1,7 +1,8 @@
-"""The int8 convolution (codegen/conv_int8.py): qnn_conv2d compiled as words of four u8
-inputs times four s8 weights summed in int32 (vpdpbusd) gives the interpreter's integers
-exactly (integer sums have no rounding to forgive), alone and with the requantize that
-FuseOps puts in its epilogue; so does the plain vector form used without VNNI."""
+"""The int8 convolutions (codegen/conv_int8.py): qnn_conv2d compiled as words of four u8
+inputs times four s8 weights summed in int32 (vpdpbusd), and depthwise ones as byte
+products summed in float32, give the interpreter's integers exactly (integer sums have
+no rounding to forgive), alone and with the requantize that FuseOps puts in their
+epilogue; so does the plain vector form used without VNNI."""
 
 from __future__ import annotations
 
@@ -18,30 +19,35 @@ import passmgr as pm
 from codegen import conv_int8
 from codegen.llvm import mathlib
 
-# (input channels, output channels, size, kernel, stride, padding, dilation, batch):
-# a first layer (3 channels: one word, partly filled), odd channels over two batch items,
-# 1x1, stride 2, dilation 2, asymmetric padding
+# (input channels, output channels, size, kernel, stride, padding, dilation, batch,
+# groups): a first layer (3 channels: one word, partly filled), odd channels over two
+# batch items, 1x1, stride 2, dilation 2, asymmetric padding; depthwise 3x3, 5x5 with
+# stride 2 over two batch items, stride 2 with asymmetric padding
 SHAPES = [
-    (3, 16, 12, 7, 2, (3, 3, 3, 3), 1, 1),
-    (5, 8, 9, 3, 1, (1, 1, 1, 1), 1, 2),
-    (16, 24, 7, 1, 1, (0, 0, 0, 0), 1, 1),
-    (8, 16, 10, 3, 2, (1, 1, 1, 1), 1, 1),
-    (4, 8, 11, 3, 1, (2, 2, 2, 2), 2, 1),
-    (12, 8, 8, 3, 1, (0, 1, 2, 1), 1, 1),
+    (3, 16, 12, 7, 2, (3, 3, 3, 3), 1, 1, 1),
+    (5, 8, 9, 3, 1, (1, 1, 1, 1), 1, 2, 1),
+    (16, 24, 7, 1, 1, (0, 0, 0, 0), 1, 1, 1),
+    (8, 16, 10, 3, 2, (1, 1, 1, 1), 1, 1, 1),
+    (4, 8, 11, 3, 1, (2, 2, 2, 2), 2, 1, 1),
+    (12, 8, 8, 3, 1, (0, 1, 2, 1), 1, 1, 1),
+    (16, 16, 10, 3, 1, (1, 1, 1, 1), 1, 1, 16),
+    (8, 8, 11, 5, 2, (2, 2, 2, 2), 1, 2, 8),
+    (12, 12, 9, 3, 2, (0, 1, 1, 0), 1, 1, 12),
 ]
 
 
 def _model(shape: tuple[Any, ...], act: str, x_zero: int, seed: int, form: str) -> ir.IRModule:
     """qnn_conv2d of random int8 weights; `form` "sums" returns the int32 sums,
     "requantized" bias + requantize to `act`, as FakeQuantizationToInteger writes it."""
-    c, o, size, k, stride, padding, dilation, n = shape
+    c, o, size, k, stride, padding, dilation, n, groups = shape
     rng = np.random.default_rng(seed)
     x = ir.var("x", shape=(n, c, size, size), dtype=act)
-    w = ir.const(rng.integers(-128, 128, (o, c, k, k)).astype(np.int8))
+    w = ir.const(rng.integers(-128, 128, (o, c // groups, k, k)).astype(np.int8))
     zx, zw = ir.const(np.array(x_zero, act)), ir.const(np.array(0, np.int8))
     acc = ir.op.qnn_conv2d(
-        x, w, zx, zw, strides=[stride] * 2, padding=list(padding), dilation=[dilation] * 2
-    )
+        x, w, zx, zw, strides=[stride] * 2, padding=list(padding), dilation=[dilation] * 2,
+        groups=groups,
+    )  # fmt: skip
     if form == "requantized":
         bias = ir.const(rng.integers(-5000, 5000, o).astype(np.int32))
         multiplier = ir.const(np.array(rng.uniform(1e-4, 1e-2), np.float32))
@@ -57,7 +63,7 @@ def _input(mod: ir.IRModule, seed: int) -> np.ndarray:
 
 
 def _int8_kernels(exe: Any) -> int:
-    return sum(getattr(k, "variant", "") == "int8" for k in exe.graph.kernels())
+    return sum(getattr(k, "variant", "").startswith("int8") for k in exe.graph.kernels())
 
 
 @given(
@@ -67,7 +73,7 @@ def _int8_kernels(exe: Any) -> int:
     form=st.sampled_from(["sums", "requantized"]),
     seed=st.integers(0, 2**16),
 )
-@settings(max_examples=14, deadline=None)
+@settings(max_examples=18, deadline=None)
 def test_int8_convolutions_equal_the_reference(shape, act, zero, form, seed) -> None:
     x_zero = zero - 128 if act == "int8" else zero
     mod = _model(shape, act, x_zero, seed, form)
@@ -90,23 +96,28 @@ def test_without_vnni_the_same_sums_come_from_plain_vectors(monkeypatch) -> None
         np.testing.assert_array_equal(exe.run(x=x), ir.interpret(mod, x))
 
 
-def test_calls_outside_the_kernel_keep_the_float_path() -> None:
-    """A weight zero point other than 0 (its compensation would need window sums), a
-    grouped convolution, and the config key turned off: CanonicalizeQnn lowers them to
-    float convolutions, which still give the exact integers."""
+def _typed_call(x: ir.Var, w: np.ndarray, w_zero: int, groups: int) -> Any:
+    zx, zw = ir.const(np.array(3, np.uint8)), ir.const(np.array(w_zero, np.int8))
+    call = ir.op.qnn_conv2d(x, ir.const(w), zx, zw, padding=[1] * 4, groups=groups)
+    return ir.infer_type(ir.IRModule.from_expr(ir.Function([x], call)))["main"].body
+
+
+def test_calls_outside_the_kernels_keep_the_float_path() -> None:
+    """A weight zero point other than 0 (its offset would need window sums), a grouped
+    convolution that is not depthwise, and the config key turned off: CanonicalizeQnn
+    lowers them to float convolutions, which still give the exact integers."""
+    x = ir.var("x", shape=(1, 8, 6, 6), dtype="uint8")
+    w = np.ones((8, 8, 3, 3), np.int8)
+    assert conv_int8.fits(_typed_call(x, w, 0, 1))
+    assert conv_int8.depthwise_fits(_typed_call(x, w[:, :1], 0, 8))
+    for call in (_typed_call(x, w, 2, 1), _typed_call(x, w[:, :4], 0, 2)):
+        assert not conv_int8.fits(call) and not conv_int8.depthwise_fits(call)
     mod = _model(SHAPES[1], "uint8", 3, 11, "requantized")
-    call = mod["main"].body.args[0].args[0]
-    assert conv_int8.fits(call)
-    x_var, w, zx, _ = call.args
-    shifted = ir.op.qnn_conv2d(x_var, w, zx, ir.const(np.array(2, np.int8)), padding=[1] * 4)
-    assert not conv_int8.fits(
-        ir.infer_type(ir.IRModule.from_expr(ir.Function([x_var], shifted)))["main"].body
-    )
-    x = _input(mod, 11)
+    value = _input(mod, 11)
     with pm.PassContext(config={"qnn.integer_kernels": False}):
         exe = codegen.build(mod)
     assert _int8_kernels(exe) == 0
-    np.testing.assert_array_equal(exe.run(x=x), ir.interpret(mod, x))
+    np.testing.assert_array_equal(exe.run(x=value), ir.interpret(mod, value))
 
 
 def test_weights_pack_into_words_of_four_channels() -> None:

@@ -115,16 +115,29 @@ def test_signed_zeros_follow_numpy_through_sign_and_add_zero() -> None:
         np.testing.assert_array_equal(got, expected)
 
 
-@pytest.mark.parametrize("dtype", ["int8", "int16", "int32", "int64", "uint8"])
-def test_float_to_int_casts_saturate_and_send_nan_to_zero_everywhere(dtype: str) -> None:
-    x = np.array([np.nan, np.inf, -np.inf, 1e20, -1e20, -2.7, 300.5, 2.0**63], "float64")
-    a = ir.var("a", shape=(8,), dtype="float64")
+@pytest.mark.parametrize("source", ["float32", "float64"])
+@pytest.mark.parametrize("dtype", ["int8", "int16", "int32", "int64", "uint8", "uint16"])
+def test_float_to_int_casts_saturate_and_send_nan_to_zero_everywhere(
+    dtype: str, source: str
+) -> None:
+    """Scalar and vectorised loops alike (64 elements: the cast to 8, 16 and 32 bits is
+    a clamp and a conversion there, and int32's top is no float32)."""
+    x = np.array([np.nan, np.inf, -np.inf, 1e20, -1e20, -2.7, 300.5, 2.0**63], source)
+    a = ir.var("a", shape=(64,), dtype=source)
     fn = ir.Function([a], op.cast(a, dtype=dtype))
     info = np.iinfo(dtype)
     expected = np.array(
         [0, info.max, info.min, info.max, info.min, max(-2, info.min), min(300, info.max),
          info.max], dtype=dtype,
     )  # fmt: skip
+    edges = np.array([2147483520.0, 2147483648.0, -2147483648.0, 65535.5], source)
+    want_edges = np.array(
+        [min(int(v), info.max) if v > 0 else max(int(v), info.min) for v in edges], dtype
+    )
+    x, expected = (
+        np.tile(np.concatenate([x, edges]), 6)[:64],
+        np.tile(np.concatenate([expected, want_edges]), 6)[:64],
+    )
     np.testing.assert_array_equal(ir.interpret(fn, a=x), expected)
     np.testing.assert_array_equal(codegen.build(fn).run(a=x), expected)
 
