@@ -250,6 +250,16 @@ class Accumulation:
         offset = Splat(self.vector, Load(self.scalar, self.offsets, channel))
         return Bin(self.vector, "sub", acc, offset)
 
+    def lanes_result(self, acc: LExpr, first: LExpr) -> LExpr:
+        """What a block stores for a vector of output channels from `first` (one per
+        lane: conv_channels.py)."""
+        if not self.offsets:
+            return acc
+        return Bin(self.vector, "sub", acc, Load(self.vector, self.offsets, first))
+
+
+FLOAT_SUMS = Accumulation()  # the float32 convolutions' arithmetic
+
 
 def direct_block(
     conv: Call,
@@ -260,7 +270,7 @@ def direct_block(
     dest: str,
     private_source: bool = False,
     private_dest: bool = False,
-    arithmetic: Accumulation = Accumulation(),
+    arithmetic: Accumulation = FLOAT_SUMS,
 ) -> list[Stmt]:
     """One block of OB output channels (ob_ counts blocks), for every batch item:
     dest[n, o, q] = sum over c, i, j of w[o, c, i, j] * source[n, g*cg + c, tap(i, j) + q],

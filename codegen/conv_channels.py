@@ -25,7 +25,7 @@ import numpy as np
 
 from egraph_ir.expr import Call, Constant, Var
 
-from .conv import LANES, ConvShape, Wide, pointwise
+from .conv import FLOAT_SUMS, LANES, Accumulation, ConvShape, Wide, pointwise, zero
 from .loop_ir import (
     INDEX,
     THREAD_SLOT,
@@ -118,19 +118,29 @@ def worth_it(conv: Call, wide: Wide) -> bool:
     return plane <= SMALL_PLANE or (plane <= MAX_PLANE and lane_use(conv, wide) < LANE_USE)
 
 
+def blocking(g: ConvShape) -> tuple[int, int]:
+    """(XV, PR): vectors of output channels per panel, pixels per register block."""
+    xv = 2 if g.o % (2 * LANES) == 0 and accumulator_budget() >= 8 else 1
+    most, pixels = max(1, accumulator_budget() // xv), g.oh * g.ow
+    pr = -(-pixels // -(-pixels // most))  # equal blocks: 49 pixels are 3 of 17, not 24+24+1
+    return xv, pr
+
+
+def panels_of(weights: np.ndarray, width: int) -> np.ndarray:
+    """(O, C, *taps) weights as panels (O / width, C, taps, width)."""
+    o, c = weights.shape[:2]
+    w = weights.reshape(o // width, width, c, -1)
+    return np.ascontiguousarray(w.transpose(0, 2, 3, 1))
+
+
 def layout(conv: Call, wide: Wide) -> ChannelLayout:
     """The blocking of a convolution `can_take` accepts; `wide` is its direct layout,
     whose padded phase planes this kernel reads unless it reads the input itself."""
     g = ConvShape.of(conv)
     weights = conv.args[1]
     assert isinstance(weights, Constant)
-    xv = 2 if g.o % (2 * LANES) == 0 and accumulator_budget() >= 8 else 1
-    most, pixels = max(1, accumulator_budget() // xv), g.oh * g.ow
-    pr = -(-pixels // -(-pixels // most))  # equal blocks: 49 pixels are 3 of 17, not 24+24+1
-    width = xv * LANES
-    taps = g.kh * g.kw
-    w = np.asarray(weights.data, dtype="float32").reshape(g.o // width, width, g.c, taps)
-    panels = np.ascontiguousarray(w.transpose(0, 2, 3, 1))
+    xv, pr = blocking(g)
+    panels = panels_of(np.asarray(weights.data, dtype="float32"), xv * LANES)
     return ChannelLayout(xv, pr, None if pointwise(conv) else wide, panels)
 
 
@@ -148,7 +158,13 @@ def tile_at(conv: Call, lay: ChannelLayout, b: LExpr, pixel: LExpr, lane: LExpr)
 
 
 def panel_block(
-    conv: Call, lay: ChannelLayout, panel: LoopVar, source: str, packed: str, tile: str
+    conv: Call,
+    lay: ChannelLayout,
+    panel: LoopVar,
+    source: str,
+    packed: str,
+    tile: str,
+    arithmetic: Accumulation = FLOAT_SUMS,
 ) -> list[Stmt]:
     """Every pixel of every batch item for the panel's W output channels, into the tile:
     blocks of PR pixels, the last one moved back to end at the last pixel (its first
@@ -161,7 +177,7 @@ def panel_block(
     first: LExpr = mul(pb, idx(lay.pr))
     if pixels % lay.pr:
         first = Bin(INDEX, "min", first, idx(pixels - lay.pr))
-    main = _pixel_block(conv, lay, first, b, panel, source, packed, tile)
+    main = _pixel_block(conv, lay, first, b, panel, (source, packed, tile), arithmetic)
     return [For("b", g.n, [For("pb", blocks, main)])]
 
 
@@ -170,9 +186,9 @@ def _channel_size(g: ConvShape, lay: ChannelLayout) -> int:
     return g.h * g.w if lay.wide is None else len(lay.wide.phases) * lay.wide.plane
 
 
-def _input_offset(g: ConvShape, lay: ChannelLayout, b: LExpr, pixel: LExpr) -> LExpr:
+def _input_offset(g: ConvShape, lay: ChannelLayout, channels: int, b: LExpr, pixel: LExpr) -> LExpr:
     """Where output `pixel`'s tap (0, 0) reads input channel 0 of item b."""
-    item = mul(b, idx(g.c * _channel_size(g, lay)))
+    item = mul(b, idx(channels * _channel_size(g, lay)))
     if lay.wide is None:
         return add(item, pixel)
     y, x = Bin(INDEX, "div", pixel, idx(g.ow)), Bin(INDEX, "rem", pixel, idx(g.ow))
@@ -185,20 +201,24 @@ def _pixel_block(
     first: LExpr,
     b: LExpr,
     panel: LoopVar,
-    source: str,
-    packed: str,
-    tile: str,
+    buffers: tuple[str, str, str],
+    arithmetic: Accumulation,
 ) -> list[Stmt]:
-    """PR pixels from `first`: PR x XV accumulators over channels and taps."""
+    """PR pixels from `first`: PR x XV accumulators over channels and taps; `buffers`
+    are the source, the packed weights and the tile."""
     g = ConvShape.of(conv)
-    vec = f"float32x{LANES}"
+    source, packed, tile = buffers
+    vec = arithmetic.vector
     ch = LoopVar(INDEX, "ch")
+    channels = arithmetic.channels(g, 1)
     taps, rows = g.kh * g.kw, lay.pr
     acc = [[f"acc{r}_{v}" for v in range(lay.xv)] for r in range(rows)]
-    body: list[Stmt] = [Declare(name, Const(vec, 0.0)) for names in acc for name in names]
+    body: list[Stmt] = [Declare(name, zero(vec)) for names in acc for name in names]
     channel = mul(ch, idx(_channel_size(g, lay)))
-    starts = [add(_input_offset(g, lay, b, add(first, idx(r))), channel) for r in range(rows)]
-    weights_at = mul(add(mul(panel, idx(g.c)), ch), idx(taps * lay.width))
+    starts = [
+        add(_input_offset(g, lay, channels, b, add(first, idx(r))), channel) for r in range(rows)
+    ]
+    weights_at = mul(add(mul(panel, idx(channels)), ch), idx(taps * lay.width))
     # With one phase plane, a loop over kernel rows with one row's taps unrolled: a fully
     # unrolled 3x3 block doubled LLVM's time for the layer and ran no faster. Strided
     # taps (several planes) stay unrolled: their row offsets are constants only then.
@@ -211,17 +231,18 @@ def _pixel_block(
             at = add(weights_at, mul(add(mul(i, idx(g.kw)), idx(j)), idx(lay.width)))
             loads = [Load(vec, packed, add(at, idx(v * LANES))) for v in range(lay.xv)]
             for r in range(rows):
-                splat = Splat(vec, Load("float32", source, add(starts[r], tap)))
+                splat = Splat(vec, Load(arithmetic.scalar, source, add(starts[r], tap)))
                 for v in range(lay.xv):
-                    product = Bin(vec, "mul", splat, loads[v])
-                    updates.append(Assign(acc[r][v], Bin(vec, "add", Ref(vec, acc[r][v]), product)))
+                    value = arithmetic.update(Ref(vec, acc[r][v]), splat, loads[v])
+                    updates.append(Assign(acc[r][v], value))
     if row_loop:
         updates = [For(row.name, g.kh, updates, unroll=False)]
-    body.append(For(ch.name, g.c, updates, unroll=False))
+    body.append(For(ch.name, channels, updates, unroll=False))
     for r in range(rows):
         for v in range(lay.xv):
             at = tile_at(conv, lay, b, add(first, idx(r)), idx(v * LANES))
-            body.append(Store(tile, at, Ref(vec, acc[r][v])))
+            lanes = add(mul(panel, idx(lay.width)), idx(v * LANES))
+            body.append(Store(tile, at, arithmetic.lanes_result(Ref(vec, acc[r][v]), lanes)))
     return body
 
 

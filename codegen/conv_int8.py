@@ -27,6 +27,7 @@ from egraph_ir.registry import Op
 from egraph_ir.support import register_native_form
 from egraph_ir.types import TensorType
 
+from . import conv_channels
 from .conv import LANES, Accumulation, ConvShape, Wide, loop_var
 from .llvm.mathlib import host_has_vnni
 from .loop_ir import (
@@ -123,6 +124,28 @@ def layout(call: Call) -> Wide:
     bytes, not words) and always into scratch rows (the output holds the epilogue's
     8-bit result, not the int32 sums)."""
     return dataclasses.replace(Wide.of(call), pad_free=False, into_out=False)
+
+
+def channel_layout(call: Call, wide: Wide) -> conv_channels.ChannelLayout:
+    """conv_channels' blocking (output channels in the lanes) over the packed input words:
+    panels of W output channels hold, per input word and tap, W weight words."""
+    xv, pr = conv_channels.blocking(ConvShape.of(call))
+    packed, _ = packed_weights(call)
+    return conv_channels.ChannelLayout(xv, pr, wide, conv_channels.panels_of(packed, xv * LANES))
+
+
+def channels_worth_it(call: Call, wide: Wide) -> bool:
+    """Output channels in the lanes where the direct layout would leave lanes idle: as
+    for float32 (conv_channels.worth_it), whole vectors of output channels and at most
+    conv_channels.MAX_TAPS taps; measured on the real models' int8 layers: ..."""
+    g = ConvShape.of(call)
+    if g.o % LANES or g.kh * g.kw > conv_channels.MAX_TAPS:
+        return False
+    plane = g.oh * g.ow
+    use = conv_channels.lane_use(call, wide)
+    return plane <= conv_channels.SMALL_PLANE or (
+        plane <= conv_channels.MAX_PLANE and use < conv_channels.LANE_USE
+    )
 
 
 def words(channels: int) -> int:

@@ -19,6 +19,7 @@ from .library import (
     channel_conv,
     conv_kernel,
     direct_conv,
+    int8_channel_conv,
     int8_conv,
     operand,
     packed_gemm,
@@ -33,6 +34,7 @@ from .select import (
     ChannelConv,
     DirectConv,
     Elementwise,
+    Int8ChannelConv,
     Int8Conv,
     LibraryConv,
     LibraryProduct,
@@ -108,6 +110,8 @@ def build_kernel(group: Group, calls: list[Call], ops: list[str]) -> CompiledKer
     match strategy:  # int32 sums in scratch, any result dtype
         case Int8Conv(wide):
             return int8_conv(group, anchor, ops, wide)
+        case Int8ChannelConv(layout):
+            return int8_channel_conv(group, anchor, ops, layout)
         case ByteDepthwise(wide):
             return byte_depthwise(group, anchor, ops, wide)
     anchor_t = anchor.checked_type
@@ -159,7 +163,7 @@ def _anchor_nest(
         case ByteDepthwise(wide):
             group.anchor_load = wide_rows_load(group, wide, stored="float32")
             return [], shape
-        case ChannelConv(layout):
+        case ChannelConv(layout) | Int8ChannelConv(layout):
             group.anchor_load = tile_load(group, anchor, layout)
             return [], shape
         case PackedProduct() | LibraryProduct() | LibraryConv() | Elementwise():

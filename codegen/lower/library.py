@@ -98,6 +98,29 @@ def int8_conv(group: Group, anchor: Call, ops: list[str], lay: conv.Wide) -> Con
     return _conv_kernel(group, anchor, ops, stmts, loop, macs, special, scratches, pad, "int8")
 
 
+def int8_channel_conv(
+    group: Group, anchor: Call, ops: list[str], lay: conv_channels.ChannelLayout
+) -> ConvKernel:
+    """qnn_conv2d with output channels in the lanes (conv_channels.py over the packed
+    input words of conv_int8.py): the int32 tile per panel, then its epilogue."""
+    g = conv.ConvShape.of(anchor)
+    assert lay.wide is not None
+    pad = conv_int8.pack_kernel(anchor, lay.wide, f"{group.name}_pack")
+    _, offsets = conv_int8.packed_weights(anchor)
+    packed, offset = group.buffer_of(Constant(lay.panels)), group.buffer_of(Constant(offsets))
+    special = {"xpad": BufferRef("scratch", 0), "tile": BufferRef("scratch", 1)}
+    tile = (conv_channels.tile_shape(anchor, lay), "int32")
+    scratches = [conv_int8.packed_input_shape(anchor, lay.wide), tile]
+    panel = LoopVar(INDEX, "panel")
+    arithmetic = conv_int8.ByteWords(offsets=offset)
+    stmts = conv_channels.panel_block(anchor, lay, panel, "xpad", packed, "tile", arithmetic)
+    stmts += channel_block(group, panel, lay.width, flat_planes=True)
+    macs, loop = conv_channels.macs(anchor) // conv_int8.WORD, ("panel", g.o // lay.width)
+    return _conv_kernel(
+        group, anchor, ops, stmts, loop, macs, special, scratches, pad, "int8-channels"
+    )
+
+
 def byte_depthwise(group: Group, anchor: Call, ops: list[str], lay: conv.Wide) -> ConvKernel:
     """A depthwise qnn_conv2d: each block copies its one input channel into the calling
     thread's slot as float32 (bytes are exact floats; padding holds the zero point), the
@@ -184,12 +207,14 @@ def tile_load(
     """Where the epilogue reads the channel-vector convolution's result: the calling
     thread's tile, pixel by pixel (conv_channels.tile_at)."""
     ow = group.out_type.shape[3]
+    anchor_t = anchor.checked_type
+    assert isinstance(anchor_t, TensorType)
 
     def load(index: Index) -> LExpr:
         b, o, y, x = index.multi()
         lane = Bin(INDEX, "rem", o, idx(lay.width))
         pixel = add(mul(y, idx(ow)), x)
-        return Load("float32", "tile", conv_channels.tile_at(anchor, lay, b, pixel, lane))
+        return Load(anchor_t.dtype, "tile", conv_channels.tile_at(anchor, lay, b, pixel, lane))
 
     return load
 

@@ -92,6 +92,13 @@ class Int8Conv:
 
 
 @dataclass(frozen=True)
+class Int8ChannelConv:
+    """qnn_conv2d with output channels in the lanes over the packed input words."""
+
+    layout: conv_channels.ChannelLayout
+
+
+@dataclass(frozen=True)
 class ByteDepthwise:
     """A depthwise qnn_conv2d: the direct kernel's depthwise path on the bytes, summed
     exactly in float32 (conv_int8.depthwise_fits)."""
@@ -117,6 +124,7 @@ Strategy = (
     | DirectConv
     | ChannelConv
     | Int8Conv
+    | Int8ChannelConv
     | ByteDepthwise
     | LibraryConv
 )
@@ -197,7 +205,10 @@ def _qnn_conv2d(anchor: Call) -> Strategy:
     built by hand (the host runs its reference)."""
     _materialised(anchor)
     if conv_int8.fits(anchor):
-        return Int8Conv(conv_int8.layout(anchor))
+        wide = conv_int8.layout(anchor)
+        if conv_int8.channels_worth_it(anchor, wide):
+            return Int8ChannelConv(conv_int8.channel_layout(anchor, wide))
+        return Int8Conv(wide)
     if conv_int8.depthwise_fits(anchor):
         return ByteDepthwise(conv_int8.layout(anchor))
     raise Unsupported("qnn_conv2d outside the int8 kernels (int8 weights, zero point 0)")

@@ -21,8 +21,10 @@ from codegen.llvm import mathlib
 
 # (input channels, output channels, size, kernel, stride, padding, dilation, batch,
 # groups): a first layer (3 channels: one word, partly filled), odd channels over two
-# batch items, 1x1, stride 2, dilation 2, asymmetric padding; depthwise 3x3, 5x5 with
-# stride 2 over two batch items, stride 2 with asymmetric padding
+# batch items, 1x1, stride 2 (output channels in the lanes: a 5x5 map), dilation 2,
+# asymmetric padding, 32 output channels on a 7x7 map over two items (two vectors of
+# them in the lanes); depthwise 3x3, 5x5 with stride 2 over two batch items, stride 2
+# with asymmetric padding
 SHAPES = [
     (3, 16, 12, 7, 2, (3, 3, 3, 3), 1, 1, 1),
     (5, 8, 9, 3, 1, (1, 1, 1, 1), 1, 2, 1),
@@ -30,6 +32,7 @@ SHAPES = [
     (8, 16, 10, 3, 2, (1, 1, 1, 1), 1, 1, 1),
     (4, 8, 11, 3, 1, (2, 2, 2, 2), 2, 1, 1),
     (12, 8, 8, 3, 1, (0, 1, 2, 1), 1, 1, 1),
+    (20, 32, 7, 3, 1, (1, 1, 1, 1), 1, 2, 1),
     (16, 16, 10, 3, 1, (1, 1, 1, 1), 1, 1, 16),
     (8, 8, 11, 5, 2, (2, 2, 2, 2), 1, 2, 8),
     (12, 12, 9, 3, 2, (0, 1, 1, 0), 1, 1, 12),
@@ -73,7 +76,7 @@ def _int8_kernels(exe: Any) -> int:
     form=st.sampled_from(["sums", "requantized"]),
     seed=st.integers(0, 2**16),
 )
-@settings(max_examples=18, deadline=None)
+@settings(max_examples=20, deadline=None)
 def test_int8_convolutions_equal_the_reference(shape, act, zero, form, seed) -> None:
     x_zero = zero - 128 if act == "int8" else zero
     mod = _model(shape, act, x_zero, seed, form)
