@@ -265,7 +265,7 @@ def argmax_nest(group: Group, call: Call) -> list[Stmt]:
         ]
         out = Index(out_t.shape, multi=vs) if vs else Index(out_t.shape, flat=idx(0))
         return [
-            Declare(best, const(_lowest(dtype), dtype)),
+            Declare(best, const(lowest(dtype), dtype)),
             Declare(where, idx(0)),
             For(k.name, extent, step),
             group.store_through_epilogue(call, out, Ref(INDEX, where)),
@@ -274,8 +274,9 @@ def argmax_nest(group: Group, call: Call) -> list[Stmt]:
     return group.nest(out_t.shape, inner)
 
 
-def _lowest(dtype: str) -> float | int:
-    """The value every element of `dtype` is at least (argmax's starting best)."""
+def lowest(dtype: str) -> float | int:
+    """The value every element of `dtype` is at least (argmax's starting best, max
+    pooling's padding)."""
     if np.dtype(dtype).kind == "f":
         return -np.inf
     if np.dtype(dtype).kind == "b":

@@ -30,6 +30,7 @@ from ..loop_ir import (
     within,
 )
 from .group import Group
+from .nests import lowest
 
 
 def avg_pool_nest(group: Group, call: Call) -> list[Stmt]:
@@ -68,7 +69,8 @@ def avg_pool_nest(group: Group, call: Call) -> list[Stmt]:
 
 
 def max_pool_rows(group: Group, call: Call) -> list[Stmt]:
-    """Window max a row of outputs at a time: the row starts at -inf in the output and
+    """Window max a row of outputs at a time: the row starts at -inf (an integer type's
+    least value) in the output and
     each window cell updates every output of the row, so the loop over the row is
     the innermost one and vectorises (one element's 3x3 window does not)."""
     src, in_t, out_t = _pool_types(call)
@@ -77,7 +79,7 @@ def max_pool_rows(group: Group, call: Call) -> list[Stmt]:
     (kh, kw), (sh, sw), (dh, dw), (top, left, _, _) = _pool_window(call)
     dtype = out_t.dtype
     read = group.reader(src)
-    lowest = const(-np.inf, dtype)
+    least = const(lowest(dtype), dtype)
 
     def row(vs: list[LExpr]) -> list[Stmt]:
         b, ch, y = vs
@@ -90,10 +92,10 @@ def max_pool_rows(group: Group, call: Call) -> list[Stmt]:
         iw = add(add(mul(x, idx(sw)), mul(j, idx(dw))), idx(-left))
         real = Bin("bool", "and", within(ih, 0, h), within(iw, 0, w))
         cell = read(Index(in_t.shape, multi=[b, ch, clamp(ih, 0, h - 1), clamp(iw, 0, w - 1)]))
-        pick = Select(dtype, real, cell, lowest)
+        pick = Select(dtype, real, cell, least)
         update = Store("out", at(x), Bin(dtype, "max", Load(dtype, "out", at(x)), pick))
         return [
-            For(x0.name, ow, [Store("out", at(x0), lowest)]),
+            For(x0.name, ow, [Store("out", at(x0), least)]),
             For(i.name, kh, [For(j.name, kw, [For(x.name, ow, [update])])]),
         ]
 

@@ -242,6 +242,14 @@ def _pool_infer(args: list[TensorType], attrs: Attrs) -> Type:
     return TensorType(out, args[0].dtype)
 
 
+def _max_pool_infer(args: list[TensorType], attrs: Attrs) -> Type:
+    """Floats and, as ONNX's MaxPool (opset 12), 8-bit integers: quantised models pool
+    their integers (rules/builtin/quantize.rules: qdq-max-pool2d)."""
+    require_dtype(args[0], (*FLOATS, "int8", "uint8"))
+    out, *_ = _pool_geometry(args[0].shape, attrs)
+    return TensorType(out, args[0].dtype)
+
+
 def _pool_windows(x, fill, attrs):
     """Windows over x padded with fill; extra far-side cells for ceil_mode are filled too."""
     geometry = _pool_geometry(x.shape, attrs)
@@ -264,7 +272,8 @@ POOL_ATTRS = (
 
 
 def max_pool2d_ref(x, **attrs):
-    win, _, _ = _pool_windows(x, -np.inf, attrs)
+    least = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min  # the padding
+    win, _, _ = _pool_windows(x, least, attrs)
     return win.max(axis=(4, 5)).astype(x.dtype)
 
 
@@ -293,7 +302,7 @@ def _pool_flops(a, out, at):
 _reg(
     "max_pool2d",
     ("data",),
-    _pool_infer,
+    _max_pool_infer,
     max_pool2d_ref,
     _pool_flops,
     POOL_ATTRS,

@@ -74,6 +74,10 @@ def test_every_conv2d_form_matches_the_interpreter(case) -> None:
 @st.composite
 def pool_cases(draw: st.DrawFn) -> tuple[ir.Function, dict[str, np.ndarray]]:
     kind = draw(st.sampled_from(["max_pool2d", "avg_pool2d"]))
+    # max pooling takes 8-bit integers too (quantised models): padding is the least value
+    dtype = (
+        draw(st.sampled_from(["float32", "uint8", "int8"])) if kind == "max_pool2d" else "float32"
+    )
     kh, kw = draw(st.integers(1, 3)), draw(st.integers(1, 3))
     pool_size = (kh,) if kh == kw and draw(st.booleans()) else (kh, kw)
     limit = min(kh, kw) - 1  # padding must be smaller than the window
@@ -89,10 +93,13 @@ def pool_cases(draw: st.DrawFn) -> tuple[ir.Function, dict[str, np.ndarray]]:
     if kind == "avg_pool2d":
         attrs["count_include_pad"] = draw(st.booleans())
     shape = (draw(st.integers(1, 2)), draw(st.integers(1, 3)), 7, draw(st.integers(kw, 9)))
-    x = ir.var("x", shape=shape)
+    x = ir.var("x", shape=shape, dtype=dtype)
     fn = ir.Function([x], op.call(kind, x, **attrs))
     rng = np.random.default_rng(draw(st.integers(0, 2**16)))
-    return fn, {"x": rng.standard_normal(shape).astype("float32")}
+    if dtype == "float32":
+        return fn, {"x": rng.standard_normal(shape).astype("float32")}
+    info = np.iinfo(dtype)
+    return fn, {"x": rng.integers(info.min, info.max + 1, shape).astype(dtype)}
 
 
 @given(pool_cases())
