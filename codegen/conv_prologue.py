@@ -149,7 +149,7 @@ def _row_phase_copy(
     the columns all of them read."""
     (rows, width), (sh, sw) = size, stride
     (src_buf, src_plane), (out, dst_channel) = source, dest
-    r0, r1 = _span(phases[ks[0]][0] - g.top, sh, g.h, rows)
+    r0, r1 = span(phases[ks[0]][0] - g.top, sh, g.h, rows)
     body: list[Stmt] = []
     for k in ks:
         plane = add(dst_channel, idx(k * rows * width))
@@ -163,7 +163,7 @@ def _row_phase_copy(
     pa = phases[ks[0]][0]
     r = loop_var(f"r{pa}")
     src_row = add(src_plane, mul(add(mul(add(r, idx(r0)), idx(sh)), idx(pa - g.top)), idx(g.w)))
-    spans = {k: _span(phases[k][1] - g.left, sw, g.w, width) for k in ks}
+    spans = {k: span(phases[k][1] - g.left, sw, g.w, width) for k in ks}
     lo, hi = max(t0 for t0, _ in spans.values()), min(t1 for _, t1 in spans.values())
     inner: list[Stmt] = []
     joint: list[Stmt] = []
@@ -201,7 +201,7 @@ def _column_copy(
     return Store(out, add(row, column), Load(g.dtype, src_buf, src))
 
 
-def _span(first: int, step: int, size: int, extent: int) -> tuple[int, int]:
+def span(first: int, step: int, size: int, extent: int) -> tuple[int, int]:
     """The k in [0, extent) with 0 <= k*step + first < size."""
     lo = max(0, -(first // step))  # ceil(-first / step)
     hi = min(extent, max(lo, -(-(size - first) // step)))
@@ -221,13 +221,13 @@ def _uniform(
     (256 for a ViT's 16x16 patches, a module LLVM takes seconds over)."""
     sh, sw = stride
     grid = [(a, b) for a in range(sh) for b in range(sw)]
-    spans = {_span(a - g.top, sh, g.h, rows) for a in range(sh)}
+    spans = {span(a - g.top, sh, g.h, rows) for a in range(sh)}
     return (
         len(grid) > 1
         and list(phases) == grid
         and len(spans) == 1
         and next(iter(spans))[0] == 0
-        and all(_span(b - g.left, sw, g.w, width) == (0, width) for b in range(sw))
+        and all(span(b - g.left, sw, g.w, width) == (0, width) for b in range(sw))
     )
 
 
@@ -244,7 +244,7 @@ def _grid_copy(
     the rows each reads copied, the rest filled."""
     sh, sw = stride
     (src_buf, src_plane), (out, dst_channel) = source, dest
-    filled = _span(-g.top, sh, g.h, rows)[1]
+    filled = span(-g.top, sh, g.h, rows)[1]
     pa, pb, r, t = (loop_var(k) for k in ("ga", "gb", "gr", "gt"))
     plane = add(dst_channel, mul(add(mul(pa, idx(sw)), pb), idx(rows * width)))
     src_row = add(src_plane, mul(add(add(mul(r, idx(sh)), pa), idx(-g.top)), idx(g.w)))
