@@ -146,7 +146,10 @@ def _qnn_sigmoid(call: Call, args: list[Expr], dtype: str) -> Expr:
     index = op.subtract(
         op.cast(x, dtype="int32"), Constant(np.array(integer_range(dtype)[0], "int32"))
     )
-    return op.take(Constant(table), index, axis=0, mode="fast")
+    # int32 entries: a vector of 32-bit lanes gathers in one instruction (vpgatherdd),
+    # where byte entries were gathered a lane at a time
+    words = Constant(table.astype(np.int32))
+    return op.cast(op.take(words, index, axis=0, mode="fast"), dtype=dtype)
 
 
 def _qnn_add(args: list[Expr], dtype: str) -> Expr:

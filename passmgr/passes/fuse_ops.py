@@ -61,7 +61,22 @@ def pattern_of(call: Call) -> OpPattern:
         return OpPattern.OPAQUE
     if any(not isinstance(a.checked_type, TensorType) for a in call.args):
         return OpPattern.OPAQUE
+    if _table_lookup(call):
+        return OpPattern.ELEMWISE
     return call.op.pattern
+
+
+def _table_lookup(call: Call) -> bool:
+    """take(constant table, indices) over a 1-D table: each element reads only the index
+    at its own position, so it fuses like an elementwise op (a quantised sigmoid's table,
+    CanonicalizeQnn, joins the convolution's epilogue)."""
+    if not (isinstance(call.op, Op) and call.op.name == "take" and len(call.args) == 2):
+        return False
+    table, indices = call.args
+    index_t, out_t = indices.checked_type, call.checked_type
+    if not (isinstance(index_t, TensorType) and isinstance(out_t, TensorType)):
+        return False
+    return isinstance(table, Constant) and table.data.ndim == 1 and index_t.shape == out_t.shape
 
 
 class _Groups:

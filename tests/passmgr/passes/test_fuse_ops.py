@@ -59,6 +59,23 @@ def test_a_diamond_fuses_whole_and_an_escaping_value_does_not() -> None:
     )
 
 
+def test_a_table_lookup_joins_an_epilogue_and_a_gather_does_not() -> None:
+    """take from a constant 1-D table at indices of the result's shape reads one index
+    per element (a quantised sigmoid): it fuses like an elementwise op; a take from a
+    computed table stays injective, outside the convolution's epilogue."""
+    x = ir.var("x", shape=(1, 4, 6, 6), dtype="uint8")
+    w = ir.const(np.ones((4, 4, 3, 3), "int8"))
+    zx, zw = ir.const(np.array(0, "uint8")), ir.const(np.array(0, "int8"))
+    acc = op.qnn_conv2d(x, w, zx, zw, padding=[1] * 4)
+    table = ir.const(np.arange(8, dtype="int32") * 3)
+    lookup = op.take(table, acc, axis=0, mode="fast")
+    assert groups(fuse(ir.Function([x], lookup))) == [["qnn_conv2d", "take"]]
+    t = ir.var("t", shape=(8,), dtype="int32")
+    gather = op.take(op.add(t, t), acc, axis=0, mode="fast")
+    fused = groups(fuse(ir.Function([x, t], gather)))
+    assert not any("qnn_conv2d" in g and "take" in g for g in fused)
+
+
 def test_an_epilogue_stops_where_the_shape_changes() -> None:
     x = ir.var("x", shape=(4, 8))
     m = op.mean(op.multiply(x, x), axis=(1,), keepdims=True)
