@@ -1,0 +1,148 @@
+"""Benchmark: quantised real models, this compiler against ONNX Runtime and OpenVINO on the
+same file, in one process, 2 threads each, interleaved rounds.
+
+    .venv/bin/python benchmarks/quantized.py [--models resnet18,bert_tiny2] [--rounds 5]
+
+The CNNs of ../shared/models/real are quantised as users do it, with
+onnxruntime.quantization.quantize_static (QDQ format, uint8 activations, int8 weights,
+per-tensor scales, four random calibration batches); the BERT encoder with
+quantize_dynamic (int8 weights, DynamicQuantizeLinear + MatMulInteger). The table gives
+latency medians, ours / the faster engine, ours / our own float build of the original
+model, how many outputs differ from ONNX Runtime's int8 run and by how much (the goal for
+the CNNs' 8-bit outputs: none; BERT's are floats computed in another order), and the
+compile times of the quantised and of the float build. OpenVINO (f32 precision hint)
+is a benchmark-only dependency; its column is left out when it is not installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import codegen
+import passmgr as pm
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from engines import REAL, median_seconds, onnxruntime, openvino
+
+STATIC = ("resnet18", "mobilenet_v2", "efficientnet_b0")
+DYNAMIC = ("bert_tiny2",)
+
+
+def quantise(name: str, feeds: dict[str, np.ndarray], out: Path) -> Path:
+    """The model quantised as onnxruntime.quantization writes it (see the docstring)."""
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        QuantFormat,
+        QuantType,
+        quantize_dynamic,
+        quantize_static,
+    )
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    source, target = REAL / f"{name}.onnx", out / f"{name}_int8.onnx"
+    if name in DYNAMIC:
+        quantize_dynamic(source, target, weight_type=QuantType.QInt8)
+        return target
+
+    class RandomBatches(CalibrationDataReader):
+        def __init__(self) -> None:
+            rng = np.random.default_rng(0)
+            batches = [
+                {k: rng.standard_normal(v.shape).astype(v.dtype) for k, v in feeds.items()}
+                for _ in range(4)
+            ]
+            self.items = iter(batches)
+
+        def get_next(self) -> dict[str, np.ndarray] | None:
+            return next(self.items, None)
+
+    prepared = out / f"{name}_pre.onnx"
+    quant_pre_process(source, prepared, skip_symbolic_shape=True)
+    quantize_static(
+        prepared, target, RandomBatches(), quant_format=QuantFormat.QDQ,
+        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+    )  # fmt: skip
+    return target
+
+
+def build(path: Path, threads: int) -> tuple[Any, float]:
+    start = time.perf_counter()
+    with pm.PassContext(opt_level=3, config={"codegen.num_threads": threads}):
+        exe = codegen.build(path)
+    return exe, time.perf_counter() - start
+
+
+def first_output(out: Any) -> np.ndarray:
+    return out[0] if isinstance(out, tuple | list) else out
+
+
+def bench(name: str, rounds: int, threads: int, work: Path) -> dict[str, Any]:
+    feeds = dict(np.load(REAL / f"{name}.npz"))
+    feeds.pop("expected")
+    path = quantise(name, feeds, work)
+    exe, compile_s = build(path, threads)
+    float_exe, float_compile_s = build(REAL / f"{name}.onnx", threads)
+    ort_run = onnxruntime(path, feeds, threads)
+    want, got = first_output(ort_run()), first_output(exe.run(**feeds))
+    engines: dict[str, Callable[[], Any]] = {"ours": lambda: exe.run(**feeds), "ORT": ort_run}
+    ov_run = openvino(path, feeds, threads)
+    if ov_run is not None:
+        engines["OpenVINO"] = ov_run
+    engines["ours float"] = lambda: float_exe.run(**feeds)
+    for run in engines.values():
+        for _ in range(3):
+            run()
+    samples: dict[str, list[float]] = {k: [] for k in engines}
+    for _ in range(rounds):
+        for k, run in engines.items():
+            samples[k].append(median_seconds(run))
+    ms = {k: 1e3 * statistics.median(v) for k, v in samples.items()}
+    best = min(v for k, v in ms.items() if k not in ("ours", "ours float"))
+    return {
+        "model": f"{name} ({'dynamic' if name in DYNAMIC else 'QDQ'})", "ms": ms,
+        "ratio": ms["ours"] / best, "vs_float": ms["ours"] / ms["ours float"],
+        "differ": int((got != want).sum()), "outputs": want.size,
+        "max_diff": float(np.abs(got.astype(np.float64) - want.astype(np.float64)).max()),
+        "compile": (compile_s, float_compile_s),
+    }  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default=",".join(STATIC + DYNAMIC))
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    if not REAL.is_dir():
+        print(f"no real models at {REAL}: nothing to measure")
+        return
+    with tempfile.TemporaryDirectory() as work:
+        rows = [bench(n, args.rounds, args.threads, Path(work)) for n in args.models.split(",")]
+    engines = list(rows[0]["ms"])
+    header = " | ".join(f"{e} ms" for e in engines)
+    columns = (
+        "ours / best | ours / our float | vs ORT int8: differing (max diff) | compile int8 / float"
+    )
+    print(f"| model | {header} | {columns} |")
+    print("|---|" + "---:|" * (len(engines) + 4))
+    for r in rows:
+        cells = " | ".join(f"{r['ms'][e]:.3f}" for e in engines)
+        int8_s, float_s = r["compile"]
+        print(
+            f"| {r['model']} | {cells} | {r['ratio']:.2f} | {r['vs_float']:.2f} | "
+            f"{r['differ']} of {r['outputs']} ({r['max_diff']:.2g}) | "
+            f"{int8_s:.1f} s / {float_s:.1f} s |"
+        )
+
+
+if __name__ == "__main__":
+    main()
