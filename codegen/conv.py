@@ -22,6 +22,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from egraph_ir.expr import Call, Var
@@ -271,13 +272,16 @@ def direct_block(
     private_source: bool = False,
     private_dest: bool = False,
     arithmetic: Accumulation = FLOAT_SUMS,
+    after: Callable[[LExpr, LExpr], list[Stmt]] | None = None,
 ) -> list[Stmt]:
     """One block of OB output channels (ob_ counts blocks), for every batch item:
     dest[n, o, q] = sum over c, i, j of w[o, c, i, j] * source[n, g*cg + c, tap(i, j) + q],
     where source holds each channel's phase planes (the padded input, or the input).
     Private buffers are the calling thread's slot instead (THREAD_SLOT): the source holds
     the block's one input channel (`private_copy`), dest the block's OB rows, which its
-    epilogue reads next (the block's rows stay in cache, whatever the layer's size)."""
+    epilogue reads next (the block's rows stay in cache, whatever the layer's size).
+    `after(b, q0)`: statements run after each register block, whose columns start at q0
+    (an epilogue over just those columns, while they are in L1)."""
     g = ConvShape.of(conv)
     groups = int(conv.attrs["groups"])
     cg, og = arithmetic.channels(g, groups), g.o // groups
@@ -333,6 +337,8 @@ def direct_block(
         for k in range(xv):
             value = arithmetic.result(Ref(vec, f"acc{p}_{k}"), add(first, idx(p)))
             body.append(Store(dest, add(out_at, idx(k * LANES)), value))
+    if after is not None:
+        body += after(b, q0)
     return [For("b", g.n, [For("qb", q // (xv * LANES), body)])]
 
 

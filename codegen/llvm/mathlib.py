@@ -69,8 +69,11 @@ class MathLib:
                 if high >= 2**24 and isinstance(x.type, ir.FloatType)
                 else float(high)
             )
-            bounded = self.call(b, "maxnum", x, ir.Constant(x.type, float(low)))
-            bounded = self.call(b, "minnum", bounded, ir.Constant(x.type, top))
+            # compare-and-select clamps (one vmaxps / vminps each; llvm.maxnum's NaN rule
+            # costs three instructions): a NaN becomes `low`, and the select below 0
+            least, most = ir.Constant(x.type, float(low)), ir.Constant(x.type, top)
+            bounded = b.select(b.fcmp_ordered(">", x, least), x, least)
+            bounded = b.select(b.fcmp_ordered("<", bounded, most), bounded, most)
             whole = b.fptosi(bounded, I32)
             if ty.width < 32:
                 whole = b.trunc(whole, ty)

@@ -92,8 +92,15 @@ def int8_conv(group: Group, anchor: Call, ops: list[str], lay: conv.Wide) -> Con
     scratches = [conv_int8.packed_input_shape(anchor, lay), ((g.n, g.o, lay.q), "int32")]
     block = LoopVar(INDEX, "ob")
     arithmetic = conv_int8.ByteWords(offsets=offset)
-    stmts = conv.direct_block(anchor, lay, block, "xpad", weight, "wide", False, True, arithmetic)
-    stmts += channel_block(group, block, lay.ob)
+    # output pixels are the wide rows' columns (1x1, whole blocks): the epilogue follows
+    # each register block, on columns still in L1, not each block's rows from L2
+    by_block = conv.Wide.of(anchor).into_out
+    after = partial(block_epilogue, group, block, lay) if by_block else None
+    stmts = conv.direct_block(
+        anchor, lay, block, "xpad", weight, "wide", False, True, arithmetic, after
+    )
+    if not by_block:
+        stmts += channel_block(group, block, lay.ob)
     macs, loop = conv_int8.macs(anchor, lay) // conv_int8.WORD, ("ob", g.o // lay.ob)
     return _conv_kernel(group, anchor, ops, stmts, loop, macs, special, scratches, pad, "int8")
 
@@ -264,6 +271,28 @@ def channel_block(group: Group, block: LExpr, ob: int, flat_planes: bool = False
     store = Store("out", index.flat(), group.reader(group.fn.body)(index))
     row = For("ex", ow, [store], unroll=True, vectorize=True)
     return [For("ep", ob, [For("eb", n, [For("ey", oh, [row])])])]
+
+
+def block_epilogue(group: Group, block: LExpr, lay: conv.Wide, b: LExpr, q0: LExpr) -> list[Stmt]:
+    """The epilogue for one register block's columns q0 .. q0 + XV*16 - 1 of output
+    channels block*OB ..., where those columns are output pixels (Wide.into_out)."""
+    shape = group.out_type.shape
+    _, channels, oh, ow = shape
+    p, t = LoopVar(INDEX, "cp"), LoopVar(INDEX, "ct")
+    channel = add(mul(block, idx(lay.ob)), p)
+    f = add(q0, t)
+    plane = add(mul(b, idx(channels)), channel)
+    rows = [Bin(INDEX, "div", f, idx(ow)), Bin(INDEX, "rem", f, idx(ow))]
+    index = Index(shape, multi=[b, channel, *rows], flat=add(mul(plane, idx(oh * ow)), f))
+    anchor_t = group.anchor.checked_type if group.anchor is not None else group.out_type
+    assert isinstance(anchor_t, TensorType)
+    slot_row = add(mul(add(mul(THREAD_SLOT, idx(shape[0])), b), idx(lay.ob)), p)
+    column = Load(anchor_t.dtype, "wide", add(mul(slot_row, idx(lay.q)), f))
+    reads, group.anchor_load = group.anchor_load, lambda _: column  # at f, not at (y, x)
+    store = Store("out", index.flat(), group.reader(group.fn.body)(index))
+    group.anchor_load = reads
+    width = lay.xv * conv.LANES
+    return [For("cp", lay.ob, [For("ct", width, [store], unroll=True, vectorize=True)])]
 
 
 def conv_kernel(

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import codegen
@@ -23,7 +23,8 @@ from codegen.llvm import mathlib
 # groups): a first layer (3 channels: one word, partly filled), odd channels over two
 # batch items, 1x1, stride 2 (output channels in the lanes: a 5x5 map), dilation 2,
 # asymmetric padding, 32 output channels on a 7x7 map over two items (two vectors of
-# them in the lanes); depthwise 3x3, 5x5 with stride 2 over two batch items, stride 2
+# them in the lanes), 1x1 whose register blocks are whole output rows (the epilogue per
+# block) over two items; depthwise 3x3, 5x5 with stride 2 over two batch items, stride 2
 # with asymmetric padding
 SHAPES = [
     (3, 16, 12, 7, 2, (3, 3, 3, 3), 1, 1, 1),
@@ -33,6 +34,7 @@ SHAPES = [
     (4, 8, 11, 3, 1, (2, 2, 2, 2), 2, 1, 1),
     (12, 8, 8, 3, 1, (0, 1, 2, 1), 1, 1, 1),
     (20, 32, 7, 3, 1, (1, 1, 1, 1), 1, 2, 1),
+    (8, 16, 8, 1, 1, (0, 0, 0, 0), 1, 2, 1),
     (16, 16, 10, 3, 1, (1, 1, 1, 1), 1, 1, 16),
     (8, 8, 11, 5, 2, (2, 2, 2, 2), 1, 2, 8),
     (12, 12, 9, 3, 2, (0, 1, 1, 0), 1, 1, 12),
@@ -76,6 +78,9 @@ def _int8_kernels(exe: Any) -> int:
     form=st.sampled_from(["sums", "requantized"]),
     seed=st.integers(0, 2**16),
 )
+@example(shape=SHAPES[6], act="uint8", zero=3, form="requantized", seed=1)  # channels in lanes
+@example(shape=SHAPES[7], act="int8", zero=200, form="requantized", seed=2)  # epilogue per block
+@example(shape=SHAPES[8], act="uint8", zero=0, form="sums", seed=3)  # depthwise
 @settings(max_examples=20, deadline=None)
 def test_int8_convolutions_equal_the_reference(shape, act, zero, form, seed) -> None:
     x_zero = zero - 128 if act == "int8" else zero
