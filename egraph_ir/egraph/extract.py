@@ -177,17 +177,39 @@ def greedy_dag(
     """Relax with sets of (class -> cost) so shared classes count once. Returns the choice
     and "", or None and why it gave up (the memory budget or the deadline: the caller keeps
     `start` and reports it). With no negative cost a node is skipped when its own cost and
-    its dearest child's set already reach its class's best: the union cannot be cheaper."""
+    its dearest child's set already reach its class's best: the union cannot be cheaper.
+
+    The work list first runs smallest sets first, close to bottom-up, so a long chain is
+    relaxed about once (a QDQ EfficientNet-B0's 2,000 e-nodes: 2.0 -> 0.2 s), where a
+    stack re-relaxed its upper part after every improvement below it; past
+    ORDERED_STEPS relaxations per node it starts over as a stack, which some e-graphs
+    suit better (extraction-gym's `constructed`: 1.2 s as a stack, out of time ordered)."""
+    budget = ORDERED_STEPS * max(len(table.snap.nodes), 1)
+    choice, why = _relax(table, start, deadline, budget)
+    if choice is None and why == "too many steps":
+        return _relax(table, start, deadline, None)
+    return choice, why
+
+
+ORDERED_STEPS = 8  # relaxations per e-node before the ordered work list gives way
+
+
+def _relax(
+    table: CostTable, start: Choice, deadline: float, ordered_steps: int | None
+) -> tuple[Choice | None, str]:
+    """greedy_dag's relaxation: with `ordered_steps`, a heap by set size that gives up
+    past that many steps; with None, a stack."""
     parents = _parents(table.snap)
     nonnegative = all(v >= 0 for v in table.own.values())
     sets: dict[Value, dict[Value, float]] = {}
     total: dict[Value, float] = {}
     choice: Choice = dict(start)
-    queue = [n for n in table.snap.nodes if not n.children]
-    queued = set(queue)
+    queue = [(0, k, n) for k, n in enumerate(n for n in table.snap.nodes if not n.children)]
+    queued = {n for _, _, n in queue}
+    counter = len(queue)
     held = steps = 0
     while queue:
-        n = queue.pop()
+        _, _, n = heapq.heappop(queue) if ordered_steps is not None else queue.pop()
         queued.discard(n)
         if any(c not in sets for c in n.children):
             continue
@@ -208,6 +230,8 @@ def greedy_dag(
         steps += 1
         if steps % 1024 == 1 and time.perf_counter() > deadline:
             return None, "out of time"
+        if ordered_steps is not None and steps > ordered_steps:
+            return None, "too many steps"
         if cost < best:
             held += len(merged) - len(sets.get(n.eclass, ()))
             if held > GREEDY_DAG_BUDGET:
@@ -215,7 +239,12 @@ def greedy_dag(
             total[n.eclass], sets[n.eclass], choice[n.eclass] = cost, merged, n
             for p in parents[n.eclass]:
                 if p not in queued:
-                    queue.append(p)
+                    entry = (len(merged), counter, p)
+                    if ordered_steps is not None:
+                        heapq.heappush(queue, entry)
+                    else:
+                        queue.append(entry)
+                    counter += 1
                     queued.add(p)
     return choice, ""
 

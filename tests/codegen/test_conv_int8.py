@@ -168,3 +168,14 @@ def test_a_quantised_layer_runs_as_one_int8_kernel_through_the_pipeline(act) -> 
     np.testing.assert_array_equal(got, ir.interpret(integer, value))
     # the float chain differs from the integer one by at most one quantum
     assert np.abs(got.astype(np.int32) - ir.interpret(mod, value).astype(np.int32)).max() <= 1
+
+
+def test_an_int8_executable_saves_and_loads(tmp_path) -> None:
+    """The artifact keeps the packed weights and the native code (with vpdpbusd: the
+    CPU features it records include VNNI); loaded in place of a compile, it gives the
+    same integers."""
+    mod = _model(SHAPES[6], "uint8", 17, 5, "requantized")
+    exe = codegen.build(mod)
+    exe.save(tmp_path / "int8.egc")
+    x = _input(mod, 5)
+    np.testing.assert_array_equal(codegen.load(tmp_path / "int8.egc").run(x=x), exe.run(x=x))

@@ -224,21 +224,26 @@ def test_a_cnn_quantised_by_onnxruntime_equals_its_int8_run(tmp_path: Path) -> N
     want = _session(onnx.load(str(model))).run(None, {"x": x})[0]
     exe = codegen.build(str(model))
     np.testing.assert_array_equal(exe.run(x=x), want)
+    assert int8_kernels(exe) == 2  # both convolutions; the max pool runs on the bytes
+    pools = [k for k in exe.graph.kernels() if "max_pool2d" in k.ops]
+    assert [k.ops for k in pools] == [["max_pool2d"]], [k.ops for k in pools]
 
 
 def test_egc_compile_check_says_a_quantised_model_is_bit_for_bit(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The check compares the quantised program with the interpreter of its integer forms
-    and with ONNX Runtime, and says how exactly they agree."""
+    and with ONNX Runtime, and says how exactly they agree; the profile shows the int8
+    kernels."""
     from egc.cli import main
 
     model = _quantize_static(
         _small_cnn(tmp_path / "cnn.onnx"), tmp_path / "q.onnx", (1, 3, 16, 16), "x"
     )
-    assert main(["compile", str(model), "--check", "--no-cache"]) == 0
+    assert main(["compile", str(model), "--check", "--profile", "--no-cache"]) == 0
     out = capsys.readouterr().out
     assert out.count("(agrees, bit for bit)") == 2, out
+    assert "conv/int8" in out and "conv/direct" not in out, out
 
 
 REAL = Path(__file__).resolve().parents[3] / "shared" / "models" / "real"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 
 import numpy as np
@@ -160,3 +161,20 @@ def test_eqsat_pass_with_each_extractor_on_the_cnn(extractor: str) -> None:
     x = ir.models.example_inputs("cnn")
     assert_allclose(ir.interpret(out, **x), ir.interpret(mod, **x))
     assert any(r.extractor for r in ctx.run.reports("AlgebraicSimplify"))
+
+
+@settings(max_examples=10)
+@given(programs(max_nodes=10))
+def test_greedy_dag_finds_the_same_cost_ordered_or_as_a_stack(case) -> None:
+    """greedy-dag's work list runs smallest sets first and starts over as a stack past
+    ORDERED_STEPS relaxations per node: forcing the stack at once prices the same."""
+    extract = importlib.import_module("egraph_ir.egraph.extract")  # not the function
+    rs = rules.builtin("algebraic").enabled(fast_math=False).rewrites()
+    fn = case.mod["main"]
+    ordered = optimize(fn, rs, Limits(iterations=5), extractor="greedy-dag")
+    saved, extract.ORDERED_STEPS = extract.ORDERED_STEPS, 0
+    try:
+        stacked = optimize(fn, rs, Limits(iterations=5), extractor="greedy-dag")
+    finally:
+        extract.ORDERED_STEPS = saved
+    assert stacked.cost_after == pytest.approx(ordered.cost_after)
