@@ -157,6 +157,10 @@ class For(Stmt):
     # left alone, LLVM unrolls a short row whole and vectorises the loop around it, the
     # rows, with gathers and scatters
     vectorize: bool = False
+    # with vectorize: masked vectors throughout, no scalar remainder (always so for rows
+    # shorter than a vector); an int8 epilogue's row of 28 is 20% faster so, a float
+    # one's slower (llvm/emit.py)
+    masked: bool = False
 
 
 @dataclass

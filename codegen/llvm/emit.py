@@ -242,7 +242,7 @@ class _KernelEmitter:
         latch = self.b.branch(header)
         unroll = not (s.unroll is False or (s.unroll is None and not self.kernel.unroll))
         if not unroll or s.vectorize:
-            masked = s.extent < VECTOR_LANES
+            masked = s.masked or s.extent < VECTOR_LANES
             latch.set_metadata("llvm.loop", _loop_id(self.fn.module, unroll, s.vectorize, masked))
         self.b.position_at_end(done)
 

@@ -80,6 +80,9 @@ def direct_conv(group: Group, anchor: Call, ops: list[str], wide: conv.Wide) -> 
     return _conv_kernel(group, anchor, ops, stmts, loop, macs, special, scratches, pad, "direct")
 
 
+INT8_MASKED_ROWS = 2 * conv.LANES  # int8 epilogue rows below this run masked throughout
+
+
 def int8_conv(group: Group, anchor: Call, ops: list[str], lay: conv.Wide) -> ConvKernel:
     """qnn_conv2d by the int8 kernel (conv_int8.py): the input packed as words of four
     unsigned bytes into scratch 0, the direct block over them into the calling thread's
@@ -100,7 +103,7 @@ def int8_conv(group: Group, anchor: Call, ops: list[str], lay: conv.Wide) -> Con
         anchor, lay, block, "xpad", weight, "wide", False, True, arithmetic, after
     )
     if not by_block:
-        stmts += channel_block(group, block, lay.ob)
+        stmts += channel_block(group, block, lay.ob, masked_below=INT8_MASKED_ROWS)
     macs, loop = conv_int8.macs(anchor, lay) // conv_int8.WORD, ("ob", g.o // lay.ob)
     return _conv_kernel(group, anchor, ops, stmts, loop, macs, special, scratches, pad, "int8")
 
@@ -145,7 +148,7 @@ def byte_depthwise(group: Group, anchor: Call, ops: list[str], lay: conv.Wide) -
     stmts = conv_prologue.private_copy(anchor, lay, block, source, "xpad", fill)
     arithmetic = conv.Accumulation(offsets=offset)
     stmts += conv.direct_block(anchor, lay, block, "xpad", weight, "wide", True, True, arithmetic)
-    stmts += channel_block(group, block, lay.ob)
+    stmts += channel_block(group, block, lay.ob, masked_below=INT8_MASKED_ROWS)
     macs, loop = conv.direct_macs(anchor, lay), ("ob", g.o // lay.ob)
     return _conv_kernel(
         group, anchor, ops, stmts, loop, macs, special, scratches, None, "int8-depthwise"
@@ -252,10 +255,14 @@ def panel_epilogue(group: Group, panel: LExpr, p: gemm.Packed) -> list[Stmt]:
     return [For("em", p.m, [For("ej", p.width, [store])])]
 
 
-def channel_block(group: Group, block: LExpr, ob: int, flat_planes: bool = False) -> list[Stmt]:
+def channel_block(
+    group: Group, block: LExpr, ob: int, flat_planes: bool = False, masked_below: int = 0
+) -> list[Stmt]:
     """The epilogue (or a plain copy) for output channels block*ob .. block*ob + ob - 1.
     With `flat_planes` (the anchor's result is in the output, rows end to end) each
-    channel's plane is one loop: a 7x7 plane is 49 elements to vectorise, not 7 rows of 7."""
+    channel's plane is one loop: a 7x7 plane is 49 elements to vectorise, not 7 rows of 7.
+    Rows narrower than `masked_below` run as masked vectors without a scalar remainder
+    (an int8 epilogue's row of 28: 178 -> 142 us; at 56 the remainder is cheaper)."""
     shape = group.out_type.shape
     n, channels, oh, ow = shape
     p, b, y, x = (LoopVar(INDEX, k) for k in ("ep", "eb", "ey", "ex"))
@@ -269,7 +276,7 @@ def channel_block(group: Group, block: LExpr, ob: int, flat_planes: bool = False
         return [For("ep", ob, [For("eb", n, [For("ef", oh * ow, [store], unroll=True)])])]
     index = Index(shape, multi=[b, channel, y, x])
     store = Store("out", index.flat(), group.reader(group.fn.body)(index))
-    row = For("ex", ow, [store], unroll=True, vectorize=True)
+    row = For("ex", ow, [store], unroll=True, vectorize=True, masked=ow < masked_below)
     return [For("ep", ob, [For("eb", n, [For("ey", oh, [row])])])]
 
 
