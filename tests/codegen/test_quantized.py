@@ -194,7 +194,10 @@ def _small_cnn(path: Path) -> Path:
     return path
 
 
-def _quantize_static(float_path: Path, out: Path, shape: tuple[int, ...], name: str) -> Path:
+def _quantize_static(
+    float_path: Path, out: Path, shape: tuple[int, ...], name: str, form: str = "QDQ"
+) -> Path:
+    """The model quantised by onnxruntime.quantization: QDQ, or QOperator (QLinearConv)."""
     quantization = pytest.importorskip("onnxruntime.quantization")
 
     class Batches(quantization.CalibrationDataReader):
@@ -209,7 +212,7 @@ def _quantize_static(float_path: Path, out: Path, shape: tuple[int, ...], name: 
 
     quantization.quantize_static(
         str(float_path), str(out), Batches(),
-        quant_format=quantization.QuantFormat.QDQ,
+        quant_format=getattr(quantization.QuantFormat, form),
         activation_type=quantization.QuantType.QUInt8,
         weight_type=quantization.QuantType.QInt8,
     )  # fmt: skip
@@ -227,6 +230,42 @@ def test_a_cnn_quantised_by_onnxruntime_equals_its_int8_run(tmp_path: Path) -> N
     assert int8_kernels(exe) == 2  # both convolutions; the max pool runs on the bytes
     pools = [k for k in exe.graph.kernels() if "max_pool2d" in k.ops]
     assert [k.ops for k in pools] == [["max_pool2d"]], [k.ops for k in pools]
+
+
+def _conv_stack(path: Path) -> Path:
+    """conv-relu and a stride-2 conv, float: QOperator quantisation makes it QLinearConvs."""
+    rng = np.random.default_rng(4)
+    inits = [
+        nh.from_array((rng.standard_normal(s) * 0.2).astype("float32"), n)
+        for n, s in (("w1", (16, 3, 3, 3)), ("b1", (16,)), ("w2", (32, 16, 3, 3)), ("b2", (32,)))
+    ]
+    nodes = [
+        h.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1] * 4),
+        h.make_node("Relu", ["c1"], ["r1"]),
+        h.make_node("Conv", ["r1", "w2", "b2"], ["y"], pads=[1] * 4, strides=[2, 2]),
+    ]
+    graph = h.make_graph(
+        nodes, "convs", [h.make_tensor_value_info("x", T.FLOAT, [1, 3, 16, 16])],
+        [h.make_tensor_value_info("y", T.FLOAT, [1, 32, 8, 8])], inits,
+    )  # fmt: skip
+    path.write_bytes(
+        h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]).SerializeToString()
+    )
+    return path
+
+
+def test_a_qoperator_model_runs_its_qlinearconvs_as_int8_kernels(tmp_path: Path) -> None:
+    """QLinearConv imports as the QDQ chain it stands for, which the rules make integer:
+    the same int8 kernels, ONNX Runtime's result bit for bit."""
+    model = _quantize_static(
+        _conv_stack(tmp_path / "c.onnx"), tmp_path / "q.onnx", (1, 3, 16, 16), "x", "QOperator"
+    )
+    assert "QLinearConv" in {n.op_type for n in onnx.load(str(model)).graph.node}
+    x = np.random.default_rng(5).standard_normal((1, 3, 16, 16)).astype("float32")
+    want = _session(onnx.load(str(model))).run(None, {"x": x})[0]
+    exe = codegen.build(str(model))
+    np.testing.assert_array_equal(exe.run(x=x), want)
+    assert int8_kernels(exe) == 2
 
 
 def test_egc_compile_check_says_a_quantised_model_is_bit_for_bit(

@@ -12,6 +12,7 @@ from ...errors import FrontendError
 from ...expr import Constant, Expr
 from ...types import FLOAT_DTYPES, NARROW_INTS, TensorType
 from .node import Node, converter
+from .windows import Window
 
 
 def _spread(n: Node, i: int, x: TensorType, axis: int | None = None) -> Expr:
@@ -132,3 +133,67 @@ def _matmul_integer(n: Node) -> Expr:
         return op.subtract(value, op.cast(_spread(n, zero, t, axis), dtype="int32"))
 
     return op.matmul(shifted(0, 2, a_t.ndim - 2, a_t), shifted(1, 3, -1, b_t))
+
+
+def _window(n: Node, weights: int) -> Window:
+    """The node's window: 2-D, or 1-D lifted to 2-D (Window's errors for the rest)."""
+    return Window(n, n.type(weights).shape[2:])
+
+
+def _convolved(n: Node, win: Window, x: Expr, w: Expr, integer: bool) -> Expr:
+    """conv2d (or, integer, the int32 sums of x and w shifted by their zero points 2
+    and 3: qnn_conv2d for scalar zero points, else exact float64) with the node's window."""
+    attrs = {
+        "strides": win.strides, "padding": win.pads, "dilation": win.dilations,
+        "groups": int(n.attr("group", 1)),
+    }  # fmt: skip
+    if not integer:
+        return op.conv2d(x, w, **attrs)
+    x_t, w_t = n.type(0), n.type(1)
+    if all(n.input(i) is None or n.type(i).size == 1 for i in (2, 3)):
+        zeros = (_zero_point(n, 2, x_t, x_t.dtype), _zero_point(n, 3, w_t, w_t.dtype))
+        return op.qnn_conv2d(x, w, *zeros, **attrs)
+
+    def shifted(i: int, zero: int, t: TensorType) -> Expr:  # exact in float64
+        value = op.cast(n.x(i), dtype="float64")
+        if n.input(zero) is None:
+            return value
+        return op.subtract(value, op.cast(_spread(n, zero, t, axis=0), dtype="float64"))
+
+    product = op.conv2d(win.lift(shifted(0, 2, x_t)), win.lift(shifted(1, 3, w_t)), **attrs)
+    return op.cast(product, dtype="int32")
+
+
+@converter("ConvInteger")
+def _conv_integer(n: Node) -> Expr:
+    """The int32 sums of (x - x_zero_point) * (w - w_zero_point): the IR's qnn_conv2d
+    (scalar zero points), which the int8 kernels compute."""
+    win = _window(n, 1)
+    return win.finish(_convolved(n, win, win.x, win.lift(n.x(1)), integer=True))
+
+
+@converter("QLinearConv")
+def _qlinear_conv(n: Node) -> Expr:
+    """The QDQ chain QLinearConv stands for: the input and weights dequantized (weights
+    per tensor or per output channel), the float convolution plus the int32 bias at scale
+    input scale * weight scale (float32), quantized to y's scale and zero point. The
+    quantisation rules turn it into qnn_conv2d + requantize, ONNX Runtime's arithmetic."""
+    x_t, w_t = n.type(0), n.type(3)
+    x = op.dequantize(n.x(0), _spread(n, 1, x_t), _zero_point(n, 2, x_t, x_t.dtype))
+    w = op.dequantize(n.x(3), _spread(n, 4, w_t, axis=0), _zero_point(n, 5, w_t, w_t.dtype))
+    win = _window(n, 3)
+    out = _convolved(n, win, win.lift(x), win.lift(w), integer=False)
+    if n.input(8) is not None:
+        sx, sw = n.input(1), n.input(4)
+        if isinstance(sx, Constant) and isinstance(sw, Constant) and sw.data.size == 1:
+            scale: Expr = Constant(np.array(np.float32(sx.data) * np.float32(sw.data)).reshape(()))
+        else:
+            scale = op.multiply(
+                op.cast(_spread(n, 1, x_t), dtype="float32"),
+                op.reshape(_spread(n, 4, w_t, axis=0), (-1,)),
+            )
+        bias = op.dequantize(n.x(8), scale, Constant(np.zeros((), "int32")))
+        out = op.bias_add(out, bias, axis=1)
+    y_zero = n.type(7).dtype if n.input(7) is not None else "uint8"
+    y = op.quantize(out, _spread(n, 6, n.type()), _zero_point(n, 7, n.type(), y_zero))
+    return win.finish(y)
