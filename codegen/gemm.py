@@ -20,11 +20,10 @@ from egraph_ir.expr import Call, Constant
 from egraph_ir.registry import Op
 from egraph_ir.types import TensorType
 
+from .conv import FLOAT_SUMS, Accumulation, zero
 from .loop_ir import (
     INDEX,
     Assign,
-    Bin,
-    Const,
     Declare,
     For,
     LExpr,
@@ -96,16 +95,25 @@ def pack(call: Call) -> Packed:
     return Packed(m, n, k, mr, xv, panels)
 
 
-def panel_block(p: Packed, panel: LoopVar, a: str, packed: str, dest: str) -> list[Stmt]:
+def panel_block(
+    p: Packed,
+    panel: LoopVar,
+    a: str,
+    packed: str,
+    dest: str,
+    arithmetic: Accumulation = FLOAT_SUMS,
+) -> list[Stmt]:
     """dest[:, panel*PW : (panel+1)*PW] = a @ the panel: MR rows at a time, then the last
     m % MR rows as one smaller block (a row count that MR does not divide, 197 tokens say,
-    keeps the full register block for all but its last rows)."""
+    keeps the full register block for all but its last rows). `arithmetic`: float32
+    FMAs, or gemm_int8.py's byte words."""
     mb = LoopVar(INDEX, "mb")
-    main = _row_block(p, p.mr, mul(mb, idx(p.mr)), panel, a, packed, dest, "")
+    buffers = (a, packed, dest)
+    main = _row_block(p, p.mr, mul(mb, idx(p.mr)), panel, buffers, "", arithmetic)
     stmts: list[Stmt] = [For("mb", p.m // p.mr, main)] if p.m >= p.mr else []
     rest = p.m % p.mr
     if rest:
-        stmts += _row_block(p, rest, idx(p.m - rest), panel, a, packed, dest, "t")
+        stmts += _row_block(p, rest, idx(p.m - rest), panel, buffers, "t", arithmetic)
     return stmts
 
 
@@ -114,28 +122,33 @@ def _row_block(
     rows: int,
     row0: LExpr,
     panel: LoopVar,
-    a: str,
-    packed: str,
-    dest: str,
+    buffers: tuple[str, str, str],
     tag: str,
+    arithmetic: Accumulation,
 ) -> list[Stmt]:
-    """`rows` rows from row0 of one panel: rows x XV accumulators over k, then stored."""
-    vec = f"float32x{LANES}"
+    """`rows` rows from row0 of one panel: rows x XV accumulators over k, then stored;
+    `buffers`: a, the packed panels, dest."""
+    a, packed, dest = buffers
+    vec = arithmetic.vector
     kk = LoopVar(INDEX, f"{tag}kk")
     column = mul(panel, idx(p.width))
     at_k = add(mul(add(mul(panel, idx(p.k)), kk), idx(p.width)), idx(0))
     loads = [Load(vec, packed, add(at_k, idx(v * LANES))) for v in range(p.xv)]
     acc = [[f"{tag}acc{r}_{v}" for v in range(p.xv)] for r in range(rows)]
-    body: list[Stmt] = [Declare(name, Const(vec, 0.0)) for names in acc for name in names]
+    body: list[Stmt] = [Declare(name, zero(vec)) for names in acc for name in names]
     updates: list[Stmt] = []
     for r in range(rows):
-        splat = Splat(vec, Load("float32", a, add(mul(add(row0, idx(r)), idx(p.k)), kk)))
+        at_a = add(mul(add(row0, idx(r)), idx(p.k)), kk)
+        splat = Splat(vec, Load(arithmetic.scalar, a, at_a))
         for v in range(p.xv):
-            product = Bin(vec, "mul", splat, loads[v])
-            updates.append(Assign(acc[r][v], Bin(vec, "add", Ref(vec, acc[r][v]), product)))
+            updates.append(
+                Assign(acc[r][v], arithmetic.update(Ref(vec, acc[r][v]), splat, loads[v]))
+            )
     body.append(For(kk.name, p.k, updates, unroll=False))
     for r in range(rows):
         base = add(mul(add(row0, idx(r)), idx(p.n)), column)
         for v in range(p.xv):
-            body.append(Store(dest, add(base, idx(v * LANES)), Ref(vec, acc[r][v])))
+            lanes = add(column, idx(v * LANES))
+            value = arithmetic.lanes_result(Ref(vec, acc[r][v]), lanes)
+            body.append(Store(dest, add(base, idx(v * LANES)), value))
     return body

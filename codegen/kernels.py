@@ -121,10 +121,14 @@ class LoopKernel(CompiledKernel):
         return [Launch(self.kernel, refs)]
 
 
+@dataclass
 class JitGemmKernel(LoopKernel):
-    """A product on weights packed at compile time, with its epilogue (codegen/gemm.py)."""
+    """A product on weights packed at compile time, with its epilogue (codegen/gemm.py);
+    an int8 one (codegen/gemm_int8.py) sums into an int32 scratch first."""
 
     kind: ClassVar[str] = "gemm"
+    scratches: tuple[tuple[tuple[int, ...], str], ...] = ()
+    variant: str = ""  # "int8" for byte products
 
 
 def _epilogue(epilogue: LoopKernel | None) -> list[NativeCall]:

@@ -21,8 +21,10 @@ from .library import (
     direct_conv,
     int8_channel_conv,
     int8_conv,
+    int8_packed_gemm,
     operand,
     packed_gemm,
+    scratch_rows_load,
     tile_load,
     wide_rows_load,
 )
@@ -36,6 +38,7 @@ from .select import (
     Elementwise,
     Int8ChannelConv,
     Int8Conv,
+    Int8Product,
     LibraryConv,
     LibraryProduct,
     LoopProduct,
@@ -112,6 +115,8 @@ def build_kernel(group: Group, calls: list[Call], ops: list[str]) -> CompiledKer
             return int8_conv(group, anchor, ops, wide)
         case Int8ChannelConv(layout):
             return int8_channel_conv(group, anchor, ops, layout)
+        case Int8Product(packed, sums):
+            return int8_packed_gemm(group, anchor, ops, packed, sums)
         case ByteDepthwise(wide):
             return byte_depthwise(group, anchor, ops, wide)
     anchor_t = anchor.checked_type
@@ -165,6 +170,9 @@ def _anchor_nest(
             return [], shape
         case ChannelConv(layout) | Int8ChannelConv(layout):
             group.anchor_load = tile_load(group, anchor, layout)
+            return [], shape
+        case Int8Product(packed):
+            group.anchor_load = scratch_rows_load(group, packed.n)
             return [], shape
         case PackedProduct() | LibraryProduct() | LibraryConv() | Elementwise():
             return [], shape

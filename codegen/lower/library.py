@@ -12,8 +12,9 @@ import numpy as np
 from egraph_ir.expr import Call, Constant, Expr, Var
 from egraph_ir.op._common import size_of
 from egraph_ir.types import TensorType
+from egraph_ir.visitor import post_order
 
-from .. import conv, conv_channels, conv_int8, conv_prologue, gemm
+from .. import conv, conv_channels, conv_int8, conv_prologue, gemm, gemm_int8
 from ..compute import Index
 from ..kernels import (
     ConvKernel,
@@ -242,6 +243,53 @@ def packed_gemm(group: Group, anchor: Call, ops: list[str], p: gemm.Packed) -> L
     nest: list[Stmt] = [For("panel", panels, stmts, outer=True)]
     kernel = Kernel(group.name, buffers, nest, panels, work, unroll=False)
     return JitGemmKernel(group.name, ops, kernel, dict(group.constants))
+
+
+def int8_packed_gemm(
+    group: Group, anchor: Call, ops: list[str], p: gemm.Packed, sums: np.ndarray
+) -> LoopKernel:
+    """qnn_matmul / qnn_dense by byte words (gemm_int8.py) into an int32 scratch (the
+    output holds the epilogue's result), the epilogue one panel at a time. The activations
+    are read as words: their buffer is declared int32 here, so the group may read them
+    nowhere else."""
+    a, a_zero = anchor.args[0], anchor.args[2]
+    assert isinstance(a, Var)
+    reads = [n for n in post_order(group.fn.body) if isinstance(n, Call) and a in n.args]
+    if reads != [anchor]:
+        raise Unsupported("the quantised activations are read beside the int8 product")
+    a_buffer = group.buffers[a]
+    group.buffers[a] = Buffer(a_buffer.name, "int32", (p.m, p.k))
+    zero = group.buffer_of(a_zero if isinstance(a_zero, Var) else _one_element(a_zero))
+    arithmetic = gemm_int8.ByteProduct(offsets=group.buffer_of(Constant(sums)), zero=zero)
+    panel = LoopVar(INDEX, "panel")
+    packed = group.buffer_of(Constant(p.panels))
+    stmts = gemm.panel_block(p, panel, a_buffer.name, packed, "acc", arithmetic)
+    stmts += panel_epilogue(group, panel, p)
+    buffers = group.kernel_buffers([Buffer("acc", "int32", (p.m, p.n))])
+    panels = p.n // p.width
+    work = p.macs / gemm.LANES + size_of(group.out_type.shape)
+    nest: list[Stmt] = [For("panel", panels, stmts, outer=True)]
+    kernel = Kernel(group.name, buffers, nest, panels, work, unroll=False)
+    scratch = {"acc": BufferRef("scratch", 0)}
+    return JitGemmKernel(
+        group.name, ops, kernel, dict(group.constants), scratch, (((p.m, p.n), "int32"),), "int8"
+    )
+
+
+def _one_element(e: Expr) -> Constant:
+    """A scalar constant as a one-element buffer (scalar constants are inlined, not
+    buffers)."""
+    assert isinstance(e, Constant)
+    return Constant(np.asarray(e.data).reshape(1))
+
+
+def scratch_rows_load(group: Group, n: int) -> Callable[[Index], LExpr]:
+    """Where an epilogue reads an int8 product's sums: row-major (M, N) int32 scratch."""
+
+    def load(index: Index) -> LExpr:
+        return Load("int32", "acc", index.flat())
+
+    return load
 
 
 def panel_epilogue(group: Group, panel: LExpr, p: gemm.Packed) -> list[Stmt]:

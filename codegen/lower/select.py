@@ -11,12 +11,14 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
+
 from egraph_ir.expr import Call, Constant, Function, Var
 from egraph_ir.op._common import size_of
 from egraph_ir.registry import Op, OpPattern
 from egraph_ir.types import TensorType
 
-from .. import blas, conv, conv_channels, conv_int8, conv_prologue, gemm, tuning
+from .. import blas, conv, conv_channels, conv_int8, conv_prologue, gemm, gemm_int8, tuning
 
 
 class Unsupported(Exception):
@@ -48,6 +50,15 @@ class PackedProduct:
     """A float32 product on constant weights packed into column panels (JIT micro-kernel)."""
 
     packed: gemm.Packed
+
+
+@dataclass(frozen=True)
+class Int8Product:
+    """qnn_matmul / qnn_dense on constant int8 weights: byte words by vpdpbusd
+    (gemm_int8.py), with the weights' column sums for the zero-point offset."""
+
+    packed: gemm.Packed
+    sums: np.ndarray = dataclasses.field(compare=False)
 
 
 @dataclass(frozen=True)
@@ -117,6 +128,7 @@ Strategy = (
     | ArgMax
     | LoopProduct
     | PackedProduct
+    | Int8Product
     | LibraryProduct
     | MaxPoolRows
     | AvgPool
@@ -214,6 +226,13 @@ def _qnn_conv2d(anchor: Call) -> Strategy:
     raise Unsupported("qnn_conv2d outside the int8 kernels (int8 weights, zero point 0)")
 
 
+def _qnn_product(anchor: Call) -> Strategy:
+    """The int8 product; CanonicalizeQnn lowers the products it does not take."""
+    if not gemm_int8.fits(anchor) or not isinstance(anchor.args[0], Var):
+        raise Unsupported("a quantised product outside the int8 kernel")
+    return Int8Product(*gemm_int8.pack(anchor))
+
+
 CONV_CANDIDATES = ("direct", "channels")  # the kernels the database may choose between
 
 
@@ -247,6 +266,8 @@ CHOOSERS: dict[str, Callable[[Call], Strategy]] = {
     **dict.fromkeys(ROW_OPS, lambda _: RowOp()),
     "conv2d": _conv2d,
     "qnn_conv2d": _qnn_conv2d,
+    "qnn_matmul": _qnn_product,
+    "qnn_dense": _qnn_product,
 }
 
 

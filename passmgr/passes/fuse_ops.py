@@ -51,7 +51,7 @@ register_config(
 
 ANCHORS = (OpPattern.COMM_REDUCE, OpPattern.OUT_ELEMWISE_FUSABLE)
 ROW_ANCHORS = frozenset({"softmax", "log_softmax"})
-SCRATCH_ANCHORS = frozenset({"qnn_conv2d"})
+SCRATCH_ANCHORS = frozenset({"qnn_conv2d", "qnn_matmul", "qnn_dense"})
 SINK = None  # the post-dominator of values that leave the dataflow (outputs, tuples)
 
 
@@ -183,9 +183,9 @@ def _fusable(n: Call, path: list[Call], end: Call, anchor: Call | None) -> bool:
 def _epilogue_keeps(m: Call, anchor: Call) -> bool:
     """An epilogue op keeps the anchor's shape; it may change the dtype only after anchors
     whose elements are computed one at a time (reductions, softmax: codegen applies the
-    epilogue in registers) or kept in scratch (qnn_conv2d's int32 sums, requantized to 8
-    bits), not after products, convolutions and pools, whose results are written to the
-    group's output first."""
+    epilogue in registers) or kept in scratch (qnn_conv2d's, qnn_matmul's and qnn_dense's
+    int32 sums, requantized or rescaled), not after products, convolutions and pools,
+    whose results are written to the group's output first."""
     mt, at = m.checked_type, anchor.checked_type
     assert isinstance(mt, TensorType) and isinstance(at, TensorType)
     if mt.shape != at.shape:
