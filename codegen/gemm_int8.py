@@ -30,7 +30,7 @@ WORD = 4  # k per 32-bit word
 
 def fits(call: Call) -> bool:
     """qnn_matmul / qnn_dense of uint8 activations (K a multiple of 4, any zero point)
-    and constant 2-D int8 weights with zero point 0 and whole vectors of columns."""
+    and constant 2-D int8 weights with zero point 0."""
     if not (isinstance(call.op, Op) and call.op.name in ("qnn_matmul", "qnn_dense")):
         return False
     a, b, a_zero, b_zero = call.args
@@ -39,7 +39,6 @@ def fits(call: Call) -> bool:
         return False
     if not (isinstance(b, Constant) and isinstance(b_zero, Constant)):
         return False
-    n = b.data.shape[1] if call.op.name == "qnn_matmul" else b.data.shape[0]
     return (
         a_t.dtype == "uint8"
         and a_t.ndim >= 2
@@ -49,7 +48,6 @@ def fits(call: Call) -> bool:
         and b.data.dtype == np.int8
         and b_zero.data.size == 1
         and int(b_zero.data.reshape(-1)[0]) == 0
-        and n % LANES == 0
     )
 
 
@@ -58,19 +56,22 @@ def worth_it(call: Call) -> bool:
 
 
 def pack(call: Call) -> tuple[Packed, np.ndarray]:
-    """The packed product over words (its k counts words) and the weights' column sums."""
+    """The packed product over words (its k counts words; its n the columns rounded up to
+    whole vectors, the extra ones zero) and the weights' column sums."""
     a_t = call.args[0].checked_type
     weights = call.args[1]
     assert isinstance(a_t, TensorType) and isinstance(weights, Constant)
     assert isinstance(call.op, Op)
     b = weights.data if call.op.name == "qnn_matmul" else weights.data.T  # (K, N)
     k, n = b.shape
+    b = np.pad(b, ((0, 0), (0, -n % LANES)))
+    n = b.shape[1]
     m = int(np.prod(a_t.shape[:-1], dtype=np.int64))
     xv = 2 if n % (2 * LANES) == 0 else 1
     width = xv * LANES
     grouped = b.reshape(k // WORD, WORD, n // width, width).transpose(2, 0, 3, 1)
     words = np.ascontiguousarray(grouped, dtype=np.int8).view("<i4")[..., 0]
-    sums = b.astype(np.int64).sum(axis=0).astype(np.int32)
+    sums = b.astype(np.int64).sum(axis=0).astype(np.int32)  # zero for the extra columns
     return Packed(m, n, k // WORD, min(8, m), xv, words), sums
 
 

@@ -24,7 +24,6 @@ from .library import (
     int8_packed_gemm,
     operand,
     packed_gemm,
-    scratch_rows_load,
     tile_load,
     wide_rows_load,
 )
@@ -171,10 +170,7 @@ def _anchor_nest(
         case ChannelConv(layout) | Int8ChannelConv(layout):
             group.anchor_load = tile_load(group, anchor, layout)
             return [], shape
-        case Int8Product(packed):
-            group.anchor_load = scratch_rows_load(group, packed.n)
-            return [], shape
-        case PackedProduct() | LibraryProduct() | LibraryConv() | Elementwise():
+        case PackedProduct() | Int8Product() | LibraryProduct() | LibraryConv() | Elementwise():
             return [], shape
 
 

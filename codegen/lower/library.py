@@ -264,7 +264,7 @@ def int8_packed_gemm(
     panel = LoopVar(INDEX, "panel")
     packed = group.buffer_of(Constant(p.panels))
     stmts = gemm.panel_block(p, panel, a_buffer.name, packed, "acc", arithmetic)
-    stmts += panel_epilogue(group, panel, p)
+    stmts += _scratch_panel_epilogue(group, panel, p)
     buffers = group.kernel_buffers([Buffer("acc", "int32", (p.m, p.n))])
     panels = p.n // p.width
     work = p.macs / gemm.LANES + size_of(group.out_type.shape)
@@ -283,13 +283,22 @@ def _one_element(e: Expr) -> Constant:
     return Constant(np.asarray(e.data).reshape(1))
 
 
-def scratch_rows_load(group: Group, n: int) -> Callable[[Index], LExpr]:
-    """Where an epilogue reads an int8 product's sums: row-major (M, N) int32 scratch."""
-
-    def load(index: Index) -> LExpr:
-        return Load("int32", "acc", index.flat())
-
-    return load
+def _scratch_panel_epilogue(group: Group, panel: LExpr, p: gemm.Packed) -> list[Stmt]:
+    """panel_epilogue reading the int32 scratch (M, p.n); where p.n is the output's width
+    rounded up to whole vectors, the last panel's extra columns redo the output's last
+    one (the same value stored again: a loop needs no bounds test)."""
+    shape = group.out_type.shape
+    n = shape[-1]
+    m, j = LoopVar(INDEX, "em"), LoopVar(INDEX, "ej")
+    column: LExpr = add(mul(panel, idx(p.width)), j)
+    if n != p.n:
+        column = Bin(INDEX, "min", column, idx(n - 1))
+    lead = Index(shape[:-1], flat=m).multi() if len(shape) > 2 else [m]
+    index = Index(shape, multi=[*lead, column], flat=add(mul(m, idx(n)), column))
+    sums = Load("int32", "acc", add(mul(m, idx(p.n)), column))
+    group.anchor_load = lambda _: sums
+    store = Store("out", index.flat(), group.reader(group.fn.body)(index))
+    return [For("em", p.m, [For("ej", p.width, [store])])]
 
 
 def panel_epilogue(group: Group, panel: LExpr, p: gemm.Packed) -> list[Stmt]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import codegen
@@ -41,12 +41,24 @@ def _model(m: int, k: int, n: int, dense: bool, runtime_zero: bool, rescale: boo
 
 
 @given(
-    shape=st.sampled_from([(5, 64, 32), (9, 128, 16), (8, 12, 48), (1, 4, 16), (17, 256, 64)]),
+    # (M, K, N): N not a multiple of 16 too (a classifier's 1000 columns)
+    shape=st.sampled_from(
+        [
+            (5, 64, 32),
+            (9, 128, 16),
+            (8, 12, 48),
+            (1, 4, 16),
+            (17, 256, 64),
+            (3, 16, 40),
+            (1, 64, 1000),
+        ]
+    ),
     dense=st.booleans(),
     runtime_zero=st.booleans(),
     rescale=st.booleans(),
     seed=st.integers(0, 2**16),
 )
+@example(shape=(3, 16, 40), dense=True, runtime_zero=False, rescale=True, seed=3)
 @settings(max_examples=14, deadline=None)
 def test_int8_products_equal_the_reference(shape, dense, runtime_zero, rescale, seed) -> None:
     m, k, n = shape
