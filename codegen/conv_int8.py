@@ -54,8 +54,8 @@ WORD = 4  # input channels per 32-bit word
 
 
 def _operands_fit(call: Call) -> bool:
-    """A qnn_conv2d over an 8-bit input with constant int8 weights whose zero point is 0,
-    constant scalar zero points and no negative padding."""
+    """A qnn_conv2d over an 8-bit input with constant int8 weights whose zero points are
+    0, a constant scalar input zero point and no negative padding."""
     if not (isinstance(call.op, Op) and call.op.name == "qnn_conv2d"):
         return False
     x, w, x_zero, w_zero = call.args
@@ -69,8 +69,7 @@ def _operands_fit(call: Call) -> bool:
         x_t.dtype in ("uint8", "int8")
         and w.data.dtype == np.int8
         and x_zero.data.size == 1
-        and w_zero.data.size == 1
-        and int(w_zero.data.reshape(-1)[0]) == 0
+        and not w_zero.data.any()  # 0, per tensor or per output channel
         and min(g.top, g.left, g.bottom, g.right) >= 0
     )
 

@@ -21,10 +21,10 @@ from .guards import (
 from .lexer import MAX_NESTING, Line, Tok, number
 
 TENSOR_FUNC_KINDS = {"shape": "tuple", "rank": "number", "dtype": "str", "size": "number",
-                     "dim": "number", "is_const": "bool", "value": "any", "min": "any",
-                     "max": "any"}  # fmt: skip
+                     "dim": "number", "is_const": "bool", "value": "any", "values": "tuple",
+                     "min": "any", "max": "any"}  # fmt: skip
 VALUE_FUNC_KINDS = {
-    "f32_product": ("number", "number"),
+    "f32_product": ("any", "any"),  # numbers, or tuples of per-channel values
     "compose": ("tuple", "tuple"),
     "inverse": ("tuple", "tuple"),
     "len": ("tuple", "number"),
@@ -102,7 +102,7 @@ class _GuardReader:
         """What the guard's left side pins, when it is `f(?x)` or an attribute variable."""
         toks = self.line.toks[self.line.i :]
         texts = [t.text for t in toks[:4]]
-        pinnable = ("shape", "rank", "dtype", "value", "min", "max")
+        pinnable = ("shape", "rank", "dtype", "value", "values", "min", "max")
         call_of_var = len(toks) >= 4 and texts[1::2] == ["(", ")"] and toks[2].kind == "var"
         if call_of_var and texts[0] in pinnable:
             return texts[0], texts[2][1:]

@@ -63,6 +63,11 @@ def _all_equal_value(c: np.ndarray | None) -> float | None:
     return float(flat[0]) if bool(np.all(flat == flat[0])) else None
 
 
+def _all_values(c: np.ndarray | None) -> tuple[float, ...] | None:
+    """A constant's elements in order (per-channel scales), None for a non-constant."""
+    return None if c is None else tuple(float(v) for v in c.reshape(-1))
+
+
 def _extreme(c: np.ndarray | None, pick: Callable[..., Any]) -> float | None:
     """A constant's smallest or largest element (None for a non-constant or NaN)."""
     if c is None or c.size == 0:
@@ -91,21 +96,29 @@ TENSOR_FUNCS: dict[str, Callable[..., Any]] = {
     "dim": lambda m, x, i: m.types[x].shape[i],
     "is_const": lambda m, x: x in m.constants,
     "value": lambda m, x: _all_equal_value(m.constants.get(x)),
+    "values": lambda m, x: _all_values(m.constants.get(x)),
     "min": lambda m, x: _extreme(m.constants.get(x), np.min),
     "max": lambda m, x: _extreme(m.constants.get(x), np.max),
 }
-VALUE_READERS = ("value", "min", "max")  # tensor functions that look at a constant's values
+VALUE_READERS = ("value", "values", "min", "max")  # functions that read a constant's values
 TENSOR_ARITY = {
     "shape": 1, "rank": 1, "dtype": 1, "size": 1, "dim": 2, "is_const": 1, "value": 1,
-    "min": 1, "max": 1,
+    "values": 1, "min": 1, "max": 1,
 }  # fmt: skip
 
 
-def _f32_product(a: Any, b: Any) -> float | None:
+def _f32_product(a: Any, b: Any) -> float | tuple[float, ...] | None:
     """a * b rounded to float32, as a runtime computes a product of two scales (ONNX
-    Runtime's bias scale is input scale * weight scale in float32); None if either is."""
+    Runtime's bias scale is input scale * weight scale in float32); elementwise when
+    either is a tuple of values (a per-channel scale; a one-element side broadcasts);
+    None if either is None."""
     if a is None or b is None:
         return None
+    if isinstance(a, tuple) or isinstance(b, tuple):
+        left, right = np.asarray(a, np.float32).reshape(-1), np.asarray(b, np.float32).reshape(-1)
+        if left.size != right.size and 1 not in (left.size, right.size):
+            return None
+        return tuple(float(v) for v in left * right)
     return float(np.float32(a) * np.float32(b))
 
 

@@ -243,7 +243,8 @@ def _elements(dtype: str, finite: bool) -> st.SearchStrategy:
 
 def _apply_value_hints(rule: Rule, s: Structure, values: dict[str, np.ndarray]) -> None:
     for g in rule.guards:
-        if g.target is not None and g.target[0] in ("value", "min>", "max<") and g.value:
+        pins = ("value", "values", "min", "max", "min>", "max<")
+        if g.target is not None and g.target[0] in pins and g.value:
             name = g.target[1]
             try:
                 want = g.value(Match(s.types, s.attrs, values))
@@ -252,8 +253,12 @@ def _apply_value_hints(rule: Rule, s: Structure, values: dict[str, np.ndarray]) 
             if want is None:
                 continue
             v = values[name]
-            if g.target[0] == "value":
+            if g.target[0] in ("value", "min", "max"):  # every element E satisfies each
                 values[name] = np.full(v.shape, want, dtype=v.dtype)
+            elif g.target[0] == "values":  # every element, in order (a per-channel scale)
+                flat = np.asarray(want, dtype=v.dtype).reshape(-1)
+                if flat.size in (1, v.size):
+                    values[name] = np.broadcast_to(flat, (v.size,)).reshape(v.shape).copy()
             elif g.target[0] == "min>":  # every element above the bound
                 values[name] = (np.abs(v) + max(want, 0) + 1).astype(v.dtype)
             elif g.target[0] == "max<":

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 import codegen
 import egraph_ir as ir
 import passmgr as pm
+from egraph_ir import op
 from egraph_ir.op.qnn import quantize_ref, requantize_ref
 
 ort = pytest.importorskip("onnxruntime")
@@ -195,9 +196,15 @@ def _small_cnn(path: Path) -> Path:
 
 
 def _quantize_static(
-    float_path: Path, out: Path, shape: tuple[int, ...], name: str, form: str = "QDQ"
+    float_path: Path,
+    out: Path,
+    shape: tuple[int, ...],
+    name: str,
+    form: str = "QDQ",
+    per_channel: bool = False,
 ) -> Path:
-    """The model quantised by onnxruntime.quantization: QDQ, or QOperator (QLinearConv)."""
+    """The model quantised by onnxruntime.quantization: QDQ, or QOperator (QLinearConv);
+    weight scales per tensor or per output channel."""
     quantization = pytest.importorskip("onnxruntime.quantization")
 
     class Batches(quantization.CalibrationDataReader):
@@ -214,15 +221,21 @@ def _quantize_static(
         str(float_path), str(out), Batches(),
         quant_format=getattr(quantization.QuantFormat, form),
         activation_type=quantization.QuantType.QUInt8,
-        weight_type=quantization.QuantType.QInt8,
+        weight_type=quantization.QuantType.QInt8, per_channel=per_channel,
     )  # fmt: skip
     return out
 
 
-def test_a_cnn_quantised_by_onnxruntime_equals_its_int8_run(tmp_path: Path) -> None:
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_a_cnn_quantised_by_onnxruntime_equals_its_int8_run(
+    tmp_path: Path, per_channel: bool
+) -> None:
+    """Weight scales per tensor, or per output channel (the rules' per-channel forms:
+    the bias scale and the requantize multiplier per channel)."""
     model = _quantize_static(
-        _small_cnn(tmp_path / "cnn.onnx"), tmp_path / "q.onnx", (1, 3, 16, 16), "x"
-    )
+        _small_cnn(tmp_path / "cnn.onnx"), tmp_path / "q.onnx", (1, 3, 16, 16), "x",
+        per_channel=per_channel,
+    )  # fmt: skip
     x = np.random.default_rng(3).standard_normal((1, 3, 16, 16)).astype("float32")
     want = _session(onnx.load(str(model))).run(None, {"x": x})[0]
     exe = codegen.build(str(model))
@@ -341,3 +354,38 @@ def test_a_dynamically_quantised_mlp_matches_onnxruntime(tmp_path: Path) -> None
     x = np.random.default_rng(5).standard_normal((4, 32)).astype("float32")
     want = _session(onnx.load(str(model))).run(None, {"x": x})[0]
     np.testing.assert_allclose(codegen.build(mod).run(x=x), want, rtol=1e-5, atol=1e-5)
+
+
+def _per_channel_conv(bias_scale_nudge: float) -> ir.IRModule:
+    """dequantize -> conv2d (weight scales per output channel) + int32 bias -> quantize;
+    the bias scale of channel 1 nudged by a factor."""
+    rng = np.random.default_rng(8)
+    x = ir.var("x", shape=(1, 2, 5, 5), dtype="uint8")
+    sx = np.float32(0.02)
+    sw = np.array([0.01, 0.003, 0.007], np.float32).reshape(3, 1, 1, 1)
+    sb = (sx * sw).reshape(3)
+    sb[1] = np.float32(sb[1] * bias_scale_nudge)
+    c = ir.const
+    xd = op.dequantize(x, c(sx), c(np.array(3, np.uint8)))
+    w = rng.integers(-127, 128, (3, 2, 3, 3)).astype(np.int8)
+    wd = op.dequantize(c(w), c(sw), c(np.zeros((3, 1, 1, 1), np.int8)))
+    bd = op.dequantize(c(np.array([50, -20, 7], np.int32)), c(sb), c(np.zeros(3, np.int32)))
+    y = op.bias_add(op.conv2d(xd, wd, padding=[1] * 4), bd, axis=1)
+    q = op.quantize(y, c(np.float32(0.05)), c(np.array(128, np.uint8)))
+    return ir.infer_type(ir.IRModule.from_expr(ir.Function([x], q)))
+
+
+def test_per_channel_bias_scales_must_be_the_float32_products() -> None:
+    """The per-channel rule's guard compares every channel's bias scale with input scale x
+    weight scale in float32 (`values(?sb) == f32_product(values(?sx), values(?sw))`):
+    one channel off by a float32 step and the chain stays float, as it must (the int32
+    bias would mean something else); exact, it becomes the int8 kernel."""
+    with pm.PassContext():
+        exact = pm.passes.FakeQuantizationToInteger()(_per_channel_conv(1.0))
+        nudged = pm.passes.FakeQuantizationToInteger()(_per_channel_conv(1.0 + 2**-22))
+    assert "qnn_conv2d" in str(exact) and "qnn_conv2d" not in str(nudged)
+    mod = _per_channel_conv(1.0)
+    value = np.random.default_rng(9).integers(0, 256, (1, 2, 5, 5)).astype(np.uint8)
+    exe = codegen.build(mod)
+    assert int8_kernels(exe) == 1
+    np.testing.assert_array_equal(exe.run(x=value), ir.interpret(exact, value))

@@ -32,6 +32,8 @@ def _spread(n: Node, i: int, x: TensorType, axis: int | None = None) -> Expr:
         raise FrontendError(f"a per-axis scale is 1-D of the axis' size {x.shape[axis]}, got {t}")
     shape = [1] * x.ndim
     shape[axis] = t.shape[0]
+    if isinstance(value, Constant):  # reshaped here: a folded constant is what rules match
+        return Constant(value.data.reshape(shape))
     return op.reshape(value, tuple(shape))
 
 
