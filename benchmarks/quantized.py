@@ -2,10 +2,12 @@
 same file, in one process, 2 threads each, interleaved rounds.
 
     .venv/bin/python benchmarks/quantized.py [--models resnet18,bert_tiny2] [--rounds 5]
+        [--per-channel]
 
 The CNNs of ../shared/models/real are quantised as users do it, with
 onnxruntime.quantization.quantize_static (QDQ format, uint8 activations, int8 weights,
-per-tensor scales, four random calibration batches); the BERT encoder with
+per-tensor scales, or per output channel with --per-channel; four random calibration
+batches); the BERT encoder with
 quantize_dynamic (int8 weights, DynamicQuantizeLinear + MatMulInteger). The table gives
 latency medians, ours / the faster engine, ours / our own float build of the original
 model, how many outputs differ from ONNX Runtime's int8 run and by how much (the goal for
@@ -37,7 +39,7 @@ STATIC = ("resnet18", "mobilenet_v2", "efficientnet_b0")
 DYNAMIC = ("bert_tiny2",)
 
 
-def quantise(name: str, feeds: dict[str, np.ndarray], out: Path) -> Path:
+def quantise(name: str, feeds: dict[str, np.ndarray], out: Path, per_channel: bool) -> Path:
     """The model quantised as onnxruntime.quantization writes it (see the docstring)."""
     from onnxruntime.quantization import (
         CalibrationDataReader,
@@ -69,7 +71,7 @@ def quantise(name: str, feeds: dict[str, np.ndarray], out: Path) -> Path:
     quant_pre_process(source, prepared, skip_symbolic_shape=True)
     quantize_static(
         prepared, target, RandomBatches(), quant_format=QuantFormat.QDQ,
-        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, per_channel=per_channel,
     )  # fmt: skip
     return target
 
@@ -85,10 +87,11 @@ def first_output(out: Any) -> np.ndarray:
     return out[0] if isinstance(out, tuple | list) else out
 
 
-def bench(name: str, rounds: int, threads: int, work: Path) -> dict[str, Any]:
+def bench(name: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    rounds, threads = args.rounds, args.threads
     feeds = dict(np.load(REAL / f"{name}.npz"))
     feeds.pop("expected")
-    path = quantise(name, feeds, work)
+    path = quantise(name, feeds, work, args.per_channel)
     exe, compile_s = build(path, threads)
     float_exe, float_compile_s = build(REAL / f"{name}.onnx", threads)
     ort_run = onnxruntime(path, feeds, threads)
@@ -107,8 +110,9 @@ def bench(name: str, rounds: int, threads: int, work: Path) -> dict[str, Any]:
             samples[k].append(median_seconds(run))
     ms = {k: 1e3 * statistics.median(v) for k, v in samples.items()}
     best = min(v for k, v in ms.items() if k not in ("ours", "ours float"))
+    form = "QDQ per channel" if args.per_channel else "QDQ"
     return {
-        "model": f"{name} ({'dynamic' if name in DYNAMIC else 'QDQ'})", "ms": ms,
+        "model": f"{name} ({'dynamic' if name in DYNAMIC else form})", "ms": ms,
         "ratio": ms["ours"] / best, "vs_float": ms["ours"] / ms["ours float"],
         "differ": int((got != want).sum()), "outputs": want.size,
         "max_diff": float(np.abs(got.astype(np.float64) - want.astype(np.float64)).max()),
@@ -121,12 +125,13 @@ def main() -> None:
     parser.add_argument("--models", default=",".join(STATIC + DYNAMIC))
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--per-channel", action="store_true", help="weight scales per channel")
     args = parser.parse_args()
     if not REAL.is_dir():
         print(f"no real models at {REAL}: nothing to measure")
         return
     with tempfile.TemporaryDirectory() as work:
-        rows = [bench(n, args.rounds, args.threads, Path(work)) for n in args.models.split(",")]
+        rows = [bench(n, args, Path(work)) for n in args.models.split(",")]
     engines = list(rows[0]["ms"])
     header = " | ".join(f"{e} ms" for e in engines)
     columns = (

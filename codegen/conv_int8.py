@@ -14,6 +14,10 @@ per output channel: a constant subtracted as the block stores (a weight zero poi
 than 0 would need the input's window sums too; such calls keep the float path). Padding
 and the channels that fill the last word hold zx, whose share that constant removes, so
 the int32 sums are exactly qnn_conv2d's, as ONNX Runtime's QLinearConv computes them.
+
+On small maps the same words feed conv_channels' kernel (output channels in the lanes:
+channel_layout). Depthwise calls have no four channels to pack together: the direct
+kernel's depthwise path reads their bytes as exact floats (depthwise_fits).
 """
 
 from __future__ import annotations
