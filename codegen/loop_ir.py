@@ -74,6 +74,9 @@ class Select(LExpr):
 @dataclass(frozen=True, eq=False)
 class Cast(LExpr):
     a: LExpr
+    # the value is known to be an integer the target type holds (exact sums kept in
+    # float32): a plain conversion, without the clamps and NaN test of the cast rule
+    exact: bool = False
 
 
 @dataclass(frozen=True, eq=False)

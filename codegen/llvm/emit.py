@@ -290,6 +290,9 @@ class _KernelEmitter:
             mask = ir.Constant(ir.VectorType(ir.IntType(32), ty.count), [0] * ty.count)
             return b.shuffle_vector(one, ir.Constant(ty, ir.Undefined), mask)
         if isinstance(e, Cast):
+            if e.exact and _is_float(e.a.dtype) and not _is_float(e.dtype):
+                convert = b.fptoui if _unsigned(e.dtype) else b.fptosi
+                return convert(self.expr(e.a), value_type(e.dtype))
             return self.cast(self.expr(e.a), e.a.dtype, e.dtype)
         if isinstance(e, Select):
             return b.select(self.expr(e.cond), self.expr(e.a), self.expr(e.b))

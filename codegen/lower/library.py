@@ -396,7 +396,7 @@ def wide_rows_load(group: Group, wide: conv.Wide, stored: str = "") -> Callable[
         row = add(mul(add(mul(THREAD_SLOT, idx(n)), b), idx(ob)), p)
         start = add(mul(row, idx(wide.q)), mul(y, idx(wide.wp)))
         value = Load(stored or anchor_t.dtype, "wide", add(start, x))
-        return Cast(anchor_t.dtype, value) if stored else value
+        return Cast(anchor_t.dtype, value, exact=True) if stored else value
 
     def from_out(index: Index) -> LExpr:
         return Load(group.out.dtype, "out", index.flat())
