@@ -97,6 +97,19 @@ def openvino(path: Path, feeds: dict[str, np.ndarray], threads: int) -> Callable
     return lambda: request.infer(feeds)
 
 
+def interleaved_ms(engines: dict[str, Callable[[], Any]], rounds: int) -> dict[str, float]:
+    """Each engine's median milliseconds: three warm-up runs each, then `rounds` rounds
+    that time every engine in turn (a noisy spell then hits all of them)."""
+    for run in engines.values():
+        for _ in range(3):
+            run()
+    samples: dict[str, list[float]] = {k: [] for k in engines}
+    for _ in range(rounds):
+        for k, run in engines.items():
+            samples[k].append(median_seconds(run))
+    return {k: 1e3 * statistics.median(v) for k, v in samples.items()}
+
+
 def bench(name: str, rounds: int, threads: int) -> dict[str, Any]:
     path = REAL / f"{name}.onnx"
     feeds = dict(np.load(path.with_suffix(".npz")))
@@ -109,14 +122,7 @@ def bench(name: str, rounds: int, threads: int) -> dict[str, Any]:
     ov_run = openvino(path, feeds, threads)
     if ov_run is not None:
         engines["OpenVINO"] = ov_run
-    for run in engines.values():
-        for _ in range(3):
-            run()
-    samples: dict[str, list[float]] = {k: [] for k in engines}
-    for _ in range(rounds):
-        for k, run in engines.items():
-            samples[k].append(median_seconds(run))
-    ms = {k: 1e3 * statistics.median(v) for k, v in samples.items()}
+    ms = interleaved_ms(engines, rounds)
     best = min(v for k, v in ms.items() if k != "ours")
     gflops = flops / (ms["ours"] / 1e3) / 1e9
     return {"model": name, "ms": ms, "ratio": ms["ours"] / best, "compile_s": compile_s,

@@ -19,7 +19,6 @@ is a benchmark-only dependency; its column is left out when it is not installed.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
 import time
@@ -33,7 +32,7 @@ import codegen
 import passmgr as pm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from engines import REAL, median_seconds, onnxruntime, openvino
+from engines import REAL, onnxruntime, openvino
 
 STATIC = ("resnet18", "mobilenet_v2", "efficientnet_b0")
 DYNAMIC = ("bert_tiny2",)
@@ -101,14 +100,7 @@ def bench(name: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:
     if ov_run is not None:
         engines["OpenVINO"] = ov_run
     engines["ours float"] = lambda: float_exe.run(**feeds)
-    for run in engines.values():
-        for _ in range(3):
-            run()
-    samples: dict[str, list[float]] = {k: [] for k in engines}
-    for _ in range(rounds):
-        for k, run in engines.items():
-            samples[k].append(median_seconds(run))
-    ms = {k: 1e3 * statistics.median(v) for k, v in samples.items()}
+    ms = interleaved_ms(engines, rounds)
     best = min(v for k, v in ms.items() if k not in ("ours", "ours float"))
     form = "QDQ per channel" if args.per_channel else "QDQ"
     return {
