@@ -32,7 +32,7 @@ import codegen
 import passmgr as pm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from engines import REAL, onnxruntime, openvino
+from engines import REAL, interleaved_ms, onnxruntime, openvino
 
 STATIC = ("resnet18", "mobilenet_v2", "efficientnet_b0")
 DYNAMIC = ("bert_tiny2",)
