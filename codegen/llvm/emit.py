@@ -290,10 +290,7 @@ class _KernelEmitter:
             mask = ir.Constant(ir.VectorType(ir.IntType(32), ty.count), [0] * ty.count)
             return b.shuffle_vector(one, ir.Constant(ty, ir.Undefined), mask)
         if isinstance(e, Cast):
-            if e.exact and _is_float(e.a.dtype) and not _is_float(e.dtype):
-                convert = b.fptoui if _unsigned(e.dtype) else b.fptosi
-                return convert(self.expr(e.a), value_type(e.dtype))
-            return self.cast(self.expr(e.a), e.a.dtype, e.dtype)
+            return self.cast(self.expr(e.a), e.a.dtype, e.dtype, e.exact)
         if isinstance(e, Select):
             return b.select(self.expr(e.cond), self.expr(e.a), self.expr(e.b))
         if isinstance(e, Un):
@@ -332,7 +329,7 @@ class _KernelEmitter:
             return self.b.zext(v, ir.IntType(8))
         return v
 
-    def cast(self, v: ir.Value, src: str, dst: str) -> ir.Value:
+    def cast(self, v: ir.Value, src: str, dst: str, exact: bool = False) -> ir.Value:
         b = self.b
         if dst == "float16" and src != "float16":  # computed in float32, but rounded now
             # through float32: float <-> half are instructions (F16C/AVX-512), while
@@ -351,7 +348,7 @@ class _KernelEmitter:
         if _is_float(src) and _is_float(dst):
             return b.fpext(v, dt) if dst == "float64" else b.fptrunc(v, dt)
         if _is_float(src):
-            return self.math.saturating_to_int(b, v, dt, signed=not _unsigned(dst))
+            return self.math.saturating_to_int(b, v, dt, not _unsigned(dst), exact)
         if _is_float(dst):
             return b.uitofp(v, dt) if _unsigned(src) else b.sitofp(v, dt)
         if dt.width < st.width:

@@ -49,7 +49,7 @@ class MathLib:
         return self.declared[full]
 
     def saturating_to_int(
-        self, b: ir.IRBuilder, x: ir.Value, ty: ir.IntType, signed: bool
+        self, b: ir.IRBuilder, x: ir.Value, ty: ir.IntType, signed: bool, exact: bool = False
     ) -> ir.Value:
         """The cast semantics the interpreter defines: NaN gives 0 and out-of-range values
         clamp (fptosi would be poison there). To 8 and 16 bits and to int32 this is a clamp
@@ -57,7 +57,10 @@ class MathLib:
         it), a conversion to int32 and a truncation, which vectorise (the
         llvm.fpto{s,u}i.sat intrinsic does not on x86: each lane became a scalar
         conversion, and requantize's epilogue cost as much as the int8 convolution);
-        other types keep the intrinsic."""
+        other types keep the intrinsic. `exact`: x is known to be an integer of the type (a
+        plain conversion; loop_ir.Cast.exact)."""
+        if exact:
+            return b.fptosi(x, ty) if signed else b.fptoui(x, ty)
         if ty.width <= 16 or (ty.width == 32 and signed):
             low, high = (
                 (-(2 ** (ty.width - 1)), 2 ** (ty.width - 1) - 1)

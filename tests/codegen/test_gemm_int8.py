@@ -59,7 +59,7 @@ def _model(m: int, k: int, n: int, dense: bool, runtime_zero: bool, rescale: boo
     seed=st.integers(0, 2**16),
 )
 @example(shape=(3, 16, 40), dense=True, runtime_zero=False, rescale=True, seed=3)
-@settings(max_examples=14, deadline=None)
+@settings(max_examples=8, deadline=None)
 def test_int8_products_equal_the_reference(shape, dense, runtime_zero, rescale, seed) -> None:
     m, k, n = shape
     mod = _model(m, k, n, dense, runtime_zero, rescale, seed)
