@@ -15,11 +15,11 @@ first, while the e-graph can still see dequantize -> op -> quantize chains.
   sum below 2**24, else float64;
 - qnn_add: QLinearAdd's two fused multiply-adds, each as a float64 sum rounded once;
 - qnn_sigmoid: a gather from its 256-entry table, computed here.
-A qnn_conv2d the host code generator computes natively (its int8 kernel: u8 x s8 words
-accumulated by VNNI's vpdpbusd, codegen/conv_int8.py, declared through
-egraph_ir.support.register_native_form) stays as it is, and so does the int32 chain
-under its requantize, which fuses into that kernel's epilogue; the config key
-`qnn.integer_kernels` (default on) turns that off.
+A qnn_conv2d, qnn_matmul or qnn_dense the host code generator computes natively (its
+int8 kernels: u8 x s8 words accumulated by VNNI's vpdpbusd, codegen/conv_int8.py and
+codegen/gemm_int8.py, declared through egraph_ir.support.register_native_form) stays as
+it is, and so does the int32 chain under its requantize, which fuses into the kernel's
+epilogue; the config key `qnn.integer_kernels` (default on) turns that off.
 """
 
 from __future__ import annotations
@@ -47,8 +47,8 @@ register_config(
     "qnn.integer_kernels",
     bool,
     True,
-    "keep quantised calls the code generator computes as integers (int8 convolutions) "
-    "instead of lowering them to float arithmetic",
+    "keep quantised calls the code generator computes as integers (int8 convolutions and "
+    "products) instead of lowering them to float arithmetic",
 )
 
 QNN_OPS = (
@@ -245,22 +245,24 @@ def _channel_slices(call: Call, room: int) -> list[tuple[int, int]]:
     return slices
 
 
-def canonicalize(fn: Function) -> tuple[Function, int]:
-    """fn with every quantised call lowered; how many there were."""
+def canonicalize(fn: Function) -> tuple[Function, int, int]:
+    """fn with every quantised call lowered but those kept for an integer kernel; how many
+    were lowered and how many kept."""
     memo: dict[Expr, Expr] = {}
-    count = 0
+    count = kept = 0
     for node in post_order(fn):
         if isinstance(node, Var | Constant | GlobalVar):
             memo[node] = node
             continue
         post = rebuild(node, memo)
         if isinstance(post, Call) and isinstance(post.op, Op) and post.op.name in QNN_OPS:
+            keep = _kept(node)  # type: ignore[arg-type]
             post = lowered(node, list(post.args), memo.__getitem__)  # type: ignore[arg-type]
-            count += 1
+            count, kept = count + (not keep), kept + keep
         memo[node] = post
     out = memo[fn]
     assert isinstance(out, Function)
-    return out, count
+    return out, count, kept
 
 
 @register_pass
@@ -273,13 +275,15 @@ class CanonicalizeQnn(FunctionPass):
     required = ("InferType",)
 
     def transform_function(self, fn: Function, mod: IRModule, ctx: PassContext) -> Function:
-        out, count = canonicalize(fn)
-        record(QnnReport(lowered=count))
+        out, count, kept = canonicalize(fn)
+        record(QnnReport(lowered=count, kept=kept))
         return out
 
 
 @dataclass(frozen=True, slots=True)
 class QnnReport(PassReport):
-    """Quantised calls lowered to arithmetic in one function."""
+    """Quantised calls lowered to arithmetic in one function, and those kept for the code
+    generator's integer kernels."""
 
     lowered: int
+    kept: int = 0

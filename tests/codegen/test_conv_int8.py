@@ -163,8 +163,11 @@ def test_a_quantised_layer_runs_as_one_int8_kernel_through_the_pipeline(act) -> 
     assert _int8_kernels(exe) == 1 and len(exe.graph.kernels()) == 1
     value = _input(mod, 4)
     got = exe.run(x=value)
-    with pm.PassContext():
+    with pm.PassContext() as ctx:
         integer = pm.passes.FakeQuantizationToInteger()(mod)
+        pm.passes.CanonicalizeQnn()(integer)
+    [report] = ctx.run.reports("CanonicalizeQnn")
+    assert (report.kept, report.lowered) == (1, 1)  # qnn_conv2d kept, requantize lowered
     np.testing.assert_array_equal(got, ir.interpret(integer, value))
     # the float chain differs from the integer one by at most one quantum
     assert np.abs(got.astype(np.int32) - ir.interpret(mod, value).astype(np.int32)).max() <= 1
