@@ -177,9 +177,15 @@ def packed_weights(call: Call) -> tuple[np.ndarray, np.ndarray]:
     grid[:, :c] = w.data.reshape(o, c, kh * kw)
     packed = grid.reshape(o, words(c), WORD, kh * kw).transpose(0, 1, 3, 2)
     as_words = np.ascontiguousarray(packed).view("<i4").reshape(o, words(c), kh * kw)
-    sums = w.data.astype(np.int64).reshape(o, -1).sum(axis=1)
-    offset = (unsigned_zero(call) * sums).astype(np.int32)
-    return as_words, offset
+    return as_words, offsets(call)
+
+
+def offsets(call: Call) -> np.ndarray:
+    """Per output channel, the unsigned input zero point times the sum of its weights."""
+    w = call.args[1]
+    assert isinstance(w, Constant)
+    sums = w.data.astype(np.int64).reshape(w.data.shape[0], -1).sum(axis=1)
+    return (unsigned_zero(call) * sums).astype(np.int32)
 
 
 def packed_input_shape(call: Call, lay: Wide) -> tuple[tuple[int, ...], str]:

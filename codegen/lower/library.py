@@ -117,8 +117,8 @@ def int8_channel_conv(
     g = conv.ConvShape.of(anchor)
     assert lay.wide is not None
     pad = conv_int8.pack_kernel(anchor, lay.wide, f"{group.name}_pack")
-    _, offsets = conv_int8.packed_weights(anchor)
-    packed, offset = group.buffer_of(Constant(lay.panels)), group.buffer_of(Constant(offsets))
+    packed = group.buffer_of(Constant(lay.panels))
+    offset = group.buffer_of(Constant(conv_int8.offsets(anchor)))
     special = {"xpad": BufferRef("scratch", 0), "tile": BufferRef("scratch", 1)}
     tile = (conv_channels.tile_shape(anchor, lay), "int32")
     scratches = [conv_int8.packed_input_shape(anchor, lay.wide), tile]
@@ -264,7 +264,7 @@ def int8_packed_gemm(
     panel = LoopVar(INDEX, "panel")
     packed = group.buffer_of(Constant(p.panels))
     stmts = gemm.panel_block(p, panel, a_buffer.name, packed, "acc", arithmetic)
-    stmts += _scratch_panel_epilogue(group, panel, p)
+    stmts += panel_epilogue(group, panel, p, sums="acc")
     buffers = group.kernel_buffers([Buffer("acc", "int32", (p.m, p.n))])
     panels = p.n // p.width
     work = p.macs / gemm.LANES + size_of(group.out_type.shape)
@@ -283,10 +283,13 @@ def _one_element(e: Expr) -> Constant:
     return Constant(np.asarray(e.data).reshape(1))
 
 
-def _scratch_panel_epilogue(group: Group, panel: LExpr, p: gemm.Packed) -> list[Stmt]:
-    """panel_epilogue reading the int32 scratch (M, p.n); where p.n is the output's width
-    rounded up to whole vectors, the last panel's extra columns redo the output's last
-    one (the same value stored again: a loop needs no bounds test)."""
+def panel_epilogue(
+    group: Group, panel: LExpr, p: gemm.Packed, sums: str | None = None
+) -> list[Stmt]:
+    """The epilogue over the columns of one panel, every row. With `sums` (an int8
+    product's int32 scratch, (M, p.n)) the anchor is read from there; where p.n is the
+    output's width rounded up to whole vectors, the last panel's extra columns redo the
+    output's last one (the same value stored again: a loop needs no bounds test)."""
     shape = group.out_type.shape
     n = shape[-1]
     m, j = LoopVar(INDEX, "em"), LoopVar(INDEX, "ej")
@@ -295,19 +298,9 @@ def _scratch_panel_epilogue(group: Group, panel: LExpr, p: gemm.Packed) -> list[
         column = Bin(INDEX, "min", column, idx(n - 1))
     lead = Index(shape[:-1], flat=m).multi() if len(shape) > 2 else [m]
     index = Index(shape, multi=[*lead, column], flat=add(mul(m, idx(n)), column))
-    sums = Load("int32", "acc", add(mul(m, idx(p.n)), column))
-    group.anchor_load = lambda _: sums
-    store = Store("out", index.flat(), group.reader(group.fn.body)(index))
-    return [For("em", p.m, [For("ej", p.width, [store])])]
-
-
-def panel_epilogue(group: Group, panel: LExpr, p: gemm.Packed) -> list[Stmt]:
-    """The epilogue over the columns of one panel, every row."""
-    shape = group.out_type.shape
-    m, j = LoopVar(INDEX, "em"), LoopVar(INDEX, "ej")
-    column = add(mul(panel, idx(p.width)), j)
-    lead = Index(shape[:-1], flat=m).multi() if len(shape) > 2 else [m]
-    index = Index(shape, multi=[*lead, column], flat=add(mul(m, idx(p.n)), column))
+    if sums is not None:
+        value = Load("int32", sums, add(mul(m, idx(p.n)), column))
+        group.anchor_load = lambda _: value
     store = Store("out", index.flat(), group.reader(group.fn.body)(index))
     return [For("em", p.m, [For("ej", p.width, [store])])]
 
