@@ -23,7 +23,8 @@ from egraph_ir.egraph.pattern import AttrVar, Pattern, PCall, PGet, PLit, PVar
 from egraph_ir.errors import CompilerError
 from egraph_ir.expr import Constant, Expr, TupleGetItem
 from egraph_ir.infer import infer_type
-from egraph_ir.registry import get_op
+from egraph_ir.op.layout import parse_layout
+from egraph_ir.registry import OpPattern, get_op
 from egraph_ir.types import TensorType, Type
 
 from .guards import IDENTITY, GuardExpr
@@ -87,6 +88,19 @@ class _Builder:
             rank = int(self.rng.choice(5, p=RANK_WEIGHTS))
         return tuple(int(self._pick(list(DIMS))) for _ in range(rank))
 
+    def _shape_of_rank(
+        self, rank: int, siblings: list[TensorType], proposal: tuple[int, ...] | None
+    ) -> tuple[int, ...]:
+        """A shape of a rank a guard pins: the proposal or one near the siblings when
+        they have it (a per-channel (1, C, 1, 1) next to (N, C, H, W)), else random."""
+        if proposal is not None and len(proposal) == rank:
+            return proposal
+        for _ in range(4):
+            near = self._shape_near([t.shape for t in siblings]) if siblings else ()
+            if len(near) == rank:
+                return near
+        return self._random_shape(rank)
+
     def _shape_near(self, known: list[tuple[int, ...]]) -> tuple[int, ...]:
         """A shape likely to fit next to the known sibling shapes."""
         if not known:
@@ -116,7 +130,7 @@ class _Builder:
             if shape is None:
                 rank = self._hint("rank", name)
                 if isinstance(rank, int):
-                    shape = self._random_shape(rank)
+                    shape = self._shape_of_rank(rank, siblings, proposal)
                 elif proposal is not None and self.rng.random() < 0.85:
                     shape = proposal
                 else:
@@ -183,13 +197,17 @@ class _Builder:
             return TupleGetItem(inner, p.index)
         assert isinstance(p, PCall)
         op = get_op(p.op)
-        args: list[Expr] = []
+        args: list[Expr | None] = [None] * len(p.args)
         known: list[TensorType] = []
         attrs: dict[str, Any] | None = None
-        for i, a in enumerate(p.args):
+        for i in _build_order(p, op.pattern):
+            a = p.args[i]
             if i == 1:
                 attrs = self._attrs(p, path, known)  # once the data input's type is known
-            proposal = _propose(op.name, i, known[0], attrs or {}, self) if i and known else None
+            if i and known:
+                proposal = _propose(op.name, i, known[0], attrs or {}, self)
+            else:
+                proposal = _propose_data(p, self) if i == 0 else None
             if isinstance(a, PVar):
                 arg = self.tensor(a.name, known, proposal)
             elif isinstance(a, PLit):
@@ -197,7 +215,7 @@ class _Builder:
                 arg = self.build(a)
             else:
                 arg = self.build(a, path * 8 + i + 2)
-            args.append(arg)
+            args[i] = arg
             t = _type_of(arg)
             if isinstance(t, TensorType):
                 known.append(t)
@@ -213,6 +231,17 @@ class _Builder:
             if isinstance(value, AttrVar):
                 self.s.attrs[value.name] = call.attrs[name]
         return call
+
+
+def _build_order(p: PCall, pattern: OpPattern) -> list[int]:
+    """Arguments in order, except that an elementwise or broadcasting op (add, multiply)
+    builds its call arguments before its variables: `add(?y, f(?x))` then draws ?y next to
+    what f(?x) made (a shape its guards can hold), not blindly first."""
+    order = list(range(len(p.args)))
+    elementwise = pattern in (OpPattern.ELEMWISE, OpPattern.BROADCAST)
+    if not elementwise or not any(isinstance(a, PCall) for a in p.args):
+        return order
+    return sorted(order, key=lambda i: not isinstance(p.args[i], PCall))
 
 
 def _type_of(e: Expr) -> Type:
@@ -263,7 +292,40 @@ def _propose(
         if not isinstance(groups, int) or groups < 1 or x.shape[1] % groups:
             return None
         k = int(b.rng.integers(1, 3))
+        if x.shape[1] % 16 == 0 and groups == 1 and b.rng.random() < 0.5:
+            new = 16  # output channels in blocks too
         return (groups * new, x.shape[1] // groups, k, k)
+    if op == "conv2d_nchwc" and x.ndim == 5:
+        channels, groups = x.shape[1] * x.shape[4], attrs.get("groups", 1)
+        if not isinstance(groups, int) or groups < 1 or channels % groups:
+            return None
+        k = int(b.rng.integers(1, 4))
+        per_group = max(1, x.shape[4] // groups) if groups > 1 else x.shape[4]
+        return (groups * per_group, channels // groups, k, k)
+    return None
+
+
+def _propose_data(p: PCall, b: _Builder) -> tuple[int, ...] | None:
+    """A shape for an op's data input where its attributes fix part of it: a layout
+    string's axes ('NCHW16c': a last axis of 16), or channels in blocks of 16 for a
+    convolution now and then (the guards of blocked-layout rules ask for them)."""
+    given = p.attr_map()
+    if p.op in ("layout_transform", "conv2d_nchwc"):
+        default = None if p.op == "layout_transform" else "NCHW16c"
+        layout = given.get("src_layout" if p.op == "layout_transform" else "layout", default)
+        if isinstance(layout, str):
+            try:
+                axes = parse_layout(layout)
+            except CompilerError:
+                return None
+            return tuple(f if f else int(b._pick(list(DIMS))) for _, f in axes)
+        if p.op == "layout_transform":  # either side of NCHW <-> NCHW16c
+            n, h, w = b._random_shape(3)
+            return b._pick(
+                [(n, 16 * int(b._pick([1, 2])), h, w), (n, int(b._pick(list(DIMS))), h, w, 16)]
+            )
+    if p.op == "conv2d" and b.rng.random() < 0.3:
+        return (int(b._pick([1, 2])), 16 * int(b._pick([1, 2])), *b._random_shape(2))
     return None
 
 
@@ -330,10 +392,16 @@ def _shaped_attr_value(
     r, pick = len(shape), b._pick
     if name == "padding":
         return tuple(int(v) for v in b.rng.integers(0, 2, size=4))
+    if op == "layout_transform":  # NCHW <-> NCHW16c, as the data's rank says
+        return {("src_layout", 4): "NCHW", ("src_layout", 5): "NCHW16c"}.get(
+            (name, r), "NCHW16c" if r == 4 else "NCHW"
+        )
     if name == "pool_size":
         return (int(b.rng.integers(1, 3)), int(b.rng.integers(1, 3)))
     if name in ("groups", "num_groups"):
         channels = shape[1] if r >= 2 else 1
+        if op == "conv2d_nchwc" and r == 5:
+            channels *= shape[4]
         return pick([1, 1, channels])
     if name == "indices_or_sections":
         return pick([1, 2, (1,)])

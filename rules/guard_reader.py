@@ -28,6 +28,7 @@ VALUE_FUNC_KINDS = {
     "compose": ("tuple", "tuple"),
     "inverse": ("tuple", "tuple"),
     "len": ("tuple", "number"),
+    "rem": ("number", "number"),
 }  # (argument kind, result kind); fmt: skip
 
 

@@ -8,9 +8,10 @@ Functions: shape, rank, dtype, size, dim(?x, i) and is_const, value (a constant'
 all its elements are equal, else None), min and max (a constant's smallest and largest
 element, else None) take a tensor variable; compose(?p, ?q) (apply q to
 p: r[i] = p[q[i]]), inverse(?p) and len take attribute values or lists; f32_product(a, b)
-is the product of two numbers rounded to float32 (scales multiply so). `identity` equals
-any identity permutation. Comparisons: == != < <= > >=; `is` tests a dtype's kind: float,
-int, signed, bool, quantised (int8 or uint8).
+is the product of two numbers rounded to float32 (scales multiply so); rem(a, b) is the
+remainder of a / b (`rem(dim(?x, 1), 16) == 0`: the channels split into blocks of 16).
+`identity` equals any identity permutation. Comparisons: == != < <= > >=; `is` tests a
+dtype's kind: float, int, signed, bool, quantised (int8 or uint8).
 """
 
 from __future__ import annotations
@@ -127,6 +128,7 @@ VALUE_FUNCS: dict[str, tuple[int, Callable[..., Any]]] = {
     "compose": (2, _compose),
     "inverse": (1, _inverse),
     "len": (1, len),
+    "rem": (2, lambda a, b: a % b if b else None),
 }
 COMPARE: dict[str, Callable[[Any, Any], bool]] = {
     "==": lambda a, b: normalise_value(a) == normalise_value(b),

@@ -13,6 +13,7 @@ from egraph_ir.visitor import post_order
 from .. import blas
 from ..kernels import CompiledKernel, GemmKernel, HostKernel, LoopKernel
 from ..loop_ir import Kernel, Stmt
+from .blocked import blocked_depthwise, blocked_pointwise
 from .group import Group
 from .library import (
     byte_depthwise,
@@ -31,6 +32,8 @@ from .nests import argmax_nest, elementwise_nest, product_nest, reduction_nest
 from .select import (
     ArgMax,
     AvgPool,
+    BlockedDepthwise,
+    BlockedPointwise,
     ByteDepthwise,
     ChannelConv,
     DirectConv,
@@ -127,6 +130,10 @@ def build_kernel(group: Group, calls: list[Call], ops: list[str]) -> CompiledKer
             return direct_conv(group, anchor, ops, wide)
         case ChannelConv(layout):
             return channel_conv(group, anchor, ops, layout)
+        case BlockedDepthwise():
+            return blocked_depthwise(group, anchor, ops)
+        case BlockedPointwise(panels):
+            return blocked_pointwise(group, anchor, ops, panels)
         case PackedProduct(packed):
             return packed_gemm(group, anchor, ops, packed)
     if anchor is not group.fn.body and not group.in_registers:
@@ -171,6 +178,8 @@ def _anchor_nest(
             group.anchor_load = tile_load(group, anchor, layout)
             return [], shape
         case PackedProduct() | Int8Product() | LibraryProduct() | LibraryConv() | Elementwise():
+            return [], shape
+        case BlockedDepthwise() | BlockedPointwise():
             return [], shape
 
 

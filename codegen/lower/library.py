@@ -78,7 +78,7 @@ def direct_conv(group: Group, anchor: Call, ops: list[str], wide: conv.Wide) -> 
         stmts += channel_block(group, block, lay.ob, flat_planes=lay.into_out)
     macs = conv.direct_macs(anchor, lay)
     loop = ("ob", g.o // lay.ob)
-    return _conv_kernel(group, anchor, ops, stmts, loop, macs, special, scratches, pad, "direct")
+    return micro_kernel(group, anchor, ops, stmts, loop, macs, special, scratches, pad, "direct")
 
 
 INT8_MASKED_ROWS = 2 * conv.LANES  # int8 epilogue rows below this run masked throughout
@@ -106,7 +106,7 @@ def int8_conv(group: Group, anchor: Call, ops: list[str], lay: conv.Wide) -> Con
     if not by_block:
         stmts += channel_block(group, block, lay.ob, masked_below=INT8_MASKED_ROWS)
     macs, loop = conv_int8.macs(anchor, lay) // conv_int8.WORD, ("ob", g.o // lay.ob)
-    return _conv_kernel(group, anchor, ops, stmts, loop, macs, special, scratches, pad, "int8")
+    return micro_kernel(group, anchor, ops, stmts, loop, macs, special, scratches, pad, "int8")
 
 
 def int8_channel_conv(
@@ -127,7 +127,7 @@ def int8_channel_conv(
     stmts = conv_channels.panel_block(anchor, lay, panel, "xpad", packed, "tile", arithmetic)
     stmts += channel_block(group, panel, lay.width, flat_planes=True)
     macs, loop = conv_channels.macs(anchor) // conv_int8.WORD, ("panel", g.o // lay.width)
-    return _conv_kernel(
+    return micro_kernel(
         group, anchor, ops, stmts, loop, macs, special, scratches, pad, "int8-channels"
     )
 
@@ -151,7 +151,7 @@ def byte_depthwise(group: Group, anchor: Call, ops: list[str], lay: conv.Wide) -
     stmts += conv.direct_block(anchor, lay, block, "xpad", weight, "wide", True, True, arithmetic)
     stmts += channel_block(group, block, lay.ob, masked_below=INT8_MASKED_ROWS)
     macs, loop = conv.direct_macs(anchor, lay), ("ob", g.o // lay.ob)
-    return _conv_kernel(
+    return micro_kernel(
         group, anchor, ops, stmts, loop, macs, special, scratches, None, "int8-depthwise"
     )
 
@@ -181,10 +181,10 @@ def channel_conv(
     stmts = conv_channels.panel_block(anchor, lay, panel, source, packed, "tile")
     stmts += channel_block(group, panel, lay.width, flat_planes=True)
     macs, loop = conv_channels.macs(anchor), ("panel", g.o // lay.width)
-    return _conv_kernel(group, anchor, ops, stmts, loop, macs, special, scratches, pad, "channels")
+    return micro_kernel(group, anchor, ops, stmts, loop, macs, special, scratches, pad, "channels")
 
 
-def _conv_kernel(
+def micro_kernel(
     group: Group,
     anchor: Call,
     ops: list[str],

@@ -18,7 +18,17 @@ from egraph_ir.op._common import size_of
 from egraph_ir.registry import Op, OpPattern
 from egraph_ir.types import TensorType
 
-from .. import blas, conv, conv_channels, conv_int8, conv_prologue, gemm, gemm_int8, tuning
+from .. import (
+    blas,
+    conv,
+    conv_blocked,
+    conv_channels,
+    conv_int8,
+    conv_prologue,
+    gemm,
+    gemm_int8,
+    tuning,
+)
 
 
 class Unsupported(Exception):
@@ -118,6 +128,18 @@ class ByteDepthwise:
 
 
 @dataclass(frozen=True)
+class BlockedDepthwise:
+    """A depthwise conv2d_nchwc: a vector of 16 channels per tap (conv_blocked.py)."""
+
+
+@dataclass(frozen=True)
+class BlockedPointwise:
+    """A 1x1 conv2d_nchwc: output blocks in the lanes, stored as whole vectors."""
+
+    layout: conv_blocked.PointwiseLayout
+
+
+@dataclass(frozen=True)
 class LibraryConv:
     """A 1x1 convolution as a GEMM on the input, im2col + GEMM, or grouped direct loops."""
 
@@ -138,6 +160,8 @@ Strategy = (
     | Int8Conv
     | Int8ChannelConv
     | ByteDepthwise
+    | BlockedDepthwise
+    | BlockedPointwise
     | LibraryConv
 )
 
@@ -233,6 +257,17 @@ def _qnn_product(anchor: Call) -> Strategy:
     return Int8Product(*gemm_int8.pack(anchor))
 
 
+def _conv2d_nchwc(anchor: Call) -> Strategy:
+    """The blocked kernels take the forms blocked.rules makes (depthwise, pointwise); one
+    built by hand in another form runs its reference on the host."""
+    _materialised(anchor)
+    if conv_blocked.depthwise_fits(anchor):
+        return BlockedDepthwise()
+    if conv_blocked.pointwise_fits(anchor):
+        return BlockedPointwise(conv_blocked.pointwise_layout(anchor))
+    raise Unsupported("conv2d_nchwc other than float32 depthwise or pointwise on 16-channel blocks")
+
+
 CONV_CANDIDATES = ("direct", "channels")  # the kernels the database may choose between
 
 
@@ -266,6 +301,7 @@ CHOOSERS: dict[str, Callable[[Call], Strategy]] = {
     **dict.fromkeys(ROW_OPS, lambda _: RowOp()),
     "conv2d": _conv2d,
     "qnn_conv2d": _qnn_conv2d,
+    "conv2d_nchwc": _conv2d_nchwc,
     "qnn_matmul": _qnn_product,
     "qnn_dense": _qnn_product,
 }

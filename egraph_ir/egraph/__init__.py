@@ -16,6 +16,7 @@ from .dot import egraph_to_dot
 from .encode import encode
 from .extract import EXTRACTORS, ExtractionResult, extract, translate
 from .graph import Snapshot, TensorEGraph
+from .kernel_cost import KernelCost
 from .pattern import AttrVar, Match, PCall, PGet, PLit, PVar, Rewrite
 from .saturate import Limits, SaturationReport, StopReason, saturate
 from .spans import class_spans
@@ -76,6 +77,7 @@ def optimize(
 
 __all__ = [
     "EXTRACTORS",
+    "KernelCost",
     "CostModel",
     "ExtractionResult",
     "calibrate",

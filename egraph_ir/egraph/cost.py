@@ -9,7 +9,9 @@ over the chosen program (each shared e-class counted once by the DAG extractors)
 - `balanced`: FLOPs + bytes moved + 1 per call, a machine-independent proxy;
 - `roofline`: estimated microseconds, max(FLOPs / peak, bytes / bandwidth) + a per-kernel
   overhead, with the machine's figures measured by `calibrate()` (`egc calibrate`) and cached
-  in `$XDG_CACHE_HOME/egc/machine.json`; documented defaults stand in until then.
+  in `$XDG_CACHE_HOME/egc/machine.json`; documented defaults stand in until then;
+- `kernels`: estimated microseconds of the kernel each node becomes, from the measured
+  rates of this project's kernels (kernel_cost.py): the one layout choices are made with.
 """
 
 from __future__ import annotations
@@ -145,7 +147,7 @@ COST_MODELS: dict[str, Callable[[], CostModel]] = {
     "flops": lambda: flops_cost,
     "balanced": lambda: balanced_cost,
     "roofline": RooflineCost,
-}
+}  # kernel_cost.py adds "kernels"
 
 
 def get_cost_model(spec: str | CostModel) -> CostModel:

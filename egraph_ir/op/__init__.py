@@ -23,6 +23,7 @@ from . import (  # noqa: F401
     creation,
     device,
     elementwise,
+    layout,
     nn,
     norm,
     qnn,

@@ -161,7 +161,7 @@ def window_out(
     return out
 
 
-def _conv_geometry(x, w, attrs):
+def conv_geometry(x, w, attrs):
     if len(x) != 4 or len(w) != 4:
         raise ShapeError(f"conv2d needs NCHW data and OIHW weight, got {x} and {w}")
     groups = attrs["groups"]
@@ -178,7 +178,7 @@ def _conv_geometry(x, w, attrs):
 def _conv_infer(args: list[TensorType], attrs: Attrs) -> Type:
     dtype = same_dtype(args)
     require_dtype(args[0], FLOATS)
-    out, *_ = _conv_geometry(args[0].shape, args[1].shape, attrs)
+    out, *_ = conv_geometry(args[0].shape, args[1].shape, attrs)
     return TensorType(out, dtype)
 
 
@@ -189,7 +189,7 @@ def _windows(xp, kh, kw, sh, sw, dh, dw, oh, ow):
 
 
 def conv2d_ref(x, w, strides, padding, dilation, groups):
-    (n, o, oh, ow), (pt, pl, pb, pr), (sh, sw), (dh, dw) = _conv_geometry(
+    (n, o, oh, ow), (pt, pl, pb, pr), (sh, sw), (dh, dw) = conv_geometry(
         x.shape, w.shape, dict(strides=strides, padding=padding, dilation=dilation, groups=groups)
     )
     if n * o * oh * ow == 0 or x.size == 0 or w.size == 0:  # an empty axis: sums of nothing
@@ -272,7 +272,7 @@ POOL_ATTRS = (
 
 
 def max_pool2d_ref(x, **attrs):
-    least = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min  # the padding
+    least = np.iinfo(x.dtype).min if x.dtype.kind in "iu" else -np.inf  # the padding
     win, _, _ = _pool_windows(x, least, attrs)
     return win.max(axis=(4, 5)).astype(x.dtype)
 

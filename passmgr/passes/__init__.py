@@ -3,6 +3,7 @@ record in the run (`ctx.run.last("FuseOps")`, `PassRun.reports(kind=EqSatReport)
 
 from __future__ import annotations
 
+from .block_layout import BlockLayout
 from .canonicalize_qnn import CanonicalizeQnn, QnnReport
 from .combine_parallel_dense import CombineParallelDense, CombineReport
 from .dead_code import DeadCodeElimination, DeadCodeReport
@@ -43,6 +44,7 @@ from .partition import (
 from .print_ir import PrintIR
 
 __all__ = [
+    "BlockLayout",
     "CanonicalizeQnn",
     "QnnReport",
     "FakeQuantizationToInteger",

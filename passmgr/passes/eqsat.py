@@ -93,6 +93,7 @@ class EqSat(FunctionPass):
     cost_model: str | CostModel = "balanced"
     fold_constants: bool = True
     avoid: tuple[str, ...] = ()  # ops extraction keeps only when nothing else computes the value
+    extract_time_limit_s: float | None = None  # None: eqsat.extract_time_limit_s
     opt_level = 2
     required = ("InferType",)
 
@@ -131,7 +132,11 @@ class EqSat(FunctionPass):
             cost_model=avoiding(get_cost_model(self.cost_model), self.avoid),
             fold_constants=self.fold_constants,
             extractor=self.extractor,
-            extract_time_limit=float(ctx.get_config("eqsat.extract_time_limit_s")),
+            extract_time_limit=float(
+                ctx.get_config("eqsat.extract_time_limit_s")
+                if self.extract_time_limit_s is None
+                else self.extract_time_limit_s
+            ),
         )
         rep = result.report
         kept = result.cost_after > result.cost_before  # the input stays: nothing cheaper

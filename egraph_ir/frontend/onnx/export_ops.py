@@ -10,6 +10,7 @@ import numpy as np
 
 from ...errors import FrontendError
 from ...expr import Call
+from ...op.layout import transform_steps
 from ...op.nn import norm_padding
 from ...types import TensorType, TupleType
 from .export_graph import (
@@ -208,6 +209,35 @@ def _conv2d(g: ExportGraph, call: Call, ins: list[str]) -> list[str]:
         "Conv", ins, strides=pair(attrs["strides"]), pads=[pt, pl, pb, pr],
         dilations=pair(attrs["dilation"]), group=int(attrs["groups"]),
     )  # fmt: skip
+
+
+def _layout_steps(g: ExportGraph, name: str, shape: tuple[int, ...], src: str, dst: str) -> str:
+    for kind, value in transform_steps(shape, src, dst):
+        if kind == "reshape":
+            name = reshape(g, name, value)
+        elif list(value) != sorted(value):
+            name = g.one("Transpose", [name], perm=list(value))
+    return name
+
+
+@exporter("layout_transform")
+def _layout_transform(g: ExportGraph, call: Call, ins: list[str]) -> list[str]:
+    attrs, shape = call.attrs, arg_type(call, 0).shape
+    return [_layout_steps(g, ins[0], shape, attrs["src_layout"], attrs["dst_layout"])]
+
+
+@exporter("conv2d_nchwc")
+def _conv2d_nchwc(g: ExportGraph, call: Call, ins: list[str]) -> list[str]:
+    """ONNX has no blocked convolution: the plain one between two conversions."""
+    attrs, layout = call.attrs, call.attrs["layout"]
+    x = _layout_steps(g, ins[0], arg_type(call, 0).shape, layout, "NCHW")
+    pt, pl, pb, pr = norm_padding(attrs["padding"])
+    y = g.one(
+        "Conv", [x, ins[1]], strides=pair(attrs["strides"]), pads=[pt, pl, pb, pr],
+        dilations=pair(attrs["dilation"]), group=int(attrs["groups"]),
+    )  # fmt: skip
+    n, blocks, oh, ow, block = out_type(call).shape
+    return [_layout_steps(g, y, (n, blocks * block, oh, ow), "NCHW", layout)]
 
 
 @exporter("max_pool2d")

@@ -1,0 +1,91 @@
+"""Kernels of conv2d_nchwc (codegen/conv_blocked.py) with their fused epilogue: the
+convolution stores its sums in the output, the epilogue rewrites a row (depthwise) or a
+register block (pointwise) of it in place while it is in L1."""
+
+from __future__ import annotations
+
+from egraph_ir.expr import Call, Constant
+from egraph_ir.types import TensorType
+
+from .. import conv_blocked
+from ..compute import Index
+from ..conv import LANES
+from ..kernels import ConvKernel
+from ..kernels import Ref as BufferRef
+from ..loop_ir import INDEX, Bin, For, LExpr, Load, LoopVar, Stmt, Store, add, idx, mul
+from .group import Group
+from .library import micro_kernel
+
+
+def _epilogue(
+    group: Group, start: LExpr, pixels: int, pixel0: LExpr, block: LExpr, b: LExpr
+) -> list[Stmt]:
+    """The fused ops over `pixels` pixels of the output from flat element `start`: pixels
+    from `pixel0` of channel block `block` of item b. The lanes are the inner loop, so a
+    per-channel operand (a bias) is one contiguous vector, not a gather."""
+    if group.anchor is group.fn.body:
+        return []
+    shape = group.out_type.shape  # (N, blocks, OH, OW, 16)
+    p, lane = LoopVar(INDEX, "ep"), LoopVar(INDEX, "el")
+    pixel = add(pixel0, p)
+    rows = [Bin(INDEX, "div", pixel, idx(shape[3])), Bin(INDEX, "rem", pixel, idx(shape[3]))]
+    flat = add(add(start, mul(p, idx(LANES))), lane)
+    index = Index(shape, multi=[b, block, *rows, lane], flat=flat)
+    store = Store("out", index.flat(), group.reader(group.fn.body)(index))
+    lanes = For("el", LANES, [store], unroll=True, vectorize=True)
+    return [For("ep", pixels, [lanes], unroll=False)]
+
+
+def _reads_output(group: Group) -> None:
+    """The epilogue reads the convolution's sums where the kernel stored them: the output."""
+    anchor_t = group.anchor.checked_type if group.anchor is not None else group.out_type
+    assert isinstance(anchor_t, TensorType)
+    group.anchor_load = lambda index: Load(anchor_t.dtype, "out", index.flat())
+
+
+def blocked_depthwise(group: Group, anchor: Call, ops: list[str]) -> ConvKernel:
+    """Depthwise conv2d_nchwc: a loop over channel blocks, each padding its plane into the
+    thread's slot, then its rows, each followed by its epilogue."""
+    g = conv_blocked.BlockedShape.of(anchor)
+    _reads_output(group)
+    source = group.buffers[anchor.args[0]].name
+    weights = group.buffer_of(Constant(conv_blocked.depthwise_weights(anchor)))
+    block = LoopVar(INDEX, "blk")
+
+    def after_row(b: LExpr, y: LExpr) -> list[Stmt]:
+        row = mul(add(mul(add(mul(b, idx(g.ob)), block), idx(g.oh)), y), idx(g.ow))
+        return _epilogue(group, mul(row, idx(LANES)), g.ow, mul(y, idx(g.ow)), block, b)
+
+    stmts = conv_blocked.depthwise_rows(anchor, block, source, weights, after_row)
+    special = {"pad": BufferRef("scratch", 0)}
+    scratches = [conv_blocked.depthwise_scratch(anchor)]
+    macs = conv_blocked.depthwise_macs(anchor)
+    return micro_kernel(
+        group, anchor, ops, stmts, ("blk", g.cb), macs, special, scratches, None, "nchwc-depthwise"
+    )
+
+
+def blocked_pointwise(
+    group: Group, anchor: Call, ops: list[str], lay: conv_blocked.PointwiseLayout
+) -> ConvKernel:
+    """Pointwise conv2d_nchwc: a loop over panels of XV output blocks, each register block
+    of pixels followed by its epilogue."""
+    g = conv_blocked.BlockedShape.of(anchor)
+    _reads_output(group)
+    source = group.buffers[anchor.args[0]].name
+    packed = group.buffer_of(Constant(lay.panels))
+    panel = LoopVar(INDEX, "panel")
+    pixels = g.oh * g.ow
+
+    def after_block(b: LExpr, first: LExpr) -> list[Stmt]:
+        stmts: list[Stmt] = []
+        for v in range(lay.xv):
+            blk = add(mul(panel, idx(lay.xv)), idx(v))
+            start = mul(add(mul(add(mul(b, idx(g.ob)), blk), idx(pixels)), first), idx(LANES))
+            stmts += _epilogue(group, start, lay.pr, first, blk, b)
+        return stmts
+
+    stmts = conv_blocked.pointwise_panel(anchor, lay, panel, source, packed, after_block)
+    macs = conv_blocked.pointwise_macs(anchor)
+    loop = ("panel", g.ob // lay.xv)
+    return micro_kernel(group, anchor, ops, stmts, loop, macs, {}, [], None, "nchwc-pointwise")

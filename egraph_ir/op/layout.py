@@ -1,0 +1,189 @@
+"""Blocked layouts: `layout_transform` between layout strings and `conv2d_nchwc`, the
+convolution on channel-blocked data (TVM's layout_transform and contrib_conv2d_NCHWc).
+
+A layout string names a tensor's axes in order: an upper-case letter is a primal axis
+(N, C, H, W, ...), a number and a lower-case letter a sub-axis that splits the primal
+axis of the same letter: "NCHW16c" is (N, C/16, H, W, 16), element (n, c, h, w) at
+[n, c // 16, h, w, c % 16]. Blocked layouts keep a vector of channels contiguous, so a
+depthwise convolution or a pooling over them is one vector operation per tap; the rules
+in rules/builtin/blocked.rules decide where a graph converts, and the extraction weighs
+the conversions' cost against the kernels'.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+
+import numpy as np
+
+from ..attrs import Attrs
+from ..registry import AttrSpec, OpPattern, ShapeError
+from ..types import FLOAT_DTYPES, TensorType, Type
+from ._common import register_anchor, require_dtype, same_dtype, size_of
+from .nn import CONV_ATTRS, conv2d_ref, conv_geometry
+
+LayoutAxes = tuple[tuple[str, int], ...]  # (letter, factor): factor 0 for a primal axis
+_ITEM = re.compile(r"([A-Z])|([1-9][0-9]*)([a-z])")
+
+
+@cache
+def parse_layout(layout: str) -> LayoutAxes:
+    """'NCHW16c' -> (('N', 0), ('C', 0), ('H', 0), ('W', 0), ('c', 16)); a ShapeError
+    names what is wrong with a malformed string."""
+    items, at = [], 0
+    while at < len(layout):
+        m = _ITEM.match(layout, at)
+        if m is None:
+            raise ShapeError(f"layout {layout!r}: cannot read {layout[at:]!r}")
+        items.append((m.group(1), 0) if m.group(1) else (m.group(3), int(m.group(2))))
+        at = m.end()
+    letters = [letter for letter, _ in items]
+    if len(set(letters)) != len(letters):
+        raise ShapeError(f"layout {layout!r} names an axis twice")
+    for letter, factor in items:
+        if factor and letter.upper() not in letters:
+            raise ShapeError(f"layout {layout!r}: sub-axis {letter} without axis {letter.upper()}")
+    return tuple(items)
+
+
+def _factor(axes: LayoutAxes, primal: str) -> int:
+    return next((f for letter, f in axes if letter == primal.lower() and f), 1)
+
+
+def primal_extents(shape: tuple[int, ...], layout: str) -> dict[str, int]:
+    """The size of every primal axis of a tensor of `shape` in `layout`."""
+    axes = parse_layout(layout)
+    if len(shape) != len(axes):
+        raise ShapeError(f"layout {layout!r} has {len(axes)} axes, the tensor {shape}")
+    for (letter, factor), dim in zip(axes, shape, strict=True):
+        if factor and dim != factor:
+            raise ShapeError(f"layout {layout!r}: axis {letter} must be {factor}, got {dim}")
+    return {
+        letter: dim * _factor(axes, letter)
+        for (letter, factor), dim in zip(axes, shape, strict=True)
+        if not factor
+    }
+
+
+def layout_shape(extents: dict[str, int], layout: str) -> tuple[int, ...]:
+    """The shape of a tensor of primal `extents` in `layout` (each split axis whole)."""
+    axes = parse_layout(layout)
+    if sorted(letter for letter, f in axes if not f) != sorted(extents):
+        raise ShapeError(f"layout {layout!r} does not have the axes {''.join(extents)}")
+    shape = []
+    for letter, factor in axes:
+        if factor:
+            shape.append(factor)
+            continue
+        split = _factor(axes, letter)
+        if extents[letter] % split:
+            raise ShapeError(
+                f"layout {layout!r}: axis {letter} of {extents[letter]} does not split by {split}"
+            )
+        shape.append(extents[letter] // split)
+    return tuple(shape)
+
+
+def _transform_infer(args: list[TensorType], attrs: Attrs) -> Type:
+    (x,) = args
+    extents = primal_extents(x.shape, attrs["src_layout"])
+    return TensorType(layout_shape(extents, attrs["dst_layout"]), x.dtype)
+
+
+Step = tuple[str, tuple[int, ...]]  # ("transpose", perm) or ("reshape", shape)
+
+
+def transform_steps(shape: tuple[int, ...], src_layout: str, dst_layout: str) -> list[Step]:
+    """The conversion as transposes and reshapes (the numpy reference and the ONNX export
+    both run them): merge each split axis back into its primal axis, order the primal
+    axes as the destination has them, split them as it does, order the pieces."""
+    src, dst = parse_layout(src_layout), parse_layout(dst_layout)
+    position = {letter: k for k, (letter, _) in enumerate(src)}
+    order = [letter for letter, f in src if not f]
+    merge = []
+    for u in order:
+        merge += [position[u]] + ([position[u.lower()]] if u.lower() in position else [])
+    extents = primal_extents(shape, src_layout)
+    dst_order = [letter for letter, f in dst if not f]
+    split_shape, names = [], []
+    for u in dst_order:
+        f = _factor(dst, u)
+        split_shape += [extents[u] // f, f] if f > 1 else [extents[u]]
+        names += [u, u.lower()] if f > 1 else [u]
+    layout_shape(extents, dst_layout)  # a ShapeError when an axis does not split
+    return [
+        ("transpose", tuple(merge)),
+        ("reshape", tuple(extents[u] for u in order)),
+        ("transpose", tuple(order.index(u) for u in dst_order)),
+        ("reshape", tuple(split_shape)),
+        ("transpose", tuple(names.index(letter) for letter, _ in dst)),
+    ]
+
+
+def layout_transform_ref(x: np.ndarray, src_layout: str, dst_layout: str) -> np.ndarray:
+    for kind, value in transform_steps(x.shape, src_layout, dst_layout):
+        x = x.transpose(value) if kind == "transpose" else x.reshape(value)
+    return np.ascontiguousarray(x)
+
+
+def _transform_bytes(args: list[TensorType], out: Type, attrs: Attrs) -> float:
+    """No arithmetic: the cost models price the bytes it moves (one read, one write)."""
+    return 0.0
+
+
+register_anchor(
+    "layout_transform",
+    ("data",),
+    _transform_infer,
+    layout_transform_ref,
+    _transform_bytes,
+    (AttrSpec("src_layout", "str"), AttrSpec("dst_layout", "str")),
+    OpPattern.INJECTIVE,
+    doc="the same tensor in another layout: 'NCHW' <-> 'NCHW16c' (channel blocks of 16)",
+)
+
+
+# ---------------------------------------------------------------- conv2d on blocked data
+def channel_block(layout: str) -> int:
+    """The channel block of an 'NCHW<b>c' layout; other layouts are a ShapeError."""
+    axes = parse_layout(layout)
+    if [letter for letter, _ in axes] != ["N", "C", "H", "W", "c"]:
+        raise ShapeError(f"conv2d_nchwc needs a layout NCHW<b>c, got {layout!r}")
+    return axes[4][1]
+
+
+def _blocked_geometry(x: tuple[int, ...], w: tuple[int, ...], attrs: Attrs):
+    block = channel_block(attrs["layout"])
+    if len(x) != 5 or x[4] != block:
+        raise ShapeError(f"conv2d_nchwc needs data in {attrs['layout']}, got {x}")
+    if len(w) != 4 or w[0] % block:
+        raise ShapeError(
+            f"conv2d_nchwc needs OIHW weight, output channels in blocks of {block}; got {w}"
+        )
+    return block, (x[0], x[1] * block, x[2], x[3])
+
+
+def _nchwc_infer(args: list[TensorType], attrs: Attrs) -> Type:
+    dtype = same_dtype(args)
+    require_dtype(args[0], FLOAT_DTYPES)
+    block, plain = _blocked_geometry(args[0].shape, args[1].shape, attrs)
+    (n, o, oh, ow), *_ = conv_geometry(plain, args[1].shape, attrs)
+    return TensorType((n, o // block, oh, ow, block), dtype)
+
+
+def conv2d_nchwc_ref(x, w, strides, padding, dilation, groups, layout):
+    plain = layout_transform_ref(x, layout, "NCHW")
+    out = conv2d_ref(plain, w, strides, padding, dilation, groups)
+    return layout_transform_ref(out, "NCHW", layout)
+
+
+register_anchor(
+    "conv2d_nchwc",
+    ("data", "weight"),
+    _nchwc_infer,
+    conv2d_nchwc_ref,
+    lambda a, out, at: 2.0 * size_of(out.shape) * size_of(a[1].shape[1:]),
+    (*CONV_ATTRS, AttrSpec("layout", "str", "NCHW16c")),
+    doc="conv2d on channel-blocked data (NCHW<b>c in and out) with OIHW weight",
+)

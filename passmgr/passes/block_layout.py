@@ -1,0 +1,51 @@
+"""BlockLayout: channel-blocked layouts where they pay, chosen by extraction over the whole
+function (TVM's AlterOpLayout as equality saturation; rules/builtin/blocked.rules).
+
+Every convolution a blocked kernel computes gets its NCHW16c form in the e-graph, the
+conversions sink through the elementwise ops after it and cancel in pairs; the `kernels`
+cost model (egraph_ir/egraph/kernel_cost.py) prices each kernel at its measured rate and
+each remaining conversion at the bytes it moves, so a chain of blocked convolutions
+converts once at its ends, and a lone convolution stays NCHW when converting costs more
+than the faster kernel saves. Constant conversions (a blocked bias) fold afterwards.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from egraph_ir.expr import Function
+from egraph_ir.module import IRModule
+from rules import RuleSet
+
+from ..config import register_config
+from ..context import PassContext
+from ..registry import register_pass
+from .eqsat import EqSat
+from .fold_constant import fold_constants
+
+register_config(
+    "layout.blocked",
+    bool,
+    True,
+    "let BlockLayout choose channel-blocked layouts (NCHW16c) where the kernels cost says so",
+)
+
+
+@register_pass
+@dataclass(frozen=True)
+class BlockLayout(EqSat):
+    """Channel-blocked layouts where the measured kernel costs favour them."""
+
+    rules: str | RuleSet = "blocked"
+    fast_math: bool | None = True  # a mean over blocked data sums in another order
+    cost_model: str = "kernels"
+    # the blocked chains only pay together, which per-class greedy choices miss: exact
+    # solves around greedy-dag's answer and the ILP, within a second
+    extractor: str = "auto"
+    extract_time_limit_s: float | None = 1.0
+    opt_level = 3
+
+    def transform_function(self, fn: Function, mod: IRModule, ctx: PassContext) -> Function:
+        if not ctx.get_config("layout.blocked"):
+            return fn
+        return fold_constants(super().transform_function(fn, mod, ctx))

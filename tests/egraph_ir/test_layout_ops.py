@@ -1,0 +1,104 @@
+"""layout_transform and conv2d_nchwc (egraph_ir/op/layout.py): their references against
+plain numpy, their shape rules, their errors, and their ONNX export through ONNX Runtime."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import egraph_ir as ir
+from egraph_ir import op
+from egraph_ir.op.layout import layout_transform_ref, parse_layout
+from egraph_ir.op.nn import conv2d_ref
+
+
+def nchw16c(x: np.ndarray, block: int = 16) -> np.ndarray:
+    """The blocked layout written out by hand: [n, c // b, h, w, c % b]."""
+    n, c, h, w = x.shape
+    return x.reshape(n, c // block, block, h, w).transpose(0, 1, 3, 4, 2)
+
+
+@given(st.integers(1, 2), st.integers(1, 3), st.integers(1, 5), st.integers(1, 5))
+def test_blocking_puts_each_channel_at_its_block_and_lane(n, blocks, h, w) -> None:
+    x = np.arange(n * blocks * 16 * h * w, dtype=np.float32).reshape(n, blocks * 16, h, w)
+    blocked = layout_transform_ref(x, "NCHW", "NCHW16c")
+    np.testing.assert_array_equal(blocked, nchw16c(x))
+    np.testing.assert_array_equal(layout_transform_ref(blocked, "NCHW16c", "NCHW"), x)
+
+
+def test_other_layouts_convert_through_their_primal_axes() -> None:
+    x = np.arange(2 * 32 * 3 * 4, dtype=np.float32).reshape(2, 32, 3, 4)
+    nhwc = layout_transform_ref(x, "NCHW", "NHWC")
+    np.testing.assert_array_equal(nhwc, x.transpose(0, 2, 3, 1))
+    eight = layout_transform_ref(nhwc, "NHWC", "NCHW8c")
+    np.testing.assert_array_equal(eight, nchw16c(x, 8))
+    np.testing.assert_array_equal(layout_transform_ref(eight, "NCHW8c", "NCHW16c"), nchw16c(x))
+
+
+@pytest.mark.parametrize(
+    "layout, message",
+    [
+        ("NCHW16", "cannot read"),
+        ("NCHC", "twice"),
+        ("NCHW4c16c", "twice"),
+        ("NHW16c", "without axis C"),
+    ],
+)
+def test_malformed_layouts_are_named(layout: str, message: str) -> None:
+    with pytest.raises(ir.CompilerError, match=message):
+        parse_layout(layout)
+
+
+def test_a_channel_count_that_does_not_split_is_a_shape_error() -> None:
+    x = ir.var("x", shape=(1, 24, 4, 4))
+    with pytest.raises(ir.CompilerError, match="24 does not split by 16"):
+        ir.infer_type(ir.Function([x], op.layout_transform(x, "NCHW", "NCHW16c")))
+
+
+@given(
+    st.sampled_from([(32, 32), (32, 16), (16, 48)]),
+    st.sampled_from([1, 3]),
+    st.sampled_from([(1, 1), (2, 2)]),
+    st.booleans(),
+)
+def test_the_blocked_convolution_is_the_plain_one_between_conversions(
+    channels, kernel, strides, depthwise
+) -> None:
+    c, o = (channels[0], channels[0]) if depthwise else channels
+    groups = c if depthwise else 1
+    rng = np.random.default_rng(c + o + kernel)
+    x = rng.standard_normal((1, c, 7, 6)).astype(np.float32)
+    w = rng.standard_normal((o, c // groups, kernel, kernel)).astype(np.float32)
+    attrs = dict(strides=strides, padding=(kernel // 2,), dilation=(1, 1), groups=groups)
+    blocked = ir.op.get("conv2d_nchwc").reference(nchw16c(x), w, **attrs, layout="NCHW16c")
+    np.testing.assert_allclose(blocked, nchw16c(conv2d_ref(x, w, **attrs)), rtol=1e-5, atol=1e-5)
+
+
+def test_conv2d_nchwc_types_and_errors() -> None:
+    x = ir.var("x", shape=(1, 2, 8, 8, 16))
+    w = ir.const(np.zeros((48, 32, 3, 3), "float32"))
+    call = ir.infer_type(ir.Function([x], op.conv2d_nchwc(x, w, strides=(2, 2), padding=(1,))))
+    assert call.body.checked_type.shape == (1, 3, 4, 4, 16)
+    with pytest.raises(ir.CompilerError, match="output channels in blocks of 16"):
+        ir.infer_type(
+            ir.Function([x], op.conv2d_nchwc(x, ir.const(np.zeros((40, 32, 1, 1), "float32"))))
+        )
+    with pytest.raises(ir.CompilerError, match="needs a layout NCHW<b>c"):
+        ir.infer_type(ir.Function([x], op.conv2d_nchwc(x, w, layout="NHWC")))
+
+
+def test_both_ops_export_to_onnx_and_run_in_onnx_runtime() -> None:
+    ort = pytest.importorskip("onnxruntime")
+    from egraph_ir.frontend.onnx.export import to_onnx
+
+    rng = np.random.default_rng(0)
+    x = ir.var("x", shape=(1, 32, 6, 6))
+    w = ir.const(rng.standard_normal((32, 1, 3, 3)).astype("float32"))
+    blocked = op.conv2d_nchwc(op.layout_transform(x, "NCHW", "NCHW16c"), w, padding=(1,), groups=32)
+    fn = ir.Function([x], op.layout_transform(blocked, "NCHW16c", "NCHW"))
+    value = rng.standard_normal((1, 32, 6, 6)).astype("float32")
+    session = ort.InferenceSession(to_onnx(ir.IRModule.from_expr(fn)).SerializeToString())
+    (out,) = session.run(None, {"x": value})
+    np.testing.assert_allclose(out, ir.interpret(fn, value), rtol=1e-5, atol=1e-5)

@@ -1,0 +1,109 @@
+"""BlockLayout (passmgr/passes/block_layout.py): blocked layouts chosen over the whole
+function by the measured kernel costs, converting once at the ends of a blocked chain,
+never where the conversions cost more than the kernels save; sound on random data."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import codegen
+import egraph_ir as ir
+import passmgr as pm
+from egraph_ir import op
+from egraph_ir.egraph import KernelCost
+from egraph_ir.egraph.cost import Machine
+from egraph_ir.testing import assert_allclose
+from egraph_ir.visitor import post_order
+
+REAL = Path(__file__).resolve().parents[4] / "shared" / "models" / "real"
+FIXED = KernelCost(Machine())  # the documented defaults, not this machine's calibration
+
+
+def _calls(mod: ir.IRModule, name: str) -> int:
+    return sum(
+        1 for e in post_order(mod["main"].body) if isinstance(e, ir.Call) and e.op.name == name
+    )
+
+
+def inverted_residuals(blocks: int = 3, side: int = 28) -> ir.IRModule:
+    """A MobileNetV2 stage: a 3-channel stem, then expand 1x1 -> depthwise 3x3 ->
+    project 1x1 blocks with biases, ReLU6 and residual adds, then global pooling."""
+    rng = np.random.default_rng(0)
+
+    def const(*shape: int) -> ir.Expr:
+        scale = 1.0 / np.sqrt(np.prod(shape[1:])) if len(shape) > 1 else 0.1
+        return ir.const((rng.standard_normal(shape) * scale).astype("float32"))
+
+    x = ir.var("x", shape=(1, 3, side, side))
+    y = op.clip(op.bias_add(op.conv2d(x, const(32, 3, 3, 3), padding=(1,)), const(32)), 0.0, 6.0)
+    for _ in range(blocks):
+        e = op.clip(op.bias_add(op.conv2d(y, const(96, 32, 1, 1)), const(96)), 0.0, 6.0)
+        d = op.conv2d(e, const(96, 1, 3, 3), padding=(1,), groups=96)
+        d = op.clip(op.bias_add(d, const(96)), 0.0, 6.0)
+        y = op.add(y, op.bias_add(op.conv2d(d, const(32, 96, 1, 1)), const(32)))
+    return ir.infer_type(ir.IRModule.from_expr(ir.Function([x], op.global_avg_pool2d(y))))
+
+
+def _block(mod: ir.IRModule, **config: object) -> ir.IRModule:
+    with pm.PassContext(opt_level=3, config=config):
+        return pm.passes.BlockLayout(cost_model=FIXED)(mod)  # type: ignore[arg-type]
+
+
+def test_a_chain_of_blocked_convolutions_converts_once_at_each_end() -> None:
+    mod = inverted_residuals()
+    out = _block(mod)
+    assert _calls(out, "conv2d_nchwc") == 9  # every block's three convolutions
+    assert _calls(out, "conv2d") == 1  # the 3-channel stem stays NCHW
+    assert _calls(out, "layout_transform") <= 2  # after the stem and before the pooling
+    value = np.random.default_rng(1).standard_normal((1, 3, 28, 28)).astype("float32")
+    assert_allclose(ir.interpret(out, value), ir.interpret(mod, value))
+
+
+def test_the_blocked_program_builds_and_agrees_with_the_plain_one() -> None:
+    mod = inverted_residuals(blocks=2, side=14)
+    value = np.random.default_rng(2).standard_normal((1, 3, 14, 14)).astype("float32")
+    with pm.PassContext(opt_level=3, config={"codegen.host_fallback": False}):
+        exe = codegen.build(mod)
+    assert_allclose(exe.run(x=value), ir.interpret(mod, value))
+
+
+def test_a_lone_convolution_stays_nchw_when_converting_costs_more() -> None:
+    """One small depthwise convolution between NCHW-only ops: two conversions cost more
+    than the blocked kernel saves on a 7x7 map."""
+    rng = np.random.default_rng(3)
+    x = ir.var("x", shape=(1, 16, 7, 7))
+    w = ir.const(rng.standard_normal((16, 1, 3, 3)).astype("float32"))
+    body = op.max_pool2d(op.conv2d(x, w, padding=(1,), groups=16), pool_size=(2, 2))
+    mod = ir.infer_type(ir.IRModule.from_expr(ir.Function([x], body)))
+    out = _block(mod)
+    assert _calls(out, "conv2d_nchwc") == 0 and _calls(out, "layout_transform") == 0
+
+
+def test_the_choice_can_be_switched_off() -> None:
+    mod = inverted_residuals(blocks=1)
+    assert ir.structural_equal(_block(mod, **{"layout.blocked": False}), mod)
+
+
+def test_the_run_reports_the_rules_that_blocked_the_graph() -> None:
+    with pm.PassContext(opt_level=3) as ctx:
+        pm.passes.BlockLayout(cost_model=FIXED)(inverted_residuals(blocks=1))  # type: ignore[arg-type]
+    report = ctx.run.last("BlockLayout")
+    assert report.applied["conv2d-depthwise-blocked"] == 1
+    assert report.applied["layout-round-trip"] >= 2
+    assert report.cost_after < report.cost_before
+
+
+@pytest.mark.skipif(not (REAL / "mobilenet_v2.onnx").exists(), reason="no ../shared models")
+def test_mobilenet_v2_runs_blocked_and_agrees_with_its_recorded_output() -> None:
+    from egraph_ir.frontend import from_onnx
+
+    data = np.load(REAL / "mobilenet_v2.npz")
+    with pm.PassContext(opt_level=3) as ctx:
+        exe = codegen.build(from_onnx(REAL / "mobilenet_v2.onnx"))
+    assert ctx.run.last("BlockLayout").applied["conv2d-depthwise-blocked"] == 17
+    assert exe.kernel_kinds().get("host", 0) == 0
+    out = exe.run(input=data["input"])
+    np.testing.assert_allclose(out, data["expected"], rtol=1e-4, atol=1e-4)
