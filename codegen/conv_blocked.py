@@ -41,12 +41,15 @@ from .loop_ir import (
     Load,
     LoopVar,
     Ref,
+    Select,
     Splat,
     Stmt,
     Store,
     add,
+    clamp,
     idx,
     mul,
+    within,
 )
 
 VECTOR = f"float32x{LANES}"
@@ -55,13 +58,13 @@ MOST_PIXELS = 8  # a depthwise register block: 8 accumulators + up to 25 tap wei
 
 @dataclass(frozen=True)
 class BlockedShape:
-    """Sizes of one conv2d_nchwc call: blocks of 16 channels in and out."""
+    """Sizes of one conv2d_nchwc call; data and result each NCHW or NCHW16c."""
 
     n: int
-    cb: int  # input channel blocks
+    c: int  # input channels
     h: int
     w: int
-    ob: int  # output channel blocks
+    o: int  # output channels
     oh: int
     ow: int
     kh: int
@@ -74,57 +77,84 @@ class BlockedShape:
     sw: int
     dh: int
     dw: int
+    data_blocked: bool
+    out_blocked: bool
 
     @staticmethod
     def of(conv: Call) -> BlockedShape:
         x_t, w_t, out_t = conv.args[0].checked_type, conv.args[1].checked_type, conv.checked_type
         assert isinstance(x_t, TensorType) and isinstance(w_t, TensorType)
         assert isinstance(out_t, TensorType)
-        n, cb, h, w, _ = x_t.shape
-        _, ob, oh, ow, _ = out_t.shape
+        n, c, h, w = _plain(x_t.shape)
+        _, o, oh, ow = _plain(out_t.shape)
         top, left, bottom, right = norm_padding(conv.attrs["padding"])
         sh, sw = norm_pair(conv.attrs["strides"], "strides")
         dh, dw = norm_pair(conv.attrs["dilation"], "dilation")
         kh, kw = w_t.shape[2:]
+        blocked = (x_t.ndim == 5, out_t.ndim == 5)
         return BlockedShape(
-            n, cb, h, w, ob, oh, ow, kh, kw, top, left, bottom, right, sh, sw, dh, dw
+            n, c, h, w, o, oh, ow, kh, kw, top, left, bottom, right, sh, sw, dh, dw, *blocked
         )  # fmt: skip
+
+    @property
+    def cb(self) -> int:
+        return self.c // LANES
+
+    @property
+    def ob(self) -> int:
+        return self.o // LANES
 
     @property
     def padded(self) -> tuple[int, int]:
         return self.h + self.top + self.bottom, self.w + self.left + self.right
 
 
+def _plain(shape: tuple[int, ...]) -> tuple[int, int, int, int]:
+    """(N, C, H, W) of an NCHW or NCHW16c shape."""
+    if len(shape) == 5:
+        return shape[0], shape[1] * shape[4], shape[2], shape[3]
+    n, c, h, w = shape
+    return n, c, h, w
+
+
 def _native(conv: Call) -> bool:
+    """float32, constant weights, each side NCHW or in blocks of this machine's vector."""
     x_t = conv.args[0].checked_type
+    layouts = (conv.attrs["data_layout"], conv.attrs["out_layout"])
     return (
         isinstance(conv.args[0], Var)
         and isinstance(conv.args[1], Constant)
         and isinstance(x_t, TensorType)
         and x_t.dtype == "float32"
-        and channel_block(conv.attrs["layout"]) == LANES
+        and all(channel_block(layout) in (1, LANES) for layout in layouts)
     )
 
 
 def depthwise_fits(conv: Call) -> bool:
-    """One input and one output channel per group, float32, 16-channel blocks."""
-    x_t, w_t = conv.args[0].checked_type, conv.args[1].checked_type
-    assert isinstance(x_t, TensorType) and isinstance(w_t, TensorType)
-    channels = x_t.shape[1] * x_t.shape[4]
-    return _native(conv) and conv.attrs["groups"] == channels == w_t.shape[0]
+    """One input and one output channel per group, blocked data in and out."""
+    if not _native(conv):
+        return False
+    g = BlockedShape.of(conv)
+    return g.data_blocked and g.out_blocked and conv.attrs["groups"] == g.c == g.o
 
 
 def pointwise_fits(conv: Call) -> bool:
-    """A 1x1 convolution of one group without stride or padding, float32, 16-channel blocks."""
+    """A 1x1 convolution of one group without stride or padding, one side blocked at
+    least (both NCHW is conv2d's own kernels' work)."""
     if not _native(conv) or conv.attrs["groups"] != 1:
         return False
     g = BlockedShape.of(conv)
-    return (g.kh, g.kw, g.sh, g.sw) == (1, 1, 1, 1) and (g.top, g.left, g.bottom, g.right) == (
+    plain_1x1 = (g.kh, g.kw, g.sh, g.sw, g.top, g.left, g.bottom, g.right) == (
+        1,
+        1,
+        1,
+        1,
         0,
         0,
         0,
         0,
     )
+    return plain_1x1 and (g.data_blocked or g.out_blocked)
 
 
 # ---------------------------------------------------------------- depthwise
@@ -142,126 +172,192 @@ def pixels_per_block(width: int, most: int) -> int:
     return -(-width // -(-width // most))
 
 
-def depthwise_scratch(conv: Call) -> tuple[tuple[int, ...], str]:
-    """A padded plane of one channel block per thread slot."""
-    g = BlockedShape.of(conv)
-    hp, wp = g.padded
-    return (g.cb, hp * wp * LANES), "float32"
-
-
-def _pad_plane(g: BlockedShape, source: str, item: LExpr, slot: LExpr) -> list[Stmt]:
-    """The block's plane of item `item` into the slot, zeros around it."""
-    hp, wp = g.padded
-    f, y, x = LoopVar(INDEX, "pf"), LoopVar(INDEX, "py"), LoopVar(INDEX, "px")
-    zeros = For(
-        "pf", hp * wp * LANES, [Store("pad", add(slot, f), zero("float32"))], vectorize=True
-    )
-    row_in = mul(add(mul(item, idx(g.h)), y), idx(g.w * LANES))
-    row_out = add(slot, mul(add(mul(add(y, idx(g.top)), idx(wp)), idx(g.left)), idx(LANES)))
-    copy = Store("pad", add(row_out, x), Load("float32", source, add(row_in, x)))
-    return [zeros, For("py", g.h, [For("px", g.w * LANES, [copy], vectorize=True)])]
+def interior_columns(g: BlockedShape) -> tuple[int, int]:
+    """[x0, x1): the output columns whose taps all read inside the input row."""
+    x0 = -(-g.left // g.sw)
+    x1 = (g.w - 1 + g.left - (g.kw - 1) * g.dw) // g.sw + 1
+    x0, x1 = min(x0, g.ow), max(min(x1, g.ow), 0)
+    return (x0, x1) if x1 > x0 else (g.ow, g.ow)
 
 
 def depthwise_rows(conv: Call, block: LoopVar, source: str, weights: str, after_row) -> list[Stmt]:
-    """Every output row of channel block `block` for every batch item into `out`;
+    """Every output row of channel block `block` for every batch item into `out`, read
+    straight from the input: a tap row above or below the map takes a zero weight (and a
+    clamped row address), the columns whose taps leave the row are computed one pixel at a
+    time with their loads masked, the interior in register blocks of PR pixels.
     `after_row(b, y)` gives the statements that follow a finished row (its epilogue)."""
     g = BlockedShape.of(conv)
-    hp, wp = g.padded
-    taps = g.kh * g.kw
-    b, y, xb = LoopVar(INDEX, "b"), LoopVar(INDEX, "y"), LoopVar(INDEX, "xb")
+    b, y = LoopVar(INDEX, "b"), LoopVar(INDEX, "y")
     item = add(mul(b, idx(g.cb)), block)
-    slot = mul(THREAD_SLOT, idx(hp * wp * LANES))
-    pr = pixels_per_block(g.ow, MOST_PIXELS)
-    first: LExpr = mul(xb, idx(pr))
-    if g.ow % pr:
-        first = Bin(INDEX, "min", first, idx(g.ow - pr))
-    w_at = mul(block, idx(taps * LANES))
-    tap_weights = [Load(VECTOR, weights, add(w_at, idx(t * LANES))) for t in range(taps)]
-    acc = [f"acc{p}" for p in range(pr)]
-    body: list[Stmt] = [Declare(name, zero(VECTOR)) for name in acc]
+    w_at = mul(block, idx(g.kh * g.kw * LANES))
+    rows, weights_of = [], []
     for i in range(g.kh):
-        row = add(mul(y, idx(g.sh)), idx(i * g.dh))
+        row = add(mul(y, idx(g.sh)), idx(i * g.dh - g.top))
+        inside = within(row, 0, g.h)
+        rows.append(mul(add(mul(item, idx(g.h)), clamp(row, 0, g.h - 1)), idx(g.w)))
         for j in range(g.kw):
-            weight = tap_weights[i * g.kw + j]
-            for p in range(pr):
-                column = add(mul(add(first, idx(p)), idx(g.sw)), idx(j * g.dw))
-                at = add(slot, mul(add(mul(row, idx(wp)), column), idx(LANES)))
-                pixel = Load(VECTOR, "pad", at)
-                update = Bin(VECTOR, "add", Ref(VECTOR, acc[p]), Bin(VECTOR, "mul", weight, pixel))
-                body.append(Assign(acc[p], update))
+            tap = Load(VECTOR, weights, add(w_at, idx((i * g.kw + j) * LANES)))
+            weights_of.append(Select(VECTOR, inside, tap, zero(VECTOR)))
+    x0, x1 = interior_columns(g)
     out_row = mul(add(mul(item, idx(g.oh)), y), idx(g.ow))
+    sweep: list[Stmt] = []
+    if x1 > x0:
+        sweep.append(_interior(g, source, rows, weights_of, out_row, x0, x1))
+    for x in [*range(x0), *range(x1, g.ow)]:
+        sweep += _border_pixel(g, source, rows, weights_of, out_row, x)
+    every_row = For("y", g.oh, [*sweep, *after_row(b, y)], unroll=False)
+    return [For("b", g.n, [every_row])]
+
+
+def _tap_sum(g: BlockedShape, loads, weights_of, name: str) -> list[Stmt]:
+    """acc = sum over taps of weight * load(i, j) (loads: (i, j) -> the input vector)."""
+    body: list[Stmt] = [Declare(name, zero(VECTOR))]
+    for i in range(g.kh):
+        for j in range(g.kw):
+            product = Bin(VECTOR, "mul", weights_of[i * g.kw + j], loads(i, j))
+            body.append(Assign(name, Bin(VECTOR, "add", Ref(VECTOR, name), product)))
+    return body
+
+
+def _interior(g: BlockedShape, source: str, rows, weights_of, out_row, x0: int, x1: int) -> Stmt:
+    """Columns x0 .. x1 - 1 in register blocks of PR pixels (the last moved back to end
+    at x1 - 1: a few pixels computed twice, one block of code)."""
+    pr = pixels_per_block(x1 - x0, MOST_PIXELS)
+    xb = LoopVar(INDEX, "xb")
+    first: LExpr = add(mul(xb, idx(pr)), idx(x0))
+    if (x1 - x0) % pr:
+        first = Bin(INDEX, "min", first, idx(x1 - pr))
+    body: list[Stmt] = []
     for p in range(pr):
-        at = mul(add(out_row, add(first, idx(p))), idx(LANES))
-        body.append(Store("out", at, Ref(VECTOR, acc[p])))
-    blocks = -(-g.ow // pr)
-    sweep = For("xb", blocks, body, unroll=False)
-    rows = For("y", g.oh, [sweep, *after_row(b, y)], unroll=False)
-    return [For("b", g.n, [*_pad_plane(g, source, item, slot), rows])]
+
+        def loads(i: int, j: int, p: int = p) -> LExpr:
+            column = add(mul(add(first, idx(p)), idx(g.sw)), idx(j * g.dw - g.left))
+            return Load(VECTOR, source, mul(add(rows[i], column), idx(LANES)))
+
+        body += _tap_sum(g, loads, weights_of, f"acc{p}")
+        body.append(
+            Store("out", mul(add(out_row, add(first, idx(p))), idx(LANES)), Ref(VECTOR, f"acc{p}"))
+        )
+    return For("xb", -(-(x1 - x0) // pr), body, unroll=False)
+
+
+def _border_pixel(g: BlockedShape, source: str, rows, weights_of, out_row, x: int) -> list[Stmt]:
+    """Output column x, whose taps leaving the row read zeros (known when compiling)."""
+
+    def loads(i: int, j: int) -> LExpr:
+        column = x * g.sw + j * g.dw - g.left
+        if not 0 <= column < g.w:
+            return zero(VECTOR)
+        return Load(VECTOR, source, mul(add(rows[i], idx(column)), idx(LANES)))
+
+    body = _tap_sum(g, loads, weights_of, "edge")
+    return [*body, Store("out", mul(add(out_row, idx(x)), idx(LANES)), Ref(VECTOR, "edge"))]
 
 
 def depthwise_macs(conv: Call) -> int:
     g = BlockedShape.of(conv)
-    return g.n * g.ob * LANES * g.oh * g.ow * g.kh * g.kw
+    return g.n * g.o * g.oh * g.ow * g.kh * g.kw
 
 
 # ---------------------------------------------------------------- pointwise
 @dataclass(frozen=True)
 class PointwiseLayout:
-    """XV output blocks per panel, PR pixels per register block, the packed panels."""
+    """XV output blocks per panel, PR pixels per register block, the packed panels
+    (output channels padded with zero weights to whole panels)."""
 
     xv: int
     pr: int
-    panels: np.ndarray  # (O / W, C, W)
+    panels: np.ndarray  # (panels, C, W)
 
     @property
     def width(self) -> int:
         return self.xv * LANES
 
+    @property
+    def count(self) -> int:
+        return self.panels.shape[0]
+
 
 def pointwise_layout(conv: Call) -> PointwiseLayout:
     g = BlockedShape.of(conv)
-    xv = 2 if g.ob % 2 == 0 and accumulator_budget() >= 8 else 1
+    blocks = -(-g.o // LANES)
+    xv = 2 if blocks % 2 == 0 and accumulator_budget() >= 8 else 1
     pr = pixels_per_block(g.oh * g.ow, max(1, accumulator_budget() // xv))
     w = conv.args[1]
     assert isinstance(w, Constant)
-    panels = panels_of(np.asarray(w.data, dtype="float32"), xv * LANES)
-    return PointwiseLayout(xv, pr, panels)
+    data = np.asarray(w.data, dtype="float32")
+    width = xv * LANES
+    padded = np.zeros((-(-g.o // width) * width, *data.shape[1:]), "float32")
+    padded[: g.o] = data
+    return PointwiseLayout(xv, pr, panels_of(padded, width))
+
+
+def pointwise_tile(conv: Call, lay: PointwiseLayout) -> tuple[tuple[int, ...], str]:
+    """Where a block's sums wait for an NCHW epilogue: PR x W per thread slot."""
+    return (lay.count, lay.pr * lay.width), "float32"
+
+
+def tile_at(lay: PointwiseLayout, r: LExpr, lane: LExpr) -> LExpr:
+    return add(mul(add(mul(THREAD_SLOT, idx(lay.pr)), r), idx(lay.width)), lane)
 
 
 def pointwise_panel(
     conv: Call, lay: PointwiseLayout, panel: LoopVar, source: str, packed: str, after_block
 ) -> list[Stmt]:
-    """The panel's XV output blocks at every pixel of every item into `out`;
-    `after_block(b, first)` follows each register block of PR pixels from `first`."""
+    """The panel's W output channels at every pixel of every item: into `out` where it is
+    blocked, else into the thread's tile; `after_block(b, first)` follows each register
+    block of PR pixels from `first` (its epilogue)."""
     g = BlockedShape.of(conv)
     pixels = g.oh * g.ow
-    b, pb, cb, lane = (LoopVar(INDEX, k) for k in ("b", "pb", "cb", "lane"))
+    b, pb = LoopVar(INDEX, "b"), LoopVar(INDEX, "pb")
     first: LExpr = mul(pb, idx(lay.pr))
     if pixels % lay.pr:
         first = Bin(INDEX, "min", first, idx(pixels - lay.pr))
     acc = [[f"acc{r}_{v}" for v in range(lay.xv)] for r in range(lay.pr)]
     body: list[Stmt] = [Declare(name, zero(VECTOR)) for names in acc for name in names]
-    channel = add(mul(cb, idx(LANES)), lane)
-    w_at = mul(add(mul(panel, idx(g.cb * LANES)), channel), idx(lay.width))
+    channel, at_pixel, loops = _input_channels(g, b)
+    w_at = mul(add(mul(panel, idx(g.c)), channel), idx(lay.width))
     loads = [Load(VECTOR, packed, add(w_at, idx(v * LANES))) for v in range(lay.xv)]
-    plane = add(mul(add(mul(b, idx(g.cb)), cb), idx(pixels * LANES)), lane)
     updates: list[Stmt] = []
     for r in range(lay.pr):
-        at = add(plane, mul(add(first, idx(r)), idx(LANES)))
-        splat = Splat(VECTOR, Load("float32", source, at))
+        splat = Splat(VECTOR, Load("float32", source, at_pixel(add(first, idx(r)))))
         for v in range(lay.xv):
             product = Bin(VECTOR, "mul", loads[v], splat)
             updates.append(Assign(acc[r][v], Bin(VECTOR, "add", Ref(VECTOR, acc[r][v]), product)))
-    body.append(For("cb", g.cb, [For("lane", LANES, updates, unroll=False)], unroll=False))
+    body.append(loops(updates))
     for v in range(lay.xv):
-        out_plane = mul(add(mul(b, idx(g.ob)), add(mul(panel, idx(lay.xv)), idx(v))), idx(pixels))
+        block = add(mul(panel, idx(lay.xv)), idx(v))
+        out_plane = mul(add(mul(b, idx(g.ob)), block), idx(pixels))
         for r in range(lay.pr):
-            at = mul(add(out_plane, add(first, idx(r))), idx(LANES))
-            body.append(Store("out", at, Ref(VECTOR, acc[r][v])))
+            if g.out_blocked:
+                dest, at = "out", mul(add(out_plane, add(first, idx(r))), idx(LANES))
+            else:
+                dest, at = "tile", tile_at(lay, idx(r), idx(v * LANES))
+            body.append(Store(dest, at, Ref(VECTOR, acc[r][v])))
     body += after_block(b, first)
     return [For("b", g.n, [For("pb", -(-pixels // lay.pr), body, unroll=False)])]
 
 
+def _input_channels(g: BlockedShape, b: LExpr):
+    """(the channel an update reads, where it reads a pixel's value, the channel loops):
+    blocks of 16 lanes for blocked data, one loop over the channels for NCHW."""
+    pixels = g.oh * g.ow
+    if g.data_blocked:
+        cb, lane = LoopVar(INDEX, "cb"), LoopVar(INDEX, "lane")
+        plane = add(mul(add(mul(b, idx(g.cb)), cb), idx(pixels * LANES)), lane)
+
+        def blocked(pixel: LExpr) -> LExpr:
+            return add(plane, mul(pixel, idx(LANES)))
+
+        def blocked_loops(body: list[Stmt]) -> Stmt:
+            return For("cb", g.cb, [For("lane", LANES, body, unroll=False)], unroll=False)
+
+        return add(mul(cb, idx(LANES)), lane), blocked, blocked_loops
+    ch = LoopVar(INDEX, "ch")
+    row = mul(add(mul(b, idx(g.c)), ch), idx(pixels))
+    return ch, lambda pixel: add(row, pixel), lambda body: For("ch", g.c, body, unroll=False)
+
+
 def pointwise_macs(conv: Call) -> int:
     g = BlockedShape.of(conv)
-    return g.n * g.ob * LANES * g.oh * g.ow * g.cb * LANES
+    return g.n * g.o * g.oh * g.ow * g.c

@@ -212,6 +212,10 @@ def _add_tune_parser(sub: Any) -> None:
         "--shape", action="append", type=shape_value, default=[], metavar="NAME=D1,D2,..",
         help="fix an ONNX input's symbolic dimensions",
     )  # fmt: skip
+    p_tune.add_argument(
+        "--no-layouts", dest="layouts", action="store_false",
+        help="skip timing the convolutions in each layout (the blocked-layout choice)",
+    )  # fmt: skip
 
 
 def _set_up_logging(args: argparse.Namespace) -> None:

@@ -113,8 +113,9 @@ def run_saved(args: argparse.Namespace) -> int:
 
 
 def tune_model(args: argparse.Namespace) -> int:
-    """`egc tune MODEL`: measure the kernel candidates of the model's anchors on this
-    machine and record them where later compiles read them."""
+    """`egc tune MODEL`: measure the kernel candidates of the model's anchors, and each
+    convolution in each layout, on this machine; record them where later compiles read
+    them."""
     from codegen.tune import TuneReport, tune
 
     mod, _, _ = load_model(args.model, dict(args.shape))
@@ -123,4 +124,11 @@ def tune_model(args: argparse.Namespace) -> int:
         report: TuneReport = tune(mod, args.db)
     print_table(f"measured kernels ({args.threads or 'all'} threads)", report.HEADER, report.rows())
     print(f"recorded {len(report.kernels)} anchor shape(s) in {report.path}")
+    if args.layouts:  # every convolution in each layout: what BlockLayout's costs read
+        from codegen.kernel_rates import measure_and_save
+
+        with pm.PassContext(opt_level=3, config=config):
+            rates = measure_and_save(mod)
+        print_table("convolutions by kind and layout (median GFLOP/s)", rates.HEADER, rates.rows())
+        print(f"recorded {len(rates.times)} convolution form(s) in {rates.path}")
     return 0

@@ -312,7 +312,7 @@ def _propose_data(p: PCall, b: _Builder) -> tuple[int, ...] | None:
     given = p.attr_map()
     if p.op in ("layout_transform", "conv2d_nchwc"):
         default = None if p.op == "layout_transform" else "NCHW16c"
-        layout = given.get("src_layout" if p.op == "layout_transform" else "layout", default)
+        layout = given.get("src_layout" if p.op == "layout_transform" else "data_layout", default)
         if isinstance(layout, str):
             try:
                 axes = parse_layout(layout)

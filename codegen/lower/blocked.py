@@ -44,8 +44,8 @@ def _reads_output(group: Group) -> None:
 
 
 def blocked_depthwise(group: Group, anchor: Call, ops: list[str]) -> ConvKernel:
-    """Depthwise conv2d_nchwc: a loop over channel blocks, each padding its plane into the
-    thread's slot, then its rows, each followed by its epilogue."""
+    """Depthwise conv2d_nchwc: a loop over channel blocks, each sweeping its rows, each
+    row followed by its epilogue."""
     g = conv_blocked.BlockedShape.of(anchor)
     _reads_output(group)
     source = group.buffers[anchor.args[0]].name
@@ -57,27 +57,34 @@ def blocked_depthwise(group: Group, anchor: Call, ops: list[str]) -> ConvKernel:
         return _epilogue(group, mul(row, idx(LANES)), g.ow, mul(y, idx(g.ow)), block, b)
 
     stmts = conv_blocked.depthwise_rows(anchor, block, source, weights, after_row)
-    special = {"pad": BufferRef("scratch", 0)}
-    scratches = [conv_blocked.depthwise_scratch(anchor)]
     macs = conv_blocked.depthwise_macs(anchor)
     return micro_kernel(
-        group, anchor, ops, stmts, ("blk", g.cb), macs, special, scratches, None, "nchwc-depthwise"
+        group, anchor, ops, stmts, ("blk", g.cb), macs, {}, [], None, "nchwc-depthwise"
     )
 
 
 def blocked_pointwise(
     group: Group, anchor: Call, ops: list[str], lay: conv_blocked.PointwiseLayout
 ) -> ConvKernel:
-    """Pointwise conv2d_nchwc: a loop over panels of XV output blocks, each register block
-    of pixels followed by its epilogue."""
+    """Pointwise conv2d_nchwc: a loop over panels of W output channels, each register
+    block of pixels followed by its epilogue: in place on a blocked output, else from the
+    thread's tile into the NCHW planes."""
     g = conv_blocked.BlockedShape.of(anchor)
-    _reads_output(group)
     source = group.buffers[anchor.args[0]].name
     packed = group.buffer_of(Constant(lay.panels))
     panel = LoopVar(INDEX, "panel")
     pixels = g.oh * g.ow
+    special: dict[str, BufferRef] = {}
+    scratches = []
+    if g.out_blocked:
+        _reads_output(group)
+    else:
+        special["tile"] = BufferRef("scratch", 0)
+        scratches.append(conv_blocked.pointwise_tile(anchor, lay))
 
     def after_block(b: LExpr, first: LExpr) -> list[Stmt]:
+        if not g.out_blocked:
+            return _planes_from_tile(group, lay, panel, b, first)
         stmts: list[Stmt] = []
         for v in range(lay.xv):
             blk = add(mul(panel, idx(lay.xv)), idx(v))
@@ -87,5 +94,30 @@ def blocked_pointwise(
 
     stmts = conv_blocked.pointwise_panel(anchor, lay, panel, source, packed, after_block)
     macs = conv_blocked.pointwise_macs(anchor)
-    loop = ("panel", g.ob // lay.xv)
-    return micro_kernel(group, anchor, ops, stmts, loop, macs, {}, [], None, "nchwc-pointwise")
+    loop = ("panel", lay.count)
+    return micro_kernel(
+        group, anchor, ops, stmts, loop, macs, special, scratches, None, "nchwc-pointwise"
+    )
+
+
+def _planes_from_tile(
+    group: Group, lay: conv_blocked.PointwiseLayout, panel: LExpr, b: LExpr, first: LExpr
+) -> list[Stmt]:
+    """The epilogue of a register block into NCHW planes: for each of the panel's W
+    channels, its PR pixels (contiguous in the plane) from the tile. Lanes past the last
+    channel (a padded panel) redo the last channel, writing the value it already has."""
+    shape = group.out_type.shape  # (N, O, OH, OW)
+    lane, r = LoopVar(INDEX, "el"), LoopVar(INDEX, "er")
+    o = Bin(INDEX, "min", add(mul(panel, idx(lay.width)), lane), idx(shape[1] - 1))
+    pixel = add(first, r)
+    rows = [Bin(INDEX, "div", pixel, idx(shape[3])), Bin(INDEX, "rem", pixel, idx(shape[3]))]
+    plane = add(mul(b, idx(shape[1])), o)
+    index = Index(shape, multi=[b, o, *rows], flat=add(mul(plane, idx(shape[2] * shape[3])), pixel))
+    anchor_t = group.anchor.checked_type if group.anchor is not None else group.out_type
+    assert isinstance(anchor_t, TensorType)
+    at = conv_blocked.tile_at(lay, r, Bin(INDEX, "sub", o, mul(panel, idx(lay.width))))
+    reads, group.anchor_load = group.anchor_load, lambda _: Load(anchor_t.dtype, "tile", at)
+    store = Store("out", index.flat(), group.reader(group.fn.body)(index))
+    group.anchor_load = reads
+    pixels = For("er", lay.pr, [store], unroll=True, vectorize=True)
+    return [For("el", lay.width, [pixels], unroll=False)]

@@ -1,36 +1,136 @@
-"""The `kernels` cost model: estimated microseconds of the kernel each e-node becomes, from
-the rates this project's kernels were measured to reach, so that extraction can weigh a
-layout conversion (bytes moved) against a faster kernel in the other layout.
+"""The `kernels` cost model: estimated microseconds of the kernel each e-node becomes, so
+that extraction can weigh a layout conversion (bytes moved) against a faster kernel in the
+other layout.
 
-Rates are multiply-add throughputs per kernel kind, measured on the real models' layers
-(benchmarks/layouts.py prints them for this machine; 2 threads, AVX-512). Elementwise and
-broadcast ops fuse into the kernel before them whatever the layout, so they cost a token
-amount (fewer calls win a tie); a layout conversion is a kernel of its own that reads and
-writes every element once.
+A convolution costs what it was measured to take on this CPU when `egc tune` timed its
+exact shape and layouts (codegen/kernel_rates.py writes `kernel_times.json` beside the
+roofline's machine.json), else its FLOPs at the measured rate of its kind: the kernel
+(conv2d in NCHW, conv2d_nchwc), its form (depthwise, strided depthwise, pointwise, other)
+and, for a pointwise conv2d_nchwc, which side is blocked. The default rates are medians
+over MobileNetV2's and EfficientNet-B0's layers on this project's machine (2 threads,
+AVX-512; `benchmarks/layouts.py` measures them anew). Elementwise and broadcast ops fuse
+into the kernel before them whatever the layout, so they cost a token amount (fewer calls
+win a tie); a layout conversion is a kernel of its own that reads and writes every element.
 """
 
 from __future__ import annotations
 
+import json
+import platform
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
 
 from ..registry import OpPattern
 from ..types import TensorType, Type
-from .cost import COST_MODELS, Machine, load_machine, op_cost
+from .cost import COST_MODELS, Machine, load_machine, machine_file, op_cost
 from .graph import ENode, ctor_op, decode_attr
 
-# GFLOP/s per kernel kind (two multiply-add FLOPs), medians over MobileNetV2's and
-# EfficientNet-B0's layers of each kind, 2 threads (benchmarks/layouts.py).
+# GFLOP/s by kind (two FLOPs per multiply-add): medians over MobileNetV2's and
+# EfficientNet-B0's layers, each timed alone (benchmarks/layouts.py, 2026-11-26, 2 threads),
+# split at input maps of 56x56 ("@large"): blocked depthwise wins everywhere, a blocked
+# result written back to NCHW loses on large maps
 MEASURED_GFLOPS = {
-    "conv2d": 90.0,  # NCHW, direct or channel-vector kernels
-    "conv2d/pointwise": 95.0,
-    "conv2d/depthwise": 50.0,
-    "conv2d/depthwise-strided": 21.0,  # phase planes, a quarter of the lanes' loads reused
-    "conv2d_nchwc/pointwise": 150.0,
+    "conv2d": 110.0,  # NCHW, direct or channel-vector kernels
+    "conv2d/pointwise": 100.0,
+    "conv2d/pointwise@large": 170.0,
+    "conv2d/depthwise": 45.0,
+    "conv2d/depthwise@large": 66.0,
+    "conv2d/depthwise-strided": 14.0,  # phase planes of a small map: mostly idle lanes
+    "conv2d/depthwise-strided@large": 34.0,
+    "conv2d_nchwc/pointwise": 170.0,  # blocked in and out
+    "conv2d_nchwc/pointwise@large": 122.0,
+    "conv2d_nchwc/pointwise-in": 170.0,  # NCHW in, blocked out
+    "conv2d_nchwc/pointwise-in@large": 146.0,
+    "conv2d_nchwc/pointwise-out": 130.0,  # blocked in, NCHW out (a transposing epilogue)
+    "conv2d_nchwc/pointwise-out@large": 62.0,
     "conv2d_nchwc/depthwise": 80.0,
-    "conv2d_nchwc/depthwise-strided": 45.0,
+    "conv2d_nchwc/depthwise@large": 120.0,
+    "conv2d_nchwc/depthwise-strided": 49.0,
+    "conv2d_nchwc/depthwise-strided@large": 70.0,
     "conv2d_nchwc": 5.0,  # other blocked forms run their reference on the host
 }
+LARGE_MAP = 56 * 56  # input pixels from which a layer's rate is its kind's "@large" one
 FUSED_US = 0.01  # an op fused into a kernel's epilogue
+CONVOLUTIONS = ("conv2d", "conv2d_nchwc")
+
+
+def cpu_name() -> str:
+    """What the measurements are valid for: the processor's model name."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def times_file() -> Path:
+    return machine_file().with_name("kernel_times.json")
+
+
+@cache
+def load_measured(path: Path | None = None) -> tuple[dict[str, float], dict[str, float]]:
+    """(rates by kind, seconds by kernel key) measured on this CPU, or empty ones."""
+    try:
+        data = json.loads((path or times_file()).read_text())
+        if data.get("cpu") != cpu_name():
+            return {}, {}
+        return dict(data.get("rates", {})), dict(data.get("times", {}))
+    except (OSError, ValueError, TypeError, AttributeError):
+        return {}, {}
+
+
+def save_measured(
+    rates: Mapping[str, float], times: Mapping[str, float], path: Path | None = None
+) -> Path:
+    """Merge new measurements into this CPU's file (later ones win)."""
+    target = path or times_file()
+    old_rates, old_times = load_measured(target)
+    data = {
+        "cpu": cpu_name(),
+        "rates": {**old_rates, **rates},
+        "times": {**old_times, **times},
+    }
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(data, indent=1, sort_keys=True))
+    load_measured.cache_clear()
+    return target
+
+
+def conv_kind(name: str, x: Type, w: Type, attrs: Mapping[str, Any]) -> str:
+    """'conv2d/depthwise', 'conv2d_nchwc/pointwise-out@large', ...: the kernel, its form,
+    for a pointwise conv2d_nchwc with one plain side which one, and whether its input map
+    is large."""
+    if not (isinstance(x, TensorType) and isinstance(w, TensorType)):
+        return name
+    channels = x.shape[1] * (x.shape[4] if x.ndim == 5 else 1)
+    strided = any(s > 1 for s in attrs["strides"])
+    form = ""
+    if attrs["groups"] == channels > 1 and w.shape[1] == 1:
+        form = "/depthwise-strided" if strided else "/depthwise"
+    elif attrs["groups"] == 1 and w.shape[2:] == (1, 1) and not strided:
+        form = "/pointwise"
+        if name == "conv2d_nchwc" and attrs["data_layout"] == "NCHW":
+            form += "-in"
+        elif name == "conv2d_nchwc" and attrs["out_layout"] == "NCHW":
+            form += "-out"
+    size = "@large" if form and x.shape[2] * x.shape[3] >= LARGE_MAP else ""
+    return name + form + size
+
+
+def kernel_key(name: str, x: TensorType, w: TensorType, attrs: Mapping[str, Any]) -> str:
+    """One convolution's shape, attributes and layouts, as `egc tune` files its time."""
+    parts = [f"x={'x'.join(map(str, x.shape))}", f"w={'x'.join(map(str, w.shape))}"]
+    for a in ("strides", "padding", "dilation", "groups", "data_layout", "out_layout"):
+        if a in attrs:
+            value = attrs[a]
+            text = "x".join(map(str, value)) if isinstance(value, tuple | list) else str(value)
+            parts.append(f"{a}={text}")
+    return f"{name}({','.join(parts)})"
 
 
 @dataclass
@@ -39,38 +139,38 @@ class KernelCost:
 
     machine: Machine = field(default_factory=load_machine)
     gflops: dict[str, float] = field(default_factory=lambda: dict(MEASURED_GFLOPS))
+    times: dict[str, float] = field(default_factory=dict)
+    measured: bool = True  # read this CPU's `egc tune` measurements
+
+    def __post_init__(self) -> None:
+        if self.measured:
+            rates, times = load_measured()
+            self.gflops = {**self.gflops, **rates}
+            self.times = {**times, **self.times}
 
     def __call__(self, node: ENode, child_types: list[Type], out_type: Type) -> float:
         c = op_cost(node, child_types, out_type)
         if c is None:
             return 0.0
         op = ctor_op(node.ctor)
-        attrs = {a.name: decode_attr(s) for a, s in zip(op.attrs, node.literals, strict=True)}
-        if op.name in ("conv2d", "conv2d_nchwc"):
-            kind = op.name + _conv_kind(op.name, child_types, attrs)
-            rate = self.gflops.get(kind, self.gflops[op.name])
-            return c.flops / (rate * 1e3) + 1e6 * self.machine.overhead_s
+        overhead = 1e6 * self.machine.overhead_s
+        if op.name in CONVOLUTIONS:
+            attrs = {a.name: decode_attr(s) for a, s in zip(op.attrs, node.literals, strict=True)}
+            x, w = child_types[:2]
+            if isinstance(x, TensorType) and isinstance(w, TensorType):
+                seconds = self.times.get(kernel_key(op.name, x, w, attrs))
+                if seconds is not None:
+                    return 1e6 * seconds
+            kind = conv_kind(op.name, x, w, attrs)
+            rate = self.gflops.get(kind) or self.gflops.get(kind.split("@")[0])
+            rate = rate or self.gflops[op.name]
+            return c.flops / (rate * 1e3) + overhead
         if op.name == "layout_transform":
-            return c.bytes / self.machine.bandwidth * 1e6 + 1e6 * self.machine.overhead_s
+            return c.bytes / self.machine.bandwidth * 1e6 + overhead
         if op.pattern in (OpPattern.ELEMWISE, OpPattern.BROADCAST):
             return FUSED_US
         seconds = max(c.flops / self.machine.peak_flops, c.bytes / self.machine.bandwidth)
-        return 1e6 * (seconds + self.machine.overhead_s)
-
-
-def _conv_kind(name: str, child_types: list[Type], attrs: dict) -> str:
-    """'/depthwise' (one channel per group; '-strided' with a stride), '/pointwise' (1x1,
-    one group, no stride), or ''."""
-    x, w = child_types[:2]
-    if not (isinstance(x, TensorType) and isinstance(w, TensorType)):
-        return ""
-    channels = x.shape[1] * (x.shape[4] if name == "conv2d_nchwc" else 1)
-    strided = any(s > 1 for s in attrs["strides"])
-    if attrs["groups"] == channels > 1 and w.shape[1] == 1:
-        return "/depthwise-strided" if strided else "/depthwise"
-    if attrs["groups"] == 1 and w.shape[2:] == (1, 1) and not strided:
-        return "/pointwise"
-    return ""
+        return 1e6 * seconds + overhead
 
 
 COST_MODELS["kernels"] = KernelCost

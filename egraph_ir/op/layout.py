@@ -146,36 +146,35 @@ register_anchor(
 
 # ---------------------------------------------------------------- conv2d on blocked data
 def channel_block(layout: str) -> int:
-    """The channel block of an 'NCHW<b>c' layout; other layouts are a ShapeError."""
+    """The channel block of an 'NCHW<b>c' layout, 1 for 'NCHW'; others are a ShapeError."""
     axes = parse_layout(layout)
-    if [letter for letter, _ in axes] != ["N", "C", "H", "W", "c"]:
-        raise ShapeError(f"conv2d_nchwc needs a layout NCHW<b>c, got {layout!r}")
+    letters = [letter for letter, _ in axes]
+    if letters == ["N", "C", "H", "W"]:
+        return 1
+    if letters != ["N", "C", "H", "W", "c"]:
+        raise ShapeError(f"conv2d_nchwc takes layouts NCHW and NCHW<b>c, got {layout!r}")
     return axes[4][1]
-
-
-def _blocked_geometry(x: tuple[int, ...], w: tuple[int, ...], attrs: Attrs):
-    block = channel_block(attrs["layout"])
-    if len(x) != 5 or x[4] != block:
-        raise ShapeError(f"conv2d_nchwc needs data in {attrs['layout']}, got {x}")
-    if len(w) != 4 or w[0] % block:
-        raise ShapeError(
-            f"conv2d_nchwc needs OIHW weight, output channels in blocks of {block}; got {w}"
-        )
-    return block, (x[0], x[1] * block, x[2], x[3])
 
 
 def _nchwc_infer(args: list[TensorType], attrs: Attrs) -> Type:
     dtype = same_dtype(args)
     require_dtype(args[0], FLOAT_DTYPES)
-    block, plain = _blocked_geometry(args[0].shape, args[1].shape, attrs)
-    (n, o, oh, ow), *_ = conv_geometry(plain, args[1].shape, attrs)
-    return TensorType((n, o // block, oh, ow, block), dtype)
+    data, out = attrs["data_layout"], attrs["out_layout"]
+    for layout in (data, out):
+        channel_block(layout)  # a ShapeError names a layout the op does not take
+    x, w = args[0].shape, args[1].shape
+    extents = primal_extents(x, data)
+    plain = tuple(extents[a] for a in "NCHW")
+    if len(w) != 4:
+        raise ShapeError(f"conv2d_nchwc needs OIHW weight, got {w}")
+    (n, o, oh, ow), *_ = conv_geometry(plain, w, attrs)
+    return TensorType(layout_shape({"N": n, "C": o, "H": oh, "W": ow}, out), dtype)
 
 
-def conv2d_nchwc_ref(x, w, strides, padding, dilation, groups, layout):
-    plain = layout_transform_ref(x, layout, "NCHW")
+def conv2d_nchwc_ref(x, w, strides, padding, dilation, groups, data_layout, out_layout):
+    plain = layout_transform_ref(x, data_layout, "NCHW")
     out = conv2d_ref(plain, w, strides, padding, dilation, groups)
-    return layout_transform_ref(out, "NCHW", layout)
+    return layout_transform_ref(out, "NCHW", out_layout)
 
 
 register_anchor(
@@ -184,6 +183,11 @@ register_anchor(
     _nchwc_infer,
     conv2d_nchwc_ref,
     lambda a, out, at: 2.0 * size_of(out.shape) * size_of(a[1].shape[1:]),
-    (*CONV_ATTRS, AttrSpec("layout", "str", "NCHW16c")),
-    doc="conv2d on channel-blocked data (NCHW<b>c in and out) with OIHW weight",
+    (
+        *CONV_ATTRS,
+        AttrSpec("data_layout", "str", "NCHW16c"),
+        AttrSpec("out_layout", "str", "NCHW16c"),
+    ),
+    doc="conv2d reading data in data_layout and writing out_layout (NCHW or NCHW<b>c), "
+    "OIHW weight: the blocked kernels' op",
 )

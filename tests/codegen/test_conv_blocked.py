@@ -66,15 +66,27 @@ def depthwise_cases(draw: st.DrawFn) -> tuple[ir.Function, dict[str, np.ndarray]
 
 @st.composite
 def pointwise_cases(draw: st.DrawFn) -> tuple[ir.Function, dict[str, np.ndarray]]:
-    c, o = 16 * draw(st.integers(1, 4)), 16 * draw(st.integers(1, 5))
+    """Blocked in and out, or one side NCHW with any channel count (24, 40: the residual
+    streams a chain enters blocked data from or leaves it to)."""
+    data_blocked, out_blocked = draw(st.sampled_from([(True, True), (False, True), (True, False)]))
+    c = 16 * draw(st.integers(1, 4)) if data_blocked else draw(st.sampled_from([3, 16, 24, 40]))
+    o = 16 * draw(st.integers(1, 5)) if out_blocked else draw(st.sampled_from([8, 24, 40, 64]))
     n = draw(st.integers(1, 2))
     h, w = draw(st.integers(1, 15)), draw(st.integers(1, 15))
     rng = np.random.default_rng(draw(st.integers(0, 2**16)))
-    x = ir.var("x", shape=(n, c // 16, h, w, 16))
+    shape = (n, c // 16, h, w, 16) if data_blocked else (n, c, h, w)
+    x = ir.var("x", shape=shape)
     weights = ir.const((rng.standard_normal((o, c, 1, 1)) / np.sqrt(c)).astype("float32"))
-    params, inputs = [x], {"x": rng.standard_normal((n, c // 16, h, w, 16)).astype("float32")}
-    conv = op.conv2d_nchwc(x, weights)
-    return ir.Function(params, _epilogue(draw, conv, o, rng, params, inputs)), inputs
+    params, inputs = [x], {"x": rng.standard_normal(shape).astype("float32")}
+    layouts = {"data_layout": "NCHW16c" if data_blocked else "NCHW"}
+    layouts["out_layout"] = "NCHW16c" if out_blocked else "NCHW"
+    conv = op.conv2d_nchwc(x, weights, **layouts)
+    if out_blocked:
+        return ir.Function(params, _epilogue(draw, conv, o, rng, params, inputs)), inputs
+    if draw(st.booleans()):  # NCHW's own epilogue: a bias along axis 1, ReLU6
+        bias = ir.const(rng.standard_normal(o).astype("float32"))
+        conv = op.clip(op.bias_add(conv, bias, axis=1), a_min=0.0, a_max=6.0)
+    return ir.Function(params, conv), inputs
 
 
 def _build_native(fn: ir.Function) -> codegen.Executable:
@@ -152,7 +164,11 @@ def test_the_blocked_kernels_take_depthwise_and_pointwise_forms_only() -> None:
     with pytest.raises(Unsupported):  # a 3x3 of one group: its reference on the host
         choose(_anchor((1, 2, 8, 8, 16), (16, 32, 3, 3), padding=(1,)))
     with pytest.raises(Unsupported):  # blocks of 8: not this machine's vectors
-        choose(_anchor((1, 4, 8, 8, 8), (32, 1, 3, 3), groups=32, layout="NCHW8c"))
+        choose(
+            _anchor(
+                (1, 4, 8, 8, 8), (32, 1, 3, 3), groups=32, data_layout="NCHW8c", out_layout="NCHW8c"
+            )
+        )
 
 
 def test_a_blocked_form_without_a_kernel_still_runs_on_the_host() -> None:

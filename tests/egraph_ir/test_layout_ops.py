@@ -72,7 +72,8 @@ def test_the_blocked_convolution_is_the_plain_one_between_conversions(
     x = rng.standard_normal((1, c, 7, 6)).astype(np.float32)
     w = rng.standard_normal((o, c // groups, kernel, kernel)).astype(np.float32)
     attrs = dict(strides=strides, padding=(kernel // 2,), dilation=(1, 1), groups=groups)
-    blocked = ir.op.get("conv2d_nchwc").reference(nchw16c(x), w, **attrs, layout="NCHW16c")
+    layouts = dict(data_layout="NCHW16c", out_layout="NCHW16c")
+    blocked = ir.op.get("conv2d_nchwc").reference(nchw16c(x), w, **attrs, **layouts)
     np.testing.assert_allclose(blocked, nchw16c(conv2d_ref(x, w, **attrs)), rtol=1e-5, atol=1e-5)
 
 
@@ -81,12 +82,14 @@ def test_conv2d_nchwc_types_and_errors() -> None:
     w = ir.const(np.zeros((48, 32, 3, 3), "float32"))
     call = ir.infer_type(ir.Function([x], op.conv2d_nchwc(x, w, strides=(2, 2), padding=(1,))))
     assert call.body.checked_type.shape == (1, 3, 4, 4, 16)
-    with pytest.raises(ir.CompilerError, match="output channels in blocks of 16"):
+    with pytest.raises(ir.CompilerError, match="40 does not split by 16"):
         ir.infer_type(
             ir.Function([x], op.conv2d_nchwc(x, ir.const(np.zeros((40, 32, 1, 1), "float32"))))
         )
-    with pytest.raises(ir.CompilerError, match="needs a layout NCHW<b>c"):
-        ir.infer_type(ir.Function([x], op.conv2d_nchwc(x, w, layout="NHWC")))
+    with pytest.raises(ir.CompilerError, match="takes layouts NCHW and NCHW<b>c"):
+        ir.infer_type(ir.Function([x], op.conv2d_nchwc(x, w, data_layout="NHWC")))
+    plain_out = op.conv2d_nchwc(x, w, padding=(1,), out_layout="NCHW")
+    assert ir.infer_type(ir.Function([x], plain_out)).body.checked_type.shape == (1, 48, 8, 8)
 
 
 def test_both_ops_export_to_onnx_and_run_in_onnx_runtime() -> None:

@@ -212,6 +212,8 @@ def _conv2d(g: ExportGraph, call: Call, ins: list[str]) -> list[str]:
 
 
 def _layout_steps(g: ExportGraph, name: str, shape: tuple[int, ...], src: str, dst: str) -> str:
+    if src == dst:
+        return name
     for kind, value in transform_steps(shape, src, dst):
         if kind == "reshape":
             name = reshape(g, name, value)
@@ -229,15 +231,16 @@ def _layout_transform(g: ExportGraph, call: Call, ins: list[str]) -> list[str]:
 @exporter("conv2d_nchwc")
 def _conv2d_nchwc(g: ExportGraph, call: Call, ins: list[str]) -> list[str]:
     """ONNX has no blocked convolution: the plain one between two conversions."""
-    attrs, layout = call.attrs, call.attrs["layout"]
-    x = _layout_steps(g, ins[0], arg_type(call, 0).shape, layout, "NCHW")
+    attrs = call.attrs
+    x = _layout_steps(g, ins[0], arg_type(call, 0).shape, attrs["data_layout"], "NCHW")
     pt, pl, pb, pr = norm_padding(attrs["padding"])
     y = g.one(
         "Conv", [x, ins[1]], strides=pair(attrs["strides"]), pads=[pt, pl, pb, pr],
         dilations=pair(attrs["dilation"]), group=int(attrs["groups"]),
     )  # fmt: skip
-    n, blocks, oh, ow, block = out_type(call).shape
-    return [_layout_steps(g, y, (n, blocks * block, oh, ow), "NCHW", layout)]
+    w = arg_type(call, 1).shape
+    n, oh, ow = out_type(call).shape[0], *out_type(call).shape[2:4]
+    return [_layout_steps(g, y, (n, w[0], oh, ow), "NCHW", attrs["out_layout"])]
 
 
 @exporter("max_pool2d")
