@@ -184,74 +184,98 @@ def depthwise_rows(conv: Call, block: LoopVar, source: str, weights: str, after_
     """Every output row of channel block `block` for every batch item into `out`, read
     straight from the input: a tap row above or below the map takes a zero weight (and a
     clamped row address), the columns whose taps leave the row are computed one pixel at a
-    time with their loads masked, the interior in register blocks of PR pixels.
+    time with those taps left out, the interior in register blocks of PR pixels. Kernel
+    rows are a loop (one row's taps unrolled): a 5x5 kernel is not 25 copies of the block.
     `after_row(b, y)` gives the statements that follow a finished row (its epilogue)."""
     g = BlockedShape.of(conv)
-    b, y = LoopVar(INDEX, "b"), LoopVar(INDEX, "y")
+    b, y, i = LoopVar(INDEX, "b"), LoopVar(INDEX, "y"), LoopVar(INDEX, "i")
     item = add(mul(b, idx(g.cb)), block)
-    w_at = mul(block, idx(g.kh * g.kw * LANES))
-    rows, weights_of = [], []
-    for i in range(g.kh):
-        row = add(mul(y, idx(g.sh)), idx(i * g.dh - g.top))
-        inside = within(row, 0, g.h)
-        rows.append(mul(add(mul(item, idx(g.h)), clamp(row, 0, g.h - 1)), idx(g.w)))
-        for j in range(g.kw):
-            tap = Load(VECTOR, weights, add(w_at, idx((i * g.kw + j) * LANES)))
-            weights_of.append(Select(VECTOR, inside, tap, zero(VECTOR)))
+    row = add(mul(y, idx(g.sh)), add(mul(i, idx(g.dh)), idx(-g.top)))
+    tap_row = _TapRow(
+        g,
+        source,
+        mul(add(mul(item, idx(g.h)), clamp(row, 0, g.h - 1)), idx(g.w)),
+        [
+            Select(
+                VECTOR,
+                within(row, 0, g.h),
+                Load(
+                    VECTOR,
+                    weights,
+                    add(mul(add(mul(block, idx(g.kh)), i), idx(g.kw * LANES)), idx(j * LANES)),
+                ),
+                zero(VECTOR),
+            )
+            for j in range(g.kw)
+        ],
+    )
     x0, x1 = interior_columns(g)
     out_row = mul(add(mul(item, idx(g.oh)), y), idx(g.ow))
     sweep: list[Stmt] = []
     if x1 > x0:
-        sweep.append(_interior(g, source, rows, weights_of, out_row, x0, x1))
+        sweep.append(tap_row.interior(out_row, x0, x1))
     for x in [*range(x0), *range(x1, g.ow)]:
-        sweep += _border_pixel(g, source, rows, weights_of, out_row, x)
+        sweep += tap_row.border_pixel(out_row, x)
     every_row = For("y", g.oh, [*sweep, *after_row(b, y)], unroll=False)
     return [For("b", g.n, [every_row])]
 
 
-def _tap_sum(g: BlockedShape, loads, weights_of, name: str) -> list[Stmt]:
-    """acc = sum over taps of weight * load(i, j) (loads: (i, j) -> the input vector)."""
-    body: list[Stmt] = [Declare(name, zero(VECTOR))]
-    for i in range(g.kh):
-        for j in range(g.kw):
-            product = Bin(VECTOR, "mul", weights_of[i * g.kw + j], loads(i, j))
-            body.append(Assign(name, Bin(VECTOR, "add", Ref(VECTOR, name), product)))
-    return body
+@dataclass(frozen=True)
+class _TapRow:
+    """One kernel row's taps: the input row's start (`base`, clamped into the map) and
+    its KW weight vectors (zero for a row outside the map), inside a loop over rows."""
 
+    g: BlockedShape
+    source: str
+    base: LExpr
+    weights: list[LExpr]
 
-def _interior(g: BlockedShape, source: str, rows, weights_of, out_row, x0: int, x1: int) -> Stmt:
-    """Columns x0 .. x1 - 1 in register blocks of PR pixels (the last moved back to end
-    at x1 - 1: a few pixels computed twice, one block of code)."""
-    pr = pixels_per_block(x1 - x0, MOST_PIXELS)
-    xb = LoopVar(INDEX, "xb")
-    first: LExpr = add(mul(xb, idx(pr)), idx(x0))
-    if (x1 - x0) % pr:
-        first = Bin(INDEX, "min", first, idx(x1 - pr))
-    body: list[Stmt] = []
-    for p in range(pr):
+    def _sum(self, names: list[str], loads) -> list[Stmt]:
+        """Zeroed accumulators, then over kernel rows: acc[p] += w[j] * loads(p, j)."""
+        updates: list[Stmt] = []
+        for j, weight in enumerate(self.weights):
+            for p, name in enumerate(names):
+                value = loads(p, j)
+                if value is None:
+                    continue
+                product = Bin(VECTOR, "mul", weight, value)
+                updates.append(Assign(name, Bin(VECTOR, "add", Ref(VECTOR, name), product)))
+        declare: list[Stmt] = [Declare(name, zero(VECTOR)) for name in names]
+        return [*declare, For("i", self.g.kh, updates, unroll=False)]
 
-        def loads(i: int, j: int, p: int = p) -> LExpr:
+    def interior(self, out_row: LExpr, x0: int, x1: int) -> Stmt:
+        """Columns x0 .. x1 - 1 in register blocks of PR pixels (the last moved back to
+        end at x1 - 1: a few pixels computed twice, one block of code)."""
+        g = self.g
+        pr = pixels_per_block(x1 - x0, MOST_PIXELS)
+        xb = LoopVar(INDEX, "xb")
+        first: LExpr = add(mul(xb, idx(pr)), idx(x0))
+        if (x1 - x0) % pr:
+            first = Bin(INDEX, "min", first, idx(x1 - pr))
+
+        def loads(p: int, j: int) -> LExpr:
             column = add(mul(add(first, idx(p)), idx(g.sw)), idx(j * g.dw - g.left))
-            return Load(VECTOR, source, mul(add(rows[i], column), idx(LANES)))
+            return Load(VECTOR, self.source, mul(add(self.base, column), idx(LANES)))
 
-        body += _tap_sum(g, loads, weights_of, f"acc{p}")
-        body.append(
-            Store("out", mul(add(out_row, add(first, idx(p))), idx(LANES)), Ref(VECTOR, f"acc{p}"))
-        )
-    return For("xb", -(-(x1 - x0) // pr), body, unroll=False)
+        names = [f"acc{p}" for p in range(pr)]
+        body = self._sum(names, loads)
+        for p, name in enumerate(names):
+            at = mul(add(out_row, add(first, idx(p))), idx(LANES))
+            body.append(Store("out", at, Ref(VECTOR, name)))
+        return For("xb", -(-(x1 - x0) // pr), body, unroll=False)
 
+    def border_pixel(self, out_row: LExpr, x: int) -> list[Stmt]:
+        """Output column x, whose taps leaving the row are left out (known when compiling)."""
+        g = self.g
 
-def _border_pixel(g: BlockedShape, source: str, rows, weights_of, out_row, x: int) -> list[Stmt]:
-    """Output column x, whose taps leaving the row read zeros (known when compiling)."""
+        def loads(p: int, j: int) -> LExpr | None:
+            column = x * g.sw + j * g.dw - g.left
+            if not 0 <= column < g.w:
+                return None
+            return Load(VECTOR, self.source, mul(add(self.base, idx(column)), idx(LANES)))
 
-    def loads(i: int, j: int) -> LExpr:
-        column = x * g.sw + j * g.dw - g.left
-        if not 0 <= column < g.w:
-            return zero(VECTOR)
-        return Load(VECTOR, source, mul(add(rows[i], idx(column)), idx(LANES)))
-
-    body = _tap_sum(g, loads, weights_of, "edge")
-    return [*body, Store("out", mul(add(out_row, idx(x)), idx(LANES)), Ref(VECTOR, "edge"))]
+        body = self._sum(["edge"], loads)
+        return [*body, Store("out", mul(add(out_row, idx(x)), idx(LANES)), Ref(VECTOR, "edge"))]
 
 
 def depthwise_macs(conv: Call) -> int:
@@ -268,6 +292,7 @@ class PointwiseLayout:
     xv: int
     pr: int
     panels: np.ndarray  # (panels, C, W)
+    splits: int = 1  # parts of the pixels each panel's work is cut into, for the threads
 
     @property
     def width(self) -> int:
@@ -276,6 +301,14 @@ class PointwiseLayout:
     @property
     def count(self) -> int:
         return self.panels.shape[0]
+
+    @property
+    def work(self) -> int:
+        """Iterations of the loop the threads share: (panel, part of its pixels)."""
+        return self.count * self.splits
+
+
+MIN_WORK = 8  # shared iterations a pointwise kernel cuts its pixels into, at least
 
 
 def pointwise_layout(conv: Call) -> PointwiseLayout:
@@ -289,28 +322,46 @@ def pointwise_layout(conv: Call) -> PointwiseLayout:
     width = xv * LANES
     padded = np.zeros((-(-g.o // width) * width, *data.shape[1:]), "float32")
     padded[: g.o] = data
-    return PointwiseLayout(xv, pr, panels_of(padded, width))
+    panels = panels_of(padded, width)
+    # a projection to 32 channels is one panel: cut its pixels so every thread has work
+    blocks = -(-g.oh * g.ow // pr)
+    splits = min(blocks, -(-MIN_WORK // panels.shape[0]))
+    return PointwiseLayout(xv, pr, panels, splits)
 
 
 def pointwise_tile(conv: Call, lay: PointwiseLayout) -> tuple[tuple[int, ...], str]:
-    """Where a block's sums wait for an NCHW epilogue: PR x W per thread slot."""
-    return (lay.count, lay.pr * lay.width), "float32"
+    """Where a register block's sums wait for the epilogue: PR x W per thread slot."""
+    return (lay.work, lay.pr * lay.width), "float32"
 
 
 def tile_at(lay: PointwiseLayout, r: LExpr, lane: LExpr) -> LExpr:
     return add(mul(add(mul(THREAD_SLOT, idx(lay.pr)), r), idx(lay.width)), lane)
 
 
+def panel_of(lay: PointwiseLayout, work: LExpr) -> LExpr:
+    """The panel of shared iteration `work`."""
+    return work if lay.splits == 1 else Bin(INDEX, "div", work, idx(lay.splits))
+
+
 def pointwise_panel(
-    conv: Call, lay: PointwiseLayout, panel: LoopVar, source: str, packed: str, after_block
+    conv: Call, lay: PointwiseLayout, work: LoopVar, source: str, packed: str, after_block
 ) -> list[Stmt]:
-    """The panel's W output channels at every pixel of every item: into `out` where it is
-    blocked, else into the thread's tile; `after_block(b, first)` follows each register
-    block of PR pixels from `first` (its epilogue)."""
+    """Shared iteration `work`: its panel's W output channels at its part of the pixels
+    of every item, each register block of PR pixels from `first` into the thread's tile,
+    then `after_block(b, first)` (its epilogue, which writes the output). Parts are
+    equal; the last ones redo the last block where they do not divide (the same values,
+    stored again)."""
     g = BlockedShape.of(conv)
     pixels = g.oh * g.ow
+    panel = panel_of(lay, work)
     b, pb = LoopVar(INDEX, "b"), LoopVar(INDEX, "pb")
-    first: LExpr = mul(pb, idx(lay.pr))
+    blocks = -(-pixels // lay.pr)
+    per_part = -(-blocks // lay.splits)
+    block: LExpr = pb
+    if lay.splits > 1:
+        part = Bin(INDEX, "rem", work, idx(lay.splits))
+        block = Bin(INDEX, "min", add(mul(part, idx(per_part)), pb), idx(blocks - 1))
+    first: LExpr = mul(block, idx(lay.pr))
     if pixels % lay.pr:
         first = Bin(INDEX, "min", first, idx(pixels - lay.pr))
     acc = [[f"acc{r}_{v}" for v in range(lay.xv)] for r in range(lay.pr)]
@@ -326,16 +377,10 @@ def pointwise_panel(
             updates.append(Assign(acc[r][v], Bin(VECTOR, "add", Ref(VECTOR, acc[r][v]), product)))
     body.append(loops(updates))
     for v in range(lay.xv):
-        block = add(mul(panel, idx(lay.xv)), idx(v))
-        out_plane = mul(add(mul(b, idx(g.ob)), block), idx(pixels))
         for r in range(lay.pr):
-            if g.out_blocked:
-                dest, at = "out", mul(add(out_plane, add(first, idx(r))), idx(LANES))
-            else:
-                dest, at = "tile", tile_at(lay, idx(r), idx(v * LANES))
-            body.append(Store(dest, at, Ref(VECTOR, acc[r][v])))
+            body.append(Store("tile", tile_at(lay, idx(r), idx(v * LANES)), Ref(VECTOR, acc[r][v])))
     body += after_block(b, first)
-    return [For("b", g.n, [For("pb", -(-pixels // lay.pr), body, unroll=False)])]
+    return [For("b", g.n, [For("pb", per_part, body, unroll=False)])]
 
 
 def _input_channels(g: BlockedShape, b: LExpr):

@@ -1,8 +1,13 @@
-"""Kernels of conv2d_nchwc (codegen/conv_blocked.py) with their fused epilogue: the
-convolution stores its sums in the output, the epilogue rewrites a row (depthwise) or a
-register block (pointwise) of it in place while it is in L1."""
+"""Kernels of conv2d_nchwc (codegen/conv_blocked.py) with their fused epilogue. A depthwise
+kernel's thread owns its channel blocks: it stores a row's sums in the output and the
+epilogue rewrites them in place while they are in L1. A pointwise kernel's threads may
+share a panel (its pixels cut into parts), so a register block's sums go to the thread's
+tile and the epilogue writes the output from there: a block two parts compute (where the
+parts do not divide evenly) is written twice with the same values, never rewritten twice."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from egraph_ir.expr import Call, Constant
 from egraph_ir.types import TensorType
@@ -18,12 +23,19 @@ from .library import micro_kernel
 
 
 def _epilogue(
-    group: Group, start: LExpr, pixels: int, pixel0: LExpr, block: LExpr, b: LExpr
+    group: Group,
+    start: LExpr,
+    pixels: int,
+    pixel0: LExpr,
+    block: LExpr,
+    b: LExpr,
+    sums: Callable[[LExpr, LExpr], LExpr] | None = None,
 ) -> list[Stmt]:
     """The fused ops over `pixels` pixels of the output from flat element `start`: pixels
     from `pixel0` of channel block `block` of item b. The lanes are the inner loop, so a
-    per-channel operand (a bias) is one contiguous vector, not a gather."""
-    if group.anchor is group.fn.body:
+    per-channel operand (a bias) is one contiguous vector, not a gather. `sums(p, lane)`
+    reads the convolution's result (default: where the output holds it, in place)."""
+    if group.anchor is group.fn.body and sums is None:
         return []
     shape = group.out_type.shape  # (N, blocks, OH, OW, 16)
     p, lane = LoopVar(INDEX, "ep"), LoopVar(INDEX, "el")
@@ -31,7 +43,12 @@ def _epilogue(
     rows = [Bin(INDEX, "div", pixel, idx(shape[3])), Bin(INDEX, "rem", pixel, idx(shape[3]))]
     flat = add(add(start, mul(p, idx(LANES))), lane)
     index = Index(shape, multi=[b, block, *rows, lane], flat=flat)
+    reads = group.anchor_load
+    if sums is not None:
+        value = sums(p, lane)
+        group.anchor_load = lambda _: value
     store = Store("out", index.flat(), group.reader(group.fn.body)(index))
+    group.anchor_load = reads
     lanes = For("el", LANES, [store], unroll=True, vectorize=True)
     return [For("ep", pixels, [lanes], unroll=False)]
 
@@ -72,15 +89,11 @@ def blocked_pointwise(
     g = conv_blocked.BlockedShape.of(anchor)
     source = group.buffers[anchor.args[0]].name
     packed = group.buffer_of(Constant(lay.panels))
-    panel = LoopVar(INDEX, "panel")
+    work = LoopVar(INDEX, "work")
+    panel = conv_blocked.panel_of(lay, work)
     pixels = g.oh * g.ow
-    special: dict[str, BufferRef] = {}
-    scratches = []
-    if g.out_blocked:
-        _reads_output(group)
-    else:
-        special["tile"] = BufferRef("scratch", 0)
-        scratches.append(conv_blocked.pointwise_tile(anchor, lay))
+    special = {"tile": BufferRef("scratch", 0)}
+    scratches = [conv_blocked.pointwise_tile(anchor, lay)]
 
     def after_block(b: LExpr, first: LExpr) -> list[Stmt]:
         if not g.out_blocked:
@@ -89,12 +102,18 @@ def blocked_pointwise(
         for v in range(lay.xv):
             blk = add(mul(panel, idx(lay.xv)), idx(v))
             start = mul(add(mul(add(mul(b, idx(g.ob)), blk), idx(pixels)), first), idx(LANES))
-            stmts += _epilogue(group, start, lay.pr, first, blk, b)
+
+            def sums(p: LExpr, lane: LExpr, v: int = v) -> LExpr:
+                return Load(
+                    "float32", "tile", conv_blocked.tile_at(lay, p, add(idx(v * LANES), lane))
+                )
+
+            stmts += _epilogue(group, start, lay.pr, first, blk, b, sums)
         return stmts
 
-    stmts = conv_blocked.pointwise_panel(anchor, lay, panel, source, packed, after_block)
+    stmts = conv_blocked.pointwise_panel(anchor, lay, work, source, packed, after_block)
     macs = conv_blocked.pointwise_macs(anchor)
-    loop = ("panel", lay.count)
+    loop = ("work", lay.work)
     return micro_kernel(
         group, anchor, ops, stmts, loop, macs, special, scratches, None, "nchwc-pointwise"
     )
