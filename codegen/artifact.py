@@ -200,9 +200,11 @@ def _node(
             kernel = kernels.get(d["id"])
             variant = d.get("variant", "")  # absent in files of format 5 before it existed
             sources = tuple(d.get("sources", ()))  # absent before profiles named ONNX nodes
+            predicted = float(d.get("predicted", 0.0))  # absent before layouts had costs
             return KernelNode(
-                *common, kernel, d["kind"], ops, d["flops"], d["bytes"], variant, sources
-            )
+                *common, kernel, d["kind"], ops, d["flops"], d["bytes"], variant, sources,
+                predicted,
+            )  # fmt: skip
         case "alias":
             return AliasNode(*common)
         case "field":

@@ -49,6 +49,7 @@ class KernelTime:
     order: int = 0  # its place in the run (kernels run one after another)
     shape: tuple[int, ...] | None = None  # of its result
     sources: tuple[str, ...] = ()  # the model's nodes it computes (ONNX node names)
+    predicted: float = 0.0  # seconds the `kernels` cost model estimated (0: not known)
 
     @property
     def computes(self) -> str:
@@ -91,8 +92,9 @@ class Profile:
         return sum(k.seconds for k in self.kernels)
 
     def rows(self) -> list[list[str]]:
-        """Table cells: kernel, kind, what it computes, result shape, median us, p10-p90
-        us, GFLOP/s, GB/s, share."""
+        """Table cells: kernel, kind, what it computes, result shape (five axes: NCHW16c),
+        median us, what the `kernels` cost model predicted, p10-p90 us, GFLOP/s, GB/s,
+        share."""
         out = []
         for k in self.kernels:
             out.append(
@@ -102,6 +104,7 @@ class Profile:
                     k.computes,
                     "x".join(map(str, k.shape)) if k.shape is not None else "",
                     f"{1e6 * k.seconds:.1f}",
+                    f"{1e6 * k.predicted:.1f}" if k.predicted else "",
                     f"{1e6 * k.low:.1f}-{1e6 * k.high:.1f}",
                     f"{k.gflops_per_s:.2f}",
                     f"{k.gbytes_per_s:.2f}",
@@ -111,8 +114,8 @@ class Profile:
         return out
 
     HEADER = (
-        "kernel", "kind", "computes", "shape", "median us", "p10-p90 us", "GFLOP/s", "GB/s",
-        "share",
+        "kernel", "kind", "computes", "shape", "median us", "predicted us", "p10-p90 us",
+        "GFLOP/s", "GB/s", "share",
     )  # fmt: skip
 
     def __str__(self) -> str:
@@ -261,7 +264,7 @@ class Executable:
                 KernelTime(
                     n.name, n.kind, list(n.ops), medians[node_id], float(low), float(high),
                     n.flops, n.bytes, medians[node_id] / total,
-                    n.variant, order, n.shape, n.sources,
+                    n.variant, order, n.shape, n.sources, n.predicted,
                 )
             )  # fmt: skip
         return Profile(sorted(rows, key=lambda r: -r.seconds), repeats)

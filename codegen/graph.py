@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from egraph_ir.device import VirtualDevice
+from egraph_ir.egraph.kernel_cost import KernelCost
 from egraph_ir.errors import CodegenError
 from egraph_ir.expr import Call, Constant, Expr, Function, GlobalVar, Tuple, TupleGetItem, Var
 from egraph_ir.registry import Op
@@ -79,6 +80,7 @@ class KernelNode(_Entry):
     bytes: float = 0.0  # the kernel's inputs read and output written
     variant: str = ""  # which kernel of its kind (a convolution's: direct, channels, ...)
     sources: tuple[str, ...] = ()  # the model's nodes it computes (ONNX node names)
+    predicted: float = 0.0  # seconds the `kernels` cost model estimated for it
     op: ClassVar[str] = "kernel"
 
     def to_json(self, storage_id: int, device: int) -> dict[str, Any]:
@@ -86,6 +88,7 @@ class KernelNode(_Entry):
         entry.update(kind=self.kind, ops=list(self.ops), flops=self.flops, bytes=self.bytes)
         entry["variant"] = self.variant
         entry["sources"] = list(self.sources)
+        entry["predicted"] = self.predicted
         return entry
 
 
@@ -229,8 +232,21 @@ def _kernel_node(
     cost = group_cost(call, fn)
     sources = source_names(fn)
     return KernelNode(
-        node_id, kernel.name, args, shape, dtype, kernel, kernel.kind, ops, *cost, variant, sources
-    )
+        node_id, kernel.name, args, shape, dtype, kernel, kernel.kind, ops, *cost, variant,
+        sources, predicted_seconds(fn),
+    )  # fmt: skip
+
+
+def predicted_seconds(fn: Function, model: KernelCost | None = None) -> float:
+    """What the `kernels` cost model (the one BlockLayout extracts with) estimates for a
+    group: the sum over its calls, so a profile can set it beside the measured time."""
+    model = model or KernelCost()
+    total = 0.0
+    for node in post_order(fn.body):
+        if isinstance(node, Call) and isinstance(node.op, Op):
+            args = [a.checked_type for a in node.args]
+            total += model.estimate(node.op, args, node.checked_type, node.attrs)
+    return total * 1e-6
 
 
 def build_graph(

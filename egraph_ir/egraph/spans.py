@@ -5,9 +5,10 @@ nodes after rewriting.
 A chosen class takes the spans of the original calls in it. An original call whose class
 the extraction did not use was absorbed by a rewrite (a batch norm folded into the
 convolution before it, say): its span goes to the nearest chosen class above it in the
-original program. A chosen class that holds no original call was made by a rewrite of
-the call above it (a layer norm spelled out as mean, subtract, ...): it takes that
-call's span.
+original program, unless its class is a layout conversion of a chosen class (the blocked
+form of a convolution was chosen): then to that class. A chosen class that holds no
+original call was made by a rewrite of the call above it (a layer norm spelled out as
+mean, subtract, ...): it takes that call's span.
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ def class_spans(g: TensorEGraph, snap: Snapshot, choice: Choice, root: Value) ->
             parents.setdefault(k, []).append(h)
     found: dict[Value, list[Span]] = {}
     for h, span in g.spans.items():
-        for c in _owners(h, snap.handle_class, parents, used):
+        moved = _converted(snap, snap.handle_class.get(h), used)
+        owners = [moved] if moved is not None else _owners(h, snap.handle_class, parents, used)
+        for c in owners:
             found.setdefault(c, []).append(span)
     result = {c: joined for c, spans in found.items() if (joined := Span.join(spans))}
     for c in reversed(order):  # parents first: a rewrite's new classes take its span
@@ -41,6 +44,17 @@ def class_spans(g: TensorEGraph, snap: Snapshot, choice: Choice, root: Value) ->
             for kid in choice[c].children:
                 result.setdefault(kid, result[c])
     return result
+
+
+def _converted(snap: Snapshot, c: Value | None, used: set[Value]) -> Value | None:
+    """An unused class that is a layout conversion of a chosen one (a convolution whose
+    blocked form was chosen) stands for that one: its span goes there, not upwards."""
+    if c is None or c in used:
+        return None
+    for node in snap.by_class.get(c, ()):
+        if node.ctor == "op_layout_transform" and node.children[0] in used:
+            return node.children[0]
+    return None
 
 
 def _owners(

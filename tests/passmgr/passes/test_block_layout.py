@@ -70,6 +70,20 @@ def test_the_blocked_program_builds_and_agrees_with_the_plain_one() -> None:
     assert_allclose(exe.run(x=value), ir.interpret(mod, value))
 
 
+def test_the_profile_sets_the_cost_models_prediction_beside_each_measured_kernel() -> None:
+    """What extraction believed each kernel costs, next to what it took (the numbers are
+    this machine's: only their presence and the blocked kernels' shapes are checked)."""
+    mod = inverted_residuals(blocks=1, side=14)
+    with pm.PassContext(opt_level=3):
+        exe = codegen.build(mod)
+    value = np.random.default_rng(4).standard_normal((1, 3, 14, 14)).astype("float32")
+    profile = exe.profile({"x": value}, repeats=2)
+    blocked = [k for k in profile if k.label.startswith("conv/nchwc")]
+    assert len(blocked) == 3 and all(k.predicted > 0 for k in blocked)
+    assert sum(len(k.shape) == 5 for k in blocked) >= 2  # NCHW16c results (the last: NCHW)
+    assert "predicted us" in str(profile)
+
+
 def test_a_lone_convolution_stays_nchw_when_converting_costs_more() -> None:
     """One small depthwise convolution between NCHW-only ops: two conversions cost more
     than the blocked kernel saves on a 7x7 map."""
@@ -107,3 +121,7 @@ def test_mobilenet_v2_runs_blocked_and_agrees_with_its_recorded_output() -> None
     assert exe.kernel_kinds().get("host", 0) == 0
     out = exe.run(input=data["input"])
     np.testing.assert_allclose(out, data["expected"], rtol=1e-4, atol=1e-4)
+    # each blocked kernel still names the ONNX nodes it computes, not all of them at once
+    profile = exe.profile({"input": data["input"]}, repeats=1)
+    blocked = [k for k in profile if k.label.startswith("conv/nchwc")]
+    assert blocked and all(1 <= len(k.sources) <= 2 for k in blocked)
