@@ -57,3 +57,47 @@ def test_planes_merge_where_every_operand_reads_them_whole_or_not_at_all() -> No
     small = ir.var("y", shape=(1, 1, 4, 4))
     fn = ir.Function([small], op.abs(small))
     assert merged_from(_group(fn), _group(fn).fn.body) is None  # the thread axis stays
+
+
+@given(
+    st.tuples(st.integers(1, 2), st.integers(1, 4), st.integers(1, 9), st.integers(1, 9)),
+    st.lists(st.tuples(st.booleans(), st.booleans(), st.booleans(), st.booleans()), max_size=3),
+    st.sampled_from([8, 16]),
+    st.integers(0, 2**16),
+)
+def test_blocked_lanes_stay_the_inner_loop_for_every_broadcast_pattern(
+    shape: tuple[int, int, int, int], patterns: list[tuple[bool, ...]], lanes: int, seed: int
+) -> None:
+    """NCHW16c-style data (a last axis of lanes) with operands that broadcast over any of
+    the other axes (a per-channel gate, a bias, a residual): the lanes loop on its own."""
+    rng = np.random.default_rng(seed)
+    full = (*shape, lanes)
+    x = ir.var("x", shape=full)
+    params, inputs, body = [x], {"x": rng.standard_normal(full).astype("float32")}, x
+    for k, keep in enumerate(patterns):
+        operand_shape = tuple(d if kept else 1 for d, kept in zip(shape, keep, strict=True))
+        operand_shape = (*operand_shape, lanes)
+        v = ir.var(f"v{k}", shape=operand_shape)
+        params.append(v)
+        inputs[v.name_hint] = rng.standard_normal(operand_shape).astype("float32")
+        body = op.multiply(body, v) if k % 2 else op.add(body, v)
+    fn = ir.Function(params, body)
+    assert_allclose(codegen.build(fn).run(**inputs), ir.interpret(fn, **inputs))
+
+
+@given(
+    st.tuples(st.integers(1, 2), st.integers(1, 4), st.integers(1, 12), st.integers(1, 12)),
+    st.sampled_from(["mean", "sum"]),
+    st.booleans(),
+    st.integers(0, 2**16),
+)
+def test_pooling_blocked_data_sums_whole_vectors(
+    shape: tuple[int, int, int, int], name: str, keepdims: bool, seed: int
+) -> None:
+    """A mean or sum over H and W of (N, C/16, H, W, 16) data (global pooling of blocked
+    data) agrees with the interpreter (float32 sums in another order: the tolerance)."""
+    full = (*shape, 16)
+    x = ir.var("x", shape=full)
+    fn = ir.Function([x], op.call(name, x, axis=(2, 3), keepdims=keepdims))
+    value = np.random.default_rng(seed).standard_normal(full).astype("float32")
+    assert_allclose(codegen.build(fn).run(x=value), ir.interpret(fn, x=value))
