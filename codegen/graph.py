@@ -237,13 +237,21 @@ def _kernel_node(
     )  # fmt: skip
 
 
+PREDICTED_OPS = ("conv2d", "conv2d_nchwc", "layout_transform")  # what its rates measure
+
+
 def predicted_seconds(fn: Function, model: KernelCost | None = None) -> float:
     """What the `kernels` cost model (the one BlockLayout extracts with) estimates for a
-    group: the sum over its calls, so a profile can set it beside the measured time."""
+    group with a convolution or a layout conversion — the kernels whose rates it holds —
+    summed over its calls, so a profile can set it beside the measured time; 0 for other
+    groups (the model only has the roofline's machine figures for them)."""
+    calls = [n for n in post_order(fn.body) if isinstance(n, Call) and isinstance(n.op, Op)]
+    if not any(c.op.name in PREDICTED_OPS for c in calls):  # type: ignore[union-attr]
+        return 0.0
     model = model or KernelCost()
     total = 0.0
-    for node in post_order(fn.body):
-        if isinstance(node, Call) and isinstance(node.op, Op):
+    for node in calls:
+        if isinstance(node.op, Op):
             args = [a.checked_type for a in node.args]
             total += model.estimate(node.op, args, node.checked_type, node.attrs)
     return total * 1e-6

@@ -1,0 +1,52 @@
+"""Reshapes inside fused kernels map indices group by group (codegen/compute.py
+axis_groups): a split axis is an affine sum, only merged axes divide. Checked on random
+splits, merges and regroupings, around transposes and slices (a transformer's head split)."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+import codegen
+import egraph_ir as ir
+from codegen.compute import axis_groups
+from egraph_ir import op
+
+
+def test_axis_groups_pair_equal_products() -> None:
+    assert axis_groups((1, 197, 192), (1, 197, 3, 64)) == [
+        ((0,), (0,)),
+        ((1,), (1,)),
+        ((2,), (2, 3)),
+    ]
+    assert axis_groups((6, 4), (4, 6)) == [((0, 1), (0, 1))]
+    assert axis_groups((2, 1, 3), (6,)) == [((0, 1, 2), (0,))]
+    assert axis_groups((4, 1), (4,)) == [((0, 1), (0,))]
+
+
+@st.composite
+def reshapes(draw: st.DrawFn) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    """(input shape, output shape, a permutation of the output) from shuffled factors."""
+    factors = draw(st.lists(st.sampled_from([1, 2, 3, 4, 5]), min_size=1, max_size=5))
+
+    def group(fs: list[int]) -> tuple[int, ...]:
+        cuts = sorted(draw(st.sets(st.integers(1, max(1, len(fs) - 1)), max_size=len(fs) - 1)))
+        parts = [fs[a:b] for a, b in zip([0, *cuts], [*cuts, len(fs)], strict=True)]
+        return tuple(int(np.prod(p)) for p in parts if p)
+
+    a, b = group(factors), group(factors)
+    perm = tuple(draw(st.permutations(range(len(b)))))
+    return a, b, perm
+
+
+@given(reshapes(), st.booleans(), st.integers(0, 2**16))
+def test_reshape_between_transposes_and_slices_matches_the_interpreter(case, sliced, seed) -> None:
+    a, b, perm = case
+    shape = (*a[:-1], a[-1] * 2) if sliced else a
+    x = ir.var("x", shape=shape)
+    body = op.strided_slice(x, begin=[0] * len(a), end=list(a)) if sliced else x
+    body = op.transpose(op.reshape(op.exp(body), newshape=b), axes=perm)
+    fn = ir.Function([x], op.multiply(body, body))
+    value = np.random.default_rng(seed).standard_normal(shape).astype("float32")
+    np.testing.assert_allclose(codegen.build(fn).run(x=value), ir.interpret(fn, x=value), rtol=1e-6)
