@@ -22,8 +22,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from egraph_ir.expr import Call, Var
 from egraph_ir.op.nn import norm_padding, norm_pair
@@ -82,19 +83,30 @@ class ConvShape:
         x_t, w_t, out_t = conv.args[0].checked_type, conv.args[1].checked_type, conv.checked_type
         assert isinstance(x_t, TensorType) and isinstance(w_t, TensorType)
         assert isinstance(out_t, TensorType)
-        n, c, h, w = x_t.shape
-        o, _, kh, kw = w_t.shape
-        oh, ow = out_t.shape[2:]
-        top, left, bottom, right = norm_padding(conv.attrs["padding"])
-        sh, sw = norm_pair(conv.attrs["strides"], "strides")
-        dh, dw = norm_pair(conv.attrs["dilation"], "dilation")
-        return ConvShape(
-            n, c, h, w, o, kh, kw, oh, ow, top, left, bottom, right, sh, sw, dh, dw, x_t.dtype
-        )
+        return conv_shape(x_t.shape, w_t.shape, out_t.shape, conv.attrs, x_t.dtype)
 
     @property
     def padded(self) -> tuple[int, int]:
         return self.h + self.top + self.bottom, self.w + self.left + self.right
+
+
+def conv_shape(
+    x: tuple[int, ...],
+    w: tuple[int, ...],
+    out: tuple[int, ...],
+    attrs: Mapping[str, Any],
+    dtype: str,
+) -> ConvShape:
+    """The sizes of a convolution from its NCHW data, OIHW weight and NCHW result shapes."""
+    n, c, h, wd = x
+    o, _, kh, kw = w
+    oh, ow = out[2:]
+    top, left, bottom, right = norm_padding(attrs["padding"])
+    sh, sw = norm_pair(attrs["strides"], "strides")
+    dh, dw = norm_pair(attrs["dilation"], "dilation")
+    return ConvShape(
+        n, c, h, wd, o, kh, kw, oh, ow, top, left, bottom, right, sh, sw, dh, dw, dtype
+    )
 
 
 def columns_fit(conv: Call) -> bool:

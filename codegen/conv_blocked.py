@@ -19,16 +19,16 @@ The weights stay OIHW in the IR and are packed at compile time: depthwise (block
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 
 from egraph_ir.expr import Call, Constant, Var
 from egraph_ir.op.layout import channel_block
-from egraph_ir.op.nn import norm_padding, norm_pair
 from egraph_ir.types import TensorType
 
-from .conv import LANES, zero
+from .conv import LANES, ConvShape, conv_shape, zero
 from .conv_channels import accumulator_budget, panels_of
 from .loop_ir import (
     INDEX,
@@ -57,26 +57,10 @@ MOST_PIXELS = 8  # a depthwise register block: 8 accumulators + up to 25 tap wei
 
 
 @dataclass(frozen=True)
-class BlockedShape:
-    """Sizes of one conv2d_nchwc call; data and result each NCHW or NCHW16c."""
+class BlockedShape(ConvShape):
+    """conv.ConvShape's sizes of one conv2d_nchwc call (the plain NCHW ones), and which
+    sides are blocked (NCHW16c)."""
 
-    n: int
-    c: int  # input channels
-    h: int
-    w: int
-    o: int  # output channels
-    oh: int
-    ow: int
-    kh: int
-    kw: int
-    top: int
-    left: int
-    bottom: int
-    right: int
-    sh: int
-    sw: int
-    dh: int
-    dw: int
     data_blocked: bool
     out_blocked: bool
 
@@ -85,16 +69,10 @@ class BlockedShape:
         x_t, w_t, out_t = conv.args[0].checked_type, conv.args[1].checked_type, conv.checked_type
         assert isinstance(x_t, TensorType) and isinstance(w_t, TensorType)
         assert isinstance(out_t, TensorType)
-        n, c, h, w = _plain(x_t.shape)
-        _, o, oh, ow = _plain(out_t.shape)
-        top, left, bottom, right = norm_padding(conv.attrs["padding"])
-        sh, sw = norm_pair(conv.attrs["strides"], "strides")
-        dh, dw = norm_pair(conv.attrs["dilation"], "dilation")
-        kh, kw = w_t.shape[2:]
-        blocked = (x_t.ndim == 5, out_t.ndim == 5)
-        return BlockedShape(
-            n, c, h, w, o, oh, ow, kh, kw, top, left, bottom, right, sh, sw, dh, dw, *blocked
-        )  # fmt: skip
+        x, out = _plain(x_t.shape), _plain(out_t.shape)
+        plain = conv_shape(x, w_t.shape, out, conv.attrs, x_t.dtype)
+        sizes = dataclasses.asdict(plain)
+        return BlockedShape(**sizes, data_blocked=x_t.ndim == 5, out_blocked=out_t.ndim == 5)
 
     @property
     def cb(self) -> int:
@@ -103,10 +81,6 @@ class BlockedShape:
     @property
     def ob(self) -> int:
         return self.o // LANES
-
-    @property
-    def padded(self) -> tuple[int, int]:
-        return self.h + self.top + self.bottom, self.w + self.left + self.right
 
 
 def _plain(shape: tuple[int, ...]) -> tuple[int, int, int, int]:
