@@ -1,0 +1,102 @@
+"""The `kernels` cost model (egraph_ir/egraph/kernel_cost.py): the kind of every
+convolution form, exact measured times before rates, rates by map size, conversions by
+the bytes they move, measurements for another CPU ignored."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import egraph_ir as ir
+from egraph_ir import op
+from egraph_ir.egraph import KernelCost
+from egraph_ir.egraph.cost import Machine
+from egraph_ir.egraph.kernel_cost import (
+    conv_kind,
+    kernel_key,
+    load_measured,
+    save_measured,
+)
+from egraph_ir.registry import get_op
+from egraph_ir.types import TensorType
+
+MACHINE = Machine(peak_flops=100e9, bandwidth=10e9, overhead_s=1e-6)
+
+
+def _call(body: ir.Expr, *params: ir.Var) -> ir.Call:
+    fn = ir.infer_type(ir.Function(list(params), body))
+    assert isinstance(fn.body, ir.Call)
+    return fn.body
+
+
+def _types(call: ir.Call) -> list[TensorType]:
+    return [a.checked_type for a in call.args]  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    "x_shape, w_shape, attrs, kind",
+    [
+        ((1, 96, 14, 14), (96, 1, 3, 3), {"groups": 96, "padding": (1,)}, "conv2d/depthwise"),
+        (
+            (1, 96, 56, 56),
+            (96, 1, 3, 3),
+            {"groups": 96, "strides": (2, 2)},
+            "conv2d/depthwise-strided@large",
+        ),
+        ((1, 96, 14, 14), (32, 96, 1, 1), {}, "conv2d/pointwise"),
+        ((1, 96, 14, 14), (32, 96, 1, 1), {"strides": (2, 2)}, "conv2d"),
+        ((1, 64, 56, 56), (64, 64, 3, 3), {"padding": (1,)}, "conv2d"),  # no form: no size
+    ],
+)
+def test_each_convolution_has_its_kind(x_shape, w_shape, attrs, kind) -> None:
+    x = ir.var("x", shape=x_shape)
+    call = _call(op.conv2d(x, ir.const(np.zeros(w_shape, "float32")), **attrs), x)
+    assert conv_kind("conv2d", *_types(call), call.attrs) == kind
+
+
+def test_blocked_pointwise_kinds_say_which_side_is_nchw() -> None:
+    w = ir.const(np.zeros((32, 96, 1, 1), "float32"))
+    plain = ir.var("x", shape=(1, 96, 14, 14))
+    blocked = ir.var("y", shape=(1, 6, 14, 14, 16))
+    into = _call(op.conv2d_nchwc(plain, w, data_layout="NCHW"), plain)
+    out = _call(op.conv2d_nchwc(blocked, w, out_layout="NCHW"), blocked)
+    both = _call(op.conv2d_nchwc(blocked, w), blocked)
+    kinds = [conv_kind("conv2d_nchwc", *_types(c), c.attrs) for c in (into, out, both)]
+    assert kinds == [
+        "conv2d_nchwc/pointwise-in",
+        "conv2d_nchwc/pointwise-out",
+        "conv2d_nchwc/pointwise",
+    ]
+
+
+def test_a_measured_time_wins_over_the_rate_and_a_conversion_costs_its_bytes() -> None:
+    x = ir.var("x", shape=(1, 96, 14, 14))
+    call = _call(op.conv2d(x, ir.const(np.zeros((96, 1, 3, 3), "float32")), groups=96), x)
+    conv = get_op("conv2d")
+    model = KernelCost(MACHINE, {"conv2d": 1.0, "conv2d/depthwise": 10.0}, measured=False)
+    flops = conv.cost(_types(call), call.checked_type, call.attrs).flops
+    estimate = model.estimate(conv, _types(call), call.checked_type, call.attrs)
+    assert estimate == pytest.approx(flops / 10e3 + 1.0)  # 10 GFLOP/s, plus the overhead
+    key = kernel_key("conv2d", *_types(call), call.attrs)
+    timed = KernelCost(MACHINE, times={key: 5e-6}, measured=False)
+    assert timed.estimate(conv, _types(call), call.checked_type, call.attrs) == pytest.approx(5.0)
+    lt = get_op("layout_transform")
+    attrs = {"src_layout": "NCHW", "dst_layout": "NCHW16c"}
+    blocked = TensorType((1, 6, 14, 14, 16), "float32")
+    bytes_moved = 2 * 96 * 14 * 14 * 4
+    assert model.estimate(lt, _types(call)[:1], blocked, attrs) == pytest.approx(
+        bytes_moved / 10e9 * 1e6 + 1.0
+    )
+
+
+def test_measurements_of_another_cpu_are_ignored(tmp_path: Path) -> None:
+    path = tmp_path / "kernel_times.json"
+    save_measured({"conv2d": 123.0}, {"k": 1e-6}, path)
+    assert load_measured(path) == ({"conv2d": 123.0}, {"k": 1e-6})
+    data = json.loads(path.read_text())
+    path.write_text(json.dumps({**data, "cpu": "some other processor"}))
+    load_measured.cache_clear()
+    assert load_measured(path) == ({}, {})
