@@ -42,6 +42,7 @@ from .loop_ir import (
     LoopVar,
     Ref,
     Select,
+    Shuffle,
     Splat,
     Stmt,
     Store,
@@ -267,6 +268,9 @@ class PointwiseLayout:
     pr: int
     panels: np.ndarray  # (panels, C, W)
     splits: int = 1  # parts of the pixels each panel's work is cut into, for the threads
+    # an NCHW result: 16 pixels x 16 channels per block, transposed in registers so the
+    # tile holds each channel's 16 pixels in a row (the epilogue reads whole vectors)
+    transposed: bool = False
 
     @property
     def width(self) -> int:
@@ -288,8 +292,9 @@ MIN_WORK = 8  # shared iterations a pointwise kernel cuts its pixels into, at le
 def pointwise_layout(conv: Call) -> PointwiseLayout:
     g = BlockedShape.of(conv)
     blocks = -(-g.o // LANES)
-    xv = 2 if blocks % 2 == 0 and accumulator_budget() >= 8 else 1
-    pr = pixels_per_block(g.oh * g.ow, max(1, accumulator_budget() // xv))
+    transposed = not g.out_blocked and g.oh * g.ow >= LANES and accumulator_budget() >= LANES
+    xv = 2 if blocks % 2 == 0 and accumulator_budget() >= 8 and not transposed else 1
+    pr = LANES if transposed else pixels_per_block(g.oh * g.ow, max(1, accumulator_budget() // xv))
     w = conv.args[1]
     assert isinstance(w, Constant)
     data = np.asarray(w.data, dtype="float32")
@@ -300,7 +305,7 @@ def pointwise_layout(conv: Call) -> PointwiseLayout:
     # a projection to 32 channels is one panel: cut its pixels so every thread has work
     blocks = -(-g.oh * g.ow // pr)
     splits = min(blocks, -(-MIN_WORK // panels.shape[0]))
-    return PointwiseLayout(xv, pr, panels, splits)
+    return PointwiseLayout(xv, pr, panels, splits, transposed)
 
 
 def pointwise_tile(conv: Call, lay: PointwiseLayout) -> tuple[tuple[int, ...], str]:
@@ -309,7 +314,31 @@ def pointwise_tile(conv: Call, lay: PointwiseLayout) -> tuple[tuple[int, ...], s
 
 
 def tile_at(lay: PointwiseLayout, r: LExpr, lane: LExpr) -> LExpr:
+    """Pixel r's channel `lane` in the thread's tile (transposed: rows of pixels)."""
+    if lay.transposed:
+        return add(mul(add(mul(THREAD_SLOT, idx(lay.width)), lane), idx(lay.pr)), r)
     return add(mul(add(mul(THREAD_SLOT, idx(lay.pr)), r), idx(lay.width)), lane)
+
+
+def transpose_lanes(rows: list[LExpr], name: str) -> tuple[list[Stmt], list[LExpr]]:
+    """The transpose of n vectors of n lanes (n a power of two): log2(n) rounds of perfect
+    shuffles, each new vector interleaving the lower or upper halves of two."""
+    n = len(rows)
+    low = tuple(x for k in range(n // 2) for x in (k, n + k))
+    high = tuple(x for k in range(n // 2, n) for x in (k, n + k))
+    stmts: list[Stmt] = []
+    vectors = rows
+    step = 0
+    while 1 << step < n:
+        made: list[LExpr] = []
+        for i in range(n // 2):
+            a, b = vectors[i], vectors[i + n // 2]
+            for half, mask in (("l", low), ("h", high)):
+                local = f"{name}{step}{half}{i}"
+                stmts.append(Declare(local, Shuffle(a.dtype, a, b, mask)))
+                made.append(Ref(a.dtype, local))
+        vectors, step = made, step + 1
+    return stmts, vectors
 
 
 def panel_of(lay: PointwiseLayout, work: LExpr) -> LExpr:
@@ -350,9 +379,15 @@ def pointwise_panel(
             product = Bin(VECTOR, "mul", loads[v], splat)
             updates.append(Assign(acc[r][v], Bin(VECTOR, "add", Ref(VECTOR, acc[r][v]), product)))
     body.append(loops(updates))
-    for v in range(lay.xv):
-        for r in range(lay.pr):
-            body.append(Store("tile", tile_at(lay, idx(r), idx(v * LANES)), Ref(VECTOR, acc[r][v])))
+    if lay.transposed:  # channel j's 16 pixels into row j of the tile
+        swap, columns = transpose_lanes([Ref(VECTOR, acc[r][0]) for r in range(lay.pr)], "tr")
+        body += swap
+        body += [Store("tile", tile_at(lay, idx(0), idx(j)), c) for j, c in enumerate(columns)]
+    else:
+        for v in range(lay.xv):
+            for r in range(lay.pr):
+                at = tile_at(lay, idx(r), idx(v * LANES))
+                body.append(Store("tile", at, Ref(VECTOR, acc[r][v])))
     body += after_block(b, first)
     return [For("b", g.n, [For("pb", per_part, body, unroll=False)])]
 

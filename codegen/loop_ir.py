@@ -87,6 +87,16 @@ class Splat(LExpr):
 
 
 @dataclass(frozen=True, eq=False)
+class Shuffle(LExpr):
+    """Lanes picked from two vectors: lane i is a[mask[i]], or b[mask[i] - n] past the n
+    lanes of a (LLVM's shufflevector; register transposes are built from it)."""
+
+    a: LExpr
+    b: LExpr
+    mask: tuple[int, ...]
+
+
+@dataclass(frozen=True, eq=False)
 class Dot4(LExpr):
     """acc plus, in each 32-bit lane, the dot product of the four unsigned bytes of `a`
     with the four signed bytes of `b` (int32 vectors): VNNI's vpdpbusd, the step of an

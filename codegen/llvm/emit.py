@@ -37,12 +37,13 @@ from ..loop_ir import (
     LoopVar,
     Ref,
     Select,
+    Shuffle,
     Splat,
     Stmt,
     Store,
     Un,
 )
-from .mathlib import MathLib
+from .mathlib import MathLib, lane_mask
 
 FLAGS = ("reassoc", "contract")  # on accumulator updates
 ELEMENTWISE_FLAGS = ("contract",)
@@ -287,8 +288,9 @@ class _KernelEmitter:
             one = b.insert_element(
                 ir.Constant(ty, ir.Undefined), self.expr(e.a), ir.Constant(ir.IntType(32), 0)
             )
-            mask = ir.Constant(ir.VectorType(ir.IntType(32), ty.count), [0] * ty.count)
-            return b.shuffle_vector(one, ir.Constant(ty, ir.Undefined), mask)
+            return b.shuffle_vector(one, ir.Constant(ty, ir.Undefined), lane_mask([0] * ty.count))
+        if isinstance(e, Shuffle):
+            return b.shuffle_vector(self.expr(e.a), self.expr(e.b), lane_mask(e.mask))
         if isinstance(e, Cast):
             return self.cast(self.expr(e.a), e.a.dtype, e.dtype, e.exact)
         if isinstance(e, Select):

@@ -18,6 +18,7 @@ float64 uses LLVM intrinsics and libm (exact, not vectorised).
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 
 import numpy as np
 from llvmlite import binding as llvm
@@ -226,3 +227,8 @@ class MathLib:
         y = b.fsub(c(1.0), b.fmul(b.fmul(p, t), self.exp(b, b.fneg(b.fmul(ax, ax)))))
         y = b.select(b.fcmp_ordered("<", x, c(0.0)), b.fneg(y), y)
         return b.select(self.isnan(b, x), x, y)
+
+
+def lane_mask(lanes: Sequence[int]) -> ir.Constant:
+    """A shufflevector mask: the lanes to pick, as i32 constants."""
+    return ir.Constant(ir.VectorType(ir.IntType(32), len(lanes)), list(lanes))
