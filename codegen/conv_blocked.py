@@ -20,6 +20,7 @@ The weights stay OIHW in the IR and are packed at compile time: depthwise (block
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -111,6 +112,15 @@ def depthwise_fits(conv: Call) -> bool:
         return False
     g = BlockedShape.of(conv)
     return g.data_blocked and g.out_blocked and conv.attrs["groups"] == g.c == g.o
+
+
+def window_fits(conv: Call) -> bool:
+    """Any window of one group from NCHW data into blocks (an RGB stem), read by the
+    pointwise kernel's loop with one input scalar per tap."""
+    if not _native(conv) or conv.attrs["groups"] != 1:
+        return False
+    g = BlockedShape.of(conv)
+    return not g.data_blocked and g.out_blocked and min(g.top, g.left, g.bottom, g.right) >= 0
 
 
 def pointwise_fits(conv: Call) -> bool:
@@ -369,16 +379,19 @@ def pointwise_panel(
         first = Bin(INDEX, "min", first, idx(pixels - lay.pr))
     acc = [[f"acc{r}_{v}" for v in range(lay.xv)] for r in range(lay.pr)]
     body: list[Stmt] = [Declare(name, zero(VECTOR)) for names in acc for name in names]
-    channel, at_pixel, loops = _input_channels(g, b)
-    w_at = mul(add(mul(panel, idx(g.c)), channel), idx(lay.width))
-    loads = [Load(VECTOR, packed, add(w_at, idx(v * LANES))) for v in range(lay.xv)]
+    reads = _input_reads(g, b, source)
+    panel_rows = mul(panel, idx(g.c * g.kh * g.kw))
     updates: list[Stmt] = []
-    for r in range(lay.pr):
-        splat = Splat(VECTOR, Load("float32", source, at_pixel(add(first, idx(r)))))
-        for v in range(lay.xv):
-            product = Bin(VECTOR, "mul", loads[v], splat)
-            updates.append(Assign(acc[r][v], Bin(VECTOR, "add", Ref(VECTOR, acc[r][v]), product)))
-    body.append(loops(updates))
+    for j in range(g.kw):
+        w_at = mul(add(add(panel_rows, reads.weight_row), idx(j)), idx(lay.width))
+        loads = [Load(VECTOR, packed, add(w_at, idx(v * LANES))) for v in range(lay.xv)]
+        for r in range(lay.pr):
+            splat = Splat(VECTOR, reads.value(add(first, idx(r)), j))
+            for v in range(lay.xv):
+                product = Bin(VECTOR, "mul", loads[v], splat)
+                update = Bin(VECTOR, "add", Ref(VECTOR, acc[r][v]), product)
+                updates.append(Assign(acc[r][v], update))
+    body.append(reads.loops(updates))
     if lay.transposed:  # channel j's 16 pixels into row j of the tile
         swap, columns = transpose_lanes([Ref(VECTOR, acc[r][0]) for r in range(lay.pr)], "tr")
         body += swap
@@ -392,26 +405,55 @@ def pointwise_panel(
     return [For("b", g.n, [For("pb", per_part, body, unroll=False)])]
 
 
-def _input_channels(g: BlockedShape, b: LExpr):
-    """(the channel an update reads, where it reads a pixel's value, the channel loops):
-    blocks of 16 lanes for blocked data, one loop over the channels for NCHW."""
+@dataclass(frozen=True)
+class _Reads:
+    """How a panel's update reads its input: the weight row of tap (i, 0) for the
+    current channel, the input scalar of a pixel at tap column j, the channel loops."""
+
+    weight_row: LExpr
+    value: Callable[[LExpr, int], LExpr]
+    loops: Callable[[list[Stmt]], Stmt]
+
+
+def _input_reads(g: BlockedShape, b: LExpr, source: str) -> _Reads:
+    """Blocks of 16 lanes for blocked data (1x1); for NCHW data one loop over channels
+    and one over kernel rows, a tap outside the map reading zero."""
     pixels = g.oh * g.ow
     if g.data_blocked:
         cb, lane = LoopVar(INDEX, "cb"), LoopVar(INDEX, "lane")
         plane = add(mul(add(mul(b, idx(g.cb)), cb), idx(pixels * LANES)), lane)
 
-        def blocked(pixel: LExpr) -> LExpr:
-            return add(plane, mul(pixel, idx(LANES)))
+        def blocked(pixel: LExpr, j: int) -> LExpr:
+            return Load("float32", source, add(plane, mul(pixel, idx(LANES))))
 
         def blocked_loops(body: list[Stmt]) -> Stmt:
             return For("cb", g.cb, [For("lane", LANES, body, unroll=False)], unroll=False)
 
-        return add(mul(cb, idx(LANES)), lane), blocked, blocked_loops
+        return _Reads(add(mul(cb, idx(LANES)), lane), blocked, blocked_loops)
     ch = LoopVar(INDEX, "ch")
-    row = mul(add(mul(b, idx(g.c)), ch), idx(pixels))
-    return ch, lambda pixel: add(row, pixel), lambda body: For("ch", g.c, body, unroll=False)
+    i: LExpr = LoopVar(INDEX, "i") if g.kh > 1 else idx(0)  # kernel rows: a loop or none
+    plane = mul(add(mul(b, idx(g.c)), ch), idx(g.h * g.w))
+    window = (g.kh, g.kw, g.sh, g.sw, g.top, g.left, g.bottom, g.right) != (1, 1, 1, 1, 0, 0, 0, 0)
+
+    def plain(pixel: LExpr, j: int) -> LExpr:
+        if not window:
+            return Load("float32", source, add(plane, pixel))
+        y = add(
+            mul(Bin(INDEX, "div", pixel, idx(g.ow)), idx(g.sh)), add(mul(i, idx(g.dh)), idx(-g.top))
+        )
+        x = add(mul(Bin(INDEX, "rem", pixel, idx(g.ow)), idx(g.sw)), idx(j * g.dw - g.left))
+        at = add(plane, add(mul(clamp(y, 0, g.h - 1), idx(g.w)), clamp(x, 0, g.w - 1)))
+        inside = Bin("bool", "and", within(y, 0, g.h), within(x, 0, g.w))
+        return Select("float32", inside, Load("float32", source, at), zero("float32"))
+
+    def plain_loops(body: list[Stmt]) -> Stmt:
+        rows = For("i", g.kh, body, unroll=False) if g.kh > 1 else None
+        return For("ch", g.c, [rows] if rows else body, unroll=False)
+
+    row = add(mul(ch, idx(g.kh * g.kw)), mul(i, idx(g.kw))) if g.kh > 1 else mul(ch, idx(g.kw))
+    return _Reads(row, plain, plain_loops)
 
 
 def pointwise_macs(conv: Call) -> int:
     g = BlockedShape.of(conv)
-    return g.n * g.o * g.oh * g.ow * g.c
+    return g.n * g.o * g.oh * g.ow * g.c * g.kh * g.kw

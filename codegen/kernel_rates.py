@@ -79,6 +79,8 @@ def forms(conv: Call) -> list[Call]:
     layouts = []
     if form in ("conv2d/depthwise", "conv2d/depthwise-strided"):
         layouts = [(BLOCKED, BLOCKED)] if c % BLOCK == 0 else []
+    elif form == "conv2d" and conv.attrs["groups"] == 1 and c < BLOCK and o % BLOCK == 0:
+        layouts = [(PLAIN, BLOCKED)]  # a stem: any window from NCHW into blocks
     elif form == "conv2d/pointwise":
         both = [(BLOCKED, BLOCKED)] if c % BLOCK == 0 and o % BLOCK == 0 else []
         into = [(PLAIN, BLOCKED)] if o % BLOCK == 0 else []

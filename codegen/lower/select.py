@@ -134,7 +134,7 @@ class BlockedDepthwise:
 
 @dataclass(frozen=True)
 class BlockedPointwise:
-    """A 1x1 conv2d_nchwc: output blocks in the lanes, stored as whole vectors."""
+    """A 1x1 conv2d_nchwc (or, from NCHW data, any window): output channels in the lanes."""
 
     layout: conv_blocked.PointwiseLayout
 
@@ -263,9 +263,11 @@ def _conv2d_nchwc(anchor: Call) -> Strategy:
     _materialised(anchor)
     if conv_blocked.depthwise_fits(anchor):
         return BlockedDepthwise()
-    if conv_blocked.pointwise_fits(anchor):
+    if conv_blocked.pointwise_fits(anchor) or conv_blocked.window_fits(anchor):
         return BlockedPointwise(conv_blocked.pointwise_layout(anchor))
-    raise Unsupported("conv2d_nchwc other than float32 depthwise or pointwise on 16-channel blocks")
+    raise Unsupported(
+        "conv2d_nchwc other than float32 depthwise, pointwise or NCHW-in on 16-lane blocks"
+    )
 
 
 CONV_CANDIDATES = ("direct", "channels")  # the kernels the database may choose between

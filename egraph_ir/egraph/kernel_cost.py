@@ -50,6 +50,7 @@ MEASURED_GFLOPS = {
     "conv2d_nchwc/depthwise@large": 120.0,
     "conv2d_nchwc/depthwise-strided": 49.0,
     "conv2d_nchwc/depthwise-strided@large": 70.0,
+    "conv2d_nchwc/window-in": 90.0,  # any window from NCHW data (an RGB stem) into blocks
     "conv2d_nchwc": 5.0,  # other blocked forms run their reference on the host
 }
 LARGE_MAP = 56 * 56  # input pixels from which a layer's rate is its kind's "@large" one
@@ -118,6 +119,8 @@ def conv_kind(name: str, x: Type, w: Type, attrs: Mapping[str, Any]) -> str:
             form += "-in"
         elif name == "conv2d_nchwc" and attrs["out_layout"] == "NCHW":
             form += "-out"
+    elif name == "conv2d_nchwc" and attrs["groups"] == 1 and attrs["data_layout"] == "NCHW":
+        form = "/window-in"
     size = "@large" if form and x.shape[2] * x.shape[3] >= LARGE_MAP else ""
     return name + form + size
 

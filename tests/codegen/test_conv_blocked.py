@@ -161,8 +161,12 @@ def test_the_blocked_kernels_take_depthwise_and_pointwise_forms_only() -> None:
     choose = CHOOSERS["conv2d_nchwc"]
     assert isinstance(choose(_anchor((1, 2, 8, 8, 16), (32, 1, 3, 3), groups=32)), BlockedDepthwise)
     assert isinstance(choose(_anchor((1, 2, 8, 8, 16), (48, 32, 1, 1))), BlockedPointwise)
-    with pytest.raises(Unsupported):  # a 3x3 of one group: its reference on the host
+    with pytest.raises(Unsupported):  # a 3x3 of one group on blocks: its reference on the host
         choose(_anchor((1, 2, 8, 8, 16), (16, 32, 3, 3), padding=(1,)))
+    assert isinstance(  # from NCHW data (a stem): the pointwise kernel, a scalar per tap
+        choose(_anchor((1, 3, 8, 8), (32, 3, 3, 3), padding=(1,), data_layout="NCHW")),
+        BlockedPointwise,
+    )
     with pytest.raises(Unsupported):  # blocks of 8: not this machine's vectors
         choose(
             _anchor(
@@ -179,3 +183,31 @@ def test_a_blocked_form_without_a_kernel_still_runs_on_the_host() -> None:
     exe = codegen.build(fn)
     assert exe.kernel_kinds() == {"host": 1}
     assert_allclose(exe.run(x=value), ir.interpret(fn, x=value))
+
+
+@st.composite
+def window_cases(draw: st.DrawFn) -> tuple[ir.Function, dict[str, np.ndarray]]:
+    """Any window from NCHW data into blocks (an RGB stem): strides, padding, dilation."""
+    c, o = draw(st.sampled_from([1, 3, 5])), 16 * draw(st.integers(1, 3))
+    kernel = draw(st.sampled_from([1, 2, 3, 5]))
+    strides = draw(st.sampled_from([(1, 1), (2, 2), (1, 2)]))
+    dilation = draw(st.sampled_from([(1, 1), (2, 2)]))
+    padding = draw(st.sampled_from([(0,), (1,), (2,), (0, 1, 2, 0)]))
+    n = draw(st.integers(1, 2))
+    h = draw(st.integers(dilation[0] * (kernel - 1) + 1, 17))
+    w = draw(st.integers(dilation[1] * (kernel - 1) + 1, 17))
+    rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+    x = ir.var("x", shape=(n, c, h, w))
+    weights = ir.const((rng.standard_normal((o, c, kernel, kernel)) / kernel).astype("float32"))
+    params, inputs = [x], {"x": rng.standard_normal((n, c, h, w)).astype("float32")}
+    conv = op.conv2d_nchwc(
+        x, weights, strides=strides, padding=padding, dilation=dilation, data_layout="NCHW"
+    )
+    return ir.Function(params, _epilogue(draw, conv, o, rng, params, inputs)), inputs
+
+
+@given(window_cases())
+def test_every_window_from_nchw_into_blocks_matches_the_interpreter(case) -> None:
+    fn, inputs = case
+    exe = _build_native(fn)
+    assert_allclose(exe.run(**inputs), ir.interpret(fn, **inputs), what=str(fn))
