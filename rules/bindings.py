@@ -292,8 +292,8 @@ def _propose(
         if not isinstance(groups, int) or groups < 1 or x.shape[1] % groups:
             return None
         k = int(b.rng.integers(1, 3))
-        if x.shape[1] % 16 == 0 and groups == 1 and b.rng.random() < 0.5:
-            new = 16  # output channels in blocks too
+        if groups == 1 and b.rng.random() < (0.5 if x.shape[1] % 16 == 0 else 0.25):
+            new = 16  # output channels in blocks (blocked-layout rules ask for them)
         return (groups * new, x.shape[1] // groups, k, k)
     if op == "conv2d_nchwc" and x.ndim == 5:
         channels, groups = x.shape[1] * x.shape[4], attrs.get("groups", 1)
