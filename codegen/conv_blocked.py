@@ -6,17 +6,20 @@ In NCHW16c a pixel's 16 channels of one block are one vector, so:
 - a depthwise convolution is one fused multiply-add per tap for 16 channels: the weight
   vector of the tap times the input vector at the tapped pixel, whatever the stride (a
   stride-2 tap is a contiguous load too, where NCHW needs phase planes). Each channel
-  block pads its plane into the calling thread's scratch slot, then sweeps the output rows
-  in register blocks of PR pixels; the fused epilogue follows each row, in L1.
+  block sweeps its output rows in register blocks of PR pixels straight from the input
+  (no padded copy: a tap row outside the map takes a zero weight, the border columns are
+  computed one pixel at a time without their outside taps); the fused epilogue follows
+  each row, in L1.
 - a pointwise (1x1) convolution keeps PR pixels x XV output blocks of accumulators: per
   input channel it loads XV weight vectors and broadcasts PR input elements (as
-  conv_channels.py), and stores each accumulator as one contiguous vector of the output,
-  with no transposing read back into planes.
+  conv_channels.py). Its sums go through the thread's tile: as they are for a blocked
+  result, transposed in registers (16 pixels x 16 channels) for an NCHW one, so the
+  epilogue reads and writes whole vectors either way. From NCHW data it takes any window
+  (an RGB stem): one input scalar per tap, zero outside the map.
 
 The weights stay OIHW in the IR and are packed at compile time: depthwise (blocks, taps,
-16), pointwise panels (O / W, C, W) with W = 16 * XV.
+16), pointwise panels (O / W, C, taps, W) with W = 16 * XV.
 """
-
 from __future__ import annotations
 
 import dataclasses
