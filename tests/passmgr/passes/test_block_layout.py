@@ -48,8 +48,12 @@ def inverted_residuals(blocks: int = 3, side: int = 28) -> ir.IRModule:
 
 
 def _block(mod: ir.IRModule, **config: object) -> ir.IRModule:
+    """BlockLayout with the default rates and time enough for the exact extraction on a
+    busy machine (its 0.3 s may end on greedy-dag's answer there: blocked chains only
+    pay together, which that misses)."""
     with pm.PassContext(opt_level=3, config=config):
-        return pm.passes.BlockLayout(cost_model=FIXED)(mod)  # type: ignore[arg-type]
+        block = pm.passes.BlockLayout(cost_model=FIXED, extract_time_limit_s=5.0)  # type: ignore[arg-type]
+        return block(mod)
 
 
 def test_a_chain_of_blocked_convolutions_converts_once_at_each_end() -> None:
@@ -80,7 +84,9 @@ def test_the_profile_sets_the_cost_models_prediction_beside_each_measured_kernel
     value = np.random.default_rng(4).standard_normal((1, 3, 14, 14)).astype("float32")
     profile = exe.profile({"x": value}, repeats=2)
     blocked = [k for k in profile if k.label.startswith("conv/nchwc")]
-    assert len(blocked) == 3 and all(k.predicted > 0 for k in blocked)
+    # the block's three convolutions, and the stem where the extraction blocked it too
+    # (within its time limit the search may or may not reach that choice)
+    assert len(blocked) >= 3 and all(k.predicted > 0 for k in blocked)
     assert sum(len(k.shape) == 5 for k in blocked) >= 2  # NCHW16c results (the last: NCHW)
     assert "predicted us" in str(profile)
 
