@@ -20,7 +20,7 @@ import numpy as np
 from egraph_ir.op._common import size_of
 from egraph_ir.op.creation import fill_element
 from egraph_ir.op.elementwise import clip_bounds
-from egraph_ir.op.layout import parse_layout
+from egraph_ir.op.layout import parse_layout, split_factor
 from egraph_ir.op.shape import slice_spec
 from egraph_ir.types import TensorType
 
@@ -373,23 +373,21 @@ def _layout_transform(ctx: Ctx) -> LExpr:
     out = ctx.index.multi()
     primal: dict[str, LExpr] = {}
     for letter, factor in dst:
-        if factor:
-            continue
-        inner = position.get(letter.lower())
-        split = dst[inner][1] if inner is not None else 1
-        primal[letter] = (
-            out[position[letter]]
-            if inner is None
-            else add(mul(out[position[letter]], idx(split)), out[inner])
-        )
+        if not factor:
+            whole = out[position[letter]]
+            split = split_factor(dst, letter)
+            primal[letter] = (
+                whole if split == 1 else add(mul(whole, idx(split)), out[position[letter.lower()]])
+            )
     multi: list[LExpr] = []
     for letter, factor in src:
         if factor:
             multi.append(Bin(INDEX, "rem", primal[letter.upper()], idx(factor)))
             continue
-        split = next((f for sub, f in src if sub == letter.lower() and f), 1)
-        whole = primal[letter]
-        multi.append(whole if split == 1 else Bin(INDEX, "div", whole, idx(split)))
+        split = split_factor(src, letter)
+        multi.append(
+            primal[letter] if split == 1 else Bin(INDEX, "div", primal[letter], idx(split))
+        )
     return ctx.readers[0](Index(ctx.in_types[0].shape, multi=multi))
 
 

@@ -20,6 +20,7 @@ In NCHW16c a pixel's 16 channels of one block are one vector, so:
 The weights stay OIHW in the IR and are packed at compile time: depthwise (blocks, taps,
 16), pointwise panels (O / W, C, taps, W) with W = 16 * XV.
 """
+
 from __future__ import annotations
 
 import dataclasses

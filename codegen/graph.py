@@ -224,6 +224,7 @@ def _kernel_node(
     args: tuple[int, ...],
     kernel: CompiledKernel,
     fn: Function,
+    costs: KernelCost,
 ) -> KernelNode:
     t = call.checked_type
     shape, dtype = (t.shape, t.dtype) if isinstance(t, TensorType) else (None, None)
@@ -233,7 +234,7 @@ def _kernel_node(
     sources = source_names(fn)
     return KernelNode(
         node_id, kernel.name, args, shape, dtype, kernel, kernel.kind, ops, *cost, variant,
-        sources, predicted_seconds(fn),
+        sources, predicted_seconds(fn, costs),
     )  # fmt: skip
 
 
@@ -251,9 +252,8 @@ def predicted_seconds(fn: Function, model: KernelCost | None = None) -> float:
     model = model or KernelCost()
     total = 0.0
     for node in calls:
-        if isinstance(node.op, Op):
-            args = [a.checked_type for a in node.args]
-            total += model.estimate(node.op, args, node.checked_type, node.attrs)
+        args = [a.checked_type for a in node.args]
+        total += model.estimate(node.op, args, node.checked_type, node.attrs)  # type: ignore[arg-type]
     return total * 1e-6
 
 
@@ -265,6 +265,7 @@ def build_graph(
     ids: dict[Expr, int] = {}
     nodes: list[Node] = []
     copies: dict[int, tuple[VirtualDevice, VirtualDevice]] = {}
+    costs = KernelCost()  # the profile's predictions: read this CPU's figures once
 
     def add(node: Node, expr: Expr) -> None:
         ids[expr] = node.id
@@ -300,11 +301,11 @@ def build_graph(
                     body.attrs["src_virtual_device"],
                     body.attrs["dst_virtual_device"],
                 )
-            add(_kernel_node(len(nodes), e, args, kernel, e.op), e)
+            add(_kernel_node(len(nodes), e, args, kernel, e.op, costs), e)
         elif isinstance(e, Call) and isinstance(e.op, GlobalVar) and lower_global is not None:
             kernel = lower_global(e.op.name_hint)
             args = tuple(ids[a] for a in e.args)
-            add(_kernel_node(len(nodes), e, args, kernel, kernel.function), e)  # type: ignore[attr-defined]
+            add(_kernel_node(len(nodes), e, args, kernel, kernel.function, costs), e)  # type: ignore[attr-defined]
         elif isinstance(e, TupleGetItem):
             source, index = _flat_field(e, ids, views)
             if shape is None:  # a tuple inside a tuple: read through it, field by field

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from egraph_ir.expr import Call, Constant
-from egraph_ir.types import TensorType
 
 from .. import conv_blocked
 from ..compute import Index
@@ -43,28 +42,19 @@ def _epilogue(
     rows = [Bin(INDEX, "div", pixel, idx(shape[3])), Bin(INDEX, "rem", pixel, idx(shape[3]))]
     flat = add(add(start, mul(p, idx(LANES))), lane)
     index = Index(shape, multi=[b, block, *rows, lane], flat=flat)
-    reads = group.anchor_load
-    if sums is not None:
-        value = sums(p, lane)
-        group.anchor_load = lambda _: value
-    store = Store("out", index.flat(), group.reader(group.fn.body)(index))
-    group.anchor_load = reads
+    if sums is None:  # in place: the group reads the anchor from the output by default
+        value = group.reader(group.fn.body)(index)
+    else:
+        value = group.result_at(index, sums(p, lane))
+    store = Store("out", index.flat(), value)
     lanes = For("el", LANES, [store], unroll=True, vectorize=True)
     return [For("ep", pixels, [lanes], unroll=False)]
-
-
-def _reads_output(group: Group) -> None:
-    """The epilogue reads the convolution's sums where the kernel stored them: the output."""
-    anchor_t = group.anchor.checked_type if group.anchor is not None else group.out_type
-    assert isinstance(anchor_t, TensorType)
-    group.anchor_load = lambda index: Load(anchor_t.dtype, "out", index.flat())
 
 
 def blocked_depthwise(group: Group, anchor: Call, ops: list[str]) -> ConvKernel:
     """Depthwise conv2d_nchwc: a loop over channel blocks, each sweeping its rows, each
     row followed by its epilogue."""
     g = conv_blocked.BlockedShape.of(anchor)
-    _reads_output(group)
     source = group.buffers[anchor.args[0]].name
     weights = group.buffer_of(Constant(conv_blocked.depthwise_weights(anchor)))
     block = LoopVar(INDEX, "blk")
@@ -83,9 +73,9 @@ def blocked_depthwise(group: Group, anchor: Call, ops: list[str]) -> ConvKernel:
 def blocked_pointwise(
     group: Group, anchor: Call, ops: list[str], lay: conv_blocked.PointwiseLayout
 ) -> ConvKernel:
-    """Pointwise conv2d_nchwc: a loop over panels of W output channels, each register
-    block of pixels followed by its epilogue: in place on a blocked output, else from the
-    thread's tile into the NCHW planes."""
+    """Pointwise conv2d_nchwc: a loop over (panel of W output channels, part of the
+    pixels), each register block of pixels followed by its epilogue from the thread's
+    tile into the blocked output or the NCHW planes."""
     g = conv_blocked.BlockedShape.of(anchor)
     source = group.buffers[anchor.args[0]].name
     packed = group.buffer_of(Constant(lay.panels))
@@ -132,11 +122,7 @@ def _planes_from_tile(
     rows = [Bin(INDEX, "div", pixel, idx(shape[3])), Bin(INDEX, "rem", pixel, idx(shape[3]))]
     plane = add(mul(b, idx(shape[1])), o)
     index = Index(shape, multi=[b, o, *rows], flat=add(mul(plane, idx(shape[2] * shape[3])), pixel))
-    anchor_t = group.anchor.checked_type if group.anchor is not None else group.out_type
-    assert isinstance(anchor_t, TensorType)
     at = conv_blocked.tile_at(lay, r, Bin(INDEX, "sub", o, mul(panel, idx(lay.width))))
-    reads, group.anchor_load = group.anchor_load, lambda _: Load(anchor_t.dtype, "tile", at)
-    store = Store("out", index.flat(), group.reader(group.fn.body)(index))
-    group.anchor_load = reads
+    store = Store("out", index.flat(), group.result_at(index, Load("float32", "tile", at)))
     pixels = For("er", lay.pr, [store], unroll=True, vectorize=True)
     return [For("el", lay.width, [pixels], unroll=False)]

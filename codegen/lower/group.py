@@ -115,6 +115,16 @@ class Group:
                 raise Unsupported(str(exc)) from None
         raise Unsupported(f"cannot inline {type(e).__name__}")
 
+    def result_at(self, index: Index, anchor_value: LExpr) -> LExpr:
+        """The group's result at `index` where the anchor's element there is
+        `anchor_value` (a kernel's scratch, tile or registers hold it, not `anchor_load`'s
+        place)."""
+        reads, self.anchor_load = self.anchor_load, lambda _: anchor_value
+        try:
+            return self.reader(self.fn.body)(index)
+        finally:
+            self.anchor_load = reads
+
     def var(self, prefix: str = "i") -> LoopVar:
         self.loops += 1
         return LoopVar(INDEX, f"{prefix}{self.loops}")

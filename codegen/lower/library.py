@@ -237,12 +237,24 @@ def packed_gemm(group: Group, anchor: Call, ops: list[str], p: gemm.Packed) -> L
     stmts = gemm.panel_block(p, panel, a, group.buffer_of(Constant(p.panels)), "out")
     if anchor is not group.fn.body:
         stmts += panel_epilogue(group, panel, p)
-    buffers = group.kernel_buffers()
+    return _gemm_kernel(group, ops, p, stmts)
+
+
+def _gemm_kernel(
+    group: Group, ops: list[str], p: gemm.Packed, stmts: list[Stmt], int32_sums: bool = False
+) -> JitGemmKernel:
+    """The panel loop the threads share around `stmts`; with `int32_sums` an (M, N) int32
+    scratch "acc" the panels sum into before their epilogue."""
+    scratches = (((p.m, p.n), "int32"),) if int32_sums else ()
+    buffers = group.kernel_buffers([Buffer("acc", "int32", (p.m, p.n))] if int32_sums else [])
     panels = p.n // p.width
     work = p.macs / gemm.LANES + size_of(group.out_type.shape)
     nest: list[Stmt] = [For("panel", panels, stmts, outer=True)]
     kernel = Kernel(group.name, buffers, nest, panels, work, unroll=False)
-    return JitGemmKernel(group.name, ops, kernel, dict(group.constants))
+    special = {"acc": BufferRef("scratch", 0)} if int32_sums else {}
+    variant = "int8" if int32_sums else ""
+    constants = dict(group.constants)
+    return JitGemmKernel(group.name, ops, kernel, constants, special, scratches, variant)
 
 
 def int8_packed_gemm(
@@ -265,15 +277,7 @@ def int8_packed_gemm(
     packed = group.buffer_of(Constant(p.panels))
     stmts = gemm.panel_block(p, panel, a_buffer.name, packed, "acc", arithmetic)
     stmts += panel_epilogue(group, panel, p, sums="acc")
-    buffers = group.kernel_buffers([Buffer("acc", "int32", (p.m, p.n))])
-    panels = p.n // p.width
-    work = p.macs / gemm.LANES + size_of(group.out_type.shape)
-    nest: list[Stmt] = [For("panel", panels, stmts, outer=True)]
-    kernel = Kernel(group.name, buffers, nest, panels, work, unroll=False)
-    scratch = {"acc": BufferRef("scratch", 0)}
-    return JitGemmKernel(
-        group.name, ops, kernel, dict(group.constants), scratch, (((p.m, p.n), "int32"),), "int8"
-    )
+    return _gemm_kernel(group, ops, p, stmts, int32_sums=True)
 
 
 def _one_element(e: Expr) -> Constant:
@@ -298,10 +302,11 @@ def panel_epilogue(
         column = Bin(INDEX, "min", column, idx(n - 1))
     lead = Index(shape[:-1], flat=m).multi() if len(shape) > 2 else [m]
     index = Index(shape, multi=[*lead, column], flat=add(mul(m, idx(n)), column))
-    if sums is not None:
-        value = Load("int32", sums, add(mul(m, idx(p.n)), column))
-        group.anchor_load = lambda _: value
-    store = Store("out", index.flat(), group.reader(group.fn.body)(index))
+    if sums is None:
+        value = group.reader(group.fn.body)(index)
+    else:
+        value = group.result_at(index, Load("int32", sums, add(mul(m, idx(p.n)), column)))
+    store = Store("out", index.flat(), value)
     return [For("em", p.m, [For("ej", p.width, [store])])]
 
 
@@ -345,9 +350,7 @@ def block_epilogue(group: Group, block: LExpr, lay: conv.Wide, b: LExpr, q0: LEx
     assert isinstance(anchor_t, TensorType)
     slot_row = add(mul(add(mul(THREAD_SLOT, idx(shape[0])), b), idx(lay.ob)), p)
     column = Load(anchor_t.dtype, "wide", add(mul(slot_row, idx(lay.q)), f))
-    reads, group.anchor_load = group.anchor_load, lambda _: column  # at f, not at (y, x)
-    store = Store("out", index.flat(), group.reader(group.fn.body)(index))
-    group.anchor_load = reads
+    store = Store("out", index.flat(), group.result_at(index, column))  # at f, not (y, x)
     width = lay.xv * conv.LANES
     return [For("cp", lay.ob, [For("ct", width, [store], unroll=True, vectorize=True)])]
 

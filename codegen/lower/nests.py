@@ -125,16 +125,17 @@ def _lane_nest(group: Group, root: Expr, first: int) -> list[Stmt]:
     """Loops over the axes before `first`, one over the merged axes, the lanes innermost
     and vectorised: a per-channel operand is one contiguous vector per step."""
     shape = group.out_type.shape
-    loops = (*shape[:first], int(np.prod(shape[first:-1], dtype=np.int64)), shape[-1])
-    vs = [group.var() for _ in loops]
-    multi = [*vs[:first], *_unflatten(vs[first], shape[first:-1]), vs[-1]]
-    index = Index(shape, multi=multi, flat=Index(loops, multi=list(vs)).flat())
-    body: list[Stmt] = [Store("out", index.flat(), group.reader(root)(index))]
-    body = [For(vs[-1].name, loops[-1], body, unroll=True, vectorize=True)]
-    outer = next((k for k, d in enumerate(loops) if d > 1), 0)
-    for k in reversed(range(len(loops) - 1)):
-        body = [For(vs[k].name, loops[k], body, outer=(k == outer))]
-    return body
+    loops = (*shape[:first], int(np.prod(shape[first:-1], dtype=np.int64)))
+
+    def inner(vs: list[LExpr]) -> list[Stmt]:
+        lane = group.var("l")
+        multi = [*vs[:first], *_unflatten(vs[first], shape[first:-1]), lane]
+        flat = Index((*loops, shape[-1]), multi=[*vs, lane]).flat()
+        index = Index(shape, multi=multi, flat=flat)
+        store = Store("out", flat, group.reader(root)(index))
+        return [For(lane.name, shape[-1], [store], unroll=True, vectorize=True)]
+
+    return group.nest(loops, inner)
 
 
 def _whole_or_absent(dims: tuple[int, ...], shape: tuple[int, ...], axes: range) -> bool:

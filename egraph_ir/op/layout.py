@@ -47,7 +47,8 @@ def parse_layout(layout: str) -> LayoutAxes:
     return tuple(items)
 
 
-def _factor(axes: LayoutAxes, primal: str) -> int:
+def split_factor(axes: LayoutAxes, primal: str) -> int:
+    """The factor primal axis `primal` is split by in a parsed layout (1: not split)."""
     return next((f for letter, f in axes if letter == primal.lower() and f), 1)
 
 
@@ -60,7 +61,7 @@ def primal_extents(shape: tuple[int, ...], layout: str) -> dict[str, int]:
         if factor and dim != factor:
             raise ShapeError(f"layout {layout!r}: axis {letter} must be {factor}, got {dim}")
     return {
-        letter: dim * _factor(axes, letter)
+        letter: dim * split_factor(axes, letter)
         for (letter, factor), dim in zip(axes, shape, strict=True)
         if not factor
     }
@@ -76,7 +77,7 @@ def layout_shape(extents: dict[str, int], layout: str) -> tuple[int, ...]:
         if factor:
             shape.append(factor)
             continue
-        split = _factor(axes, letter)
+        split = split_factor(axes, letter)
         if extents[letter] % split:
             raise ShapeError(
                 f"layout {layout!r}: axis {letter} of {extents[letter]} does not split by {split}"
@@ -108,7 +109,7 @@ def transform_steps(shape: tuple[int, ...], src_layout: str, dst_layout: str) ->
     dst_order = [letter for letter, f in dst if not f]
     split_shape, names = [], []
     for u in dst_order:
-        f = _factor(dst, u)
+        f = split_factor(dst, u)
         split_shape += [extents[u] // f, f] if f > 1 else [extents[u]]
         names += [u, u.lower()] if f > 1 else [u]
     layout_shape(extents, dst_layout)  # a ShapeError when an axis does not split
