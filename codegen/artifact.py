@@ -201,9 +201,10 @@ def _node(
             variant = d.get("variant", "")  # absent in files of format 5 before it existed
             sources = tuple(d.get("sources", ()))  # absent before profiles named ONNX nodes
             predicted = float(d.get("predicted", 0.0))  # absent before layouts had costs
+            layout = d.get("layout", "")  # absent before reports showed layouts
             return KernelNode(
                 *common, kernel, d["kind"], ops, d["flops"], d["bytes"], variant, sources,
-                predicted,
+                predicted, layout,
             )  # fmt: skip
         case "alias":
             return AliasNode(*common)

@@ -145,6 +145,8 @@ def _check_program(data: dict[str, Any], constants: dict[int, np.ndarray], objec
             sources = d.get("sources", [])
             assert isinstance(sources, list), f"node {i} sources"
             assert all(isinstance(s, str) for s in sources), f"node {i} sources"
+            assert isinstance(d.get("predicted", 0.0), int | float), f"node {i} predicted"
+            assert isinstance(d.get("layout", ""), str), f"node {i} layout"
         if d["op"] == "field":
             assert _is_int(d["index"]) and d["index"] >= 0, f"node {i} index"
         if d["dtype"] is not None:

@@ -120,6 +120,7 @@ def _node_json(n: Node) -> dict[str, Any]:
         entry.update(kind=n.kind, ops=list(n.ops), flops=n.flops, bytes=n.bytes)
         entry["variant"] = n.variant
         entry["sources"] = list(n.sources)
+        entry.update(predicted=n.predicted, layout=n.layout)  # what --report shows
     elif isinstance(n, FieldNode):
         entry["index"] = n.index
     return entry  # a param's value is a constant file, a kernel's code an object file

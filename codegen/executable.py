@@ -50,6 +50,7 @@ class KernelTime:
     shape: tuple[int, ...] | None = None  # of its result
     sources: tuple[str, ...] = ()  # the model's nodes it computes (ONNX node names)
     predicted: float = 0.0  # seconds the `kernels` cost model estimated (0: not known)
+    layout: str = ""  # of its result (NCHW, NCHW16c, ...; "": not a laid-out tensor)
 
     @property
     def computes(self) -> str:
@@ -288,7 +289,7 @@ class Executable:
                 KernelTime(
                     n.name, n.kind, list(n.ops), medians[node_id], float(low), float(high),
                     n.flops, n.bytes, medians[node_id] / total,
-                    n.variant, order, n.shape, n.sources, n.predicted,
+                    n.variant, order, n.shape, n.sources, n.predicted, n.layout,
                 )
             )  # fmt: skip
         return Profile(sorted(rows, key=lambda r: -r.seconds), repeats)

@@ -20,6 +20,7 @@ from egraph_ir.egraph.kernel_cost import KernelCost
 from egraph_ir.errors import CodegenError
 from egraph_ir.expr import Call, Constant, Expr, Function, GlobalVar, Tuple, TupleGetItem, Var
 from egraph_ir.registry import Op
+from egraph_ir.tensor_layouts import result_layout
 from egraph_ir.types import TensorType, tensor_types
 from egraph_ir.visitor import post_order
 
@@ -81,6 +82,7 @@ class KernelNode(_Entry):
     variant: str = ""  # which kernel of its kind (a convolution's: direct, channels, ...)
     sources: tuple[str, ...] = ()  # the model's nodes it computes (ONNX node names)
     predicted: float = 0.0  # seconds the `kernels` cost model estimated for it
+    layout: str = ""  # of its result: NCHW, NCHW16c, ... ("": not a laid-out tensor)
     op: ClassVar[str] = "kernel"
 
     def to_json(self, storage_id: int, device: int) -> dict[str, Any]:
@@ -89,6 +91,7 @@ class KernelNode(_Entry):
         entry["variant"] = self.variant
         entry["sources"] = list(self.sources)
         entry["predicted"] = self.predicted
+        entry["layout"] = self.layout
         return entry
 
 
@@ -225,6 +228,7 @@ def _kernel_node(
     kernel: CompiledKernel,
     fn: Function,
     costs: KernelCost,
+    layout: str,
 ) -> KernelNode:
     t = call.checked_type
     shape, dtype = (t.shape, t.dtype) if isinstance(t, TensorType) else (None, None)
@@ -234,7 +238,7 @@ def _kernel_node(
     sources = source_names(fn)
     return KernelNode(
         node_id, kernel.name, args, shape, dtype, kernel, kernel.kind, ops, *cost, variant,
-        sources, predicted_seconds(fn, costs),
+        sources, predicted_seconds(fn, costs), layout,
     )  # fmt: skip
 
 
@@ -271,6 +275,11 @@ def build_graph(
         ids[expr] = node.id
         nodes.append(node)
 
+    layouts: dict[int, str] = {}  # node id -> the layout of its tensor (the report's)
+
+    def layout_of(group: Function, args: tuple[int, ...]) -> str:
+        return result_layout(group, [layouts.get(a, "") for a in args])
+
     leaves, tree, result_tuples = output_leaves(fn.body)
     views: dict[Expr, tuple[int, int]] = {}  # a nested tuple field: (its node, flat offset)
     inputs: list[InputNode] = []
@@ -279,6 +288,7 @@ def build_graph(
         if not isinstance(t, TensorType):
             raise CodegenError(f"input %{p.name_hint} has type {t}; only tensors are supported")
         node = InputNode(len(nodes), p.name_hint, (), t.shape, t.dtype)
+        layouts[node.id] = "NCHW" if len(t.shape) == 4 else ""
         add(node, p)
         inputs.append(node)
     for e in post_order(fn.body, into_functions=False):
@@ -293,6 +303,7 @@ def build_graph(
             alias = alias_op(e.op)
             if alias is not None:
                 add(AliasNode(len(nodes), alias, args, shape, dtype), e)
+                layouts[len(nodes) - 1] = layout_of(e.op, args)
                 continue
             kernel = lower_group(e.op, len(nodes))
             body = e.op.body
@@ -301,11 +312,14 @@ def build_graph(
                     body.attrs["src_virtual_device"],
                     body.attrs["dst_virtual_device"],
                 )
-            add(_kernel_node(len(nodes), e, args, kernel, e.op, costs), e)
+            layouts[len(nodes)] = layout_of(e.op, args)
+            add(_kernel_node(len(nodes), e, args, kernel, e.op, costs, layouts[len(nodes)]), e)
         elif isinstance(e, Call) and isinstance(e.op, GlobalVar) and lower_global is not None:
             kernel = lower_global(e.op.name_hint)
             args = tuple(ids[a] for a in e.args)
-            add(_kernel_node(len(nodes), e, args, kernel, kernel.function, costs), e)  # type: ignore[attr-defined]
+            region: Function = kernel.function  # type: ignore[attr-defined]
+            layout = layout_of(region, args)
+            add(_kernel_node(len(nodes), e, args, kernel, region, costs, layout), e)
         elif isinstance(e, TupleGetItem):
             source, index = _flat_field(e, ids, views)
             if shape is None:  # a tuple inside a tuple: read through it, field by field

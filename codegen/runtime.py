@@ -93,9 +93,8 @@ class Runtime:
             if isinstance(n, KernelNode) and n.shape is not None and not self.planned(n.id)
         ]
         self.fresh_ids = {n.id for n in self.fresh}
-        self.fresh_outputs = [
-            (n.id, program.slot_of[n.id], n.shape, np.dtype(n.dtype))  # type: ignore[arg-type]
-            for n in self.fresh
+        self.fresh_outputs: list[tuple[int, int, tuple[int, ...], np.dtype[Any]]] = [
+            (n.id, program.slot_of[n.id], n.shape or (), np.dtype(n.dtype)) for n in self.fresh
         ]
         self.fields: dict[int, list[int]] = {}  # a tuple-valued host kernel -> its fields
         for n in graph.nodes:

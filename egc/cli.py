@@ -63,6 +63,12 @@ class _Version(argparse.Action):
         parser.exit()
 
 
+REPORT_HELP = (
+    "what the extraction chose, kernel by kernel in run order: ops, kernel kind, the layout "
+    "each writes, the cost model's predicted beside the measured time (profiles a run)"
+)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="egc",
@@ -160,6 +166,7 @@ def _add_compile_parser(sub: Any) -> None:
         help="run and compare with the interpreter (and ONNX Runtime); exit 1 on a mismatch",
     )  # fmt: skip
     p.add_argument("--profile", action="store_true", help="per-kernel times as a table")
+    p.add_argument("--report", action="store_true", help=REPORT_HELP)
     p.add_argument("--top", type=count(1), metavar="N", help="--profile: the N slowest")
     p.add_argument("--trace", metavar="OUT.json", help="a Chrome trace of a profiled run")
     p.add_argument("--json", action="store_true", help="a machine-readable report")
@@ -184,6 +191,7 @@ def _add_run_parser(sub: Any) -> None:
     p_run.add_argument("--output", metavar="OUT.npz", help="save the outputs by name")
     p_run.add_argument("--threads", type=count(0), help="threads (0: all; default: as saved)")
     p_run.add_argument("--profile", action="store_true", help="per-kernel times as a table")
+    p_run.add_argument("--report", action="store_true", help=REPORT_HELP)
     p_run.add_argument("--top", type=count(1), metavar="N", help="--profile: the N slowest")
     p_run.add_argument("--trace", metavar="OUT.json", help="a Chrome trace of a profiled run")
     p_run.add_argument(

@@ -36,6 +36,49 @@ def print_profile(profile: Any, top: int | None) -> None:
     print(f"total {1e6 * profile.total_seconds:.1f} us in {len(rows)} kernels (medians summed)")
 
 
+CHOICE_HEADER = (
+    "kernel", "computes", "ops", "kernel kind", "layout", "predicted us", "measured us",
+)  # fmt: skip
+
+
+def print_choices(profile: Any) -> None:
+    """--report: what the extraction chose, kernel by kernel in run order (its ops, the
+    kernel that runs them, the layout it writes) with the cost model's prediction beside
+    the measured median, then the layouts, conversions and prediction error summed."""
+    kernels = sorted(profile, key=lambda k: k.order)
+    rows = [
+        [
+            k.name, k.computes, ",".join(dict.fromkeys(k.ops)), k.label, k.layout or "-",
+            f"{1e6 * k.predicted:.1f}" if k.predicted else "",
+            f"{1e6 * k.seconds:.1f}",
+        ]
+        for k in kernels
+    ]  # fmt: skip
+    print_table("the extraction's choices (run order)", CHOICE_HEADER, rows)
+    for line in choice_summary(kernels):
+        print(line)
+
+
+def choice_summary(kernels: list[Any]) -> list[str]:
+    """Lines: kernels per result layout, the layout conversions, predicted vs measured."""
+    by_layout: dict[str, int] = {}
+    for k in kernels:
+        by_layout[k.layout or "not 4-D"] = by_layout.get(k.layout or "not 4-D", 0) + 1
+    lines = ["layouts written: " + ", ".join(f"{n} {name}" for name, n in by_layout.items())]
+    conversions = [k for k in kernels if "layout_transform" in k.ops]
+    listed = ", ".join(f"{k.name} (to {k.layout or '-'})" for k in conversions)
+    lines.append(f"layout conversions: {len(conversions)}" + (f": {listed}" if listed else ""))
+    priced = [k for k in kernels if k.predicted]
+    if priced:
+        predicted = sum(k.predicted for k in priced)
+        measured = sum(k.seconds for k in priced)
+        lines.append(
+            f"cost model: {len(priced)} kernels priced, {1e6 * predicted:.0f} us predicted, "
+            f"{1e6 * measured:.0f} us measured (x{measured / predicted:.2f})"
+        )
+    return lines
+
+
 def write_trace(profile: Any, path: str | None) -> None:
     """--trace: the profile as a Chrome trace (Perfetto, chrome://tracing)."""
     if not path:
@@ -46,12 +89,8 @@ def write_trace(profile: Any, path: str | None) -> None:
         raise CompilerError(f"{path}: cannot write ({exc.strerror})") from None
 
 
-def run_saved(args: argparse.Namespace) -> int:
-    """Load a saved executable and run it on inputs from .npy/.npz files."""
-    if args.require_signature and not args.trusted_key:
-        raise CompilerError("--require-signature needs at least one --trusted-key FILE.pub")
-    trusted = [read_public_key(p) for p in args.trusted_key] if args.trusted_key else None
-    exe = load(args.file, threads=args.threads, trusted_keys=trusted)
+def read_inputs(args: argparse.Namespace, types: dict[str, Any]) -> dict[str, np.ndarray]:
+    """--input NAME=FILE.npy / FILE.npz, then --random values for the inputs left."""
     inputs: dict[str, np.ndarray] = {}
     for name, path in args.input:
         try:
@@ -62,14 +101,24 @@ def run_saved(args: argparse.Namespace) -> int:
             inputs.update({k: data[k] for k in data.files})
         elif name:
             inputs[name] = data
-        elif len(exe.input_types) == 1:
-            inputs[next(iter(exe.input_types))] = data
+        elif len(types) == 1:
+            inputs[next(iter(types))] = data
         else:
             raise CompilerError(f"{path}: say which input it is (NAME={path})")
     if args.random:
         rng = np.random.default_rng(args.seed)
-        for name, t in exe.input_types.items():
+        for name, t in types.items():
             inputs.setdefault(name, rng.standard_normal(t.shape).astype(t.dtype))
+    return inputs
+
+
+def run_saved(args: argparse.Namespace) -> int:
+    """Load a saved executable and run it on inputs from .npy/.npz files."""
+    if args.require_signature and not args.trusted_key:
+        raise CompilerError("--require-signature needs at least one --trusted-key FILE.pub")
+    trusted = [read_public_key(p) for p in args.trusted_key] if args.trusted_key else None
+    exe = load(args.file, threads=args.threads, trusted_keys=trusted)
+    inputs = read_inputs(args, exe.input_types)
     named: dict[str, Any] = dict(zip(exe.output_names, leaves(exe.run(**inputs)), strict=True))
     if args.output:
         try:
@@ -82,7 +131,7 @@ def run_saved(args: argparse.Namespace) -> int:
         repeats = args.repeats if args.repeats is not None else 1
         latency = exe.benchmark(inputs, repeats, args.warmup, args.duration)
     profile = None
-    if args.profile or args.trace:
+    if args.profile or args.trace or args.report:
         profile = exe.profile(inputs, repeats=args.repeats or 10)
         write_trace(profile, args.trace)
     if args.json:
@@ -95,8 +144,10 @@ def run_saved(args: argparse.Namespace) -> int:
         }
         if latency is not None:
             report["latency"] = latency.to_json()
-        if profile is not None and args.profile:
+        if profile is not None and (args.profile or args.report):
             report["profile"] = [dataclasses.asdict(k) for k in profile]
+        if profile is not None and args.report:
+            report["choices"] = choice_summary(sorted(profile, key=lambda k: k.order))
         print(json.dumps(report, indent=2))
         return 0
     if args.output:
@@ -109,6 +160,8 @@ def run_saved(args: argparse.Namespace) -> int:
         print(latency)
     if profile is not None and args.profile:
         print_profile(profile, args.top)
+    if profile is not None and args.report:
+        print_choices(profile)
     return 0
 
 

@@ -26,7 +26,7 @@ from passmgr.registry import pass_factory
 
 from . import compile_cache
 from .cli_args import unwritable
-from .cli_run import print_profile, write_trace
+from .cli_run import choice_summary, print_choices, print_profile, write_trace
 from .cli_values import print_report, print_table, read_text, rule_source, write_text
 from .job import (
     RUN_KEYS,
@@ -87,10 +87,12 @@ def compile_model(args: argparse.Namespace) -> int:
         _store(cache_key, exe, report, args.output if args.output and not key else None)
     _write_ir_files(args, exe, opts, report)
     profile = None
-    if args.profile or args.trace:
+    if args.profile or args.trace or args.report:
         inputs = _job_inputs(args.model, opts)
         profile = exe.profile(inputs, repeats=args.repeats or 10)
         report["profile"] = [vars(k) for k in profile]
+        if args.report:
+            report["choices"] = choice_summary(sorted(profile, key=lambda k: k.order))
         write_trace(profile, args.trace)
     if args.json:
         print(json.dumps(report, indent=2, default=str))
@@ -101,6 +103,8 @@ def compile_model(args: argparse.Namespace) -> int:
             print(f"wrote {report[name]}")
     if profile is not None and args.profile:
         print_profile(profile, args.top)
+    if profile is not None and args.report:
+        print_choices(profile)
     return 0 if report["ok"] else 1
 
 

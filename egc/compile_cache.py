@@ -255,7 +255,7 @@ def answer_from_cache(args: argparse.Namespace) -> int | None:
     that need the IR, a run or a signature; those hits are served in commands.py)."""
     if any(getattr(args, name) for name in NEEDS_THE_IR):
         return None
-    if args.check or args.repeats or args.profile or args.trace or args.sign_key:
+    if args.check or args.repeats or args.profile or args.report or args.trace or args.sign_key:
         return None
     key = key_for(args)
     hit = lookup(key) if key else None

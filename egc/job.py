@@ -27,7 +27,9 @@ from egraph_ir.compare import mismatch
 from egraph_ir.errors import did_you_mean, require
 from egraph_ir.summary import input_types, summarize
 
-RUN_KEYS = ("backend", "latency_ms", "check_original", "onnxruntime", "profile", "saved")
+RUN_KEYS = (
+    "backend", "latency_ms", "check_original", "onnxruntime", "profile", "choices", "saved",
+)  # fmt: skip
 
 
 @dataclass

@@ -131,6 +131,28 @@ def egc(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]
     return subprocess.run([str(exe), *args], capture_output=True, text=True, cwd=cwd, timeout=300)
 
 
+def test_the_report_lists_each_kernels_choice_in_run_order(tmp_path: Path) -> None:
+    """--report: ops, kernel kind, layout written, predicted beside measured; from a
+    compile and from a saved executable."""
+    out = tmp_path / "cnn.egc"
+    r = egc("compile", "cnn", "--opt-level", "3", "--no-cache", "--report", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    table = r.stdout.split("the extraction's choices (run order)\n", 1)[1]
+    header, first = table.splitlines()[:2]
+    assert header.split() == [
+        "kernel", "computes", "ops", "kernel", "kind", "layout", "predicted", "us", "measured", "us"
+    ]  # fmt: skip
+    assert first.startswith("k1_conv2d") and " NCHW " in first
+    assert "layouts written: " in r.stdout and "cost model: 2 kernels priced" in r.stdout
+    r = egc("run", str(out), "--random", "--report", "--json")
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    assert report["choices"][1] == "layout conversions: 0"
+    assert [k["layout"] for k in sorted(report["profile"], key=lambda k: k["order"])][:2] == [
+        "NCHW", "NCHW"
+    ]  # fmt: skip
+
+
 def test_compile_saves_and_run_loads_in_another_process(tmp_path: Path) -> None:
     out = tmp_path / "mlp.egc"
     r = egc("compile", "mlp", "-o", str(out), "--repeats", "1", "--profile")

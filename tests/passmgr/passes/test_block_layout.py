@@ -88,6 +88,7 @@ def test_the_profile_sets_the_cost_models_prediction_beside_each_measured_kernel
     # (within its time limit the search may or may not reach that choice)
     assert len(blocked) >= 3 and all(k.predicted > 0 for k in blocked)
     assert sum(len(k.shape) == 5 for k in blocked) >= 2  # NCHW16c results (the last: NCHW)
+    assert all(k.layout == ("NCHW16c" if len(k.shape) == 5 else "NCHW") for k in blocked)
     assert "predicted us" in str(profile)
 
 
