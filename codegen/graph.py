@@ -271,11 +271,12 @@ def build_graph(
     copies: dict[int, tuple[VirtualDevice, VirtualDevice]] = {}
     costs = KernelCost()  # the profile's predictions: read this CPU's figures once
 
-    def add(node: Node, expr: Expr) -> None:
+    layouts: dict[int, str] = {}  # node id -> the layout of its tensor (the report's)
+
+    def add(node: Node, expr: Expr, layout: str = "") -> None:
         ids[expr] = node.id
         nodes.append(node)
-
-    layouts: dict[int, str] = {}  # node id -> the layout of its tensor (the report's)
+        layouts[node.id] = layout
 
     def layout_of(group: Function, args: tuple[int, ...]) -> str:
         return result_layout(group, [layouts.get(a, "") for a in args])
@@ -288,8 +289,7 @@ def build_graph(
         if not isinstance(t, TensorType):
             raise CodegenError(f"input %{p.name_hint} has type {t}; only tensors are supported")
         node = InputNode(len(nodes), p.name_hint, (), t.shape, t.dtype)
-        layouts[node.id] = "NCHW" if len(t.shape) == 4 else ""
-        add(node, p)
+        add(node, p, "NCHW" if len(t.shape) == 4 else "")
         inputs.append(node)
     for e in post_order(fn.body, into_functions=False):
         if e in ids:
@@ -302,8 +302,7 @@ def build_graph(
             args = tuple(ids[a] for a in e.args)
             alias = alias_op(e.op)
             if alias is not None:
-                add(AliasNode(len(nodes), alias, args, shape, dtype), e)
-                layouts[len(nodes) - 1] = layout_of(e.op, args)
+                add(AliasNode(len(nodes), alias, args, shape, dtype), e, layout_of(e.op, args))
                 continue
             kernel = lower_group(e.op, len(nodes))
             body = e.op.body
@@ -312,14 +311,14 @@ def build_graph(
                     body.attrs["src_virtual_device"],
                     body.attrs["dst_virtual_device"],
                 )
-            layouts[len(nodes)] = layout_of(e.op, args)
-            add(_kernel_node(len(nodes), e, args, kernel, e.op, costs, layouts[len(nodes)]), e)
+            layout = layout_of(e.op, args)
+            add(_kernel_node(len(nodes), e, args, kernel, e.op, costs, layout), e, layout)
         elif isinstance(e, Call) and isinstance(e.op, GlobalVar) and lower_global is not None:
             kernel = lower_global(e.op.name_hint)
             args = tuple(ids[a] for a in e.args)
             region: Function = kernel.function  # type: ignore[attr-defined]
             layout = layout_of(region, args)
-            add(_kernel_node(len(nodes), e, args, kernel, region, costs, layout), e)
+            add(_kernel_node(len(nodes), e, args, kernel, region, costs, layout), e, layout)
         elif isinstance(e, TupleGetItem):
             source, index = _flat_field(e, ids, views)
             if shape is None:  # a tuple inside a tuple: read through it, field by field

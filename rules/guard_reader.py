@@ -21,14 +21,16 @@ from .guards import (
 from .lexer import MAX_NESTING, Line, Tok, number
 
 TENSOR_FUNC_KINDS = {"shape": "tuple", "rank": "number", "dtype": "str", "size": "number",
-                     "dim": "number", "is_const": "bool", "value": "any", "values": "tuple",
-                     "min": "any", "max": "any"}  # fmt: skip
+                     "dim": "number", "reshaped": "tuple", "is_const": "bool", "value": "any",
+                     "values": "tuple", "min": "any", "max": "any"}  # fmt: skip
 VALUE_FUNC_KINDS = {
     "f32_product": ("any", "any"),  # numbers, or tuples of per-channel values
     "compose": ("tuple", "tuple"),
     "inverse": ("tuple", "tuple"),
     "len": ("tuple", "number"),
     "rem": ("number", "number"),
+    "div": ("number", "number"),
+    "mul": ("number", "number"),
 }  # (argument kind, result kind); fmt: skip
 
 
@@ -37,7 +39,7 @@ def _compatible(a: str, b: str) -> bool:
     return a == b or "any" in (a, b) or "none" in (a, b) or {a, b} == {"number", "bool"}
 
 
-class _GuardReader:
+class GuardReader:
     """Reads one guard; every expression gets a static kind (number, str, tuple, bool,
     none, or any when only a match can tell), so an ill-typed guard is refused at load
     time instead of silently never holding."""
@@ -150,7 +152,7 @@ class _GuardReader:
             self.kind = "tuple"
             return lambda m: tuple(f(m) for f in items)
         if tok.kind == "ident" and self.line.at("("):
-            return self._call(tok)
+            return self.call(tok)
         if tok.kind == "ident" and (tok.text in CONSTANT_NAMES or tok.text in DTYPES):
             value = CONSTANT_NAMES.get(tok.text, tok.text)
             if isinstance(value, bool):
@@ -162,7 +164,7 @@ class _GuardReader:
             return lambda m: value
         raise self.line.error(f"unexpected '{tok.text}' in guard", tok)
 
-    def _call(self, tok: Tok) -> Any:
+    def call(self, tok: Tok) -> Any:
         """A function call; calls nest at most MAX_NESTING deep (the reader recurses)."""
         self.depth += 1
         if self.depth > MAX_NESTING:
@@ -189,7 +191,10 @@ class _GuardReader:
                 at = self.line.tok
                 rest.append(self.expr())
                 assert at is not None
-                self.typed(f"{name}()'s index", at, "number")
+                if name == "reshaped":
+                    self.typed("reshaped()'s new shape", at, "tuple")
+                else:
+                    self.typed(f"{name}()'s index", at, "number")
             self.line.expect(")")
             if 1 + len(rest) != TENSOR_ARITY[name]:
                 raise self.line.error(f"{name}() takes {TENSOR_ARITY[name]} argument(s)", tok)
@@ -232,4 +237,4 @@ def read_guard(
     line = Line(body[5:], source, lineno, indent + 6)
     if not line.toks:
         raise line.error("empty guard")
-    return _GuardReader(line, kinds).guard()
+    return GuardReader(line, kinds).guard()

@@ -9,7 +9,10 @@ all its elements are equal, else None), min and max (a constant's smallest and l
 element, else None) take a tensor variable; compose(?p, ?q) (apply q to
 p: r[i] = p[q[i]]), inverse(?p) and len take attribute values or lists; f32_product(a, b)
 is the product of two numbers rounded to float32 (scales multiply so); rem(a, b) is the
-remainder of a / b (`rem(dim(?x, 1), 16) == 0`: the channels split into blocks of 16).
+remainder of a / b (`rem(dim(?x, 1), 16) == 0`: the channels split into blocks of 16),
+div(a, b) the quotient rounded down and mul(a, b) the product; reshaped(?x, s) is the
+shape reshape(?x, newshape=s) gives (its -1 resolved). The same calls compute a
+right-hand side's attribute values (`reshape(?x, newshape=[dim(?x, 0), -1])`).
 `identity` equals any identity permutation. Comparisons: == != < <= > >=; `is` tests a
 dtype's kind: float, int, signed, bool, quantised (int8 or uint8).
 """
@@ -23,6 +26,8 @@ from typing import Any
 import numpy as np
 
 from egraph_ir.egraph import Match
+from egraph_ir.op.shape import reshape_target
+from egraph_ir.registry import ShapeError
 from egraph_ir.types import FLOAT_DTYPES, INT_DTYPES
 
 
@@ -77,6 +82,14 @@ def _extreme(c: np.ndarray | None, pick: Callable[..., Any]) -> float | None:
     return None if value != value else value
 
 
+def _reshaped(shape: tuple[int, ...], newshape: Any) -> tuple[int, ...] | None:
+    """The shape `reshape(x, newshape=newshape)` gives (its -1 resolved), or None."""
+    try:
+        return reshape_target(tuple(shape), tuple(newshape))
+    except ShapeError:
+        return None
+
+
 def _compose(p: Any, q: Any) -> tuple[int, ...]:
     return tuple(p[i] for i in q)
 
@@ -95,6 +108,7 @@ TENSOR_FUNCS: dict[str, Callable[..., Any]] = {
     "dtype": lambda m, x: m.types[x].dtype,
     "size": lambda m, x: int(np.prod(m.types[x].shape, dtype=np.int64)),
     "dim": lambda m, x, i: m.types[x].shape[i],
+    "reshaped": lambda m, x, s: _reshaped(m.types[x].shape, s),
     "is_const": lambda m, x: x in m.constants,
     "value": lambda m, x: _all_equal_value(m.constants.get(x)),
     "values": lambda m, x: _all_values(m.constants.get(x)),
@@ -103,8 +117,8 @@ TENSOR_FUNCS: dict[str, Callable[..., Any]] = {
 }
 VALUE_READERS = ("value", "values", "min", "max")  # functions that read a constant's values
 TENSOR_ARITY = {
-    "shape": 1, "rank": 1, "dtype": 1, "size": 1, "dim": 2, "is_const": 1, "value": 1,
-    "values": 1, "min": 1, "max": 1,
+    "shape": 1, "rank": 1, "dtype": 1, "size": 1, "dim": 2, "reshaped": 2, "is_const": 1,
+    "value": 1, "values": 1, "min": 1, "max": 1,
 }  # fmt: skip
 
 
@@ -129,6 +143,8 @@ VALUE_FUNCS: dict[str, tuple[int, Callable[..., Any]]] = {
     "inverse": (1, _inverse),
     "len": (1, len),
     "rem": (2, lambda a, b: a % b if b else None),
+    "div": (2, lambda a, b: a // b if b else None),
+    "mul": (2, lambda a, b: a * b),
 }
 COMPARE: dict[str, Callable[[Any, Any], bool]] = {
     "==": lambda a, b: normalise_value(a) == normalise_value(b),

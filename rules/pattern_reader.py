@@ -6,13 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 from egraph_ir.egraph import AttrVar, PCall, PGet, PLit, PVar
-from egraph_ir.egraph.pattern import Pattern, POpt
+from egraph_ir.egraph.pattern import AttrExpr, Pattern, POpt, computed
 from egraph_ir.errors import AttrError, did_you_mean
 from egraph_ir.registry import REGISTRY
 
-from .guards import (
-    CONSTANT_NAMES,
-)
+from .guard_reader import GuardReader
+from .guards import CONSTANT_NAMES
 from .lexer import MAX_NESTING, SCALAR_ATTR_KINDS, Line, Tok, number
 
 
@@ -119,7 +118,7 @@ class PatternReader:
                     raise self.line.error(f"attribute '{key_tok.text}' given twice", key_tok)
                 value_tok = self.line.tok
                 value = self._attr_value(spec.kind)
-                if not isinstance(value, AttrVar):
+                if not isinstance(value, AttrVar) and not computed(value):
                     try:
                         value = spec.check(op.name, value)
                     except AttrError as exc:
@@ -155,6 +154,8 @@ class PatternReader:
             return number(tok.text)
         if tok.kind == "string":
             return tok.text[1:-1]
+        if tok.kind == "ident" and self.line.at("("):
+            return self._computed(tok)
         if tok.kind == "ident":
             return CONSTANT_NAMES.get(tok.text, tok.text)
         if tok.text in ("[", "("):
@@ -171,6 +172,23 @@ class PatternReader:
             self.depth -= 1
             return tuple(items)
         raise self.line.error(f"expected an attribute value, found '{tok.text}'", tok)
+
+    def _computed(self, tok: Tok) -> AttrExpr:
+        """A right-hand side's attribute value computed by a guard-language call
+        (`div(dim(?x, 2), 16)`), checked now and evaluated when the rule applies."""
+        if self.side == "lhs":
+            raise self.line.error(
+                f"'{tok.text}(...)' computes a value: only a right-hand side's attributes "
+                "can be computed (match the left with ?var and compare in a where line)",
+                tok,
+            )
+        start = self.line.i - 1
+        reader = GuardReader(self.line, self.kinds)
+        evaluate = reader.call(tok)
+        if reader.kind not in ("number", "tuple", "any"):
+            raise self.line.error(f"{tok.text}() gives a {reader.kind}, not a number", tok)
+        text = "".join(t.text + " " * (t.text == ",") for t in self.line.toks[start : self.line.i])
+        return AttrExpr(text, evaluate)
 
 
 # ---------------------------------------------------------------- guards

@@ -32,7 +32,7 @@ from hypothesis.extra.numpy import arrays, from_dtype
 
 from egraph_ir.compare import leaves, mismatch
 from egraph_ir.egraph import Match
-from egraph_ir.egraph.pattern import AttrVar, Pattern, PCall, PGet, PLit, PVar
+from egraph_ir.egraph.pattern import Pattern, PCall, PGet, PLit, PVar, resolve_attr
 from egraph_ir.errors import CompilerError
 from egraph_ir.expr import Constant, Expr, Function, TupleGetItem
 from egraph_ir.infer import infer_type
@@ -367,8 +367,14 @@ def _instantiate(
         return TupleGetItem(_instantiate(p.tuple_value, consts, attrs, root), p.index)
     assert isinstance(p, PCall)
     args = [_instantiate(a, consts, attrs, root) for a in p.args]
-    given = {k: (attrs[v.name] if isinstance(v, AttrVar) else v) for k, v in p.attrs}
+    given = {k: resolve_attr(v, _match(consts, attrs)) for k, v in p.attrs}
     return call(p.op, *args, **given)
+
+
+def _match(consts: dict[str, Constant], attrs: dict[str, Any]) -> Match:
+    """The bindings as a guard sees them (for computed right-hand attributes)."""
+    types = {n: TensorType(c.data.shape, str(c.data.dtype)) for n, c in consts.items()}
+    return Match(types, attrs, {n: c.data for n, c in consts.items()})
 
 
 def _show(v: Any) -> str:

@@ -28,7 +28,7 @@ from .library import (
     tile_load,
     wide_rows_load,
 )
-from .nests import argmax_nest, elementwise_nest, product_nest, reduction_nest
+from .nests import argmax_nest, before_reshapes, elementwise_nest, product_nest, reduction_nest
 from .select import (
     ArgMax,
     AvgPool,
@@ -110,7 +110,8 @@ def build_kernel(group: Group, calls: list[Call], ops: list[str]) -> CompiledKer
     anchor, strategy = select(group.fn, calls)
     group.anchor = anchor
     if anchor is None:
-        return _loops(group, elementwise_nest(group, group.fn.body), group.out_type.shape, ops)
+        root, shape = before_reshapes(group.fn.body)  # the finer shape of the two
+        return _loops(group, elementwise_nest(group, root), shape, ops)
     body, extent = _anchor_nest(group, anchor, strategy)
     match strategy:  # int32 sums in scratch, any result dtype
         case Int8Conv(wide):

@@ -42,7 +42,7 @@ def elementwise_nest(group: Group, root: Expr) -> list[Stmt]:
     14 rows of 14 (a per-channel scale over 672x14x14: 68 -> 20 us). Channel-blocked data
     (NCHW16c) keeps its lanes as the innermost, vectorised loop, and the axes before them
     merge the same way (a per-channel gate over 144x56x56: 306 -> 50 us)."""
-    shape = group.out_type.shape
+    shape = _shape(root)
     first = merged_from(group, root)
     if first is None and (lanes := lanes_merged_from(group, root)) is not None:
         return _lane_nest(group, root, lanes)
@@ -60,6 +60,30 @@ def elementwise_nest(group: Group, root: Expr) -> list[Stmt]:
         return [Store("out", flat, group.reader(root)(index))]
 
     return group.nest(loops, inner)
+
+
+def _shape(e: Expr) -> tuple[int, ...]:
+    t = e.checked_type
+    assert isinstance(t, TensorType)
+    return t.shape
+
+
+RESHAPES = ("reshape", "flatten", "squeeze", "expand_dims")
+
+
+def before_reshapes(root: Expr) -> tuple[Expr, tuple[int, ...]]:
+    """What an anchor-free group computes before its trailing reshapes, when that has
+    more axes than the result: a reshape keeps the elements' order, so a nest over the
+    finer shape stores each element at the same offset, with every index affine. Patches
+    cut from an image ((1,3,14,16,14,16) transposed, flattened to (196, 768)) copy whole
+    16-pixel rows instead of dividing each element's offset by 256 and 16. Returns the
+    expression to compute and its shape."""
+    inner = root
+    while isinstance(inner, Call) and getattr(inner.op, "name", "") in RESHAPES:
+        inner = inner.args[0]
+    if not isinstance(inner, Call) or len(_shape(inner)) <= len(_shape(root)):
+        return root, _shape(root)
+    return inner, _shape(inner)
 
 
 def _simple_leaves(group: Group, root: Expr) -> list[TensorType] | None:
@@ -84,7 +108,7 @@ def merged_from(group: Group, root: Expr) -> int | None:
     this only decides speed: merge where no tensor needs them — every call elementwise or
     broadcast, every parameter and constant (right-aligned to the output) reading each of
     those axes whole or none of them."""
-    shape = group.out_type.shape
+    shape = _shape(root)
     leaves = _simple_leaves(group, root)
     if len(shape) < 2 or leaves is None:
         return None
@@ -111,7 +135,7 @@ BLOCK_LANES = (8, 16, 32, 64)  # a last axis of these extents is a blocked layou
 def lanes_merged_from(group: Group, root: Expr) -> int | None:
     """For a last axis of blocked lanes every tensor reads whole or not at all: the first
     of the axes before it that run as one loop (the lanes stay a loop of their own)."""
-    shape = group.out_type.shape
+    shape = _shape(root)
     leaves = _simple_leaves(group, root)
     if len(shape) < 3 or shape[-1] not in BLOCK_LANES or leaves is None:
         return None
@@ -124,7 +148,7 @@ def lanes_merged_from(group: Group, root: Expr) -> int | None:
 def _lane_nest(group: Group, root: Expr, first: int) -> list[Stmt]:
     """Loops over the axes before `first`, one over the merged axes, the lanes innermost
     and vectorised: a per-channel operand is one contiguous vector per step."""
-    shape = group.out_type.shape
+    shape = _shape(root)
     loops = (*shape[:first], int(np.prod(shape[first:-1], dtype=np.int64)))
 
     def inner(vs: list[LExpr]) -> list[Stmt]:
@@ -257,19 +281,25 @@ MIN_SPLIT = 256  # elements per output from which the split sum pays (a 7x7 plan
 
 
 def lane_sum(
-    group: Group, source: str, start: LExpr, count: int, name: str
+    group: Group,
+    source: str,
+    start: LExpr,
+    count: int,
+    name: str,
+    term: Callable[[LExpr], LExpr] = lambda v: v,
 ) -> tuple[list[Stmt], LExpr]:
-    """The float32 sum of source[start : start + count] as one vector of LANES partial
-    sums over consecutive elements, its lanes added pairwise at the end, then the last
-    count % LANES elements. (As plain loops LLVM vectorised across outputs with gathers.)
-    The order differs from one running sum, as numpy's pairwise summation does too."""
+    """The float32 sum of source[start : start + count] (of `term` of each element: a
+    squared deviation, say) as one vector of LANES partial sums over consecutive
+    elements, its lanes added pairwise at the end, then the last count % LANES elements.
+    (As plain loops LLVM vectorised across outputs with gathers.) The order differs from
+    one running sum, as numpy's pairwise summation does too."""
     dtype, vec = "float32", f"float32x{LANES}"
     j, t = group.var("j"), group.var("t")
     body: list[Stmt] = [Declare(name, const(0.0, vec)), Declare(f"{name}_t", const(0.0, dtype))]
-    chunk = Load(vec, source, add(start, mul(j, idx(LANES))))
+    chunk = term(Load(vec, source, add(start, mul(j, idx(LANES)))))
     body.append(For(j.name, count // LANES, [Assign(name, Bin(vec, "add", Ref(vec, name), chunk))]))
     if count % LANES:
-        element = Load(dtype, source, add(start, add(idx(count // LANES * LANES), t)))
+        element = term(Load(dtype, source, add(start, add(idx(count // LANES * LANES), t))))
         tail = Assign(f"{name}_t", Bin(dtype, "add", Ref(dtype, f"{name}_t"), element))
         body.append(For(t.name, count % LANES, [tail]))
     total = Bin(dtype, "add", Un(dtype, "lanes_sum", Ref(vec, name)), Ref(dtype, f"{name}_t"))

@@ -88,7 +88,8 @@ class AvgPool:
 
 @dataclass(frozen=True)
 class RowOp:
-    """softmax / log_softmax along one axis: max, sum of exponentials, normalise."""
+    """softmax / log_softmax along one axis (max, sum of exponentials, normalise), or
+    layer_norm over the last (mean, mean squared deviation, normalise)."""
 
 
 @dataclass(frozen=True)
@@ -167,7 +168,7 @@ Strategy = (
 
 PRODUCTS = ("dense", "matmul", "batch_matmul")
 REDUCTIONS = ("sum", "mean", "max", "min", "prod", "global_avg_pool2d")
-ROW_OPS = ("softmax", "log_softmax")
+ROW_OPS = ("softmax", "log_softmax", "layer_norm")
 SMALL_PRODUCT = 1 << 16  # multiply-adds below which loops beat a BLAS call
 
 
@@ -235,6 +236,19 @@ def _conv2d(anchor: Call) -> Strategy:
     return DirectConv(wide)
 
 
+def _layer_norm(anchor: Call) -> Strategy:
+    """A row kernel for float32 rows normalised over the last axis (gamma and beta one
+    value per element of a row); other layer norms run their reference on the host (at
+    opt level 0-2 SimplifyInference has made them elementwise ops already)."""
+    x, gamma, beta = (a.checked_type for a in anchor.args)
+    assert isinstance(x, TensorType)
+    last = anchor.attrs["axis"] % x.ndim == x.ndim - 1
+    vectors = all(isinstance(v, TensorType) and v.shape == x.shape[-1:] for v in (gamma, beta))
+    if isinstance(anchor.args[0], Var) and x.dtype == "float32" and last and vectors:
+        return RowOp()
+    raise Unsupported("layer_norm: native for float32 rows over the last axis only")
+
+
 def _qnn_conv2d(anchor: Call) -> Strategy:
     """The int8 kernel, or for depthwise calls the byte depthwise one; CanonicalizeQnn
     lowers every other qnn_conv2d to floats, so one reaching here without fitting was
@@ -300,7 +314,9 @@ CHOOSERS: dict[str, Callable[[Call], Strategy]] = {
     **dict.fromkeys(PRODUCTS, _product),
     "max_pool2d": lambda _: MaxPoolRows(),
     "avg_pool2d": lambda _: AvgPool(),
-    **dict.fromkeys(ROW_OPS, lambda _: RowOp()),
+    "softmax": lambda _: RowOp(),
+    "log_softmax": lambda _: RowOp(),
+    "layer_norm": _layer_norm,
     "conv2d": _conv2d,
     "qnn_conv2d": _qnn_conv2d,
     "conv2d_nchwc": _conv2d_nchwc,

@@ -10,6 +10,7 @@ from egraph_ir.op.nn import norm_padding, norm_pair
 from egraph_ir.types import TensorType
 
 from ..compute import Index, strides
+from ..conv import LANES
 from ..loop_ir import (
     Assign,
     Bin,
@@ -19,6 +20,7 @@ from ..loop_ir import (
     Load,
     Ref,
     Select,
+    Splat,
     Stmt,
     Store,
     Un,
@@ -30,7 +32,7 @@ from ..loop_ir import (
     within,
 )
 from .group import Group
-from .nests import lowest
+from .nests import lane_sum, lowest
 
 
 def avg_pool_nest(group: Group, call: Call) -> list[Stmt]:
@@ -107,6 +109,8 @@ def row_nest(group: Group, call: Call) -> list[Stmt]:
     epilogue, the last pass recomputes each row element and applies the epilogue to it in
     registers (the epilogue may change the dtype; the row axis need not be the last)."""
     op = call.op.name  # type: ignore[union-attr]
+    if op == "layer_norm":
+        return norm_rows(group, call)
     src = call.args[0]
     t = src.checked_type
     assert isinstance(t, TensorType)
@@ -195,3 +199,48 @@ def row_shape(call: Call) -> tuple[int, ...]:
     assert isinstance(t, TensorType)
     axis = call.attrs["axis"] % t.ndim
     return tuple(d for k, d in enumerate(t.shape) if k != axis)
+
+
+def norm_rows(group: Group, call: Call) -> list[Stmt]:
+    """layer_norm over the last axis of float32 rows, one row at a time: the mean, then
+    the mean squared deviation from it (two passes over a row that stays in cache, each
+    a vector of partial sums), then each element normalised, scaled and shifted. One
+    kernel where the decomposed form was four (two reductions, two elementwise passes)."""
+    x, gamma, beta = call.args
+    t = x.checked_type
+    assert isinstance(t, TensorType)
+    n, dtype, vec = t.shape[-1], t.dtype, f"{t.dtype}x{LANES}"
+    source, attrs = group.buffers[x].name, call.attrs
+    read, read_gamma, read_beta = group.reader(x), group.reader(gamma), group.reader(beta)
+
+    def inner(vs: list[LExpr]) -> list[Stmt]:
+        k = group.loops
+        mean, rstd = f"mu{k}", f"rs{k}"
+        base = Index(t.shape, multi=[*vs, idx(0)]).flat()
+        sums, total = lane_sum(group, source, base, n, f"s{k}")
+
+        def deviation(v: LExpr) -> LExpr:
+            centre = Splat(vec, Ref(dtype, mean)) if v.dtype == vec else Ref(dtype, mean)
+            d = Bin(v.dtype, "sub", v, centre)
+            return Bin(v.dtype, "mul", d, d)
+
+        squares, spread = lane_sum(group, source, base, n, f"q{k}", deviation)
+        variance = Bin(dtype, "div", spread, const(float(n), dtype))
+        root = Un(dtype, "sqrt", Bin(dtype, "add", variance, const(attrs["epsilon"], dtype)))
+        j = group.var("j")
+        at = Index(t.shape, multi=[*vs, j], flat=add(base, j))
+        centred = Bin(dtype, "sub", read(at), Ref(dtype, mean))
+        value: LExpr = Bin(dtype, "mul", centred, Ref(dtype, rstd))
+        if attrs["scale"]:
+            value = Bin(dtype, "mul", value, read_gamma(Index((n,), multi=[j])))
+        if attrs["center"]:
+            value = Bin(dtype, "add", value, read_beta(Index((n,), multi=[j])))
+        return [
+            *sums,
+            Declare(mean, Bin(dtype, "div", total, const(float(n), dtype))),
+            *squares,
+            Declare(rstd, Bin(dtype, "div", const(1.0, dtype), root)),
+            For(j.name, n, [group.store_through_epilogue(call, at, value)]),
+        ]
+
+    return group.nest(t.shape[:-1], inner)

@@ -9,8 +9,9 @@ roofline's machine.json), else its FLOPs at the measured rate of its kind: the k
 and, for a pointwise conv2d_nchwc, which side is blocked. The default rates are medians
 over MobileNetV2's and EfficientNet-B0's layers on this project's machine (2 threads,
 AVX-512; `benchmarks/layouts.py` measures them anew). Elementwise and broadcast ops fuse
-into the kernel before them whatever the layout, so they cost a token amount (fewer calls
-win a tie); a layout conversion is a kernel of its own that reads and writes every element.
+into the kernel before them whatever the layout, and reshapes are views or index maps, so
+they cost a token amount (fewer calls win a tie); a layout conversion or a transpose is a
+copy that reads and writes every element; a product runs at its measured rate.
 """
 
 from __future__ import annotations
@@ -52,7 +53,16 @@ MEASURED_GFLOPS = {
     "conv2d_nchwc/depthwise-strided@large": 70.0,
     "conv2d_nchwc/window-in": 90.0,  # any window from NCHW data (an RGB stem) into blocks
     "conv2d_nchwc": 5.0,  # other blocked forms run their reference on the host
+    # products on packed constant weights (a ViT's 196x768 by 768x192: 200-210 GFLOP/s
+    # alone, 2 threads), a little below that for the smaller ones a model also has
+    "dense": 150.0,
+    "matmul": 150.0,
 }
+VIEWS = ("reshape", "flatten", "squeeze", "expand_dims")  # a view or an index map: no copy
+# GB/s (read + write) of a copy kernel: layout conversions and transposes each alone,
+# 2 threads: 25-36 GB/s from 150 KB to 1.6 MB (a 14x14 map's 2 us is mostly the call)
+COPY_GBS = 25.0
+COPIES = ("layout_transform", "transpose")
 LARGE_MAP = 56 * 56  # input pixels from which a layer's rate is its kind's "@large" one
 FUSED_US = 0.01  # an op fused into a kernel's epilogue
 CONVOLUTIONS = ("conv2d", "conv2d_nchwc")
@@ -144,6 +154,7 @@ class KernelCost:
     gflops: dict[str, float] = field(default_factory=lambda: dict(MEASURED_GFLOPS))
     times: dict[str, float] = field(default_factory=dict)
     measured: bool = True  # read this CPU's `egc tune` measurements
+    copy_gbs: float = COPY_GBS
 
     def __post_init__(self) -> None:
         if self.measured:
@@ -173,10 +184,12 @@ class KernelCost:
             rate = self.gflops.get(kind) or self.gflops.get(kind.split("@")[0])
             rate = rate or self.gflops[op.name]
             return c.flops / (rate * 1e3) + overhead
-        if op.name == "layout_transform":
-            return c.bytes / self.machine.bandwidth * 1e6 + overhead
-        if op.pattern in (OpPattern.ELEMWISE, OpPattern.BROADCAST):
+        if op.name in COPIES:
+            return c.bytes / (self.copy_gbs * 1e3) + overhead
+        if op.pattern in (OpPattern.ELEMWISE, OpPattern.BROADCAST) or op.name in VIEWS:
             return FUSED_US
+        if op.name in self.gflops:  # a product at its measured rate
+            return c.flops / (self.gflops[op.name] * 1e3) + overhead
         seconds = max(c.flops / self.machine.peak_flops, c.bytes / self.machine.bandwidth)
         return 1e6 * seconds + overhead
 

@@ -24,6 +24,37 @@ class AttrVar:
 
 
 @dataclass(frozen=True, slots=True)
+class AttrExpr:
+    """A right-hand side's computed attribute value (`newshape=[dim(?x, 0), -1]`): the
+    guard language's expression over the match, evaluated when the rule applies."""
+
+    text: str
+    evaluate: Callable[[Match], Any] = field(compare=False, hash=False)
+
+
+def resolve_attr(value: Any, match: Match) -> Any:
+    """An attribute value of a right-hand side with its variables and expressions
+    replaced by what the match binds (lists element by element)."""
+    if isinstance(value, AttrVar):
+        return match.attrs[value.name]
+    if isinstance(value, AttrExpr):
+        result = value.evaluate(match)
+        if result is None:
+            raise ValueError(f"{value.text} has no value here")
+        return result
+    if isinstance(value, tuple):
+        return tuple(resolve_attr(v, match) for v in value)
+    return value
+
+
+def computed(value: Any) -> bool:
+    """Does an attribute value hold a computed expression (checked when the rule fires)?"""
+    if isinstance(value, tuple):
+        return any(computed(v) for v in value)
+    return isinstance(value, AttrExpr)
+
+
+@dataclass(frozen=True, slots=True)
 class PLit:
     value: float
 

@@ -26,7 +26,18 @@ from ..types import TensorType, TupleType, Type
 from .encode import constant_key
 from .extract import constant_of
 from .graph import ENode, Snapshot, TensorEGraph, Value, ctor_op, decode_attr, encode_attr
-from .pattern import AttrVar, Match, PCall, PGet, PLit, PVar, Rewrite, attr_vars, tensor_vars
+from .pattern import (
+    AttrVar,
+    Match,
+    PCall,
+    PGet,
+    PLit,
+    PVar,
+    Rewrite,
+    attr_vars,
+    resolve_attr,
+    tensor_vars,
+)
 
 EXPENSIVE = "expensive"  # rules with this tag only run in the bounded explore phase
 CHUNK = 2000  # queued actions between flushes: bounds limit overshoot and time between checks
@@ -310,8 +321,9 @@ class Saturator:
         handles = {v: min(snap.class_handles[c]) for v, c in tclasses.items()}
         queued: list[tuple[str, Type]] = []
         try:
-            term, ty = self._build(rw.rhs, handles, types, attr_vals, root_type, queued)
-        except (ShapeError, CompilerError) as exc:
+            match = Match(types, attr_vals, consts)
+            term, ty = self._build(rw.rhs, handles, match, root_type, queued)
+        except (ShapeError, CompilerError, ValueError, TypeError) as exc:
             rep.unsound.setdefault(rw.name, f"{rw.location}: right-hand side is ill-typed: {exc}")
             return 0
         if ty != root_type:
@@ -336,19 +348,18 @@ class Saturator:
         self,
         p: Any,
         handles: dict[str, int],
-        types: dict[str, Type],
-        attrs: dict[str, Any],
+        match: Match,
         root_type: Type,
         queued: list[tuple[str, Type]],
     ) -> tuple[str | int, Type]:
         """The RHS as a term over handles; new inner nodes get handles (for their types)."""
         g = self.g
         if isinstance(p, PVar) and p.name not in handles:  # an attribute value used as a scalar
-            p = PLit(float(attrs[p.name]))
+            p = PLit(float(match.attrs[p.name]))
         if isinstance(p, PVar):
-            return handles[p.name], types[p.name]
+            return handles[p.name], match.types[p.name]
         if isinstance(p, PGet):
-            term, t = self._build(p.tuple_value, handles, types, attrs, root_type, queued)
+            term, t = self._build(p.tuple_value, handles, match, root_type, queued)
             if not isinstance(t, TupleType) or not 0 <= p.index < len(t.fields):
                 raise ShapeError(f"field {p.index} of {t}")
             ref = f"(H {term})" if isinstance(term, int) else f"(H {g.add(term, t)})"
@@ -363,8 +374,8 @@ class Saturator:
             return f'(Const "{key}")', TensorType((), dtype)
         assert isinstance(p, PCall)
         op = get_op(p.op)
-        kids = [self._build(a, handles, types, attrs, root_type, queued) for a in p.args]
-        given = {k: (attrs[v.name] if isinstance(v, AttrVar) else v) for k, v in p.attrs}
+        kids = [self._build(a, handles, match, root_type, queued) for a in p.args]
+        given = {k: resolve_attr(v, match) for k, v in p.attrs}
         norm = op.normalize_attrs(given, len(kids))
         kid_types = [t for _, t in kids]
         for t in kid_types:

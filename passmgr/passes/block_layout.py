@@ -36,7 +36,7 @@ register_config(
 class BlockLayout(EqSat):
     """Channel-blocked layouts where the measured kernel costs favour them."""
 
-    rules: str | RuleSet = "blocked"
+    rules: str | RuleSet = "blocked+kernels+layout"
     fast_math: bool | None = True  # a mean over blocked data sums in another order
     cost_model: str = "kernels"
     # the blocked chains only pay together, which per-class greedy choices miss: exact

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import codegen
@@ -177,3 +177,31 @@ def test_long_float_sums_in_vector_lanes_see_every_element(
         body = getattr(op, kind)(x, axis=[2, 3], keepdims=keep)
     fn = ir.Function([x], op.relu(op.add(body, ir.const(np.float32(1.0)))))
     assert_allclose(codegen.build(fn).run(x=value), ir.interpret(fn, x=value), what=str(fn))
+
+
+@settings(max_examples=10)  # a build each (~1 s)
+@given(
+    st.tuples(st.integers(1, 3), st.integers(1, 70)),
+    st.sampled_from([(True, True), (True, False), (False, False)]),
+    st.floats(-50, 50),
+    st.integers(0, 2**16),
+)
+def test_layer_norm_rows_match_the_reference(shape, flags, offset, seed) -> None:
+    """The row kernel (codegen/lower/windows.py norm_rows): rows of any length (whole
+    vectors and a tail), shifted far from zero (the variance is of deviations, not
+    E[x^2] - E[x]^2), with and without scale and shift."""
+    center, scale = flags
+    rows, n = shape
+    rng = np.random.default_rng(seed)
+    x = ir.var("x", shape=(rows, n))
+    gamma = ir.const(rng.standard_normal(n).astype("float32"))
+    beta = ir.const(rng.standard_normal(n).astype("float32"))
+    body = op.layer_norm(x, gamma, beta, epsilon=1e-5, center=center, scale=scale)
+    fn = ir.Function([x], body)
+    value = (rng.standard_normal((rows, n)) + offset).astype("float32")
+    with pm.PassContext(disabled_pass=["SimplifyInference"]):
+        exe = codegen.build(fn)
+    assert [k.kind for k in exe.graph.kernels()] == ["loops"]  # native, not the host's
+    # float32 sums of up to 70 values near `offset` (|offset| <= 50): each partial sum is
+    # off by a few ulps of 50 * 70, ~1e-4 of the unit-variance deviations at most
+    np.testing.assert_allclose(exe.run(x=value), ir.interpret(fn, x=value), rtol=2e-4, atol=2e-4)

@@ -50,3 +50,27 @@ def test_reshape_between_transposes_and_slices_matches_the_interpreter(case, sli
     fn = ir.Function([x], op.multiply(body, body))
     value = np.random.default_rng(seed).standard_normal(shape).astype("float32")
     np.testing.assert_allclose(codegen.build(fn).run(x=value), ir.interpret(fn, x=value), rtol=1e-6)
+
+
+@given(reshapes(), st.integers(0, 2**16))
+def test_a_kernel_ending_in_a_reshape_runs_over_the_finer_shape(case, seed) -> None:
+    """A group whose result is a reshape of a transpose iterates the transpose's shape
+    (codegen/lower/nests.py before_reshapes): the same elements at the same offsets."""
+    a, b, perm = case
+    x = ir.var("x", shape=b)
+    moved = op.transpose(op.exp(x), axes=perm)
+    fn = ir.Function([x], op.reshape(moved, newshape=a))
+    value = np.random.default_rng(seed).standard_normal(b).astype("float32")
+    np.testing.assert_allclose(codegen.build(fn).run(x=value), ir.interpret(fn, x=value), rtol=1e-6)
+
+
+def test_image_patches_are_cut_as_whole_rows() -> None:
+    """The patch cut of a 16x16-window convolution: (1, 3, 224, 224) as 196 rows of 768."""
+    x = ir.var("x", shape=(1, 3, 224, 224))
+    six = op.reshape(x, newshape=(1, 3, 14, 16, 14, 16))
+    fn = ir.Function(
+        [x], op.reshape(op.transpose(six, axes=(0, 2, 4, 1, 3, 5)), newshape=(196, 768))
+    )
+    value = np.random.default_rng(0).standard_normal((1, 3, 224, 224)).astype("float32")
+    expected = value.reshape(1, 3, 14, 16, 14, 16).transpose(0, 2, 4, 1, 3, 5).reshape(196, 768)
+    np.testing.assert_array_equal(codegen.build(fn).run(x=value), expected)

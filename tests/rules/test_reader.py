@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 
 import egraph_ir as ir
+import passmgr as pm
 import rules
+from egraph_ir import op
 from egraph_ir.egraph import AttrVar, PCall, PGet, PLit, PVar
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -211,3 +213,57 @@ def test_an_attribute_that_may_be_a_tuple_cannot_be_a_scalar_constant() -> None:
         rules.parse_rules(text, "t.rules")
     scalar = "rule b\n    clip(?x, a_min=?lo, a_max=?hi) => maximum(?x, ?lo)\n"
     assert len(rules.parse_rules(scalar, "t.rules")) == 1
+
+
+def test_a_right_hand_side_computes_attribute_values_from_the_match() -> None:
+    """`newshape=[dim(?x, 0), -1]`: guard-language calls evaluated when the rule fires,
+    here flattening every axis after the first, whatever the rank."""
+    text = (
+        "rule flatten-rest [layout]\n"
+        "    flatten(?x, axis=1) => reshape(?x, newshape=[dim(?x, 0), div(size(?x), dim(?x, 0))])\n"
+        "    where rank(?x) > 2\n"
+    )
+    rs = rules.parse(text, "c.rules")
+    x = ir.var("x", shape=(2, 3, 4))
+    mod = ir.infer_type(ir.IRModule.from_expr(ir.Function([x], op.flatten(x))))
+    with pm.PassContext() as ctx:
+        pm.passes.EqSat(rs, extractor="greedy", cost_model="nodes")(mod)
+    run = ctx.run.last("EqSat")
+    assert run.applied == {"flatten-rest": 1} and not run.refused  # (2, 12): the types agree
+    report = rules.check_soundness(rs, max_examples=20)
+    assert report.ok, report
+
+
+@pytest.mark.parametrize(
+    ("rewrite", "message"),
+    [
+        (
+            "reshape(?x, newshape=[dim(?x, 0), -1]) => ?x",
+            r"c.rules:2:\d+: 'dim\(...\)' computes a value: only a right-hand side",
+        ),
+        (
+            "negative(?x) => reshape(?x, newshape=[dim(?y, 0), -1])",
+            r"c.rules:2:\d+: dim\(\) takes a tensor variable bound on the left-hand side",
+        ),
+        (
+            "negative(?x) => reshape(?x, newshape=[dtype(?x), -1])",
+            r"c.rules:2:\d+: dtype\(\) gives a str, not a number",
+        ),
+        (
+            "negative(?x) => reshape(?x, newshape=[mul(shape(?x), 2)])",
+            r"c.rules:2:\d+: mul\(\) needs number, got a tuple",
+        ),
+    ],
+)
+def test_computed_attribute_values_are_checked_at_load_time(rewrite: str, message: str) -> None:
+    with pytest.raises(rules.RuleError, match=message):
+        rules.parse_rules(f"rule a [t]\n    {rewrite}\n", "c.rules")
+
+
+def test_reshaped_resolves_the_inferred_axis() -> None:
+    """reshape-identity holds for a newshape with -1 (what ONNX exports write)."""
+    x = ir.var("x", shape=(1, 8, 6))
+    body = op.relu(op.reshape(x, newshape=(1, 8, -1)))
+    mod = ir.infer_type(ir.IRModule.from_expr(ir.Function([x], body)))
+    out = pm.passes.EqSat("layout", extractor="greedy", cost_model="nodes")(mod)
+    assert "reshape" not in str(out)

@@ -88,8 +88,11 @@ def test_a_measured_time_wins_over_the_rate_and_a_conversion_costs_its_bytes() -
     blocked = TensorType((1, 6, 14, 14, 16), "float32")
     bytes_moved = 2 * 96 * 14 * 14 * 4
     assert model.estimate(lt, _types(call)[:1], blocked, attrs) == pytest.approx(
-        bytes_moved / 10e9 * 1e6 + 1.0
+        bytes_moved / (model.copy_gbs * 1e9) * 1e6 + 1.0  # at the measured copy rate
     )
+    shape = get_op("reshape")  # a view: a token, as a fused elementwise op
+    flat = TensorType((1, 96 * 14 * 14), "float32")
+    assert model.estimate(shape, _types(call)[:1], flat, {"newshape": (1, -1)}) < 0.1
 
 
 def test_measurements_of_another_cpu_are_ignored(tmp_path: Path) -> None:

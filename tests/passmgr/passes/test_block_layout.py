@@ -133,3 +133,25 @@ def test_mobilenet_v2_runs_blocked_and_agrees_with_its_recorded_output() -> None
     profile = exe.profile({"input": data["input"]}, repeats=1)
     blocked = [k for k in profile if k.label.startswith("conv/nchwc")]
     assert blocked and all(1 <= len(k.sources) <= 2 for k in blocked)
+
+
+def test_a_patch_embedding_becomes_one_product_and_its_transposes_cancel() -> None:
+    """A ViT's stem: 16x16 windows at stride 16, bias, flatten, transpose to tokens. The
+    kernel-choice rule cuts the image into patches and multiplies them by the flattened
+    weights; the transposes back to NCHW meet the model's own and cancel."""
+    rng = np.random.default_rng(5)
+    x = ir.var("x", shape=(1, 3, 224, 208))
+    w = ir.const(rng.standard_normal((192, 3, 16, 16)).astype("float32") / 30)
+    b = ir.const(rng.standard_normal(192).astype("float32"))
+    conv = op.bias_add(op.conv2d(x, w, strides=(16, 16)), b)
+    tokens = op.transpose(op.reshape(conv, newshape=(1, 192, -1)), axes=(0, 2, 1))
+    mod = ir.infer_type(ir.IRModule.from_expr(ir.Function([x], tokens)))
+    out = _block(mod)
+    assert _calls(out, "conv2d") == 0 and _calls(out, "dense") == 1
+    assert _calls(out, "transpose") == 1  # the patches' cut; none back to NCHW
+    value = rng.standard_normal((1, 3, 224, 208)).astype("float32")
+    expected = ir.interpret(mod, value)
+    assert_allclose(ir.interpret(out, value), expected)
+    with pm.PassContext(opt_level=3, config={"codegen.host_fallback": False}):
+        exe = codegen.build(mod)
+    assert_allclose(exe.run(x=value), expected)
