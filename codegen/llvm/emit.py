@@ -445,12 +445,11 @@ class _KernelEmitter:
             return b.fdiv(x, y)
         if op == "rem":  # C fmod: the dividend's sign
             return b.frem(x, y)
-        if op == "pow":
-            return self.math.call(b, "pow", x, y)
-        if op == "maxnum":  # NaN-skipping max: vectorises as a reduction
-            return self.math.call(b, "maxnum", x, y)
-        if op in ("max", "min"):  # NaN-propagating (IEEE 754-2019 maximum/minimum)
-            return self.math.call(b, "maximum" if op == "max" else "minimum", x, y)
+        if op in ("pow", "maxnum"):  # maxnum skips NaN: vectorises as a reduction
+            return self.math.call(b, op, x, y)
+        if op in ("max", "min"):  # numpy's: NaN wins, a tie gives y (not llvm.maximum: 2x)
+            larger = b.fcmp_ordered(">" if op == "max" else "<", x, y)
+            return b.select(b.or_(larger, self.math.isnan(b, x)), x, y)
         return None
 
     def int_binary(self, op: str, dtype: str, x: ir.Value, y: ir.Value) -> ir.Value | None:

@@ -71,10 +71,13 @@ def avg_pool_nest(group: Group, call: Call) -> list[Stmt]:
 
 
 def max_pool_rows(group: Group, call: Call) -> list[Stmt]:
-    """Window max a row of outputs at a time: the row starts at -inf (an integer type's
-    least value) in the output and
-    each window cell updates every output of the row, so the loop over the row is
-    the innermost one and vectorises (one element's 3x3 window does not)."""
+    """Window max a row of outputs at a time, each output's window reduced in a register
+    and stored once. The row splits into the columns whose windows lie inside the input
+    (plain loads at a fixed stride, which LLVM vectorises along the row) and the few at
+    its ends that reach into the padding (clamped loads, -inf or an integer type's least
+    value outside); a window row outside the input is one test per row (it had updated
+    the output row once per tap). ResNet's 3x3 /2 pool over 64x112x112, one thread:
+    452 -> 226 us with numpy's max as a compare and select (llvm/emit.py)."""
     src, in_t, out_t = _pool_types(call)
     _, _, h, w = in_t.shape
     ow = out_t.shape[3]
@@ -82,23 +85,40 @@ def max_pool_rows(group: Group, call: Call) -> list[Stmt]:
     dtype = out_t.dtype
     read = group.reader(src)
     least = const(lowest(dtype), dtype)
+    first = min(ow, -(-left // sw))  # the first column whose window starts inside
+    last = max(first, min(ow, (w - 1 - (kw - 1) * dw + left) // sw + 1))  # past the last
 
     def row(vs: list[LExpr]) -> list[Stmt]:
         b, ch, y = vs
-        x0, x, i, j = group.var("x"), group.var("x"), group.var("i"), group.var("j")
 
-        def at(column: LExpr) -> LExpr:
-            return Index(out_t.shape, multi=[b, ch, y, column]).flat()
+        def columns(start: int, stop: int, inside: bool) -> list[Stmt]:
+            if stop <= start:
+                return []
+            t = group.var("x")
+            x = add(t, idx(start))
+            acc = f"mx{group.loops}"
+            steps: list[Stmt] = []
+            for i in range(kh):
+                ih = add(mul(y, idx(sh)), idx(i * dh - top))
+                for j in range(kw):
+                    iw = add(mul(x, idx(sw)), idx(j * dw - left))
+                    ok = (
+                        within(ih, 0, h)
+                        if inside
+                        else Bin("bool", "and", within(ih, 0, h), within(iw, 0, w))
+                    )
+                    col = iw if inside else clamp(iw, 0, w - 1)
+                    cell = read(Index(in_t.shape, multi=[b, ch, clamp(ih, 0, h - 1), col]))
+                    pick = Select(dtype, ok, cell, least)
+                    steps.append(Assign(acc, Bin(dtype, "max", Ref(dtype, acc), pick)))
+            out = Index(out_t.shape, multi=[b, ch, y, x]).flat()
+            body = [Declare(acc, least), *steps, Store("out", out, Ref(dtype, acc))]
+            return [For(t.name, stop - start, body, vectorize=inside)]
 
-        ih = add(add(mul(y, idx(sh)), mul(i, idx(dh))), idx(-top))
-        iw = add(add(mul(x, idx(sw)), mul(j, idx(dw))), idx(-left))
-        real = Bin("bool", "and", within(ih, 0, h), within(iw, 0, w))
-        cell = read(Index(in_t.shape, multi=[b, ch, clamp(ih, 0, h - 1), clamp(iw, 0, w - 1)]))
-        pick = Select(dtype, real, cell, least)
-        update = Store("out", at(x), Bin(dtype, "max", Load(dtype, "out", at(x)), pick))
         return [
-            For(x0.name, ow, [Store("out", at(x0), least)]),
-            For(i.name, kh, [For(j.name, kw, [For(x.name, ow, [update])])]),
+            *columns(0, first, False),
+            *columns(first, last, True),
+            *columns(last, ow, False),
         ]
 
     return group.nest(out_t.shape[:-1], row)
