@@ -437,18 +437,18 @@ class _KernelEmitter:
         b = self.b
         if op == "add":
             return b.fadd(x, y, flags=flags)
-        if op == "sub":
-            return b.fsub(x, y, flags=flags)
-        if op == "mul":
-            return b.fmul(x, y, flags=flags)
+        if op in ("sub", "mul"):
+            return (b.fsub if op == "sub" else b.fmul)(x, y, flags=flags)
         if op == "div":
             return b.fdiv(x, y)
         if op == "rem":  # C fmod: the dividend's sign
             return b.frem(x, y)
         if op in ("pow", "maxnum"):  # maxnum skips NaN: vectorises as a reduction
             return self.math.call(b, op, x, y)
-        if op in ("max", "min"):  # numpy's: NaN wins, a tie gives y (not llvm.maximum: 2x)
-            larger = b.fcmp_ordered(">" if op == "max" else "<", x, y)
+        if op in ("max", "min") and flags is FLAGS:  # a running max: a vector reduction
+            return self.math.call(b, "maximum" if op == "max" else "minimum", x, y)
+        if op in ("max", "min"):  # numpy's (NaN wins, a tie gives y); x86 expands the
+            larger = b.fcmp_ordered(">" if op == "max" else "<", x, y)  # intrinsic 2x longer
             return b.select(b.or_(larger, self.math.isnan(b, x)), x, y)
         return None
 

@@ -96,8 +96,7 @@ def max_pool_rows(group: Group, call: Call) -> list[Stmt]:
                 return []
             t = group.var("x")
             x = add(t, idx(start))
-            acc = f"mx{group.loops}"
-            steps: list[Stmt] = []
+            best: LExpr = least  # one expression, no running accumulator (llvm/emit.py)
             for i in range(kh):
                 ih = add(mul(y, idx(sh)), idx(i * dh - top))
                 for j in range(kw):
@@ -109,11 +108,9 @@ def max_pool_rows(group: Group, call: Call) -> list[Stmt]:
                     )
                     col = iw if inside else clamp(iw, 0, w - 1)
                     cell = read(Index(in_t.shape, multi=[b, ch, clamp(ih, 0, h - 1), col]))
-                    pick = Select(dtype, ok, cell, least)
-                    steps.append(Assign(acc, Bin(dtype, "max", Ref(dtype, acc), pick)))
+                    best = Bin(dtype, "max", best, Select(dtype, ok, cell, least))
             out = Index(out_t.shape, multi=[b, ch, y, x]).flat()
-            body = [Declare(acc, least), *steps, Store("out", out, Ref(dtype, acc))]
-            return [For(t.name, stop - start, body, vectorize=inside)]
+            return [For(t.name, stop - start, [Store("out", out, best)], vectorize=inside)]
 
         return [
             *columns(0, first, False),
