@@ -27,6 +27,7 @@ from .program import Program, Segment
 from .sanitizer import check_devices, copy_traffic
 
 ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
+WORKER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 
 
 def _data_field_reader() -> Callable[[np.ndarray], int]:
@@ -49,7 +50,6 @@ def _data_field_reader() -> Callable[[np.ndarray], int]:
 
 
 address_of = _data_field_reader()
-WORKER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 
 
 class Runtime:
