@@ -245,7 +245,7 @@ def _kernel_node(
 PREDICTED_OPS = ("conv2d", "conv2d_nchwc", "layout_transform")  # what its rates measure
 
 
-def predicted_seconds(fn: Function, model: KernelCost | None = None) -> float:
+def predicted_seconds(fn: Function, model: KernelCost) -> float:
     """What the `kernels` cost model (the one BlockLayout extracts with) estimates for a
     group with a convolution or a layout conversion — the kernels whose rates it holds —
     summed over its calls, so a profile can set it beside the measured time; 0 for other
@@ -253,7 +253,6 @@ def predicted_seconds(fn: Function, model: KernelCost | None = None) -> float:
     calls = [n for n in post_order(fn.body) if isinstance(n, Call) and isinstance(n.op, Op)]
     if not any(c.op.name in PREDICTED_OPS for c in calls):  # type: ignore[union-attr]
         return 0.0
-    model = model or KernelCost()
     total = 0.0
     for node in calls:
         args = [a.checked_type for a in node.args]

@@ -55,12 +55,13 @@ def print_choices(profile: Any) -> None:
         for k in kernels
     ]  # fmt: skip
     print_table("the extraction's choices (run order)", CHOICE_HEADER, rows)
-    for line in choice_summary(kernels):
+    for line in choice_summary(profile):
         print(line)
 
 
-def choice_summary(kernels: list[Any]) -> list[str]:
+def choice_summary(profile: Any) -> list[str]:
     """Lines: kernels per result layout, the layout conversions, predicted vs measured."""
+    kernels = sorted(profile, key=lambda k: k.order)
     by_layout: dict[str, int] = {}
     for k in kernels:
         by_layout[k.layout or "not 4-D"] = by_layout.get(k.layout or "not 4-D", 0) + 1
@@ -147,7 +148,7 @@ def run_saved(args: argparse.Namespace) -> int:
         if profile is not None and (args.profile or args.report):
             report["profile"] = [dataclasses.asdict(k) for k in profile]
         if profile is not None and args.report:
-            report["choices"] = choice_summary(sorted(profile, key=lambda k: k.order))
+            report["choices"] = choice_summary(profile)
         print(json.dumps(report, indent=2))
         return 0
     if args.output:

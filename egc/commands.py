@@ -92,7 +92,7 @@ def compile_model(args: argparse.Namespace) -> int:
         profile = exe.profile(inputs, repeats=args.repeats or 10)
         report["profile"] = [vars(k) for k in profile]
         if args.report:
-            report["choices"] = choice_summary(sorted(profile, key=lambda k: k.order))
+            report["choices"] = choice_summary(profile)
         write_trace(profile, args.trace)
     if args.json:
         print(json.dumps(report, indent=2, default=str))

@@ -423,8 +423,7 @@ class _KernelEmitter:
                 return b.icmp_unsigned(sym, x, y)
             return b.icmp_signed(sym, x, y)
         if _is_float(dtype):
-            accumulates = isinstance(e.a, Ref) or isinstance(e.b, Ref)
-            out = self.float_binary(op, x, y, FLAGS if accumulates else ELEMENTWISE_FLAGS)
+            out = self.float_binary(op, x, y, isinstance(e.a, Ref) or isinstance(e.b, Ref))
         else:
             out = self.int_binary(op, dtype, x, y)
         if out is None:
@@ -432,9 +431,10 @@ class _KernelEmitter:
         return out
 
     def float_binary(
-        self, op: str, x: ir.Value, y: ir.Value, flags: Sequence[str] = FLAGS
+        self, op: str, x: ir.Value, y: ir.Value, running: bool = True
     ) -> ir.Value | None:
-        b = self.b
+        """`running`: an accumulator's update (reassociable, a reduction LLVM vectorises)."""
+        b, flags = self.b, FLAGS if running else ELEMENTWISE_FLAGS
         if op == "add":
             return b.fadd(x, y, flags=flags)
         if op in ("sub", "mul"):
@@ -445,7 +445,7 @@ class _KernelEmitter:
             return b.frem(x, y)
         if op in ("pow", "maxnum"):  # maxnum skips NaN: vectorises as a reduction
             return self.math.call(b, op, x, y)
-        if op in ("max", "min") and flags is FLAGS:  # a running max: a vector reduction
+        if op in ("max", "min") and running:  # llvm.maximum: vectorises as a reduction
             return self.math.call(b, "maximum" if op == "max" else "minimum", x, y)
         if op in ("max", "min"):  # numpy's (NaN wins, a tie gives y); x86 expands the
             larger = b.fcmp_ordered(">" if op == "max" else "<", x, y)  # intrinsic 2x longer
