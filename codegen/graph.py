@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from egraph_ir.device import VirtualDevice
-from egraph_ir.egraph.kernel_cost import KernelCost
+from egraph_ir.egraph.kernel_cost import CONVOLUTIONS, KernelCost
 from egraph_ir.errors import CodegenError
 from egraph_ir.expr import Call, Constant, Expr, Function, GlobalVar, Tuple, TupleGetItem, Var
 from egraph_ir.registry import Op
@@ -242,7 +242,7 @@ def _kernel_node(
     )  # fmt: skip
 
 
-PREDICTED_OPS = ("conv2d", "conv2d_nchwc", "layout_transform")  # what its rates measure
+PREDICTED_OPS = (*CONVOLUTIONS, "layout_transform")  # what its rates measure
 
 
 def predicted_seconds(fn: Function, model: KernelCost) -> float:

@@ -3,7 +3,8 @@ that decides where blocked layouts pay: `egc tune` runs `measure` on the model i
 
 Each distinct conv2d of the model (optimised without blocked layouts) is built alone in
 NCHW and in every blocked form blocked.rules can give it (a depthwise one blocked in and
-out; a pointwise one blocked in and out, NCHW in, or NCHW out, as its channels allow); the
+out; a pointwise one blocked in and out, NCHW in, or NCHW out, as its channels allow; a
+3x3 one by Winograd's algorithm where kernels.rules would make it); the
 forms are timed in alternating rounds with the executable's thread budget (the least of
 the round medians: a busy machine only adds time). The times are filed by exact shape and
 layouts, and the median GFLOP/s of each kind stands in for shapes not measured; both are
@@ -91,7 +92,29 @@ def forms(conv: Call) -> list[Call]:
         shape = (n, c // BLOCK, h, wd, BLOCK) if data == BLOCKED else x_t.shape
         attrs = {**conv.attrs, "data_layout": data, "out_layout": result}
         calls.append(_alone("conv2d_nchwc", shape, w, attrs))
+    if _winograd_form(conv):  # kernels.rules' conv2d-winograd
+        attrs = {"padding": (1, 1, 1, 1), "data_layout": BLOCKED, "out_layout": BLOCKED}
+        calls.append(_alone("conv2d_winograd", (n, c // BLOCK, h, wd, BLOCK), w, attrs))
     return calls
+
+
+def _winograd_form(conv: Call) -> bool:
+    """The convolutions kernels.rules computes by Winograd's algorithm (its guards)."""
+    x_t, w = conv.args[0].checked_type, conv.args[1]
+    assert isinstance(x_t, TensorType) and isinstance(w, Constant)
+    o, c, kh, kw = w.data.shape
+    a = conv.attrs
+    return (
+        (kh, kw) == (3, 3)
+        and tuple(a["strides"]) == (1, 1)
+        and tuple(a["dilation"]) == (1, 1)
+        and tuple(a["padding"]) == (1, 1, 1, 1)
+        and a["groups"] == 1
+        and c % BLOCK == 0
+        and o % BLOCK == 0
+        and x_t.shape[2] % 2 == 0
+        and x_t.shape[3] % 2 == 0
+    )
 
 
 def _alone(name: str, shape: tuple[int, ...], w: Constant, attrs: Mapping[str, Any]) -> Call:

@@ -16,7 +16,11 @@ from .registry import Op
 from .types import TensorType
 from .visitor import post_order
 
-WRITTEN_LAYOUT = {"conv2d_nchwc": "out_layout", "layout_transform": "dst_layout"}
+WRITTEN_LAYOUT = {
+    "conv2d_nchwc": "out_layout",
+    "conv2d_winograd": "out_layout",
+    "layout_transform": "dst_layout",
+}
 
 
 def _rank(e: Expr) -> int:

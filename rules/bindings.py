@@ -291,7 +291,7 @@ def _propose(
         groups = attrs.get("groups", 1)
         if not isinstance(groups, int) or groups < 1 or x.shape[1] % groups:
             return None
-        k = int(b.rng.integers(1, 3))
+        k = int(b.rng.integers(1, 4))  # 3x3 now and then (Winograd's rule asks for it)
         if groups == 1 and b.rng.random() < (0.5 if x.shape[1] % 16 == 0 else 0.25):
             new = 16  # output channels in blocks (blocked-layout rules ask for them)
         return (groups * new, x.shape[1] // groups, k, k)
@@ -308,7 +308,8 @@ def _propose(
 def _propose_data(p: PCall, b: _Builder) -> tuple[int, ...] | None:
     """A shape for an op's data input where its attributes fix part of it: a layout
     string's axes ('NCHW16c': a last axis of 16), or channels in blocks of 16 for a
-    convolution now and then (the guards of blocked-layout rules ask for them)."""
+    convolution now and then, its map even half of those times (the guards of
+    blocked-layout and kernel rules ask for them)."""
     given = p.attr_map()
     if p.op in ("layout_transform", "conv2d_nchwc"):
         default = None if p.op == "layout_transform" else "NCHW16c"
@@ -324,8 +325,11 @@ def _propose_data(p: PCall, b: _Builder) -> tuple[int, ...] | None:
             return b._pick(
                 [(n, 16 * int(b._pick([1, 2])), h, w), (n, int(b._pick(list(DIMS))), h, w, 16)]
             )
-    if p.op == "conv2d" and b.rng.random() < 0.3:
-        return (int(b._pick([1, 2])), 16 * int(b._pick([1, 2])), *b._random_shape(2))
+    if p.op == "conv2d" and b.rng.random() < 0.5:
+        h, w = b._random_shape(2)
+        if b.rng.random() < 0.5:  # an even map (Winograd's 2x2 tiles)
+            h, w = h + h % 2, w + w % 2
+        return (int(b._pick([1, 2])), 16 * int(b._pick([1, 2])), h, w)
     return None
 
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from egraph_ir.expr import Call, Constant
 
-from .. import conv_blocked
+from .. import conv_blocked, conv_winograd
 from ..compute import Index
 from ..conv import LANES
 from ..kernels import ConvKernel
@@ -107,6 +107,48 @@ def blocked_pointwise(
     return micro_kernel(
         group, anchor, ops, stmts, loop, macs, special, scratches, None, "nchwc-pointwise"
     )
+
+
+def blocked_winograd(
+    group: Group, anchor: Call, ops: list[str], lay: conv_winograd.WinogradLayout
+) -> ConvKernel:
+    """conv2d_winograd: a loop over (batch item, row of tiles, part of the panels); per
+    item the row's input transform, then per panel the 16 products, the output transform
+    and the epilogue of both output rows from the thread's row tile."""
+    g = conv_winograd.WinogradShape.of(anchor)
+    source = group.buffers[anchor.args[0]].name
+    packed = group.buffer_of(Constant(lay.packed))
+    item = conv_winograd.Item.of(anchor, lay, LoopVar(INDEX, "work"))
+    per_part = lay.panels // lay.parts
+    panel = add(mul(item.part, idx(per_part)), LoopVar(INDEX, "pp"))
+    epilogue: list[Stmt] = []
+    for v in range(lay.xv):
+        blk = add(mul(panel, idx(lay.xv)), idx(v))
+        for q in range(2):
+            y = add(mul(item.ty, idx(2)), idx(q))
+            row = add(mul(add(mul(item.b, idx(g.o // LANES)), blk), idx(g.oh)), y)
+
+            def sums(p: LExpr, lane: LExpr, q: int = q, v: int = v) -> LExpr:
+                return conv_winograd.row_sum_at(anchor, lay, q, v, p, lane)
+
+            start = mul(mul(row, idx(g.ow)), idx(LANES))
+            epilogue += _epilogue(group, start, g.ow, mul(y, idx(g.ow)), blk, item.b, sums)
+    per_panel = [
+        conv_winograd.products(anchor, lay, item, panel, packed),
+        conv_winograd.output_transform(anchor, lay),
+        *epilogue,
+    ]
+    stmts = [
+        conv_winograd.input_transform(anchor, item, source),
+        For("pp", per_part, per_panel, unroll=False),
+    ]
+    names = ("wino_v", "wino_m", "wino_y")
+    special = {name: BufferRef("scratch", k) for k, name in enumerate(names)}
+    loop = ("work", conv_winograd.work_items(anchor, lay))
+    return micro_kernel(
+        group, anchor, ops, stmts, loop, conv_winograd.macs(anchor), special,
+        conv_winograd.scratch_shapes(anchor, lay), None, "nchwc-winograd",
+    )  # fmt: skip
 
 
 def _planes_from_tile(

@@ -13,7 +13,7 @@ from egraph_ir.visitor import post_order
 from .. import blas
 from ..kernels import CompiledKernel, GemmKernel, HostKernel, LoopKernel
 from ..loop_ir import Kernel, Stmt
-from .blocked import blocked_depthwise, blocked_pointwise
+from .blocked import blocked_depthwise, blocked_pointwise, blocked_winograd
 from .group import Group
 from .library import (
     byte_depthwise,
@@ -34,6 +34,7 @@ from .select import (
     AvgPool,
     BlockedDepthwise,
     BlockedPointwise,
+    BlockedWinograd,
     ByteDepthwise,
     ChannelConv,
     DirectConv,
@@ -135,6 +136,8 @@ def build_kernel(group: Group, calls: list[Call], ops: list[str]) -> CompiledKer
             return blocked_depthwise(group, anchor, ops)
         case BlockedPointwise(panels):
             return blocked_pointwise(group, anchor, ops, panels)
+        case BlockedWinograd(layout):
+            return blocked_winograd(group, anchor, ops, layout)
         case PackedProduct(packed):
             return packed_gemm(group, anchor, ops, packed)
     if anchor is not group.fn.body and not group.in_registers:
@@ -180,7 +183,7 @@ def _anchor_nest(
             return [], shape
         case PackedProduct() | Int8Product() | LibraryProduct() | LibraryConv() | Elementwise():
             return [], shape
-        case BlockedDepthwise() | BlockedPointwise():
+        case BlockedDepthwise() | BlockedPointwise() | BlockedWinograd():
             return [], shape
 
 

@@ -25,6 +25,7 @@ from .. import (
     conv_channels,
     conv_int8,
     conv_prologue,
+    conv_winograd,
     gemm,
     gemm_int8,
     tuning,
@@ -141,6 +142,13 @@ class BlockedPointwise:
 
 
 @dataclass(frozen=True)
+class BlockedWinograd:
+    """A conv2d_winograd: F(2x2, 3x3) on 16-lane blocks (conv_winograd.py)."""
+
+    layout: conv_winograd.WinogradLayout
+
+
+@dataclass(frozen=True)
 class LibraryConv:
     """A 1x1 convolution as a GEMM on the input, im2col + GEMM, or grouped direct loops."""
 
@@ -163,6 +171,7 @@ Strategy = (
     | ByteDepthwise
     | BlockedDepthwise
     | BlockedPointwise
+    | BlockedWinograd
     | LibraryConv
 )
 
@@ -284,6 +293,15 @@ def _conv2d_nchwc(anchor: Call) -> Strategy:
     )
 
 
+def _conv2d_winograd(anchor: Call) -> Strategy:
+    """The Winograd kernel takes what blocked.rules makes: float32 blocks of 16 in and
+    out, whole 2x2 tiles; other forms run their reference on the host."""
+    _materialised(anchor)
+    if not conv_winograd.fits(anchor):
+        raise Unsupported("conv2d_winograd other than float32 on 16-lane blocks, even maps")
+    return BlockedWinograd(conv_winograd.layout(anchor))
+
+
 CONV_CANDIDATES = ("direct", "channels")  # the kernels the database may choose between
 
 
@@ -320,6 +338,7 @@ CHOOSERS: dict[str, Callable[[Call], Strategy]] = {
     "conv2d": _conv2d,
     "qnn_conv2d": _qnn_conv2d,
     "conv2d_nchwc": _conv2d_nchwc,
+    "conv2d_winograd": _conv2d_winograd,
     "qnn_matmul": _qnn_product,
     "qnn_dense": _qnn_product,
 }

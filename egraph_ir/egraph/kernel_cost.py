@@ -53,6 +53,10 @@ MEASURED_GFLOPS = {
     "conv2d_nchwc/depthwise-strided@large": 70.0,
     "conv2d_nchwc/window-in": 90.0,  # any window from NCHW data (an RGB stem) into blocks
     "conv2d_nchwc": 5.0,  # other blocked forms run their reference on the host
+    # Winograd F(2x2, 3x3) in direct-convolution FLOPs (2.25x fewer multiplies): ResNet-18's
+    # layers alone, 2 threads, 2026-11-26: 330-355 at 56x56 and 28x28, 212 at 14x14
+    "conv2d_winograd": 210.0,
+    "conv2d_winograd@large": 330.0,
     # products on packed constant weights (a ViT's 196x768 by 768x192: 200-210 GFLOP/s
     # alone, 2 threads), a little below that for the smaller ones a model also has
     "dense": 150.0,
@@ -65,7 +69,8 @@ COPY_GBS = 25.0
 COPIES = ("layout_transform", "transpose")
 LARGE_MAP = 56 * 56  # input pixels from which a layer's rate is its kind's "@large" one
 FUSED_US = 0.01  # an op fused into a kernel's epilogue
-CONVOLUTIONS = ("conv2d", "conv2d_nchwc")
+CONVOLUTIONS = ("conv2d", "conv2d_nchwc", "conv2d_winograd")
+LARGE_WINOGRAD = 28 * 28  # from this map on, Winograd's rows are long enough for its rate
 
 
 def cpu_name() -> str:
@@ -118,6 +123,8 @@ def conv_kind(name: str, x: Type, w: Type, attrs: Mapping[str, Any]) -> str:
     is large."""
     if not (isinstance(x, TensorType) and isinstance(w, TensorType)):
         return name
+    if name == "conv2d_winograd":
+        return name + ("@large" if x.shape[2] * x.shape[3] >= LARGE_WINOGRAD else "")
     channels = x.shape[1] * (x.shape[4] if x.ndim == 5 else 1)
     strided = any(s > 1 for s in attrs["strides"])
     form = ""

@@ -13,7 +13,9 @@ the conversions' cost against the kernels'.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from functools import cache
+from typing import Any
 
 import numpy as np
 
@@ -157,7 +159,7 @@ def channel_block(layout: str) -> int:
     return axes[4][1]
 
 
-def _nchwc_infer(args: list[TensorType], attrs: Attrs) -> Type:
+def _nchwc_infer(args: list[TensorType], attrs: Mapping[str, Any]) -> Type:
     dtype = same_dtype(args)
     require_dtype(args[0], FLOAT_DTYPES)
     data, out = attrs["data_layout"], attrs["out_layout"]
@@ -191,4 +193,36 @@ register_anchor(
     ),
     doc="conv2d reading data in data_layout and writing out_layout (NCHW or NCHW<b>c), "
     "OIHW weight: the blocked kernels' op",
+)
+
+
+# ---------------------------------------------------------------- Winograd's 3x3 convolution
+WINOGRAD_FIXED = {"strides": (1, 1), "dilation": (1, 1), "groups": 1}
+
+
+def _winograd_infer(args: list[TensorType], attrs: Attrs) -> Type:
+    w = args[1].shape
+    if len(w) != 4 or w[2:] != (3, 3):
+        raise ShapeError(f"conv2d_winograd takes a 3x3 OIHW weight, got {w}")
+    return _nchwc_infer(args, {**attrs, **WINOGRAD_FIXED})
+
+
+def conv2d_winograd_ref(x, w, padding, data_layout, out_layout):
+    return conv2d_nchwc_ref(x, w, (1, 1), padding, (1, 1), 1, data_layout, out_layout)
+
+
+register_anchor(
+    "conv2d_winograd",
+    ("data", "weight"),
+    _winograd_infer,
+    conv2d_winograd_ref,
+    lambda a, out, at: 2.0 * size_of(out.shape) * size_of(a[1].shape[1:]),
+    (
+        AttrSpec("padding", "ints", (1, 1, 1, 1)),
+        AttrSpec("data_layout", "str", "NCHW16c"),
+        AttrSpec("out_layout", "str", "NCHW16c"),
+    ),
+    doc="a 3x3 convolution of stride 1, one group, computed by Winograd's minimal "
+    "filtering F(2x2, 3x3): what conv2d_nchwc computes, up to rounding; its FLOPs are "
+    "the direct convolution's, so rates compare",
 )

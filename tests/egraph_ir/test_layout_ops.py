@@ -105,3 +105,36 @@ def test_both_ops_export_to_onnx_and_run_in_onnx_runtime() -> None:
     session = ort.InferenceSession(to_onnx(ir.IRModule.from_expr(fn)).SerializeToString())
     (out,) = session.run(None, {"x": value})
     np.testing.assert_allclose(out, ir.interpret(fn, value), rtol=1e-5, atol=1e-5)
+
+
+def test_conv2d_winograd_is_the_blocked_3x3_convolution_and_exports_to_onnx() -> None:
+    ort = pytest.importorskip("onnxruntime")
+    from egraph_ir.frontend.onnx.export import to_onnx
+
+    rng = np.random.default_rng(4)
+    x = ir.var("x", shape=(1, 2, 6, 8, 16))
+    w = rng.standard_normal((16, 32, 3, 3)).astype("float32")
+    value = rng.standard_normal((1, 2, 6, 8, 16)).astype("float32")
+    fn = ir.Function([x], op.conv2d_winograd(x, ir.const(w), padding=(1, 0, 1, 2)))
+    expected = nchw16c(
+        conv2d_ref(
+            np.asarray(value.transpose(0, 1, 4, 2, 3).reshape(1, 32, 6, 8)),
+            w,
+            (1, 1),
+            (1, 0, 1, 2),
+            (1, 1),
+            1,
+        )
+    )
+    np.testing.assert_allclose(ir.interpret(fn, value), expected, rtol=1e-5, atol=1e-5)
+    session = ort.InferenceSession(to_onnx(ir.IRModule.from_expr(fn)).SerializeToString())
+    (out,) = session.run(None, {"x": value})
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_conv2d_winograd_takes_3x3_weights_only() -> None:
+    x = ir.var("x", shape=(1, 2, 8, 8, 16))
+    with pytest.raises(ir.CompilerError, match="takes a 3x3 OIHW weight"):
+        ir.infer_type(
+            ir.Function([x], op.conv2d_winograd(x, ir.const(np.zeros((16, 32, 1, 1), "float32"))))
+        )

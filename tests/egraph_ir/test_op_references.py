@@ -729,6 +729,7 @@ COVERED = (
         *QNN_OPS,
         "layout_transform",  # test_layout_ops.py: by hand and through ONNX Runtime
         "conv2d_nchwc",
+        "conv2d_winograd",  # test_layout_ops.py too
     }
 )
 

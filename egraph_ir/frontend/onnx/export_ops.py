@@ -4,13 +4,14 @@ its input names to its output names."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 
 from ...errors import FrontendError
 from ...expr import Call
-from ...op.layout import transform_steps
+from ...op.layout import WINOGRAD_FIXED, transform_steps
 from ...op.nn import norm_padding
 from ...types import TensorType, TupleType
 from .export_graph import (
@@ -231,7 +232,18 @@ def _layout_transform(g: ExportGraph, call: Call, ins: list[str]) -> list[str]:
 @exporter("conv2d_nchwc")
 def _conv2d_nchwc(g: ExportGraph, call: Call, ins: list[str]) -> list[str]:
     """ONNX has no blocked convolution: the plain one between two conversions."""
-    attrs = call.attrs
+    return _blocked_conv(g, call, ins, call.attrs)
+
+
+@exporter("conv2d_winograd")
+def _conv2d_winograd(g: ExportGraph, call: Call, ins: list[str]) -> list[str]:
+    """The convolution Winograd's algorithm computes, as conv2d_nchwc's."""
+    return _blocked_conv(g, call, ins, {**call.attrs, **WINOGRAD_FIXED})
+
+
+def _blocked_conv(
+    g: ExportGraph, call: Call, ins: list[str], attrs: Mapping[str, Any]
+) -> list[str]:
     x = _layout_steps(g, ins[0], arg_type(call, 0).shape, attrs["data_layout"], "NCHW")
     pt, pl, pb, pr = norm_padding(attrs["padding"])
     y = g.one(

@@ -1,0 +1,338 @@
+"""conv2d_winograd: a 3x3 convolution of stride 1 on NCHW16c data by Winograd's minimal
+filtering F(2x2, 3x3) (Lavin and Gray, 2016), 16 multiplies per 2x2 outputs where the
+direct convolution does 36.
+
+Each output tile of 2x2 pixels reads a 4x4 input patch d; with the weights transformed
+once at compile time (U = G g G^T, 4x4 per input/output channel pair), the tile is
+Y = A^T [sum over channels of U . (B^T d B)] A. So the work splits into three steps, all
+on vectors of 16 channels:
+
+1. input transform: every tile of one row of tiles, every input channel block:
+   V[pos, tile, C] = (B^T d B)[pos], zero where the patch leaves the map;
+2. 16 independent products, one per position pos of the 4x4 tile: M[pos] = V[pos] x
+   U[pos] (tiles x C by C x O), register-blocked like the pointwise kernel (PR tiles x
+   XV vectors of output channels, one weight load per XV and one broadcast per tile);
+3. output transform: Y = A^T M A per tile, into the thread's row tile, then the fused
+   epilogue writes both output rows.
+
+A work item is one row of tiles of one batch item for a part of the output channels
+(items are cut so two threads both have work). Its whole row's V and M stay in the
+thread's scratch (16 x tiles x channels: 115 KB for 64 channels at 56x56), so each
+panel's weights at one position are read once per row, not once per register block.
+The sums run in another order and through the transforms' additions: results differ
+from the direct convolution's by rounding (BlockLayout tags the rule fast-math).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from egraph_ir.expr import Call, Constant
+from egraph_ir.op.nn import norm_padding
+from egraph_ir.types import TensorType
+
+from .conv import LANES, zero
+from .conv_blocked import pixels_per_block
+from .conv_channels import accumulator_budget
+from .loop_ir import (
+    INDEX,
+    THREAD_SLOT,
+    Assign,
+    Bin,
+    Declare,
+    For,
+    LExpr,
+    Load,
+    LoopVar,
+    Ref,
+    Select,
+    Splat,
+    Stmt,
+    Store,
+    add,
+    clamp,
+    idx,
+    mul,
+    within,
+)
+
+VECTOR = f"float32x{LANES}"
+POSITIONS = 16  # the 4x4 transformed tile
+MIN_WORK = 8  # work items a kernel is cut into, at least, where the channels allow
+
+# F(2x2, 3x3): the weight transform G (4x3); B^T and A^T are applied as additions below
+G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class WinogradShape:
+    """Sizes of one conv2d_winograd call on NCHW16c data: channels, the input map, the
+    padding before it, the output map, and its tiles."""
+
+    n: int
+    c: int
+    h: int
+    w: int
+    o: int
+    top: int
+    left: int
+    oh: int
+    ow: int
+
+    @staticmethod
+    def of(conv: Call) -> WinogradShape:
+        x_t, out_t = conv.args[0].checked_type, conv.checked_type
+        assert isinstance(x_t, TensorType) and isinstance(out_t, TensorType)
+        n, cb, h, w, _ = x_t.shape
+        pads = _padding(conv)
+        return WinogradShape(
+            n, cb * LANES, h, w, out_t.shape[1] * LANES, pads[0], pads[1], *out_t.shape[2:4]
+        )
+
+    @property
+    def tiles_high(self) -> int:
+        return self.oh // 2
+
+    @property
+    def tiles_wide(self) -> int:
+        return self.ow // 2
+
+
+def _padding(conv: Call) -> tuple[int, int, int, int]:
+    return norm_padding(conv.attrs["padding"])
+
+
+def fits(conv: Call) -> bool:
+    """float32, constant weights, NCHW16c in and out, an even output map (whole tiles)."""
+    x_t, out_t = conv.args[0].checked_type, conv.checked_type
+    if not (isinstance(x_t, TensorType) and isinstance(out_t, TensorType)):
+        return False
+    return (
+        isinstance(conv.args[1], Constant)
+        and x_t.dtype == "float32"
+        and conv.attrs["data_layout"] == conv.attrs["out_layout"] == f"NCHW{LANES}c"
+        and out_t.shape[2] % 2 == 0
+        and out_t.shape[3] % 2 == 0
+        and min(_padding(conv)) >= 0
+    )
+
+
+@dataclass(frozen=True)
+class WinogradLayout:
+    """XV output blocks per panel, PR tiles per register block, the panels a work item
+    computes, the transformed weights packed (16, panels, C, W) with W = 16 * XV."""
+
+    xv: int
+    pr: int
+    parts: int  # the panels are cut into this many parts, one work item each
+    packed: np.ndarray
+
+    @property
+    def width(self) -> int:
+        return self.xv * LANES
+
+    @property
+    def panels(self) -> int:
+        return self.packed.shape[1]
+
+
+def layout(conv: Call) -> WinogradLayout:
+    g = WinogradShape.of(conv)
+    blocks = g.o // LANES
+    xv = next(v for v in (4, 2, 1) if blocks % v == 0)
+    pr = pixels_per_block(g.tiles_wide, max(1, accumulator_budget() // xv))
+    panels = blocks // xv
+    rows = g.n * g.tiles_high
+    parts = next(
+        (p for p in range(1, panels + 1) if panels % p == 0 and rows * p >= MIN_WORK), panels
+    )
+    return WinogradLayout(xv, pr, parts, transformed_weights(conv, xv * LANES))
+
+
+def transformed_weights(conv: Call, width: int) -> np.ndarray:
+    """U = G g G^T of every (output, input) channel pair, as (16, O / width, C, width)."""
+    w = conv.args[1]
+    assert isinstance(w, Constant)
+    g = np.asarray(w.data, dtype=np.float64)
+    u = np.einsum("ak,ockl,bl->abco", G, g, G).reshape(POSITIONS, g.shape[1], g.shape[0])
+    o = g.shape[0]
+    return np.ascontiguousarray(
+        u.reshape(POSITIONS, g.shape[1], o // width, width).transpose(0, 2, 1, 3), dtype=np.float32
+    )
+
+
+def scratch_shapes(conv: Call, lay: WinogradLayout) -> list[tuple[tuple[int, ...], str]]:
+    """Per work item: V (16 x tiles x C), M (16 x tiles x W), the two output rows (2 x OW x W)."""
+    g = WinogradShape.of(conv)
+    work = work_items(conv, lay)
+    tiles = g.tiles_wide
+    return [
+        ((work, POSITIONS * tiles * g.c), "float32"),
+        ((work, POSITIONS * tiles * lay.width), "float32"),
+        ((work, 2 * g.ow * lay.width), "float32"),
+    ]
+
+
+def work_items(conv: Call, lay: WinogradLayout) -> int:
+    g = WinogradShape.of(conv)
+    return g.n * g.tiles_high * lay.parts
+
+
+@dataclass(frozen=True)
+class Item:
+    """Where work item `work` is: batch item b, tile row ty, its part of the panels."""
+
+    b: LExpr
+    ty: LExpr
+    part: LExpr
+
+    @staticmethod
+    def of(conv: Call, lay: WinogradLayout, work: LExpr) -> Item:
+        g = WinogradShape.of(conv)
+        rest = Bin(INDEX, "div", work, idx(lay.parts))
+        return Item(
+            Bin(INDEX, "div", rest, idx(g.tiles_high)),
+            Bin(INDEX, "rem", rest, idx(g.tiles_high)),
+            Bin(INDEX, "rem", work, idx(lay.parts)),
+        )
+
+
+def _slot(size: int, offset: LExpr) -> LExpr:
+    return add(mul(THREAD_SLOT, idx(size)), offset)
+
+
+def input_transform(conv: Call, item: Item, source: str) -> Stmt:
+    """V[pos, t, C] = (B^T d B)[pos] for every tile t of the row and channel block."""
+    g = WinogradShape.of(conv)
+    t, cb = LoopVar(INDEX, "t"), LoopVar(INDEX, "cb")
+    tiles = g.tiles_wide
+    plane = mul(add(mul(item.b, idx(g.c // LANES)), cb), idx(g.h))
+    d: list[list[LExpr]] = []
+    for a in range(4):
+        row = add(mul(item.ty, idx(2)), idx(a - g.top))
+        line = []
+        for k in range(4):
+            col = add(mul(t, idx(2)), idx(k - g.left))
+            at = mul(
+                add(mul(add(plane, clamp(row, 0, g.h - 1)), idx(g.w)), clamp(col, 0, g.w - 1)),
+                idx(LANES),
+            )
+            inside = Bin("bool", "and", within(row, 0, g.h), within(col, 0, g.w))
+            line.append(Select(VECTOR, inside, Load(VECTOR, source, at), zero(VECTOR)))
+        d.append(line)
+    stmts: list[Stmt] = []
+    rows = _transform_in(
+        [[_named(stmts, f"d{a}{k}", d[a][k]) for k in range(4)] for a in range(4)], stmts, "e"
+    )
+    size = POSITIONS * tiles * g.c
+    for a in range(4):
+        cols = _transform_in([rows[a]], stmts, f"v{a}", along_rows=True)[0]
+        for k in range(4):
+            at = add(mul(add(mul(idx(a * 4 + k), idx(tiles)), t), idx(g.c)), mul(cb, idx(LANES)))
+            stmts.append(Store("wino_v", _slot(size, at), cols[k]))
+    return For("t", tiles, [For("cb", g.c // LANES, stmts, unroll=False)], unroll=False)
+
+
+def _named(stmts: list[Stmt], name: str, value: LExpr) -> LExpr:
+    stmts.append(Declare(name, value))
+    return Ref(value.dtype, name)
+
+
+def _transform_in(
+    m: list[list[LExpr]], stmts: list[Stmt], name: str, along_rows: bool = False
+) -> list[list[LExpr]]:
+    """B^T x (down the columns of a 4x4 m) or, along_rows, x B (along each row of m)."""
+
+    def four(p: list[LExpr]) -> list[LExpr]:
+        return [
+            Bin(VECTOR, "sub", p[0], p[2]),
+            Bin(VECTOR, "add", p[1], p[2]),
+            Bin(VECTOR, "sub", p[2], p[1]),
+            Bin(VECTOR, "sub", p[1], p[3]),
+        ]
+
+    if along_rows:
+        return [[_named(stmts, f"{name}{k}", v) for k, v in enumerate(four(r))] for r in m]
+    columns = [four([m[a][k] for a in range(4)]) for k in range(4)]
+    return [[_named(stmts, f"{name}{a}{k}", columns[k][a]) for k in range(4)] for a in range(4)]
+
+
+def products(conv: Call, lay: WinogradLayout, item: Item, panel: LExpr, packed: str) -> Stmt:
+    """M[pos, t, W] = sum over channels of V[pos, t, c] * U[pos, panel, c, W], in
+    register blocks of PR tiles (the last block moved back to end at the last tile)."""
+    g = WinogradShape.of(conv)
+    tiles, width = g.tiles_wide, lay.width
+    pos, xb, c = LoopVar(INDEX, "pos"), LoopVar(INDEX, "xb"), LoopVar(INDEX, "ch")
+    first: LExpr = mul(xb, idx(lay.pr))
+    if tiles % lay.pr:
+        first = Bin(INDEX, "min", first, idx(tiles - lay.pr))
+    acc = [[f"acc{r}_{v}" for v in range(lay.xv)] for r in range(lay.pr)]
+    body: list[Stmt] = [Declare(name, zero(VECTOR)) for names in acc for name in names]
+    u_at = mul(add(mul(add(mul(pos, idx(lay.panels)), panel), idx(g.c)), c), idx(width))
+    loads = [Load(VECTOR, packed, add(u_at, idx(v * LANES))) for v in range(lay.xv)]
+    v_size, m_size = POSITIONS * tiles * g.c, POSITIONS * tiles * width
+    updates: list[Stmt] = []
+    for r in range(lay.pr):
+        v_at = add(mul(add(mul(pos, idx(tiles)), add(first, idx(r))), idx(g.c)), c)
+        splat = Splat(VECTOR, Load("float32", "wino_v", _slot(v_size, v_at)))
+        for v in range(lay.xv):
+            product = Bin(VECTOR, "mul", loads[v], splat)
+            updates.append(Assign(acc[r][v], Bin(VECTOR, "add", Ref(VECTOR, acc[r][v]), product)))
+    body.append(For("ch", g.c, updates, unroll=False))
+    for r in range(lay.pr):
+        for v in range(lay.xv):
+            m_at = add(
+                mul(add(mul(pos, idx(tiles)), add(first, idx(r))), idx(width)), idx(v * LANES)
+            )
+            body.append(Store("wino_m", _slot(m_size, m_at), Ref(VECTOR, acc[r][v])))
+    blocks = -(-tiles // lay.pr)
+    return For("pos", POSITIONS, [For("xb", blocks, body, unroll=False)], unroll=False)
+
+
+def output_transform(conv: Call, lay: WinogradLayout) -> Stmt:
+    """Y = A^T M A of every tile of the row, into the row tile: rows[q, 2t + s, W]."""
+    g = WinogradShape.of(conv)
+    tiles, width = g.tiles_wide, lay.width
+    t = LoopVar(INDEX, "t")
+    m_size, y_size = POSITIONS * tiles * width, 2 * g.ow * width
+    stmts: list[Stmt] = []
+    for v in range(lay.xv):
+
+        def m(pos: int, v: int = v) -> LExpr:
+            at = add(mul(add(mul(idx(pos), idx(tiles)), t), idx(width)), idx(v * LANES))
+            return _named(stmts, f"m{v}_{pos}", Load(VECTOR, "wino_m", _slot(m_size, at)))
+
+        grid = [[m(a * 4 + k) for k in range(4)] for a in range(4)]
+        # A^T m: (m0 + m1 + m2, m1 - m2 - m3) down each column, then the same along rows
+        half = [
+            [_two(grid[0][k], grid[1][k], grid[2][k], grid[3][k])[q] for k in range(4)]
+            for q in range(2)
+        ]
+        for q in range(2):
+            for s, value in enumerate(_two(*half[q])):
+                pixel = add(mul(t, idx(2)), idx(s))
+                at = add(mul(add(mul(idx(q), idx(g.ow)), pixel), idx(width)), idx(v * LANES))
+                stmts.append(Store("wino_y", _slot(y_size, at), value))
+    return For("t", tiles, stmts, unroll=False)
+
+
+def _two(m0: LExpr, m1: LExpr, m2: LExpr, m3: LExpr) -> tuple[LExpr, LExpr]:
+    """A^T applied to four values: (m0 + m1 + m2, m1 - m2 - m3)."""
+    first = Bin(VECTOR, "add", Bin(VECTOR, "add", m0, m1), m2)
+    second = Bin(VECTOR, "sub", Bin(VECTOR, "sub", m1, m2), m3)
+    return first, second
+
+
+def row_sum_at(conv: Call, lay: WinogradLayout, q: int, v: int, p: LExpr, lane: LExpr) -> LExpr:
+    """Output row q of the item's tile row, pixel p, lane `lane` of output block v."""
+    g = WinogradShape.of(conv)
+    at = add(add(mul(add(mul(idx(q), idx(g.ow)), p), idx(lay.width)), idx(v * LANES)), lane)
+    return Load("float32", "wino_y", _slot(2 * g.ow * lay.width, at))
+
+
+def macs(conv: Call) -> int:
+    """The direct convolution's multiply-adds, the measure its rate is quoted in."""
+    g = WinogradShape.of(conv)
+    return g.n * g.o * g.oh * g.ow * g.c * 9

@@ -1,0 +1,99 @@
+"""conv2d_winograd (codegen/conv_winograd.py): Winograd's F(2x2, 3x3) on blocked data equals
+the interpreter's direct convolution, fused epilogues included, natively; maps it has no
+whole tiles for run on the host; its weight transform is G g G^T.
+
+Tolerance: the default float32 one (egraph_ir.compare). The transforms add four inputs
+before the products and four products after, so each output carries a few more roundings
+than a direct sum; with weights scaled as a trained layer's (outputs O(1)) the differences
+measured 2e-7 to 5e-6 (64 to 256 channels), inside it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+import codegen
+import egraph_ir as ir
+import passmgr as pm
+from codegen import conv_winograd
+from codegen.lower.select import CHOOSERS, BlockedWinograd
+from egraph_ir import op
+from egraph_ir.testing import assert_allclose
+
+NATIVE = {"codegen.host_fallback": False}
+
+
+@st.composite
+def winograd_cases(draw: st.DrawFn) -> tuple[ir.Function, dict[str, np.ndarray]]:
+    """Channels in blocks, any padding whose output map is even, an epilogue or none."""
+    c, o = 16 * draw(st.integers(1, 3)), 16 * draw(st.sampled_from([1, 2, 4, 6]))
+    top, left, bottom, right = draw(st.sampled_from([(1, 1, 1, 1), (0, 0, 0, 0), (2, 1, 0, 1)]))
+    n = draw(st.integers(1, 2))
+    h = 2 * draw(st.integers(1, 6)) + 2 - top - bottom
+    w = 2 * draw(st.integers(1, 6)) + 2 - left - right
+    rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+    x = ir.var("x", shape=(n, c // 16, h, w, 16))
+    weights = (rng.standard_normal((o, c, 3, 3)) / np.sqrt(9 * c)).astype("float32")
+    params, inputs = [x], {"x": rng.standard_normal((n, c // 16, h, w, 16)).astype("float32")}
+    body = op.conv2d_winograd(x, ir.const(weights), padding=(top, left, bottom, right))
+    kind = draw(st.sampled_from(["none", "bias_relu", "residual"]))
+    if kind == "bias_relu":
+        bias = ir.const(rng.standard_normal((1, o // 16, 1, 1, 16)).astype("float32"))
+        body = op.relu(op.add(body, bias))
+    elif kind == "residual":
+        shape = ir.infer_type(ir.Function(list(params), body)).body.checked_type.shape
+        skip = ir.var("skip", shape=shape)
+        params.append(skip)
+        inputs["skip"] = rng.standard_normal(shape).astype("float32")
+        body = op.relu(op.add(body, skip))
+    return ir.Function(params, body), inputs
+
+
+@given(winograd_cases())
+def test_every_winograd_form_matches_the_interpreter(case) -> None:
+    fn, inputs = case
+    with pm.PassContext(config=NATIVE):
+        exe = codegen.build(fn)
+    assert exe.kernel_kinds() == {"conv": 1}
+    assert_allclose(exe.run(**inputs), ir.interpret(fn, **inputs), what=str(fn))
+
+
+def test_a_resnet_sized_layer_is_winograd_and_close_to_the_direct_convolution() -> None:
+    """64 channels at 56x56 (ResNet-18's first stage), bias and ReLU fused."""
+    rng = np.random.default_rng(0)
+    x = ir.var("x", shape=(1, 4, 56, 56, 16))
+    w = (rng.standard_normal((64, 64, 3, 3)) / 24).astype("float32")
+    bias = ir.const(rng.standard_normal((1, 4, 1, 1, 16)).astype("float32"))
+    fn = ir.Function([x], op.relu(op.add(op.conv2d_winograd(x, ir.const(w)), bias)))
+    with pm.PassContext(config=NATIVE):
+        exe = codegen.build(fn)
+    value = rng.standard_normal((1, 4, 56, 56, 16)).astype("float32")
+    assert_allclose(exe.run(x=value), ir.interpret(fn, x=value))
+    assert {k.label for k in exe.profile({"x": value}, repeats=1)} == {"conv/nchwc-winograd"}
+
+
+def test_a_map_without_whole_tiles_runs_its_reference_on_the_host() -> None:
+    x = ir.var("x", shape=(1, 1, 7, 7, 16))
+    w = ir.const(np.random.default_rng(0).standard_normal((16, 16, 3, 3)).astype("float32"))
+    fn = ir.Function([x], op.conv2d_winograd(x, w))
+    value = np.random.default_rng(1).standard_normal((1, 1, 7, 7, 16)).astype("float32")
+    exe = codegen.build(fn)
+    assert exe.kernel_kinds() == {"host": 1}
+    assert_allclose(exe.run(x=value), ir.interpret(fn, x=value))
+
+
+def test_the_weight_transform_is_g_times_g_times_g_transposed() -> None:
+    rng = np.random.default_rng(2)
+    g = rng.standard_normal((32, 16, 3, 3)).astype("float32")
+    x = ir.var("x", shape=(1, 1, 4, 4, 16))
+    call = ir.infer_type(ir.Function([x], op.conv2d_winograd(x, ir.const(g)))).body
+    layout = CHOOSERS["conv2d_winograd"](call)
+    assert isinstance(layout, BlockedWinograd)
+    width = layout.layout.width
+    u = conv_winograd.transformed_weights(call, width)  # (16, O / width, C, width)
+    o, c = 21, 5
+    want = conv_winograd.G @ g[o, c].astype(np.float64) @ conv_winograd.G.T
+    got = u[:, o // width, c, o % width].reshape(4, 4)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
