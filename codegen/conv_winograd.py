@@ -212,7 +212,7 @@ def input_transform(conv: Call, item: Item, source: str) -> Stmt:
     d: list[list[LExpr]] = []
     for a in range(4):
         row = add(mul(item.ty, idx(2)), idx(a - g.top))
-        line = []
+        line: list[LExpr] = []
         for k in range(4):
             col = add(mul(t, idx(2)), idx(k - g.left))
             at = mul(
@@ -292,30 +292,27 @@ def products(conv: Call, lay: WinogradLayout, item: Item, panel: LExpr, packed: 
 
 
 def output_transform(conv: Call, lay: WinogradLayout) -> Stmt:
-    """Y = A^T M A of every tile of the row, into the row tile: rows[q, 2t + s, W]."""
+    """Y = A^T M A of every tile of the row and output block of the panel, into the row
+    tile: rows[q, 2t + s, W]."""
     g = WinogradShape.of(conv)
     tiles, width = g.tiles_wide, lay.width
-    t = LoopVar(INDEX, "t")
+    t, v = LoopVar(INDEX, "t"), LoopVar(INDEX, "ov")
     m_size, y_size = POSITIONS * tiles * width, 2 * g.ow * width
     stmts: list[Stmt] = []
-    for v in range(lay.xv):
 
-        def m(pos: int, v: int = v) -> LExpr:
-            at = add(mul(add(mul(idx(pos), idx(tiles)), t), idx(width)), idx(v * LANES))
-            return _named(stmts, f"m{v}_{pos}", Load(VECTOR, "wino_m", _slot(m_size, at)))
+    def m(pos: int) -> LExpr:
+        at = add(mul(add(mul(idx(pos), idx(tiles)), t), idx(width)), mul(v, idx(LANES)))
+        return _named(stmts, f"m{pos}", Load(VECTOR, "wino_m", _slot(m_size, at)))
 
-        grid = [[m(a * 4 + k) for k in range(4)] for a in range(4)]
-        # A^T m: (m0 + m1 + m2, m1 - m2 - m3) down each column, then the same along rows
-        half = [
-            [_two(grid[0][k], grid[1][k], grid[2][k], grid[3][k])[q] for k in range(4)]
-            for q in range(2)
-        ]
-        for q in range(2):
-            for s, value in enumerate(_two(*half[q])):
-                pixel = add(mul(t, idx(2)), idx(s))
-                at = add(mul(add(mul(idx(q), idx(g.ow)), pixel), idx(width)), idx(v * LANES))
-                stmts.append(Store("wino_y", _slot(y_size, at), value))
-    return For("t", tiles, stmts, unroll=False)
+    grid = [[m(a * 4 + k) for k in range(4)] for a in range(4)]
+    # A^T m: (m0 + m1 + m2, m1 - m2 - m3) down each column, then the same along rows
+    columns = [_two(grid[0][k], grid[1][k], grid[2][k], grid[3][k]) for k in range(4)]
+    for q in range(2):
+        for s, value in enumerate(_two(*(columns[k][q] for k in range(4)))):
+            pixel = add(mul(t, idx(2)), idx(s))
+            at = add(mul(add(mul(idx(q), idx(g.ow)), pixel), idx(width)), mul(v, idx(LANES)))
+            stmts.append(Store("wino_y", _slot(y_size, at), value))
+    return For("t", tiles, [For("ov", lay.xv, stmts, unroll=False)], unroll=False)
 
 
 def _two(m0: LExpr, m1: LExpr, m2: LExpr, m3: LExpr) -> tuple[LExpr, LExpr]:
@@ -325,10 +322,10 @@ def _two(m0: LExpr, m1: LExpr, m2: LExpr, m3: LExpr) -> tuple[LExpr, LExpr]:
     return first, second
 
 
-def row_sum_at(conv: Call, lay: WinogradLayout, q: int, v: int, p: LExpr, lane: LExpr) -> LExpr:
+def row_sum_at(conv: Call, lay: WinogradLayout, q: LExpr, v: LExpr, p: LExpr, lane: LExpr) -> LExpr:
     """Output row q of the item's tile row, pixel p, lane `lane` of output block v."""
     g = WinogradShape.of(conv)
-    at = add(add(mul(add(mul(idx(q), idx(g.ow)), p), idx(lay.width)), idx(v * LANES)), lane)
+    at = add(add(mul(add(mul(q, idx(g.ow)), p), idx(lay.width)), mul(v, idx(LANES))), lane)
     return Load("float32", "wino_y", _slot(2 * g.ow * lay.width, at))
 
 

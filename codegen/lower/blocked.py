@@ -121,22 +121,22 @@ def blocked_winograd(
     item = conv_winograd.Item.of(anchor, lay, LoopVar(INDEX, "work"))
     per_part = lay.panels // lay.parts
     panel = add(mul(item.part, idx(per_part)), LoopVar(INDEX, "pp"))
-    epilogue: list[Stmt] = []
-    for v in range(lay.xv):
-        blk = add(mul(panel, idx(lay.xv)), idx(v))
-        for q in range(2):
-            y = add(mul(item.ty, idx(2)), idx(q))
-            row = add(mul(add(mul(item.b, idx(g.o // LANES)), blk), idx(g.oh)), y)
+    q, v = LoopVar(INDEX, "q"), LoopVar(INDEX, "ov")  # output row of the tile, block
+    blk = add(mul(panel, idx(lay.xv)), v)
+    y = add(mul(item.ty, idx(2)), q)
+    start = mul(
+        mul(add(mul(add(mul(item.b, idx(g.o // LANES)), blk), idx(g.oh)), y), idx(g.ow)), idx(LANES)
+    )
 
-            def sums(p: LExpr, lane: LExpr, q: int = q, v: int = v) -> LExpr:
-                return conv_winograd.row_sum_at(anchor, lay, q, v, p, lane)
+    def sums(p: LExpr, lane: LExpr) -> LExpr:
+        return conv_winograd.row_sum_at(anchor, lay, q, v, p, lane)
 
-            start = mul(mul(row, idx(g.ow)), idx(LANES))
-            epilogue += _epilogue(group, start, g.ow, mul(y, idx(g.ow)), blk, item.b, sums)
+    rows = _epilogue(group, start, g.ow, mul(y, idx(g.ow)), blk, item.b, sums)
+    epilogue = For("ov", lay.xv, [For("q", 2, rows, unroll=False)], unroll=False)
     per_panel = [
         conv_winograd.products(anchor, lay, item, panel, packed),
         conv_winograd.output_transform(anchor, lay),
-        *epilogue,
+        epilogue,
     ]
     stmts = [
         conv_winograd.input_transform(anchor, item, source),

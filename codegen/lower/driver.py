@@ -136,8 +136,8 @@ def build_kernel(group: Group, calls: list[Call], ops: list[str]) -> CompiledKer
             return blocked_depthwise(group, anchor, ops)
         case BlockedPointwise(panels):
             return blocked_pointwise(group, anchor, ops, panels)
-        case BlockedWinograd(layout):
-            return blocked_winograd(group, anchor, ops, layout)
+        case BlockedWinograd(tiles):
+            return blocked_winograd(group, anchor, ops, tiles)
         case PackedProduct(packed):
             return packed_gemm(group, anchor, ops, packed)
     if anchor is not group.fn.body and not group.in_registers:
