@@ -221,6 +221,10 @@ def _add_tune_parser(sub: Any) -> None:
         help="fix an ONNX input's symbolic dimensions",
     )  # fmt: skip
     p_tune.add_argument(
+        "--config", action="append", type=config_value, default=[], metavar="KEY=VALUE",
+        help="a PassContext config key for the build it measures (layout.blocked=false: NCHW)",
+    )  # fmt: skip
+    p_tune.add_argument(
         "--no-layouts", dest="layouts", action="store_false",
         help="skip timing the convolutions in each layout (the blocked-layout choice)",
     )  # fmt: skip

@@ -173,7 +173,7 @@ def tune_model(args: argparse.Namespace) -> int:
     from codegen.tune import TuneReport, tune
 
     mod, _, _ = load_model(args.model, dict(args.shape))
-    config: dict[str, Any] = {"codegen.num_threads": args.threads}
+    config: dict[str, Any] = {**dict(args.config), "codegen.num_threads": args.threads}
     with pm.PassContext(opt_level=3, config=config):
         report: TuneReport = tune(mod, args.db)
     print_table(f"measured kernels ({args.threads or 'all'} threads)", report.HEADER, report.rows())

@@ -295,6 +295,8 @@ def _propose(
         if groups == 1 and b.rng.random() < (0.5 if x.shape[1] % 16 == 0 else 0.25):
             new = 16  # output channels in blocks (blocked-layout rules ask for them)
         return (groups * new, x.shape[1] // groups, k, k)
+    if op == "conv2d_winograd" and x.ndim == 5:
+        return (16 * int(b._pick([1, 2])), x.shape[1] * x.shape[4], 3, 3)
     if op == "conv2d_nchwc" and x.ndim == 5:
         channels, groups = x.shape[1] * x.shape[4], attrs.get("groups", 1)
         if not isinstance(groups, int) or groups < 1 or channels % groups:
@@ -311,7 +313,7 @@ def _propose_data(p: PCall, b: _Builder) -> tuple[int, ...] | None:
     convolution now and then, its map even half of those times (the guards of
     blocked-layout and kernel rules ask for them)."""
     given = p.attr_map()
-    if p.op in ("layout_transform", "conv2d_nchwc"):
+    if p.op in ("layout_transform", "conv2d_nchwc", "conv2d_winograd"):
         default = None if p.op == "layout_transform" else "NCHW16c"
         layout = given.get("src_layout" if p.op == "layout_transform" else "data_layout", default)
         if isinstance(layout, str):
