@@ -61,6 +61,8 @@ from .loop_ir import (
 VECTOR = f"float32x{LANES}"
 POSITIONS = 16  # the 4x4 transformed tile
 MIN_WORK = 8  # work items a kernel is cut into, at least, where the channels allow
+CACHED_WEIGHTS = 512 * 1024  # bytes of transformed weights that stay in a core's L2
+ROW_SCRATCH = 1024 * 1024  # bytes of input transform a work item may hold
 
 # F(2x2, 3x3): the weight transform G (4x3); B^T and A^T are applied as additions below
 G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], dtype=np.float64)
@@ -69,7 +71,8 @@ G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], dtype=np
 @dataclass(frozen=True)
 class WinogradShape:
     """Sizes of one conv2d_winograd call on NCHW16c data: channels, the input map, the
-    padding before it, the output map, and its tiles."""
+    padding before it, the output map, and its tiles (the last row or column of tiles
+    is half outside an odd map: computed, not stored)."""
 
     n: int
     c: int
@@ -93,11 +96,11 @@ class WinogradShape:
 
     @property
     def tiles_high(self) -> int:
-        return self.oh // 2
+        return -(-self.oh // 2)
 
     @property
     def tiles_wide(self) -> int:
-        return self.ow // 2
+        return -(-self.ow // 2)
 
 
 def _padding(conv: Call) -> tuple[int, int, int, int]:
@@ -105,7 +108,7 @@ def _padding(conv: Call) -> tuple[int, int, int, int]:
 
 
 def fits(conv: Call) -> bool:
-    """float32, constant weights, NCHW16c in and out, an even output map (whole tiles)."""
+    """float32, constant weights, NCHW16c in and out."""
     x_t, out_t = conv.args[0].checked_type, conv.checked_type
     if not (isinstance(x_t, TensorType) and isinstance(out_t, TensorType)):
         return False
@@ -113,20 +116,21 @@ def fits(conv: Call) -> bool:
         isinstance(conv.args[1], Constant)
         and x_t.dtype == "float32"
         and conv.attrs["data_layout"] == conv.attrs["out_layout"] == f"NCHW{LANES}c"
-        and out_t.shape[2] % 2 == 0
-        and out_t.shape[3] % 2 == 0
+        and out_t.shape[2] * out_t.shape[3] > 0
         and min(_padding(conv)) >= 0
     )
 
 
 @dataclass(frozen=True)
 class WinogradLayout:
-    """XV output blocks per panel, PR tiles per register block, the panels a work item
-    computes, the transformed weights packed (16, panels, C, W) with W = 16 * XV."""
+    """XV output blocks per panel, PR tiles per register block, R rows of tiles per work
+    item, the panels cut into parts (one work item each), the transformed weights packed
+    (16, panels, C, W) with W = 16 * XV."""
 
     xv: int
     pr: int
-    parts: int  # the panels are cut into this many parts, one work item each
+    rows: int
+    parts: int
     packed: np.ndarray
 
     @property
@@ -139,16 +143,24 @@ class WinogradLayout:
 
 
 def layout(conv: Call) -> WinogradLayout:
+    """One row of tiles per work item while the weights stay in cache (each row reads
+    them all); where they do not (256 and 512 channels), as many rows as the scratch
+    allows, so the weights stream from memory once per row group, not once per row."""
     g = WinogradShape.of(conv)
     blocks = g.o // LANES
     xv = next(v for v in (4, 2, 1) if blocks % v == 0)
-    pr = pixels_per_block(g.tiles_wide, max(1, accumulator_budget() // xv))
+    rows = 1
+    if POSITIONS * g.c * g.o * 4 > CACHED_WEIGHTS:
+        most = max(1, ROW_SCRATCH // (POSITIONS * g.tiles_wide * g.c * 4))
+        rows = max(r for r in range(1, g.tiles_high + 1) if g.tiles_high % r == 0 and r <= most)
+    tiles = rows * g.tiles_wide
+    pr = pixels_per_block(tiles, max(1, accumulator_budget() // xv))
     panels = blocks // xv
-    rows = g.n * g.tiles_high
+    groups = g.n * (g.tiles_high // rows)
     parts = next(
-        (p for p in range(1, panels + 1) if panels % p == 0 and rows * p >= MIN_WORK), panels
+        (p for p in range(1, panels + 1) if panels % p == 0 and groups * p >= MIN_WORK), panels
     )
-    return WinogradLayout(xv, pr, parts, transformed_weights(conv, xv * LANES))
+    return WinogradLayout(xv, pr, rows, parts, transformed_weights(conv, xv * LANES))
 
 
 def transformed_weights(conv: Call, width: int) -> np.ndarray:
@@ -163,26 +175,30 @@ def transformed_weights(conv: Call, width: int) -> np.ndarray:
     )
 
 
+def item_tiles(conv: Call, lay: WinogradLayout) -> int:
+    return lay.rows * WinogradShape.of(conv).tiles_wide
+
+
 def scratch_shapes(conv: Call, lay: WinogradLayout) -> list[tuple[tuple[int, ...], str]]:
-    """Per work item: V (16 x tiles x C), M (16 x tiles x W), the two output rows (2 x OW x W)."""
+    """Per work item: V (16 x tiles x C), M (16 x tiles x W), its output rows (2R x 2TW x W)."""
     g = WinogradShape.of(conv)
-    work = work_items(conv, lay)
-    tiles = g.tiles_wide
+    work, tiles = work_items(conv, lay), item_tiles(conv, lay)
     return [
         ((work, POSITIONS * tiles * g.c), "float32"),
         ((work, POSITIONS * tiles * lay.width), "float32"),
-        ((work, 2 * g.ow * lay.width), "float32"),
+        ((work, 4 * tiles * lay.width), "float32"),
     ]
 
 
 def work_items(conv: Call, lay: WinogradLayout) -> int:
     g = WinogradShape.of(conv)
-    return g.n * g.tiles_high * lay.parts
+    return g.n * (g.tiles_high // lay.rows) * lay.parts
 
 
 @dataclass(frozen=True)
 class Item:
-    """Where work item `work` is: batch item b, tile row ty, its part of the panels."""
+    """Where work item `work` is: batch item b, its first row of tiles, its part of the
+    panels."""
 
     b: LExpr
     ty: LExpr
@@ -192,9 +208,10 @@ class Item:
     def of(conv: Call, lay: WinogradLayout, work: LExpr) -> Item:
         g = WinogradShape.of(conv)
         rest = Bin(INDEX, "div", work, idx(lay.parts))
+        groups = g.tiles_high // lay.rows
         return Item(
-            Bin(INDEX, "div", rest, idx(g.tiles_high)),
-            Bin(INDEX, "rem", rest, idx(g.tiles_high)),
+            Bin(INDEX, "div", rest, idx(groups)),
+            mul(Bin(INDEX, "rem", rest, idx(groups)), idx(lay.rows)),
             Bin(INDEX, "rem", work, idx(lay.parts)),
         )
 
@@ -203,29 +220,28 @@ def _slot(size: int, offset: LExpr) -> LExpr:
     return add(mul(THREAD_SLOT, idx(size)), offset)
 
 
-def input_transform(conv: Call, item: Item, source: str) -> Stmt:
-    """V[pos, t, C] = (B^T d B)[pos] for every tile t of the row and channel block."""
+def input_transform(conv: Call, lay: WinogradLayout, item: Item, source: str) -> Stmt:
+    """V[pos, t, C] = (B^T d B)[pos] for every tile t of the item and channel block."""
     g = WinogradShape.of(conv)
     t, cb = LoopVar(INDEX, "t"), LoopVar(INDEX, "cb")
-    tiles = g.tiles_wide
+    tiles = item_tiles(conv, lay)
+    ty = add(item.ty, Bin(INDEX, "div", t, idx(g.tiles_wide)))
+    tx = Bin(INDEX, "rem", t, idx(g.tiles_wide))
     plane = mul(add(mul(item.b, idx(g.c // LANES)), cb), idx(g.h))
     d: list[list[LExpr]] = []
     for a in range(4):
-        row = add(mul(item.ty, idx(2)), idx(a - g.top))
+        row = add(mul(ty, idx(2)), idx(a - g.top))
         line: list[LExpr] = []
         for k in range(4):
-            col = add(mul(t, idx(2)), idx(k - g.left))
-            at = mul(
-                add(mul(add(plane, clamp(row, 0, g.h - 1)), idx(g.w)), clamp(col, 0, g.w - 1)),
-                idx(LANES),
-            )
+            col = add(mul(tx, idx(2)), idx(k - g.left))
+            at = add(mul(add(plane, clamp(row, 0, g.h - 1)), idx(g.w)), clamp(col, 0, g.w - 1))
             inside = Bin("bool", "and", within(row, 0, g.h), within(col, 0, g.w))
-            line.append(Select(VECTOR, inside, Load(VECTOR, source, at), zero(VECTOR)))
+            load = Load(VECTOR, source, mul(at, idx(LANES)))
+            line.append(Select(VECTOR, inside, load, zero(VECTOR)))
         d.append(line)
     stmts: list[Stmt] = []
-    rows = _transform_in(
-        [[_named(stmts, f"d{a}{k}", d[a][k]) for k in range(4)] for a in range(4)], stmts, "e"
-    )
+    named = [[_named(stmts, f"d{a}{k}", d[a][k]) for k in range(4)] for a in range(4)]
+    rows = _transform_in(named, stmts, "e")
     size = POSITIONS * tiles * g.c
     for a in range(4):
         cols = _transform_in([rows[a]], stmts, f"v{a}", along_rows=True)[0]
@@ -263,7 +279,7 @@ def products(conv: Call, lay: WinogradLayout, item: Item, panel: LExpr, packed: 
     """M[pos, t, W] = sum over channels of V[pos, t, c] * U[pos, panel, c, W], in
     register blocks of PR tiles (the last block moved back to end at the last tile)."""
     g = WinogradShape.of(conv)
-    tiles, width = g.tiles_wide, lay.width
+    tiles, width = item_tiles(conv, lay), lay.width
     pos, xb, c = LoopVar(INDEX, "pos"), LoopVar(INDEX, "xb"), LoopVar(INDEX, "ch")
     first: LExpr = mul(xb, idx(lay.pr))
     if tiles % lay.pr:
@@ -292,12 +308,14 @@ def products(conv: Call, lay: WinogradLayout, item: Item, panel: LExpr, packed: 
 
 
 def output_transform(conv: Call, lay: WinogradLayout) -> Stmt:
-    """Y = A^T M A of every tile of the row and output block of the panel, into the row
-    tile: rows[q, 2t + s, W]."""
+    """Y = A^T M A of every tile of the item and output block of the panel, into the
+    item's output rows: rows[2 * tile row + q, 2 * tile column + s, W]."""
     g = WinogradShape.of(conv)
-    tiles, width = g.tiles_wide, lay.width
+    tiles, width = item_tiles(conv, lay), lay.width
     t, v = LoopVar(INDEX, "t"), LoopVar(INDEX, "ov")
-    m_size, y_size = POSITIONS * tiles * width, 2 * g.ow * width
+    y0 = mul(Bin(INDEX, "div", t, idx(g.tiles_wide)), idx(2))
+    x0 = mul(Bin(INDEX, "rem", t, idx(g.tiles_wide)), idx(2))
+    m_size, y_size = POSITIONS * tiles * width, 4 * tiles * width
     stmts: list[Stmt] = []
 
     def m(pos: int) -> LExpr:
@@ -309,8 +327,8 @@ def output_transform(conv: Call, lay: WinogradLayout) -> Stmt:
     columns = [_two(grid[0][k], grid[1][k], grid[2][k], grid[3][k]) for k in range(4)]
     for q in range(2):
         for s, value in enumerate(_two(*(columns[k][q] for k in range(4)))):
-            pixel = add(mul(t, idx(2)), idx(s))
-            at = add(mul(add(mul(idx(q), idx(g.ow)), pixel), idx(width)), mul(v, idx(LANES)))
+            pixel = add(mul(add(y0, idx(q)), idx(2 * g.tiles_wide)), add(x0, idx(s)))
+            at = add(mul(pixel, idx(width)), mul(v, idx(LANES)))
             stmts.append(Store("wino_y", _slot(y_size, at), value))
     return For("t", tiles, [For("ov", lay.xv, stmts, unroll=False)], unroll=False)
 
@@ -323,10 +341,11 @@ def _two(m0: LExpr, m1: LExpr, m2: LExpr, m3: LExpr) -> tuple[LExpr, LExpr]:
 
 
 def row_sum_at(conv: Call, lay: WinogradLayout, q: LExpr, v: LExpr, p: LExpr, lane: LExpr) -> LExpr:
-    """Output row q of the item's tile row, pixel p, lane `lane` of output block v."""
+    """Output row q of the item's rows, pixel p, lane `lane` of output block v."""
     g = WinogradShape.of(conv)
-    at = add(add(mul(add(mul(q, idx(g.ow)), p), idx(lay.width)), mul(v, idx(LANES))), lane)
-    return Load("float32", "wino_y", _slot(2 * g.ow * lay.width, at))
+    pixel = add(mul(q, idx(2 * g.tiles_wide)), p)
+    at = add(add(mul(pixel, idx(lay.width)), mul(v, idx(LANES))), lane)
+    return Load("float32", "wino_y", _slot(4 * item_tiles(conv, lay) * lay.width, at))
 
 
 def macs(conv: Call) -> int:

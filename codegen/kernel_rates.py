@@ -112,8 +112,6 @@ def _winograd_form(conv: Call) -> bool:
         and a["groups"] == 1
         and c % BLOCK == 0
         and o % BLOCK == 0
-        and x_t.shape[2] % 2 == 0
-        and x_t.shape[3] % 2 == 0
     )
 
 

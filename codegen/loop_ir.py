@@ -174,6 +174,8 @@ class For(Stmt):
     # shorter than a vector); an int8 epilogue's row of 28 is 20% faster so, a float
     # one's slower (llvm/emit.py)
     masked: bool = False
+    # where a loop from 0 stops when that is known at run time only (at most `extent`)
+    stop: LExpr | None = None
 
 
 @dataclass

@@ -214,15 +214,16 @@ class _KernelEmitter:
 
     def loop(self, s: For) -> None:
         i64 = ir.IntType(64)
-        if s.extent == 1 and not s.outer:  # no loop: nests of trip-count-1 loops sent
-            self.loop_vars[s.var] = ir.Constant(i64, 0)  # LLVM's vectoriser exponential
+        if s.extent == 1 and not s.outer and s.stop is None:  # no loop: nests of trip-count-1
+            self.loop_vars[s.var] = ir.Constant(i64, 0)  # loops sent LLVM's vectoriser exponential
             self.scopes.append({})
             for inner in s.body:
                 self.stmt(inner)
             self.scopes.pop()
             return
         lo = self.start if s.outer else ir.Constant(i64, 0)
-        hi = self.end if s.outer else ir.Constant(i64, s.extent)
+        stop = self.expr(s.stop) if s.stop is not None else ir.Constant(i64, s.extent)
+        hi = self.end if s.outer else stop
         pre = self.b.block
         header = self.fn.append_basic_block(f"{s.var}.head")
         body = self.fn.append_basic_block(f"{s.var}.body")

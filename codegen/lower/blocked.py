@@ -121,7 +121,7 @@ def blocked_winograd(
     item = conv_winograd.Item.of(anchor, lay, LoopVar(INDEX, "work"))
     per_part = lay.panels // lay.parts
     panel = add(mul(item.part, idx(per_part)), LoopVar(INDEX, "pp"))
-    q, v = LoopVar(INDEX, "q"), LoopVar(INDEX, "ov")  # output row of the tile, block
+    q, v = LoopVar(INDEX, "q"), LoopVar(INDEX, "ov")  # output row of the item, block
     blk = add(mul(panel, idx(lay.xv)), v)
     y = add(mul(item.ty, idx(2)), q)
     start = mul(
@@ -132,14 +132,17 @@ def blocked_winograd(
         return conv_winograd.row_sum_at(anchor, lay, q, v, p, lane)
 
     rows = _epilogue(group, start, g.ow, mul(y, idx(g.ow)), blk, item.b, sums)
-    epilogue = For("ov", lay.xv, [For("q", 2, rows, unroll=False)], unroll=False)
+    last = Bin(INDEX, "min", idx(2 * lay.rows), Bin(INDEX, "sub", idx(g.oh), mul(item.ty, idx(2))))
+    epilogue = For(
+        "ov", lay.xv, [For("q", 2 * lay.rows, rows, unroll=False, stop=last)], unroll=False
+    )
     per_panel = [
         conv_winograd.products(anchor, lay, item, panel, packed),
         conv_winograd.output_transform(anchor, lay),
         epilogue,
     ]
     stmts = [
-        conv_winograd.input_transform(anchor, item, source),
+        conv_winograd.input_transform(anchor, lay, item, source),
         For("pp", per_part, per_panel, unroll=False),
     ]
     names = ("wino_v", "wino_m", "wino_y")

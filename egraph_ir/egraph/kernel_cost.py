@@ -54,9 +54,10 @@ MEASURED_GFLOPS = {
     "conv2d_nchwc/window-in": 90.0,  # any window from NCHW data (an RGB stem) into blocks
     "conv2d_nchwc": 5.0,  # other blocked forms run their reference on the host
     # Winograd F(2x2, 3x3) in direct-convolution FLOPs (2.25x fewer multiplies): ResNet-18's
-    # layers alone, 2 threads, 2026-11-26: 330-355 at 56x56 and 28x28, 212 at 14x14
-    "conv2d_winograd": 210.0,
-    "conv2d_winograd@large": 330.0,
+    # layers alone, 2 threads, 2026-11-26: 370-440 from 56x56 to 14x14, 290-300 at 7x7
+    # (512 channels: reading 16 MB of transformed weights)
+    "conv2d_winograd": 290.0,
+    "conv2d_winograd@large": 370.0,
     # products on packed constant weights (a ViT's 196x768 by 768x192: 200-210 GFLOP/s
     # alone, 2 threads), a little below that for the smaller ones a model also has
     "dense": 150.0,
@@ -70,7 +71,7 @@ COPIES = ("layout_transform", "transpose")
 LARGE_MAP = 56 * 56  # input pixels from which a layer's rate is its kind's "@large" one
 FUSED_US = 0.01  # an op fused into a kernel's epilogue
 CONVOLUTIONS = ("conv2d", "conv2d_nchwc", "conv2d_winograd")
-LARGE_WINOGRAD = 28 * 28  # from this map on, Winograd's rows are long enough for its rate
+LARGE_WINOGRAD = 14 * 14  # from this map on, Winograd's tiles fill its register blocks
 
 
 def cpu_name() -> str:
