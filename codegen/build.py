@@ -15,8 +15,10 @@ stages receive whole and the executable keeps (and saves).
 
 from __future__ import annotations
 
+import gc
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from os import PathLike
 from typing import Any
 
@@ -41,8 +43,8 @@ from .external.loop import lift_control_flow
 from .graph import Graph, build_graph, output_leaves
 from .kernels import ExternalKernel
 from .llvm import JitLibrary
-from .llvm.emit import emit_modules
-from .llvm.jit import start_helpers
+from .llvm.jit import Compilation, start_helpers
+from .llvm.modules import emit_modules
 from .loop_ir import Kernel
 from .lower import KernelCache
 from .memory_plan import plan_graph
@@ -85,6 +87,34 @@ def build(
         raise CodegenError("the module has no 'main' function")
     options = BuildOptions.from_context()
     kernel_db = tuning.resolve(options.kernel_db)  # a bad path fails before any work
+    with collector_paused():
+        return _build(mod, options, kernel_db, params, extra_passes, on_stage)
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while a build runs: the build allocates
+    millions of small objects (IR, loop IR, llvmlite's), each full collection walks them
+    all, and the garbage a build leaves is mostly freed by reference counts anyway; it
+    was 15-20% of ResNet-18's and EfficientNet-B0's compile (2.6 -> 2.2 s, 3.6 -> 3.0)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _build(
+    mod: IRModule,
+    options: BuildOptions,
+    kernel_db: tuning.KernelDB | None,
+    params: Mapping[str, np.ndarray] | None,
+    extra_passes: Sequence[pm.Pass],
+    on_stage: Callable[[str], None] | None,
+) -> Executable:
+    """build() once its arguments are checked."""
     threads = options.threads
     start_helpers(threads)  # compile helpers start while the passes run
     times: dict[str, float] = {}
@@ -104,11 +134,16 @@ def build(
     program = clock("link", link, graph, devices, plan, threads)
     native = bool(program.calls)
     kernels = unique_kernels(graph)
-    parts = clock("emit", emit_modules, kernels, program.extend, threads) if native else []
+    compilation = Compilation(threads)  # each module compiles while the next is emitted
+    parts = (
+        clock("emit", emit_modules, kernels, program.extend, threads, compilation.send)
+        if native
+        else []
+    )
     source = "\n".join(parts)
     if program.uses_blas:
         blas.register_symbols()
-    library = clock("jit", JitLibrary, parts) if native else None
+    library = clock("jit", JitLibrary, compilation) if native else None
     if library is not None:
         times.update({f"llvm {k}": v for k, v in library.seconds.items()})
     t0 = time.perf_counter()

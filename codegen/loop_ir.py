@@ -12,7 +12,7 @@ nodes, codegen/llvm/emit.py turns them into LLVM IR, and LLVM does the vectorisi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 INDEX = "int64"
 
@@ -112,6 +112,18 @@ class Ref(LExpr):
     """The current value of a local scalar."""
 
     name: str
+
+
+_OPERAND_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def operands(e: LExpr) -> tuple[LExpr, ...]:
+    """The expressions `e` computes from (a Bin's two sides, a Load's index ...)."""
+    names = _OPERAND_FIELDS.get(type(e))
+    if names is None:
+        names = tuple(f.name for f in fields(e) if f.type == "LExpr")
+        _OPERAND_FIELDS[type(e)] = names
+    return tuple(getattr(e, name) for name in names)
 
 
 def const(value: float | int | bool, dtype: str) -> Const:
@@ -217,3 +229,14 @@ class Kernel:
     extent: int
     work: float = 0.0  # element operations, to decide whether threads are worth it
     unroll: bool = True  # False: no loop of it is unrolled by LLVM (micro-kernels, copies)
+
+
+def statements(body: list[Stmt]) -> int:
+    """How many statements a body holds, loops' bodies included (a size, cheaply)."""
+    count, todo = 0, list(body)
+    while todo:
+        s = todo.pop()
+        count += 1
+        if isinstance(s, For):
+            todo += s.body
+    return count

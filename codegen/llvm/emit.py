@@ -42,6 +42,7 @@ from ..loop_ir import (
     Stmt,
     Store,
     Un,
+    operands,
 )
 from .mathlib import MathLib, lane_mask
 
@@ -136,23 +137,6 @@ def _loop_id(module: ir.Module, unroll: bool, vectorize: bool, masked: bool) -> 
         flag = ir.Constant(ir.IntType(1), 1)
         hints.append(module.add_metadata([ir.MetaDataString(module, name), flag]))
     return module.add_metadata([ir.MetaDataString(module, f"{SELF}.{next(_LOOP_IDS)}"), *hints])
-
-
-def emit_modules(
-    kernels: list[Kernel], extend: Callable[[ir.Module], None] | None, parts: int
-) -> list[str]:
-    """The kernels dealt over `parts` modules that compile in parallel; the first also
-    holds what `extend` adds and declares the kernels of the others."""
-    parts = max(1, min(parts, len(kernels) // 4 or 1))
-    sizes = [len(repr(k.body)) for k in kernels]  # a proxy for LLVM's work
-    loads = [0.0] * parts
-    shares: list[list[Kernel]] = [[] for _ in range(parts)]
-    for size, k in sorted(zip(sizes, kernels, strict=True), key=lambda p: -p[0]):
-        lightest = loads.index(min(loads))
-        shares[lightest].append(k)
-        loads[lightest] += size
-    rest = [k for share in shares[1:] for k in share]
-    return [emit_module(shares[0], extend, rest)] + [emit_module(s) for s in shares[1:]]
 
 
 def kernel_type(kernel: Kernel) -> ir.FunctionType:
@@ -251,14 +235,11 @@ class _KernelEmitter:
     # ------------------------------------------------------------ expressions
     def is_pure(self, e: LExpr) -> bool:
         """No Ref inside: the value cannot change between two uses in one scope."""
-        key = id(e)
-        if key not in self.pure:
-            if isinstance(e, Ref):
-                self.pure[key] = False
-            else:
-                kids = [v for v in vars(e).values() if isinstance(v, LExpr)]
-                self.pure[key] = all(self.is_pure(k) for k in kids)
-        return self.pure[key]
+        known = self.pure.get(id(e))
+        if known is None:
+            known = not isinstance(e, Ref) and all(self.is_pure(k) for k in operands(e))
+            self.pure[id(e)] = known
+        return known
 
     def expr(self, e: LExpr) -> ir.Value:
         key = id(e)

@@ -93,44 +93,55 @@ def _stop_helpers() -> None:
         h.close()
 
 
-def _compile(texts: list[str]) -> list[bytes]:
-    """Object files for LLVM IR texts, in order: as many at once as there are helpers."""
-    start_helpers(len(texts))
-    width = max(1, len(_HELPERS))
-    objects: list[bytes] = []
-    for k in range(0, len(texts), width):
-        objects += _collect(_send(texts[k : k + width]))
-    return objects
+class Compilation:
+    """Module texts compiled as they are emitted: each goes to an idle helper the moment
+    it exists, so LLVM optimises one module while Python emits the next. A helper holds
+    one text at a time: writing it a second while it writes a large object file back to
+    a full pipe would leave both processes waiting on each other."""
 
+    def __init__(self, modules: int) -> None:
+        start_helpers(modules)
+        self.texts: dict[int, str] = {}
+        self.objects: dict[int, bytes] = {}
+        self.busy: dict[_Helper, int] = {}  # helper -> the module it compiles
 
-def _send(texts: list[str]) -> list[tuple[str, _Helper | None]]:
-    """Hand each text to a helper (None: compile it here, later)."""
-    sent: list[tuple[str, _Helper | None]] = []
-    for k, text in enumerate(texts):
-        helper = _HELPERS[k] if k < len(_HELPERS) else None
+    def send(self, index: int, text: str) -> None:
+        """Module `index` to an idle helper (waiting for the oldest when none is idle),
+        or compiled here when there is no helper."""
+        self.texts[index] = text
+        if self.busy and len(self.busy) == len(_HELPERS):
+            self._collect(next(iter(self.busy)))
+        idle = [h for h in _HELPERS if h not in self.busy]
         try:
-            if helper is not None:
-                helper.send(text)
+            if not idle:
+                raise OSError("no helper")
+            idle[0].send(text)
+            self.busy[idle[0]] = index
         except OSError:
-            helper = None
-        sent.append((text, helper))
-    return sent
+            self.objects[index] = to_object(text)
 
-
-def _collect(sent: list[tuple[str, _Helper | None]]) -> list[bytes]:
-    """The object files, in order; a failed helper's text compiles in this process."""
-    out = []
-    for text, helper in sent:
+    def _collect(self, helper: _Helper) -> None:
+        index = self.busy.pop(helper)
         try:
-            if helper is None:
-                raise RuntimeError("no helper")
-            out.append(helper.receive())
+            self.objects[index] = helper.receive()
         except (RuntimeError, OSError) as exc:
-            if helper is not None:
-                log.warning("compile helper failed (%s); compiling in this process", exc)
-                helper.close()
-            out.append(to_object(text))
-    return out
+            log.warning("compile helper failed (%s); compiling in this process", exc)
+            helper.close()
+            self.objects[index] = to_object(self.texts[index])
+
+    def finish(self) -> list[bytes]:
+        """Every module's object file, in index order."""
+        for helper in list(self.busy):
+            self._collect(helper)
+        return [self.objects[k] for k in sorted(self.objects)]
+
+
+def _compile(texts: list[str]) -> list[bytes]:
+    """Object files for LLVM IR texts, in order."""
+    compilation = Compilation(len(texts))
+    for index, text in enumerate(texts):
+        compilation.send(index, text)
+    return compilation.finish()
 
 
 class JitLibrary:
@@ -138,12 +149,17 @@ class JitLibrary:
     kept as an object file (`objects`), so a library can be saved and loaded again
     (`from_objects`) without LLVM optimising or generating code."""
 
-    def __init__(self, ir_text: str | list[str]) -> None:
+    def __init__(self, ir_text: str | list[str] | Compilation) -> None:
+        """Compile module texts, or finish a Compilation the emitter fed as it went."""
         init()
-        texts = [ir_text] if isinstance(ir_text, str) else ir_text
         t0 = time.perf_counter()
-        self.objects = _compile(texts)
-        self._first: str | None = texts[0]
+        if isinstance(ir_text, Compilation):
+            self.objects = ir_text.finish()
+            self._first: str | None = ir_text.texts[0]
+        else:
+            texts = [ir_text] if isinstance(ir_text, str) else ir_text
+            self.objects = _compile(texts)
+            self._first = texts[0]
         self._optimized: str | None = None
         t1 = time.perf_counter()
         self._load(self.objects)
