@@ -160,12 +160,17 @@ def library() -> ctypes.CDLL:
 
 @cache
 def register_symbols() -> str:
-    """Give JIT code the BLAS GEMMs as egc_sgemm and egc_dgemm; returns a description for
-    reports."""
+    """Give JIT code the BLAS GEMMs and GEMVs as egc_sgemm, egc_dgemm, egc_sgemv and
+    egc_dgemv; returns a description for reports."""
     import llvmlite.binding as llvm
 
     lib = library()
-    for ours, theirs in (("egc_sgemm", "scipy_cblas_sgemm"), ("egc_dgemm", "scipy_cblas_dgemm")):
+    for ours, theirs in (
+        ("egc_sgemm", "scipy_cblas_sgemm"),
+        ("egc_dgemm", "scipy_cblas_dgemm"),
+        ("egc_sgemv", "scipy_cblas_sgemv"),
+        ("egc_dgemv", "scipy_cblas_dgemv"),
+    ):
         address = ctypes.cast(getattr(lib, theirs), ctypes.c_void_p).value
         assert address is not None
         llvm.add_symbol(ours, address)

@@ -64,6 +64,30 @@ def test_integer_products_run_without_blas() -> None:
     np.testing.assert_array_equal(codegen.build(fn).run(**inputs), ir.interpret(fn, **inputs))
 
 
+@given(
+    st.sampled_from(["dense", "matmul"]),
+    st.sampled_from(["float32", "float64"]),
+    st.sampled_from([1, 2]),
+    st.integers(130, 1100),
+)
+def test_one_row_products_run_as_blas_gemv(kind: str, dtype: str, threads: int, n: int) -> None:
+    """A batch-1 classifier (x of one row times a constant matrix; N not a multiple of 16
+    or float64, so BLAS takes it): GEMV on each thread's columns, the interpreter's
+    result."""
+    assume(n % 16 or dtype == "float64")
+    rng = np.random.default_rng(n)
+    x = ir.var("x", shape=(1, 512), dtype=dtype)  # above the small-product size
+    w = rng.standard_normal((n, 512) if kind == "dense" else (512, n)).astype(dtype)
+    body = op.dense(x, ir.const(w)) if kind == "dense" else op.matmul(x, ir.const(w))
+    fn = ir.Function([x], op.add(body, ir.const(np.ones(n, dtype))))
+    with pm.PassContext(config={"codegen.num_threads": threads}):
+        exe = codegen.build(fn)
+    assert exe.kernel_kinds() == {"blas": 1}
+    assert ("egc_sgemv" if dtype == "float32" else "egc_dgemv") in exe.get_source()
+    value = rng.standard_normal((1, 512)).astype(dtype)
+    assert_allclose(exe.run(x=value), ir.interpret(fn, x=value))
+
+
 def test_product_blocks_cover_the_output_once() -> None:
     product = blas.Product("float32", 10, 7, 3, False, False, ((0, 0, 0),))
     for parts in (1, 2, 3, 8, 20):
