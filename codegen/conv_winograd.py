@@ -1,24 +1,24 @@
 """conv2d_winograd: a 3x3 convolution of stride 1 on NCHW16c data by Winograd's minimal
-filtering F(2x2, 3x3) (Lavin and Gray, 2016), 16 multiplies per 2x2 outputs where the
-direct convolution does 36.
+filtering F(m x m, 3x3) (Lavin and Gray, 2016; m = 2 or 4, winograd_matrices.py): n^2
+multiplies per m x m outputs (n = m + 2) where the direct convolution does 9 m^2.
 
-Each output tile of 2x2 pixels reads a 4x4 input patch d; with the weights transformed
-once at compile time (U = G g G^T, 4x4 per input/output channel pair), the tile is
-Y = A^T [sum over channels of U . (B^T d B)] A. So the work splits into three steps, all
-on vectors of 16 channels:
+Each output tile of m x m pixels reads an n x n input patch d; with the weights
+transformed once at compile time (U = G g G^T, n x n per input/output channel pair), the
+tile is Y = A^T [sum over channels of U . (B^T d B)] A. So the work splits into three
+steps, all on vectors of 16 channels:
 
-1. input transform: every tile of one row of tiles, every input channel block:
+1. input transform: every tile of the work item, every input channel block:
    V[pos, tile, C] = (B^T d B)[pos], zero where the patch leaves the map;
-2. 16 independent products, one per position pos of the 4x4 tile: M[pos] = V[pos] x
-   U[pos] (tiles x C by C x O), register-blocked like the pointwise kernel (PR tiles x
-   XV vectors of output channels, one weight load per XV and one broadcast per tile);
-3. output transform: Y = A^T M A per tile, into the thread's row tile, then the fused
-   epilogue writes both output rows.
+2. n^2 independent products, one per position pos of the transformed tile: M[pos] =
+   V[pos] x U[pos] (tiles x C by C x O), register-blocked like the pointwise kernel (PR
+   tiles x XV vectors of output channels, one weight load per XV, one broadcast per tile);
+3. output transform: Y = A^T M A per tile, into the thread's rows, then the fused
+   epilogue writes the item's output rows.
 
-A work item is one row of tiles of one batch item for a part of the output channels
-(items are cut so two threads both have work). Its whole row's V and M stay in the
-thread's scratch (16 x tiles x channels: 115 KB for 64 channels at 56x56), so each
-panel's weights at one position are read once per row, not once per register block.
+A work item is R rows of tiles of one batch item for a part of the output channels
+(items are cut so two threads both have work). Its V and M stay in the thread's scratch
+(16 x tiles x channels: 115 KB for a row at 56x56, 64 channels, m = 2), so each panel's
+weights at one position are read once per item, not once per register block.
 The sums run in another order and through the transforms' additions: results differ
 from the direct convolution's by rounding (BlockLayout tags the rule fast-math).
 """
@@ -57,16 +57,12 @@ from .loop_ir import (
     mul,
     within,
 )
+from .winograd_matrices import Minimal, combine, minimal
 
 VECTOR = f"float32x{LANES}"
-POSITIONS = 16  # the 4x4 transformed tile
 MIN_WORK = 8  # work items a kernel is cut into, at least, where the channels allow
 CACHED_WEIGHTS = 512 * 1024  # bytes of transformed weights that stay in a core's L2
 ROW_SCRATCH = 1024 * 1024  # bytes of input transform a work item may hold
-
-# F(2x2, 3x3): the weight transform G (4x3); B^T and A^T are applied as additions below
-G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], dtype=np.float64)
-KRON_G = np.kron(G, G).astype(np.float32)  # (16, 9): position a * 4 + b, tap k * 3 + l
 
 
 @dataclass(frozen=True)
@@ -84,24 +80,31 @@ class WinogradShape:
     left: int
     oh: int
     ow: int
+    tile: int  # m: outputs per tile side
 
     @staticmethod
     def of(conv: Call) -> WinogradShape:
         x_t, out_t = conv.args[0].checked_type, conv.checked_type
         assert isinstance(x_t, TensorType) and isinstance(out_t, TensorType)
         n, cb, h, w, _ = x_t.shape
-        pads = _padding(conv)
-        return WinogradShape(
-            n, cb * LANES, h, w, out_t.shape[1] * LANES, pads[0], pads[1], *out_t.shape[2:4]
-        )
+        pads, (oh, ow), tile = _padding(conv), out_t.shape[2:4], int(conv.attrs["tile_size"])
+        return WinogradShape(n, cb * LANES, h, w, out_t.shape[1] * LANES, *pads[:2], oh, ow, tile)
+
+    @property
+    def algorithm(self) -> Minimal:
+        return minimal(self.tile)
+
+    @property
+    def positions(self) -> int:
+        return self.algorithm.positions
 
     @property
     def tiles_high(self) -> int:
-        return -(-self.oh // 2)
+        return -(-self.oh // self.tile)
 
     @property
     def tiles_wide(self) -> int:
-        return -(-self.ow // 2)
+        return -(-self.ow // self.tile)
 
 
 def _padding(conv: Call) -> tuple[int, int, int, int]:
@@ -119,6 +122,7 @@ def fits(conv: Call) -> bool:
         and conv.attrs["data_layout"] == conv.attrs["out_layout"] == f"NCHW{LANES}c"
         and out_t.shape[2] * out_t.shape[3] > 0
         and min(_padding(conv)) >= 0
+        and conv.attrs["tile_size"] in (2, 4)
     )
 
 
@@ -151,8 +155,8 @@ def layout(conv: Call) -> WinogradLayout:
     blocks = g.o // LANES
     xv = next(v for v in (4, 2, 1) if blocks % v == 0)
     rows = 1
-    if POSITIONS * g.c * g.o * 4 > CACHED_WEIGHTS:
-        most = max(1, ROW_SCRATCH // (POSITIONS * g.tiles_wide * g.c * 4))
+    if g.positions * g.c * g.o * 4 > CACHED_WEIGHTS:
+        most = max(1, ROW_SCRATCH // (g.positions * g.tiles_wide * g.c * 4))
         rows = max(r for r in range(1, g.tiles_high + 1) if g.tiles_high % r == 0 and r <= most)
     tiles = rows * g.tiles_wide
     pr = pixels_per_block(tiles, max(1, accumulator_budget() // xv))
@@ -165,15 +169,17 @@ def layout(conv: Call) -> WinogradLayout:
 
 
 def transformed_weights(conv: Call, width: int) -> np.ndarray:
-    """U = G g G^T of every (output, input) channel pair, as (16, O / width, C, width):
-    kron(G, G) times the flattened 3x3 kernels, one float32 product (G's entries are
-    exact in float32; each U entry rounds once per term, as the float64 product rounded
-    would within 5e-7 on unit weights) — 10x faster than in float64 for 512 channels."""
+    """U = G g G^T of every (output, input) channel pair, as (n^2, O / width, C, width):
+    kron(G, G) times the flattened 3x3 kernels, one float32 product (the entries of
+    kron(G, G) round once; U within 5e-7 of the float64 product on unit weights) — 10x
+    faster than in float64 for 512 channels."""
     w = conv.args[1]
     assert isinstance(w, Constant)
     o, c = w.data.shape[:2]
-    u = KRON_G @ np.asarray(w.data, dtype=np.float32).reshape(o * c, 9).T  # (16, O * C)
-    return np.ascontiguousarray(u.reshape(POSITIONS, o // width, width, c).transpose(0, 1, 3, 2))
+    algorithm = WinogradShape.of(conv).algorithm
+    flat = np.asarray(w.data, dtype=np.float32).reshape(o * c, 9).T
+    u = (algorithm.kron_g @ flat).reshape(algorithm.positions, o // width, width, c)
+    return np.ascontiguousarray(u.transpose(0, 1, 3, 2))
 
 
 def item_tiles(conv: Call, lay: WinogradLayout) -> int:
@@ -181,14 +187,20 @@ def item_tiles(conv: Call, lay: WinogradLayout) -> int:
 
 
 def scratch_shapes(conv: Call, lay: WinogradLayout) -> list[tuple[tuple[int, ...], str]]:
-    """Per work item: V (16 x tiles x C), M (16 x tiles x W), its output rows (2R x 2TW x W)."""
+    """Per work item: V (n^2 x tiles x C), M (n^2 x tiles x W), its output rows
+    (mR x mTW x W)."""
     g = WinogradShape.of(conv)
     work, tiles = work_items(conv, lay), item_tiles(conv, lay)
     return [
-        ((work, POSITIONS * tiles * g.c), "float32"),
-        ((work, POSITIONS * tiles * lay.width), "float32"),
-        ((work, 4 * tiles * lay.width), "float32"),
+        ((work, g.positions * tiles * g.c), "float32"),
+        ((work, g.positions * tiles * lay.width), "float32"),
+        ((work, _rows_size(g, lay)), "float32"),
     ]
+
+
+def _rows_size(g: WinogradShape, lay: WinogradLayout) -> int:
+    """Elements of an item's output rows: m R rows of m TW pixels of W lanes."""
+    return g.tile * lay.rows * g.tile * g.tiles_wide * lay.width
 
 
 def work_items(conv: Call, lay: WinogradLayout) -> int:
@@ -224,56 +236,39 @@ def _slot(size: int, offset: LExpr) -> LExpr:
 def input_transform(conv: Call, lay: WinogradLayout, item: Item, source: str) -> Stmt:
     """V[pos, t, C] = (B^T d B)[pos] for every tile t of the item and channel block."""
     g = WinogradShape.of(conv)
+    n, m = g.algorithm.n, g.tile
     t, cb = LoopVar(INDEX, "t"), LoopVar(INDEX, "cb")
     tiles = item_tiles(conv, lay)
     ty = add(item.ty, Bin(INDEX, "div", t, idx(g.tiles_wide)))
     tx = Bin(INDEX, "rem", t, idx(g.tiles_wide))
     plane = mul(add(mul(item.b, idx(g.c // LANES)), cb), idx(g.h))
+    stmts: list[Stmt] = []
     d: list[list[LExpr]] = []
-    for a in range(4):
-        row = add(mul(ty, idx(2)), idx(a - g.top))
+    for a in range(n):
+        row = add(mul(ty, idx(m)), idx(a - g.top))
         line: list[LExpr] = []
-        for k in range(4):
-            col = add(mul(tx, idx(2)), idx(k - g.left))
+        for k in range(n):
+            col = add(mul(tx, idx(m)), idx(k - g.left))
             at = add(mul(add(plane, clamp(row, 0, g.h - 1)), idx(g.w)), clamp(col, 0, g.w - 1))
             inside = Bin("bool", "and", within(row, 0, g.h), within(col, 0, g.w))
             load = Load(VECTOR, source, mul(at, idx(LANES)))
-            line.append(Select(VECTOR, inside, load, zero(VECTOR)))
+            line.append(_named(stmts, f"d{a}_{k}", Select(VECTOR, inside, load, zero(VECTOR))))
         d.append(line)
-    stmts: list[Stmt] = []
-    named = [[_named(stmts, f"d{a}{k}", d[a][k]) for k in range(4)] for a in range(4)]
-    rows = _transform_in(named, stmts, "e")
-    size = POSITIONS * tiles * g.c
-    for a in range(4):
-        cols = _transform_in([rows[a]], stmts, f"v{a}", along_rows=True)[0]
-        for k in range(4):
-            at = add(mul(add(mul(idx(a * 4 + k), idx(tiles)), t), idx(g.c)), mul(cb, idx(LANES)))
-            stmts.append(Store("wino_v", _slot(size, at), cols[k]))
+    bt = g.algorithm.bt
+    down = [combine(bt, [d[a][k] for a in range(n)], VECTOR) for k in range(n)]  # [k][a]
+    rows = [[_named(stmts, f"e{a}_{k}", down[k][a]) for k in range(n)] for a in range(n)]
+    size = g.positions * tiles * g.c
+    for a in range(n):
+        for k, value in enumerate(combine(bt, rows[a], VECTOR)):
+            pos = a * n + k
+            at = add(mul(add(mul(idx(pos), idx(tiles)), t), idx(g.c)), mul(cb, idx(LANES)))
+            stmts.append(Store("wino_v", _slot(size, at), value))
     return For("t", tiles, [For("cb", g.c // LANES, stmts, unroll=False)], unroll=False)
 
 
 def _named(stmts: list[Stmt], name: str, value: LExpr) -> LExpr:
     stmts.append(Declare(name, value))
     return Ref(value.dtype, name)
-
-
-def _transform_in(
-    m: list[list[LExpr]], stmts: list[Stmt], name: str, along_rows: bool = False
-) -> list[list[LExpr]]:
-    """B^T x (down the columns of a 4x4 m) or, along_rows, x B (along each row of m)."""
-
-    def four(p: list[LExpr]) -> list[LExpr]:
-        return [
-            Bin(VECTOR, "sub", p[0], p[2]),
-            Bin(VECTOR, "add", p[1], p[2]),
-            Bin(VECTOR, "sub", p[2], p[1]),
-            Bin(VECTOR, "sub", p[1], p[3]),
-        ]
-
-    if along_rows:
-        return [[_named(stmts, f"{name}{k}", v) for k, v in enumerate(four(r))] for r in m]
-    columns = [four([m[a][k] for a in range(4)]) for k in range(4)]
-    return [[_named(stmts, f"{name}{a}{k}", columns[k][a]) for k in range(4)] for a in range(4)]
 
 
 def products(conv: Call, lay: WinogradLayout, item: Item, panel: LExpr, packed: str) -> Stmt:
@@ -289,7 +284,7 @@ def products(conv: Call, lay: WinogradLayout, item: Item, panel: LExpr, packed: 
     body: list[Stmt] = [Declare(name, zero(VECTOR)) for names in acc for name in names]
     u_at = mul(add(mul(add(mul(pos, idx(lay.panels)), panel), idx(g.c)), c), idx(width))
     loads = [Load(VECTOR, packed, add(u_at, idx(v * LANES))) for v in range(lay.xv)]
-    v_size, m_size = POSITIONS * tiles * g.c, POSITIONS * tiles * width
+    v_size, m_size = g.positions * tiles * g.c, g.positions * tiles * width
     updates: list[Stmt] = []
     for r in range(lay.pr):
         v_at = add(mul(add(mul(pos, idx(tiles)), add(first, idx(r))), idx(g.c)), c)
@@ -305,48 +300,42 @@ def products(conv: Call, lay: WinogradLayout, item: Item, panel: LExpr, packed: 
             )
             body.append(Store("wino_m", _slot(m_size, m_at), Ref(VECTOR, acc[r][v])))
     blocks = -(-tiles // lay.pr)
-    return For("pos", POSITIONS, [For("xb", blocks, body, unroll=False)], unroll=False)
+    return For("pos", g.positions, [For("xb", blocks, body, unroll=False)], unroll=False)
 
 
 def output_transform(conv: Call, lay: WinogradLayout) -> Stmt:
     """Y = A^T M A of every tile of the item and output block of the panel, into the
-    item's output rows: rows[2 * tile row + q, 2 * tile column + s, W]."""
+    item's output rows: rows[m * tile row + q, m * tile column + s, W]."""
     g = WinogradShape.of(conv)
+    n, m, at_ = g.algorithm.n, g.tile, g.algorithm.at
     tiles, width = item_tiles(conv, lay), lay.width
     t, v = LoopVar(INDEX, "t"), LoopVar(INDEX, "ov")
-    y0 = mul(Bin(INDEX, "div", t, idx(g.tiles_wide)), idx(2))
-    x0 = mul(Bin(INDEX, "rem", t, idx(g.tiles_wide)), idx(2))
-    m_size, y_size = POSITIONS * tiles * width, 4 * tiles * width
+    y0 = mul(Bin(INDEX, "div", t, idx(g.tiles_wide)), idx(m))
+    x0 = mul(Bin(INDEX, "rem", t, idx(g.tiles_wide)), idx(m))
+    m_size = g.positions * tiles * width
     stmts: list[Stmt] = []
 
-    def m(pos: int) -> LExpr:
+    def loaded(pos: int) -> LExpr:
         at = add(mul(add(mul(idx(pos), idx(tiles)), t), idx(width)), mul(v, idx(LANES)))
         return _named(stmts, f"m{pos}", Load(VECTOR, "wino_m", _slot(m_size, at)))
 
-    grid = [[m(a * 4 + k) for k in range(4)] for a in range(4)]
-    # A^T m: (m0 + m1 + m2, m1 - m2 - m3) down each column, then the same along rows
-    columns = [_two(grid[0][k], grid[1][k], grid[2][k], grid[3][k]) for k in range(4)]
-    for q in range(2):
-        for s, value in enumerate(_two(*(columns[k][q] for k in range(4)))):
-            pixel = add(mul(add(y0, idx(q)), idx(2 * g.tiles_wide)), add(x0, idx(s)))
+    grid = [[loaded(a * n + k) for k in range(n)] for a in range(n)]
+    down = [combine(at_, [grid[a][k] for a in range(n)], VECTOR) for k in range(n)]  # [k][q]
+    half = [[_named(stmts, f"h{q}_{k}", down[k][q]) for k in range(n)] for q in range(m)]
+    for q in range(m):
+        for s, value in enumerate(combine(at_, half[q], VECTOR)):
+            pixel = add(mul(add(y0, idx(q)), idx(m * g.tiles_wide)), add(x0, idx(s)))
             at = add(mul(pixel, idx(width)), mul(v, idx(LANES)))
-            stmts.append(Store("wino_y", _slot(y_size, at), value))
+            stmts.append(Store("wino_y", _slot(_rows_size(g, lay), at), value))
     return For("t", tiles, [For("ov", lay.xv, stmts, unroll=False)], unroll=False)
-
-
-def _two(m0: LExpr, m1: LExpr, m2: LExpr, m3: LExpr) -> tuple[LExpr, LExpr]:
-    """A^T applied to four values: (m0 + m1 + m2, m1 - m2 - m3)."""
-    first = Bin(VECTOR, "add", Bin(VECTOR, "add", m0, m1), m2)
-    second = Bin(VECTOR, "sub", Bin(VECTOR, "sub", m1, m2), m3)
-    return first, second
 
 
 def row_sum_at(conv: Call, lay: WinogradLayout, q: LExpr, v: LExpr, p: LExpr, lane: LExpr) -> LExpr:
     """Output row q of the item's rows, pixel p, lane `lane` of output block v."""
     g = WinogradShape.of(conv)
-    pixel = add(mul(q, idx(2 * g.tiles_wide)), p)
+    pixel = add(mul(q, idx(g.tile * g.tiles_wide)), p)
     at = add(add(mul(pixel, idx(lay.width)), mul(v, idx(LANES))), lane)
-    return Load("float32", "wino_y", _slot(4 * item_tiles(conv, lay) * lay.width, at))
+    return Load("float32", "wino_y", _slot(_rows_size(g, lay), at))
 
 
 def macs(conv: Call) -> int:

@@ -92,8 +92,9 @@ def forms(conv: Call) -> list[Call]:
         shape = (n, c // BLOCK, h, wd, BLOCK) if data == BLOCKED else x_t.shape
         attrs = {**conv.attrs, "data_layout": data, "out_layout": result}
         calls.append(_alone("conv2d_nchwc", shape, w, attrs))
-    if _winograd_form(conv):  # kernels.rules' conv2d-winograd
+    for tile in (2, 4) if _winograd_form(conv) else ():  # kernels.rules' conv2d-winograd(-4)
         attrs = {"padding": (1, 1, 1, 1), "data_layout": BLOCKED, "out_layout": BLOCKED}
+        attrs["tile_size"] = tile
         calls.append(_alone("conv2d_winograd", (n, c // BLOCK, h, wd, BLOCK), w, attrs))
     return calls
 

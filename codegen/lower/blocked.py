@@ -112,9 +112,9 @@ def blocked_pointwise(
 def blocked_winograd(
     group: Group, anchor: Call, ops: list[str], lay: conv_winograd.WinogradLayout
 ) -> ConvKernel:
-    """conv2d_winograd: a loop over (batch item, row of tiles, part of the panels); per
-    item the row's input transform, then per panel the 16 products, the output transform
-    and the epilogue of both output rows from the thread's row tile."""
+    """conv2d_winograd: a loop over (batch item, rows of tiles, part of the panels); per
+    item the input transform of its tiles, then per panel the n^2 products, the output
+    transform and the epilogue of its output rows from the thread's scratch."""
     g = conv_winograd.WinogradShape.of(anchor)
     source = group.buffers[anchor.args[0]].name
     packed = group.buffer_of(Constant(lay.packed))
@@ -123,7 +123,7 @@ def blocked_winograd(
     panel = add(mul(item.part, idx(per_part)), LoopVar(INDEX, "pp"))
     q, v = LoopVar(INDEX, "q"), LoopVar(INDEX, "ov")  # output row of the item, block
     blk = add(mul(panel, idx(lay.xv)), v)
-    y = add(mul(item.ty, idx(2)), q)
+    y = add(mul(item.ty, idx(g.tile)), q)
     start = mul(
         mul(add(mul(add(mul(item.b, idx(g.o // LANES)), blk), idx(g.oh)), y), idx(g.ow)), idx(LANES)
     )
@@ -132,10 +132,11 @@ def blocked_winograd(
         return conv_winograd.row_sum_at(anchor, lay, q, v, p, lane)
 
     rows = _epilogue(group, start, g.ow, mul(y, idx(g.ow)), blk, item.b, sums)
-    last = Bin(INDEX, "min", idx(2 * lay.rows), Bin(INDEX, "sub", idx(g.oh), mul(item.ty, idx(2))))
-    epilogue = For(
-        "ov", lay.xv, [For("q", 2 * lay.rows, rows, unroll=False, stop=last)], unroll=False
-    )
+    rows_of_item = g.tile * lay.rows
+    left = Bin(INDEX, "sub", idx(g.oh), mul(item.ty, idx(g.tile)))
+    last = Bin(INDEX, "min", idx(rows_of_item), left)
+    item_rows = For("q", rows_of_item, rows, unroll=False, stop=last)
+    epilogue = For("ov", lay.xv, [item_rows], unroll=False)
     per_panel = [
         conv_winograd.products(anchor, lay, item, panel, packed),
         conv_winograd.output_transform(anchor, lay),
@@ -150,7 +151,7 @@ def blocked_winograd(
     loop = ("work", conv_winograd.work_items(anchor, lay))
     return micro_kernel(
         group, anchor, ops, stmts, loop, conv_winograd.macs(anchor), special,
-        conv_winograd.scratch_shapes(anchor, lay), None, "nchwc-winograd",
+        conv_winograd.scratch_shapes(anchor, lay), None, f"nchwc-winograd-{g.tile}x{g.tile}",
     )  # fmt: skip
 
 

@@ -53,11 +53,14 @@ MEASURED_GFLOPS = {
     "conv2d_nchwc/depthwise-strided@large": 70.0,
     "conv2d_nchwc/window-in": 90.0,  # any window from NCHW data (an RGB stem) into blocks
     "conv2d_nchwc": 5.0,  # other blocked forms run their reference on the host
-    # Winograd F(2x2, 3x3) in direct-convolution FLOPs (2.25x fewer multiplies): ResNet-18's
-    # layers alone, 2 threads, 2026-11-26: 370-440 from 56x56 to 14x14, 290-300 at 7x7
-    # (512 channels: reading 16 MB of transformed weights)
+    # Winograd in direct-convolution FLOPs: ResNet-18's layers alone, 2 threads, 2026-11-26.
+    # 2x2 tiles (2.25x fewer multiplies): 370-440 from 56x56 to 14x14, 290-300 at 7x7 (512
+    # channels: reading 16 MB of transformed weights); 4x4 tiles (4x fewer): 690-710 at
+    # 56x56 and 28x28, 440 at 14x14, 230 at 7x7 (37 MB of weights)
     "conv2d_winograd": 290.0,
     "conv2d_winograd@large": 370.0,
+    "conv2d_winograd/4": 230.0,
+    "conv2d_winograd/4@large": 690.0,
     # products on packed constant weights (a ViT's 196x768 by 768x192: 200-210 GFLOP/s
     # alone, 2 threads), a little below that for the smaller ones a model also has
     "dense": 150.0,
@@ -71,7 +74,8 @@ COPIES = ("layout_transform", "transpose")
 LARGE_MAP = 56 * 56  # input pixels from which a layer's rate is its kind's "@large" one
 FUSED_US = 0.01  # an op fused into a kernel's epilogue
 CONVOLUTIONS = ("conv2d", "conv2d_nchwc", "conv2d_winograd")
-LARGE_WINOGRAD = 14 * 14  # from this map on, Winograd's tiles fill its register blocks
+# from these maps on, Winograd's tiles fill its register blocks (by tile size)
+LARGE_WINOGRAD = {2: 14 * 14, 4: 28 * 28}
 
 
 def cpu_name() -> str:
@@ -125,7 +129,9 @@ def conv_kind(name: str, x: Type, w: Type, attrs: Mapping[str, Any]) -> str:
     if not (isinstance(x, TensorType) and isinstance(w, TensorType)):
         return name
     if name == "conv2d_winograd":
-        return name + ("@large" if x.shape[2] * x.shape[3] >= LARGE_WINOGRAD else "")
+        tile = int(attrs.get("tile_size", 2))
+        large = x.shape[2] * x.shape[3] >= LARGE_WINOGRAD.get(tile, 0)
+        return name + ("" if tile == 2 else f"/{tile}") + ("@large" if large else "")
     channels = x.shape[1] * (x.shape[4] if x.ndim == 5 else 1)
     strided = any(s > 1 for s in attrs["strides"])
     form = ""
@@ -146,7 +152,7 @@ def conv_kind(name: str, x: Type, w: Type, attrs: Mapping[str, Any]) -> str:
 def kernel_key(name: str, x: TensorType, w: TensorType, attrs: Mapping[str, Any]) -> str:
     """One convolution's shape, attributes and layouts, as `egc tune` files its time."""
     parts = [f"x={'x'.join(map(str, x.shape))}", f"w={'x'.join(map(str, w.shape))}"]
-    for a in ("strides", "padding", "dilation", "groups", "data_layout", "out_layout"):
+    for a in ("strides", "padding", "dilation", "groups", "data_layout", "out_layout", "tile_size"):
         if a in attrs:
             value = attrs[a]
             text = "x".join(map(str, value)) if isinstance(value, tuple | list) else str(value)

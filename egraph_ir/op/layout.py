@@ -204,10 +204,14 @@ def _winograd_infer(args: list[TensorType], attrs: Attrs) -> Type:
     w = args[1].shape
     if len(w) != 4 or w[2:] != (3, 3):
         raise ShapeError(f"conv2d_winograd takes a 3x3 OIHW weight, got {w}")
+    if attrs["tile_size"] not in (2, 4):
+        raise ShapeError(
+            f"conv2d_winograd tiles 2x2 or 4x4 outputs, not tile_size={attrs['tile_size']}"
+        )
     return _nchwc_infer(args, {**attrs, **WINOGRAD_FIXED})
 
 
-def conv2d_winograd_ref(x, w, padding, data_layout, out_layout):
+def conv2d_winograd_ref(x, w, padding, data_layout, out_layout, tile_size):
     return conv2d_nchwc_ref(x, w, (1, 1), padding, (1, 1), 1, data_layout, out_layout)
 
 
@@ -221,8 +225,9 @@ register_anchor(
         AttrSpec("padding", "ints", (1, 1, 1, 1)),
         AttrSpec("data_layout", "str", "NCHW16c"),
         AttrSpec("out_layout", "str", "NCHW16c"),
+        AttrSpec("tile_size", "int", 2),
     ),
     doc="a 3x3 convolution of stride 1, one group, computed by Winograd's minimal "
-    "filtering F(2x2, 3x3): what conv2d_nchwc computes, up to rounding; its FLOPs are "
-    "the direct convolution's, so rates compare",
+    "filtering F(m x m, 3x3) with m = tile_size (2 or 4): what conv2d_nchwc computes, up "
+    "to rounding; its FLOPs are the direct convolution's, so rates compare",
 )

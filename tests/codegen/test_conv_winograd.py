@@ -1,16 +1,18 @@
-"""conv2d_winograd (codegen/conv_winograd.py): Winograd's F(2x2, 3x3) on blocked data equals
-the interpreter's direct convolution, fused epilogues included, natively, on odd maps too;
-its weight transform is G g G^T.
+"""conv2d_winograd (codegen/conv_winograd.py): Winograd's F(2x2, 3x3) and F(4x4, 3x3) on
+blocked data equal the interpreter's direct convolution, fused epilogues included,
+natively, on odd maps too; the weight transform is G g G^T; the matrices correlate.
 
-Tolerance: the default float32 one (egraph_ir.compare). The transforms add four inputs
-before the products and four products after, so each output carries a few more roundings
-than a direct sum; with weights scaled as a trained layer's (outputs O(1)) the differences
-measured 2e-7 to 5e-6 (64 to 256 channels), inside it.
+Tolerance: the default float32 one (egraph_ir.compare: 1e-4 relative, 1e-5 absolute).
+The transforms combine inputs before the products and products after (coefficients up to
+5 and 8 for 4x4 tiles), so each output carries a few more roundings than a direct sum;
+with weights scaled as a trained layer's (outputs O(1)) the differences measured 2e-7 to
+5e-6 for 2x2 tiles (64 to 256 channels), inside it.
 """
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -19,6 +21,7 @@ import egraph_ir as ir
 import passmgr as pm
 from codegen import conv_winograd
 from codegen.lower.select import CHOOSERS, BlockedWinograd
+from codegen.winograd_matrices import minimal
 from egraph_ir import op
 from egraph_ir.testing import assert_allclose
 
@@ -38,7 +41,10 @@ def winograd_cases(draw: st.DrawFn) -> tuple[ir.Function, dict[str, np.ndarray]]
     x = ir.var("x", shape=(n, c // 16, h, w, 16))
     weights = (rng.standard_normal((o, c, 3, 3)) / np.sqrt(9 * c)).astype("float32")
     params, inputs = [x], {"x": rng.standard_normal((n, c // 16, h, w, 16)).astype("float32")}
-    body = op.conv2d_winograd(x, ir.const(weights), padding=(top, left, bottom, right))
+    tile = draw(st.sampled_from([2, 4]))
+    body = op.conv2d_winograd(
+        x, ir.const(weights), padding=(top, left, bottom, right), tile_size=tile
+    )
     kind = draw(st.sampled_from(["none", "bias_relu", "residual"]))
     if kind == "bias_relu":
         bias = ir.const(rng.standard_normal((1, o // 16, 1, 1, 16)).astype("float32"))
@@ -72,7 +78,7 @@ def test_a_resnet_sized_layer_is_winograd_and_close_to_the_direct_convolution() 
         exe = codegen.build(fn)
     value = rng.standard_normal((1, 4, 56, 56, 16)).astype("float32")
     assert_allclose(exe.run(x=value), ir.interpret(fn, x=value))
-    assert {k.label for k in exe.profile({"x": value}, repeats=1)} == {"conv/nchwc-winograd"}
+    assert {k.label for k in exe.profile({"x": value}, repeats=1)} == {"conv/nchwc-winograd-2x2"}
 
 
 def test_wide_layers_take_row_groups_and_odd_maps_store_only_the_map() -> None:
@@ -92,16 +98,28 @@ def test_wide_layers_take_row_groups_and_odd_maps_store_only_the_map() -> None:
     assert_allclose(exe.run(x=value), ir.interpret(fn, x=value))
 
 
-def test_the_weight_transform_is_g_times_g_times_g_transposed() -> None:
+@pytest.mark.parametrize("tile", [2, 4])
+def test_the_weight_transform_is_g_times_g_times_g_transposed(tile: int) -> None:
     rng = np.random.default_rng(2)
     g = rng.standard_normal((32, 16, 3, 3)).astype("float32")
-    x = ir.var("x", shape=(1, 1, 4, 4, 16))
-    call = ir.infer_type(ir.Function([x], op.conv2d_winograd(x, ir.const(g)))).body
+    x = ir.var("x", shape=(1, 1, 8, 8, 16))
+    conv = op.conv2d_winograd(x, ir.const(g), tile_size=tile)
+    call = ir.infer_type(ir.Function([x], conv)).body
     layout = CHOOSERS["conv2d_winograd"](call)
     assert isinstance(layout, BlockedWinograd)
     width = layout.layout.width
-    u = conv_winograd.transformed_weights(call, width)  # (16, O / width, C, width)
-    o, c = 21, 5
-    want = conv_winograd.G @ g[o, c].astype(np.float64) @ conv_winograd.G.T
-    got = u[:, o // width, c, o % width].reshape(4, 4)
-    np.testing.assert_allclose(got, want, rtol=1e-6)
+    u = conv_winograd.transformed_weights(call, width)  # (n^2, O / width, C, width)
+    o, c, m = 21, 5, minimal(tile)
+    want = m.g @ g[o, c].astype(np.float64) @ m.g.T
+    got = u[:, o // width, c, o % width].reshape(m.n, m.n)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("tile", [2, 4])
+def test_the_matrices_compute_a_one_dimensional_correlation(tile: int) -> None:
+    """A^T [(G g) . (B^T d)] = the m outputs of the 3-tap correlation of d with g."""
+    rng = np.random.default_rng(tile)
+    m = minimal(tile)
+    d, g = rng.standard_normal(m.n), rng.standard_normal(3)
+    want = [d[i : i + 3] @ g for i in range(tile)]
+    np.testing.assert_allclose(m.at @ ((m.g @ g) * (m.bt @ d)), want, rtol=1e-12)
