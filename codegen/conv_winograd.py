@@ -34,7 +34,7 @@ from egraph_ir.op.nn import norm_padding
 from egraph_ir.types import TensorType
 
 from .conv import LANES, zero
-from .conv_blocked import pixels_per_block
+from .conv_blocked import VECTOR, pixels_per_block
 from .conv_channels import accumulator_budget
 from .loop_ir import (
     INDEX,
@@ -59,7 +59,6 @@ from .loop_ir import (
 )
 from .winograd_matrices import Minimal, combine, minimal
 
-VECTOR = f"float32x{LANES}"
 MIN_WORK = 8  # work items a kernel is cut into, at least, where the channels allow
 CACHED_WEIGHTS = 512 * 1024  # bytes of transformed weights that stay in a core's L2
 ROW_SCRATCH = 1024 * 1024  # bytes of input transform a work item may hold
@@ -130,7 +129,7 @@ def fits(conv: Call) -> bool:
 class WinogradLayout:
     """XV output blocks per panel, PR tiles per register block, R rows of tiles per work
     item, the panels cut into parts (one work item each), the transformed weights packed
-    (16, panels, C, W) with W = 16 * XV."""
+    (n^2, panels, C, W) with W = 16 * XV."""
 
     xv: int
     pr: int
@@ -161,7 +160,7 @@ def layout(conv: Call) -> WinogradLayout:
     tiles = rows * g.tiles_wide
     pr = pixels_per_block(tiles, max(1, accumulator_budget() // xv))
     panels = blocks // xv
-    groups = g.n * (g.tiles_high // rows)
+    groups = g.tiles_high // rows
     parts = next(
         (p for p in range(1, panels + 1) if panels % p == 0 and groups * p >= MIN_WORK), panels
     )
@@ -204,14 +203,15 @@ def _rows_size(g: WinogradShape, lay: WinogradLayout) -> int:
 
 
 def work_items(conv: Call, lay: WinogradLayout) -> int:
-    g = WinogradShape.of(conv)
-    return g.n * (g.tiles_high // lay.rows) * lay.parts
+    """(group of rows of tiles, part of the panels) pairs; each loops over the batch, so
+    the scratch (a slot per item) does not grow with it."""
+    return WinogradShape.of(conv).tiles_high // lay.rows * lay.parts
 
 
 @dataclass(frozen=True)
 class Item:
-    """Where work item `work` is: batch item b, its first row of tiles, its part of the
-    panels."""
+    """Where work item `work` is: its first row of tiles, its part of the panels, and the
+    batch item b its loop is at."""
 
     b: LExpr
     ty: LExpr
@@ -219,12 +219,10 @@ class Item:
 
     @staticmethod
     def of(conv: Call, lay: WinogradLayout, work: LExpr) -> Item:
-        g = WinogradShape.of(conv)
-        rest = Bin(INDEX, "div", work, idx(lay.parts))
-        groups = g.tiles_high // lay.rows
+        rows = Bin(INDEX, "div", work, idx(lay.parts))
         return Item(
-            Bin(INDEX, "div", rest, idx(groups)),
-            mul(Bin(INDEX, "rem", rest, idx(groups)), idx(lay.rows)),
+            LoopVar(INDEX, "b"),
+            mul(rows, idx(lay.rows)),
             Bin(INDEX, "rem", work, idx(lay.parts)),
         )
 

@@ -112,8 +112,8 @@ def blocked_pointwise(
 def blocked_winograd(
     group: Group, anchor: Call, ops: list[str], lay: conv_winograd.WinogradLayout
 ) -> ConvKernel:
-    """conv2d_winograd: a loop over (batch item, rows of tiles, part of the panels); per
-    item the input transform of its tiles, then per panel the n^2 products, the output
+    """conv2d_winograd: a loop over (rows of tiles, part of the panels); per batch item
+    the input transform of its tiles, then per panel the n^2 products, the output
     transform and the epilogue of its output rows from the thread's scratch."""
     g = conv_winograd.WinogradShape.of(anchor)
     source = group.buffers[anchor.args[0]].name
@@ -142,10 +142,11 @@ def blocked_winograd(
         conv_winograd.output_transform(anchor, lay),
         epilogue,
     ]
-    stmts = [
+    every_item = [
         conv_winograd.input_transform(anchor, lay, item, source),
         For("pp", per_part, per_panel, unroll=False),
     ]
+    stmts: list[Stmt] = [For("b", g.n, every_item, unroll=False)]
     names = ("wino_v", "wino_m", "wino_y")
     special = {name: BufferRef("scratch", k) for k, name in enumerate(names)}
     loop = ("work", conv_winograd.work_items(anchor, lay))
