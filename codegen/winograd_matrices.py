@@ -7,7 +7,8 @@ them to vectors (zero coefficients left out, ±1 as additions, others as multipl
 A tile of m x m outputs reads an n x n input patch (n = m + 2) and takes n^2 products
 per channel pair where the direct convolution takes 9 m^2: 16 for 4 outputs (2.25x
 fewer), 36 for 16 (4x fewer). The larger tile's transforms have coefficients up to 8,
-so its results carry more rounding (on O(1) data about 1e-6 against 2e-7).
+so its results carry more rounding (on O(1) outputs of 64 to 512 channel layers about
+3e-5 against 3e-6).
 """
 
 from __future__ import annotations
