@@ -28,6 +28,7 @@ from egraph_ir.frontend import from_onnx
 from egraph_ir.infer import infer_type
 from egraph_ir.module import IRModule
 from egraph_ir.op import call as op_call
+from egraph_ir.op.nn import norm_padding
 from egraph_ir.types import TensorType
 from egraph_ir.visitor import post_order
 
@@ -93,7 +94,7 @@ def forms(conv: Call) -> list[Call]:
         attrs = {**conv.attrs, "data_layout": data, "out_layout": result}
         calls.append(_alone("conv2d_nchwc", shape, w, attrs))
     for tile in (2, 4) if _winograd_form(conv) else ():  # kernels.rules' conv2d-winograd(-4)
-        attrs = {"padding": (1, 1, 1, 1), "data_layout": BLOCKED, "out_layout": BLOCKED}
+        attrs = {"padding": conv.attrs["padding"], "data_layout": BLOCKED, "out_layout": BLOCKED}
         attrs["tile_size"] = tile
         calls.append(_alone("conv2d_winograd", (n, c // BLOCK, h, wd, BLOCK), w, attrs))
     return calls
@@ -109,7 +110,7 @@ def _winograd_form(conv: Call) -> bool:
         (kh, kw) == (3, 3)
         and tuple(a["strides"]) == (1, 1)
         and tuple(a["dilation"]) == (1, 1)
-        and tuple(a["padding"]) == (1, 1, 1, 1)
+        and min(norm_padding(a["padding"])) >= 0
         and a["groups"] == 1
         and c % BLOCK == 0
         and o % BLOCK == 0

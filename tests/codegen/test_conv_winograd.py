@@ -123,3 +123,24 @@ def test_the_matrices_compute_a_one_dimensional_correlation(tile: int) -> None:
     d, g = rng.standard_normal(m.n), rng.standard_normal(3)
     want = [d[i : i + 3] @ g for i in range(tile)]
     np.testing.assert_allclose(m.at @ ((m.g @ g) * (m.bt @ d)), want, rtol=1e-12)
+
+
+def test_a_residual_block_at_opt_level_3_takes_winograd_and_matches() -> None:
+    """A ResNet basic block (two 3x3 convolutions of 64 channels with bias, ReLU and the
+    skip connection, batch 2, a 30x22 map): BlockLayout's extraction picks Winograd
+    kernels, the conversions cancel inside the block, and the result is the NCHW one."""
+    rng = np.random.default_rng(7)
+    x = ir.var("x", shape=(2, 64, 30, 22))
+
+    def conv_bias(h: ir.Expr) -> ir.Expr:
+        w = (rng.standard_normal((64, 64, 3, 3)) / 24).astype("float32")
+        b = rng.standard_normal(64).astype("float32")
+        return op.bias_add(op.conv2d(h, ir.const(w), padding=(1, 1)), ir.const(b))
+
+    fn = ir.Function([x], op.relu(op.add(conv_bias(op.relu(conv_bias(x))), x)))
+    with pm.PassContext(opt_level=3):
+        exe = codegen.build(fn)
+    value = rng.standard_normal((2, 64, 30, 22)).astype("float32")
+    assert_allclose(exe.run(x=value), ir.interpret(fn, x=value))
+    labels = [k.label for k in exe.profile({"x": value}, repeats=1)]
+    assert sum(label.startswith("conv/nchwc-winograd") for label in labels) == 2
