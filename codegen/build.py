@@ -135,15 +135,19 @@ def _build(
     native = bool(program.calls)
     kernels = unique_kernels(graph)
     compilation = Compilation(threads)  # each module compiles while the next is emitted
-    parts = (
-        clock("emit", emit_modules, kernels, program.extend, threads, compilation.send)
-        if native
-        else []
-    )
-    source = "\n".join(parts)
-    if program.uses_blas:
-        blas.register_symbols()
-    library = clock("jit", JitLibrary, compilation) if native else None
+    try:
+        parts = (
+            clock("emit", emit_modules, kernels, program.extend, threads, compilation.send)
+            if native
+            else []
+        )
+        source = "\n".join(parts)
+        if program.uses_blas:
+            blas.register_symbols()
+        library = clock("jit", JitLibrary, compilation) if native else None
+    except BaseException:
+        compilation.abandon()
+        raise
     if library is not None:
         times.update({f"llvm {k}": v for k, v in library.seconds.items()})
     t0 = time.perf_counter()

@@ -135,6 +135,14 @@ class Compilation:
             self._collect(helper)
         return [self.objects[k] for k in sorted(self.objects)]
 
+    def abandon(self) -> None:
+        """The build failed between sending and collecting: stop the helpers still
+        compiling, so no later build reads their answer as its own (start_helpers
+        replaces them)."""
+        for helper in self.busy:
+            helper.close()
+        self.busy.clear()
+
 
 def _compile(texts: list[str]) -> list[bytes]:
     """Object files for LLVM IR texts, in order."""

@@ -4,6 +4,7 @@ transposed, split over threads), shared code for identical groups, and the stage
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
@@ -14,7 +15,7 @@ from codegen import blas
 from codegen.build import fuse, lower, optimise, unique_kernels
 from codegen.devices import DevicePlan
 from codegen.memory_plan import plan_graph
-from egraph_ir import op
+from egraph_ir import models, op
 from egraph_ir.testing import assert_allclose
 
 BATCHES = st.sampled_from([(), (1,), (3,), (2, 1), (1, 2), (2, 3)])
@@ -243,3 +244,28 @@ def test_inputs_that_need_converting_give_the_fast_paths_results() -> None:
         np.testing.assert_array_equal(exe.run(x=other), ready * 2)
     again = exe.run({"x": ready})
     assert again is not first and np.array_equal(again, first)
+
+
+def test_a_build_failing_while_its_modules_compile_leaves_no_answer_behind(monkeypatch) -> None:
+    """A module goes to a compile helper as soon as it is emitted: when emitting the next
+    one fails, the helper still compiling is stopped, so the next build cannot read its
+    object file as one of its own."""
+    from codegen.llvm import modules
+
+    real, made = modules.emit_module, []
+
+    def failing(*args, **kwargs):
+        made.append(1)
+        if len(made) == 2:  # the second module of the build (the first went to a helper)
+            raise RuntimeError("emission failed")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(modules, "emit_module", failing)
+    with pm.PassContext(config={"codegen.num_threads": 2}), pytest.raises(RuntimeError):
+        codegen.build(models.transformer())
+    monkeypatch.undo()
+    assert len(made) == 2
+    with pm.PassContext(config={"codegen.num_threads": 2}):
+        exe = codegen.build(models.mlp())
+    inputs = models.example_inputs("mlp")
+    assert_allclose(exe.run(**inputs), ir.interpret(models.mlp(), **inputs))
