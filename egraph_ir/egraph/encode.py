@@ -12,6 +12,7 @@ import hashlib
 import weakref
 
 from ..expr import Call, Constant, Expr, Tuple, TupleGetItem, Var
+from ..op.nn import norm_padding, norm_pair
 from ..registry import Op
 from ..types import TensorType
 from .graph import TensorEGraph, encode_attr
@@ -35,13 +36,25 @@ def constant_key(c: Constant) -> str:
     return key
 
 
+WINDOW_OPS = ("conv2d", "conv2d_nchwc", "conv2d_winograd", "qnn_conv2d", "max_pool2d", "avg_pool2d")
+
+
 def canonical_attrs(call: Call) -> dict[str, object]:
-    """Attributes in a form where equal meaning is equal text (transpose axes made explicit)."""
+    """Attributes in a form where equal meaning is equal text: transpose axes made
+    explicit, a 2-D window's padding as (top, left, bottom, right) and its strides and
+    dilation as pairs, so a rule written `padding=[0, 0, 0, 0]` matches `padding=[0]`."""
     attrs = dict(call.attrs)
-    if isinstance(call.op, Op) and call.op.name == "transpose" and attrs["axes"] is None:
+    name = call.op.name if isinstance(call.op, Op) else ""
+    if name == "transpose" and attrs["axes"] is None:
         ty = call.args[0].checked_type
         assert isinstance(ty, TensorType)
         attrs["axes"] = tuple(reversed(range(ty.ndim)))
+    if name in WINDOW_OPS:
+        if "padding" in attrs:
+            attrs["padding"] = norm_padding(attrs["padding"])
+        for pair in ("strides", "dilation"):
+            if pair in attrs:
+                attrs[pair] = norm_pair(attrs[pair], pair)
     return attrs
 
 

@@ -155,3 +155,36 @@ def test_a_patch_embedding_becomes_one_product_and_its_transposes_cancel() -> No
     with pm.PassContext(opt_level=3, config={"codegen.host_fallback": False}):
         exe = codegen.build(mod)
     assert_allclose(exe.run(x=value), expected)
+
+
+def test_fire_modules_join_their_blocked_branches_without_converting() -> None:
+    """Two of SqueezeNet's Fire modules (a 1x1 squeeze, then a 1x1 and a 3x3 expansion
+    joined along the channels; builder-style paddings `(0,)` and `(1,)`, which the
+    rules' `[0, 0, 0, 0]` match once encoded): the branches are blocked (the 3x3 by
+    Winograd's rule), the join between the modules is the blocked concatenate, and the
+    build agrees with the interpreter."""
+    rng = np.random.default_rng(5)
+    x = ir.var("x", shape=(1, 128, 28, 28))
+
+    def conv(h: ir.Expr, o: int, c: int, k: int) -> ir.Expr:
+        w = (rng.standard_normal((o, c, k, k)) / np.sqrt(c * k * k)).astype("float32")
+        b = rng.standard_normal(o).astype("float32")
+        return op.relu(op.bias_add(op.conv2d(h, ir.const(w), padding=(k // 2,)), ir.const(b)))
+
+    def fire(h: ir.Expr, c: int) -> ir.Expr:
+        squeeze = conv(h, 32, c, 1)
+        return op.concatenate([conv(squeeze, 128, 32, 1), conv(squeeze, 128, 32, 3)], axis=1)
+
+    mod = ir.infer_type(ir.IRModule.from_expr(ir.Function([x], fire(fire(x, 128), 256))))
+    out = _block(mod)
+    joins = [
+        e.checked_type.shape
+        for e in post_order(out["main"].body)
+        if isinstance(e, ir.Call) and e.op.name == "concatenate"
+    ]
+    assert (1, 16, 28, 28, 16) in joins
+    assert _calls(out, "conv2d_winograd") == 2
+    value = rng.standard_normal((1, 128, 28, 28)).astype("float32")
+    with pm.PassContext(opt_level=3):
+        exe = codegen.build(mod)
+    assert_allclose(exe.run(x=value), ir.interpret(mod, x=value))
