@@ -300,7 +300,7 @@ class PointwiseLayout:
         return self.count * self.splits
 
 
-MIN_WORK = 8  # shared iterations a pointwise kernel cuts its pixels into, at least
+MIN_WORK = 8  # work items a blocked kernel is cut into, at least, so both threads have work
 
 
 def pointwise_layout(conv: Call) -> PointwiseLayout:

@@ -34,7 +34,7 @@ from egraph_ir.op.nn import norm_padding
 from egraph_ir.types import TensorType
 
 from .conv import LANES, zero
-from .conv_blocked import VECTOR, pixels_per_block
+from .conv_blocked import MIN_WORK, VECTOR, pixels_per_block
 from .conv_channels import accumulator_budget
 from .loop_ir import (
     INDEX,
@@ -59,7 +59,6 @@ from .loop_ir import (
 )
 from .winograd_matrices import Minimal, combine, minimal
 
-MIN_WORK = 8  # work items a kernel is cut into, at least, where the channels allow
 CACHED_WEIGHTS = 512 * 1024  # bytes of transformed weights that stay in a core's L2
 ROW_SCRATCH = 1024 * 1024  # bytes of input transform a work item may hold
 
@@ -213,12 +212,12 @@ class Item:
     """Where work item `work` is: its first row of tiles, its part of the panels, and the
     batch item b its loop is at."""
 
-    b: LExpr
+    b: LoopVar
     ty: LExpr
     part: LExpr
 
     @staticmethod
-    def of(conv: Call, lay: WinogradLayout, work: LExpr) -> Item:
+    def of(lay: WinogradLayout, work: LExpr) -> Item:
         rows = Bin(INDEX, "div", work, idx(lay.parts))
         return Item(
             LoopVar(INDEX, "b"),

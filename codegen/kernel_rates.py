@@ -22,13 +22,13 @@ from typing import Any
 import numpy as np
 
 import passmgr as pm
+from egraph_ir.egraph.encode import canonical_attrs
 from egraph_ir.egraph.kernel_cost import conv_kind, kernel_key, save_measured
 from egraph_ir.expr import Call, Constant, Function, Var
 from egraph_ir.frontend import from_onnx
 from egraph_ir.infer import infer_type
 from egraph_ir.module import IRModule
 from egraph_ir.op import call as op_call
-from egraph_ir.op.nn import norm_padding
 from egraph_ir.types import TensorType
 from egraph_ir.visitor import post_order
 
@@ -105,12 +105,11 @@ def _winograd_form(conv: Call) -> bool:
     x_t, w = conv.args[0].checked_type, conv.args[1]
     assert isinstance(x_t, TensorType) and isinstance(w, Constant)
     o, c, kh, kw = w.data.shape
-    a = conv.attrs
+    a = canonical_attrs(conv)  # as the rules see it: strides (1,) is (1, 1)
     return (
         (kh, kw) == (3, 3)
-        and tuple(a["strides"]) == (1, 1)
-        and tuple(a["dilation"]) == (1, 1)
-        and min(norm_padding(a["padding"])) >= 0
+        and a["strides"] == (1, 1)
+        and a["dilation"] == (1, 1)
         and a["groups"] == 1
         and c % BLOCK == 0
         and o % BLOCK == 0

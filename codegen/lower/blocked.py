@@ -118,7 +118,7 @@ def blocked_winograd(
     g = conv_winograd.WinogradShape.of(anchor)
     source = group.buffers[anchor.args[0]].name
     packed = group.buffer_of(Constant(lay.packed))
-    item = conv_winograd.Item.of(anchor, lay, LoopVar(INDEX, "work"))
+    item = conv_winograd.Item.of(lay, LoopVar(INDEX, "work"))
     per_part = lay.panels // lay.parts
     panel = add(mul(item.part, idx(per_part)), LoopVar(INDEX, "pp"))
     q, v = LoopVar(INDEX, "q"), LoopVar(INDEX, "ov")  # output row of the item, block
@@ -146,7 +146,7 @@ def blocked_winograd(
         conv_winograd.input_transform(anchor, lay, item, source),
         For("pp", per_part, per_panel, unroll=False),
     ]
-    stmts: list[Stmt] = [For("b", g.n, every_item, unroll=False)]
+    stmts: list[Stmt] = [For(item.b.name, g.n, every_item, unroll=False)]
     names = ("wino_v", "wino_m", "wino_y")
     special = {name: BufferRef("scratch", k) for k, name in enumerate(names)}
     loop = ("work", conv_winograd.work_items(anchor, lay))

@@ -143,7 +143,7 @@ class BlockedPointwise:
 
 @dataclass(frozen=True)
 class BlockedWinograd:
-    """A conv2d_winograd: F(2x2, 3x3) on 16-lane blocks (conv_winograd.py)."""
+    """A conv2d_winograd: F(2x2, 3x3) or F(4x4, 3x3) on 16-lane blocks (conv_winograd.py)."""
 
     layout: conv_winograd.WinogradLayout
 
@@ -294,11 +294,11 @@ def _conv2d_nchwc(anchor: Call) -> Strategy:
 
 
 def _conv2d_winograd(anchor: Call) -> Strategy:
-    """The Winograd kernel takes what blocked.rules makes: float32 blocks of 16 in and
-    out, whole 2x2 tiles; other forms run their reference on the host."""
+    """The Winograd kernel takes what kernels.rules makes: float32 blocks of 16 in and
+    out, tiles of 2 or 4; other forms run their reference on the host."""
     _materialised(anchor)
     if not conv_winograd.fits(anchor):
-        raise Unsupported("conv2d_winograd other than float32 on 16-lane blocks, even maps")
+        raise Unsupported("conv2d_winograd other than float32 on 16-lane blocks")
     return BlockedWinograd(conv_winograd.layout(anchor))
 
 
