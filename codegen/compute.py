@@ -85,6 +85,7 @@ class Ctx:
         out: TensorType,
         readers: list[Reader],
         index: Index,
+        data: list[np.ndarray | None] | None = None,
     ) -> None:
         self.attrs, self.in_types, self.out, self.readers, self.index = (
             attrs,
@@ -93,6 +94,7 @@ class Ctx:
             readers,
             index,
         )
+        self.data = data  # the values of the inputs that are constants
 
     def arg(self, i: int) -> LExpr:
         """Input i at the output position, broadcasting as numpy does."""
@@ -446,46 +448,3 @@ def _pad(ctx: Ctx) -> LExpr:
     pad = float(ctx.attrs["pad_value"])
     fill = ctx.c(pad if _is_float(ctx.out.dtype) else int(pad))
     return value if inside is None else Select(ctx.out.dtype, inside, value, fill)
-
-
-@compute("take")
-def _take(ctx: Ctx) -> LExpr:
-    axis, mode = ctx.attrs["axis"], ctx.attrs["mode"]
-    if axis is None:
-        raise NotImplementedError("take without an axis")
-    data_shape, ind_shape = ctx.in_types[0].shape, ctx.in_types[1].shape
-    axis %= len(data_shape)
-    out = ctx.index.multi()
-    position: LExpr = Cast(
-        INDEX, ctx.readers[1](Index(ind_shape, multi=out[axis : axis + len(ind_shape)]))
-    )
-    position = _index_mode(position, data_shape[axis], mode)
-    multi = [*out[:axis], position, *out[axis + len(ind_shape) :]]
-    return ctx.readers[0](Index(data_shape, multi=multi))
-
-
-def _index_mode(position: LExpr, n: int, mode: str) -> LExpr:
-    """An index into a dimension of n as take/gather_elements define it: wrap, or clamp
-    (after counting negative indices from the end in fast mode, as numpy does)."""
-    if mode == "wrap":
-        return Bin(
-            INDEX, "rem", Bin(INDEX, "add", Bin(INDEX, "rem", position, idx(n)), idx(n)), idx(n)
-        )
-    if mode == "fast":
-        negative = Bin("bool", "lt", position, idx(0))
-        position = Select(INDEX, negative, Bin(INDEX, "add", position, idx(n)), position)
-    return clamp(position, 0, n - 1)  # clip mode; keeps a bad index from reading wild
-
-
-@compute("gather_elements")
-def _gather_elements(ctx: Ctx) -> LExpr:
-    data_shape, ind_shape = ctx.in_types[0].shape, ctx.in_types[1].shape
-    axis = ctx.attrs["axis"] % len(data_shape)
-    out = ctx.index.multi()
-    position: LExpr = Cast(INDEX, ctx.readers[1](Index(ind_shape, multi=out)))
-    multi = [
-        *out[:axis],
-        _index_mode(position, data_shape[axis], ctx.attrs["mode"]),
-        *out[axis + 1 :],
-    ]
-    return ctx.readers[0](Index(data_shape, multi=multi))

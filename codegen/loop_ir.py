@@ -108,6 +108,16 @@ class Dot4(LExpr):
 
 
 @dataclass(frozen=True, eq=False)
+class Lookup(LExpr):
+    """table[index] for a constant table of at most 256 integers that each fit in a byte
+    (a quantised sigmoid's outputs): the index is already within the table. Emitted as
+    byte permutes where the CPU has them (codegen/llvm/lookup.py), a gather elsewhere."""
+
+    table: tuple[int, ...]
+    index: LExpr
+
+
+@dataclass(frozen=True, eq=False)
 class Ref(LExpr):
     """The current value of a local scalar."""
 

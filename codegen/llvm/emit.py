@@ -34,6 +34,7 @@ from ..loop_ir import (
     Kernel,
     LExpr,
     Load,
+    Lookup,
     LoopVar,
     Ref,
     Select,
@@ -105,7 +106,7 @@ def emit_module(
         ir.Function(module, kernel_type(k), name=k.name)
     if extend is not None:
         extend(module)
-    text = str(module)
+    text = math.tables.finish(str(module))
     lines = []
     for line in text.splitlines():
         if line.startswith("define void @"):
@@ -283,6 +284,9 @@ class _KernelEmitter:
             return self.binary(e)
         if isinstance(e, Dot4):
             return self.math.dot4(b, self.expr(e.acc), self.expr(e.a), self.expr(e.b))
+        if isinstance(e, Lookup):
+            value = self.math.tables.read(b, e.table, self.expr(e.index))
+            return self.cast(value, "int32", e.dtype)
         raise TypeError(f"unknown expression {e!r}")
 
     def constant(self, value: Any, dtype: str) -> ir.Constant:

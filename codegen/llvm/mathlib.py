@@ -24,6 +24,8 @@ import numpy as np
 from llvmlite import binding as llvm
 from llvmlite import ir
 
+from .lookup import Tables
+
 F32 = ir.FloatType()
 I32 = ir.IntType(32)
 I8 = ir.IntType(8)
@@ -39,6 +41,7 @@ class MathLib:
     def __init__(self, module: ir.Module) -> None:
         self.module = module
         self.declared: dict[str, ir.Function] = {}
+        self.tables = Tables(module)
 
     def intrinsic(self, name: str, ty: ir.Type, arity: int = 1) -> ir.Function:
         """`llvm.<name>.f32` / `.f64`, or a libm function, declared once."""

@@ -53,6 +53,11 @@ def optimise(ir_text: str, tm: Any, context: Any = None) -> Any:
     options.loop_unrolling = True
     builder = llvm.create_pass_builder(tm, options)
     builder.getModulePassManager().run(mod, builder)
+    if "vector-function-abi-variant" in ir_text:  # table readers (codegen/llvm/lookup.py)
+        late = llvm.create_new_module_pass_manager()
+        late.add_always_inliner_pass()
+        late.add_instruction_combine_pass()
+        late.run(mod, builder)
     return mod
 
 

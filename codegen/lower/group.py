@@ -10,6 +10,7 @@ from egraph_ir.expr import Call, Constant, Expr, Function, Var
 from egraph_ir.registry import Op, OpPattern
 from egraph_ir.types import TensorType
 
+from .. import compute_gather  # noqa: F401 (registers take and gather_elements)
 from ..compute import COMPUTE, Ctx, Index
 from ..loop_ir import (
     INDEX,
@@ -108,7 +109,9 @@ class Group:
             in_types = [a.checked_type for a in e.args]
             if not all(isinstance(t, TensorType) for t in in_types):
                 raise Unsupported("non-tensor argument")
-            ctx = Ctx(e.attrs, in_types, e.checked_type, [self.reader(a) for a in e.args], index)  # type: ignore[arg-type]
+            readers = [self.reader(a) for a in e.args]
+            values = [a.data if isinstance(a, Constant) else None for a in e.args]
+            ctx = Ctx(e.attrs, in_types, e.checked_type, readers, index, values)  # type: ignore[arg-type]
             try:
                 return definition(ctx)
             except NotImplementedError as exc:
