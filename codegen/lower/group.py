@@ -10,7 +10,7 @@ from egraph_ir.expr import Call, Constant, Expr, Function, Var
 from egraph_ir.registry import Op, OpPattern
 from egraph_ir.types import TensorType
 
-from .. import compute_gather  # noqa: F401 (registers take and gather_elements)
+from .. import compute_gather, compute_qnn  # noqa: F401 (register their compute definitions)
 from ..compute import COMPUTE, Ctx, Index
 from ..loop_ir import (
     INDEX,

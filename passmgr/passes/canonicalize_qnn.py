@@ -90,6 +90,8 @@ Lookup = Callable[[Expr], Expr]  # an original expression -> its lowered form
 def lowered(call: Call, args: list[Expr], lookup: Lookup) -> Expr:
     """One quantised call (typed) as arithmetic over its (already lowered) arguments."""
     name = call.op.name  # type: ignore[union-attr]
+    if name == "requantize":
+        return _requantized(call, args, lookup)
     if _kept(call):
         return Call(call.op, tuple(args), call.attrs)
     dtype = call.checked_type.dtype  # type: ignore[attr-defined]
@@ -99,11 +101,6 @@ def lowered(call: Call, args: list[Expr], lookup: Lookup) -> Expr:
     if name == "quantize":
         x, scale, zero = args
         return _quantized(x, scale, zero, dtype)
-    if name == "requantize":
-        acc, multiplier, zero = args
-        value = _float_accumulator(call.args[0], lookup)
-        value = _f32(acc) if value is None else value
-        return _saturated(op.round(op.multiply(value, multiplier)), zero, dtype)
     if name == "qnn_conv2d":
         value, _ = _conv_in_floats(call, lookup, FLOAT32_INTEGERS)
         return op.cast(value, dtype="int32")
@@ -116,6 +113,18 @@ def lowered(call: Call, args: list[Expr], lookup: Lookup) -> Expr:
     wide = "float32" if _exact_in_float32(call, summed) else "float64"
     product = op.matmul if name == "qnn_matmul" else op.dense
     return op.cast(product(_shifted(x, x_zero, wide), _shifted(w, w_zero, wide)), dtype="int32")
+
+
+def _requantized(call: Call, args: list[Expr], lookup: Lookup) -> Expr:
+    """requantize over the float value of a convolution lowered to floats; kept for the
+    code generator's integer epilogue where it has one and the sum stays int32; else the
+    float arithmetic."""
+    acc, multiplier, zero = args
+    value = _float_accumulator(call.args[0], lookup)
+    if value is None and _kept(call):
+        return Call(call.op, tuple(args), call.attrs)
+    value = _f32(acc) if value is None else value
+    return _saturated(op.round(op.multiply(value, multiplier)), zero, call.checked_type.dtype)  # type: ignore[attr-defined]
 
 
 def _kept(call: Call) -> bool:
