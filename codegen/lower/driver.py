@@ -14,6 +14,7 @@ from .. import blas
 from ..kernels import CompiledKernel, GemmKernel, HostKernel, LoopKernel
 from ..loop_ir import Kernel, Stmt
 from .blocked import blocked_depthwise, blocked_pointwise, blocked_winograd
+from .convert import block_transpose
 from .group import Group
 from .library import (
     byte_depthwise,
@@ -111,6 +112,8 @@ def build_kernel(group: Group, calls: list[Call], ops: list[str]) -> CompiledKer
     anchor, strategy = select(group.fn, calls)
     group.anchor = anchor
     if anchor is None:
+        if (transposed := block_transpose(group)) is not None:
+            return _loops(group, *transposed, ops)
         root, shape = before_reshapes(group.fn.body)  # the finer shape of the two
         return _loops(group, elementwise_nest(group, root), shape, ops)
     body, extent = _anchor_nest(group, anchor, strategy)

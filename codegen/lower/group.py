@@ -133,16 +133,21 @@ class Group:
         return LoopVar(INDEX, f"{prefix}{self.loops}")
 
     def nest(
-        self, shape: tuple[int, ...], inner: Callable[[list[LExpr]], list[Stmt]]
+        self,
+        shape: tuple[int, ...],
+        inner: Callable[[list[LExpr]], list[Stmt]],
+        unroll_outer: bool | None = None,
     ) -> list[Stmt]:
-        """Loops over shape; the first axis longer than 1 is the thread-split one."""
+        """Loops over shape; the first axis longer than 1 is the thread-split one.
+        `unroll_outer` False keeps LLVM from unrolling all but the innermost loop."""
         if not shape:
             return [For("i0", 1, inner([]), outer=True)]
         vars_ = [self.var() for _ in shape]
         outer_axis = next((k for k, d in enumerate(shape) if d > 1), 0)
         body: list[Stmt] = inner(list(vars_))
         for k in reversed(range(len(shape))):
-            body = [For(vars_[k].name, shape[k], body, outer=(k == outer_axis))]
+            unroll = None if k == len(shape) - 1 else unroll_outer
+            body = [For(vars_[k].name, shape[k], body, outer=(k == outer_axis), unroll=unroll)]
         return body
 
     def store_through_epilogue(self, anchor: Call, index: Index, value: LExpr) -> Stmt:
