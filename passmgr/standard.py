@@ -18,6 +18,7 @@ def standard_pipeline() -> Sequential:
             p.FoldScaleAxis(),  # fold per-channel scales/shifts into conv2d weights and bias
             p.AlgebraicSimplify(),  # identities, involutions, layout canonicalisation
             p.CastCanonicalize(),  # drop redundant casts
+            p.TabulateByteFunctions(),  # a quantised SiLU's byte-to-byte chain as one table
             p.BlockLayout(),  # NCHW16c where the measured kernels beat the conversions
             p.CombineParallelDense(),  # Q/K/V-style products over one input become one
             p.EliminateCommonSubexpr(),  # hash-consing: equal computations once

@@ -42,6 +42,7 @@ from .partition import (
     register_region_optimizer,
 )
 from .print_ir import PrintIR
+from .tabulate import TabulateByteFunctions, TabulateReport
 
 __all__ = [
     "BlockLayout",
@@ -87,4 +88,6 @@ __all__ = [
     "PrintIR",
     "device_map",
     "SimplifyInference",
+    "TabulateByteFunctions",
+    "TabulateReport",
 ]
