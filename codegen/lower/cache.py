@@ -8,6 +8,7 @@ from egraph_ir.expr import Call, Constant, Expr, Function
 from egraph_ir.expr import children as expr_children
 from egraph_ir.visitor import post_order
 
+from ..compute_gather import byte_table
 from ..kernels import (
     CompiledKernel,
 )
@@ -38,7 +39,8 @@ class KernelCache:
 
 def group_key(fn: Function) -> tuple[Any, ...]:
     """What the generated code of a primitive function depends on: everything but the
-    values of its non-scalar constants (those are bound as buffers)."""
+    values of its non-scalar constants (those are bound as buffers), except small byte
+    tables, which a table read bakes into the code (loop_ir.Lookup)."""
     number: dict[Expr, int] = {p: i for i, p in enumerate(fn.params)}
     key: list[Any] = [tuple(str(p.checked_type) for p in fn.params)]
     for node in post_order(fn.body):
@@ -47,7 +49,8 @@ def group_key(fn: Function) -> tuple[Any, ...]:
         number[node] = len(number)
         if isinstance(node, Constant):
             data = node.data
-            value = data.tobytes() if data.size == 1 else None
+            baked = data.size == 1 or (data.ndim == 1 and byte_table(data))  # in the code
+            value = data.tobytes() if baked else None
             key.append(("const", data.shape, str(data.dtype), value))
         elif isinstance(node, Call):
             attrs = tuple(sorted((k, repr(v)) for k, v in dict(node.attrs).items()))

@@ -61,3 +61,16 @@ def test_a_vectorised_table_read_is_two_byte_permutes_not_a_gather() -> None:
     optimised = str(optimise(source, host_target_machine()))
     assert "vpermi2var.qi.512" in optimised
     assert "gather" not in optimised
+
+
+def test_kernels_that_differ_only_in_their_table_are_compiled_apart() -> None:
+    """Identical groups share one compiled kernel (lower/cache.py), but a table read bakes
+    its table into the code: two such groups must not share."""
+    x, y = (ir.var(name, shape=(64,), dtype="uint8") for name in "xy")
+    first, second = (np.arange(256, dtype=np.int32) % k for k in (7, 11))
+    reads = [op.take(ir.const(t), v, axis=0, mode="fast") for t, v in ((first, x), (second, y))]
+    fn = ir.Function([x, y], ir.Tuple(reads))
+    values = [np.arange(64, dtype=np.uint8) * 3, np.arange(64, dtype=np.uint8) * 4]
+    got = codegen.build(fn).run(x=values[0], y=values[1])
+    for mine, want in zip(got, ir.interpret(fn, *values), strict=True):
+        np.testing.assert_array_equal(mine, want)
