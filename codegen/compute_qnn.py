@@ -5,9 +5,11 @@ plus the zero point, saturated).
 
 CanonicalizeQnn writes requantize as float arithmetic where the code generator has no
 form of its own; this one rounds the product straight to int32 and adds the zero point
-and saturates in integers: 7 vector instructions per 16 values where the float form took
-12 (a second pair of clamps, the zero point and the conversion in floats), about a third
-of an int8 pointwise convolution's instructions. Exact because the multiplier is a
+and saturates in integers: LLVM makes it 5 vector instructions per 16 values (convert,
+multiply, convert rounding, max, saturating narrow store) where the float form took 11 (a
+second pair of clamps, the zero point and the conversion in floats), about a third of an
+int8 pointwise convolution's instructions (16 -> 96 channels at 112x112: 173 -> 147 us).
+Exact because the multiplier is a
 constant of at most MAX_MULTIPLIER: the rounded product of an int32 stays well inside
 int32, so the conversion cannot overflow, and within the 8-bit range the float and
 integer additions of the zero point agree (integers below 2**24)."""

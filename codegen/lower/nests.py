@@ -59,8 +59,9 @@ def elementwise_nest(group: Group, root: Expr) -> list[Stmt]:
         index = Index(shape, multi=multi or None, flat=flat)
         return [Store("out", flat, group.reader(root)(index))]
 
-    # a layout conversion reads across planes in its innermost loop: fully unrolled small
-    # maps (7x7 of 16 strided reads each) took LLVM 350 ms to vectorise, for no speed
+    # a layout conversion the register transpose does not take (fused with other ops, or
+    # under 16 pixels a plane) reads across planes in its innermost loop: a fully unrolled
+    # 7x7 map of 16 strided reads per pixel took LLVM 350 ms to optimise
     converts = any(_is_op(n, "layout_transform") for n in post_order(root))
     return group.nest(loops, inner, unroll_outer=False if converts else None)
 

@@ -19,7 +19,9 @@ A qnn_conv2d, qnn_matmul or qnn_dense the host code generator computes natively 
 int8 kernels: u8 x s8 words accumulated by VNNI's vpdpbusd, codegen/conv_int8.py and
 codegen/gemm_int8.py, declared through egraph_ir.support.register_native_form) stays as
 it is, and so does the int32 chain under its requantize, which fuses into the kernel's
-epilogue; the config key `qnn.integer_kernels` (default on) turns that off.
+epilogue; so does a requantize of such an int32 sum where the code generator has an
+integer form of it (codegen/compute_qnn.py: a constant multiplier of at most 1/4). The
+config key `qnn.integer_kernels` (default on) turns all of that off.
 """
 
 from __future__ import annotations
