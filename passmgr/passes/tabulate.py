@@ -45,20 +45,24 @@ def tabulate(fn: Function) -> tuple[Function, int]:
         for a in getattr(n, "args", ()):
             users[a] = users.get(a, 0) + 1
     covered: set[Expr] = set()
-    tables: dict[Expr, Expr] = {}
+    tables: dict[Expr, tuple[np.ndarray, Expr]] = {}  # root -> (its table, its tensor)
     for n in reversed(nodes):  # consumers first: the longest chains win
         x = source.get(n)
         if n in covered or not _is_byte_call(n) or not isinstance(x, Expr) or x is n:
             continue
         cone = sorted(_cone(n, x), key=order.__getitem__)  # producers first
         if any(_is_table_read(c) for c in cone):
-            tables[n] = op.take(Constant(_table(n, x, cone)), x, axis=0, mode="fast")
+            tables[n] = (_table(n, x, cone), x)
             covered.update(c for c in cone if users.get(c, 0) <= 1)
     if not tables:
         return fn, 0
     memo: dict[Expr, Expr] = {}
     for n in post_order(fn):
-        memo[n] = tables[n] if n in tables else rebuild(n, memo)
+        if n in tables:  # read at the rebuilt tensor: chains before it may be tables too
+            table, x = tables[n]
+            memo[n] = op.take(Constant(table), memo[x], axis=0, mode="fast")
+        else:
+            memo[n] = rebuild(n, memo)
     out = memo[fn]
     assert isinstance(out, Function)
     return out, len(tables)

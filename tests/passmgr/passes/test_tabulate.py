@@ -107,3 +107,16 @@ def test_a_chain_read_by_two_consumers_is_computed_for_both() -> None:
     value = np.arange(48, dtype=np.uint8).reshape(3, 16) * 5
     for got, want in zip(ir.interpret(out, value), ir.interpret(fn, value), strict=True):
         np.testing.assert_array_equal(got, want)
+
+
+def test_chains_one_after_another_are_each_one_table_read() -> None:
+    """A table's tensor may itself come from a table (two SiLUs with a transpose
+    between): the second read reads the first's rewritten result, not the old chain."""
+    x = ir.var("x", shape=(4, 16), dtype="uint8")
+    first = _qsilu(x, "uint8", (0.05, 1 / 256, 0.03), (128, 0, 10))
+    second = _qsilu(op.transpose(first, axes=[1, 0]), "uint8", (0.03, 1 / 256, 0.02), (10, 0, 7))
+    fn = _prepared(ir.Function([x], second))
+    out = pm.passes.TabulateByteFunctions()(ir.IRModule.from_expr(fn))
+    assert sorted(_ops(out["main"])) == ["take", "take", "transpose"]
+    value = (np.arange(64, dtype=np.uint8) * 4).reshape(4, 16)
+    np.testing.assert_array_equal(ir.interpret(out, value), ir.interpret(fn, value))
