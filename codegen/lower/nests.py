@@ -211,7 +211,15 @@ def reduction_nest(group: Group, call: Call) -> list[Stmt]:
     source = group.buffers[src].name if split and isinstance(src, Var) else None
 
     def running(kept_vars: list[LExpr]) -> tuple[list[Stmt], LExpr]:
-        """One accumulator over the reduced axes' loops."""
+        """One accumulator over the reduced axes' loops: one loop where they are the
+        trailing axes (a map's H and W: one run LLVM vectorises with several accumulators,
+        where a loop per row summed each row's lanes apart)."""
+        if trailing and len(axes) > 1:
+            f = group.var("r")
+            start = Index(in_t.shape, multi=[*kept_vars, *(idx(0) for _ in axes)]).flat()
+            element = read(Index(in_t.shape, flat=add(start, f)))
+            update = Assign(acc_name, combine(Ref(dtype, acc_name), element))
+            return [Declare(acc_name, init), For(f.name, count, [update])], Ref(dtype, acc_name)
         red_vars = {a: group.var("r") for a in axes}
         multi: list[LExpr] = []
         it = iter(kept_vars)

@@ -9,7 +9,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from ..attrs import Attrs
-from ..registry import AttrSpec, ShapeError
+from ..registry import AttrSpec, OpPattern, ShapeError
 from ..types import FLOAT_DTYPES, TensorType, Type
 from ._common import (
     NUMERIC,
@@ -333,5 +333,6 @@ _reg(
     _gap_infer,
     lambda x: np.mean(x, axis=(2, 3), keepdims=True).astype(x.dtype),
     lambda a, out, at: float(a[0].size),
+    pattern=OpPattern.COMM_REDUCE,  # a mean: elementwise producers fuse into its loop
     doc="mean over H and W, keeping them as size 1",
 )

@@ -205,3 +205,20 @@ def test_layer_norm_rows_match_the_reference(shape, flags, offset, seed) -> None
     # float32 sums of up to 70 values near `offset` (|offset| <= 50): each partial sum is
     # off by a few ulps of 50 * 70, ~1e-4 of the unit-variance deviations at most
     np.testing.assert_allclose(exe.run(x=value), ir.interpret(fn, x=value), rtol=2e-4, atol=2e-4)
+
+
+@given(
+    shape=st.tuples(st.integers(1, 2), st.integers(1, 5), st.integers(1, 13), st.integers(1, 19)),
+    seed=st.integers(0, 2**16),
+)
+def test_global_pooling_of_a_dequantized_map_is_one_kernel(shape, seed) -> None:
+    """A squeeze-and-excitation pool of 8-bit data (dequantize -> global_avg_pool2d): the
+    dequantize fuses into the pool's loop, one run over H x W per channel, and the
+    8-bit map is read once."""
+    x = ir.var("x", shape=shape, dtype="uint8")
+    scale, zero = ir.const(np.array(0.02, "float32")), ir.const(np.array(7, "uint8"))
+    fn = ir.Function([x], op.global_avg_pool2d(op.dequantize(x, scale, zero)))
+    exe = codegen.build(fn)
+    assert len(exe.graph.kernels()) == 1
+    value = np.random.default_rng(seed).integers(0, 256, shape).astype("uint8")
+    assert_allclose(exe.run(x=value), ir.interpret(fn, value))
