@@ -93,12 +93,13 @@ def int8_conv(group: Group, anchor: Call, ops: list[str], lay: conv.Wide) -> Con
     packed, offsets = conv_int8.packed_weights(anchor)
     weight, offset = group.buffer_of(Constant(packed)), group.buffer_of(Constant(offsets))
     special = {"xpad": BufferRef("scratch", 0), "wide": BufferRef("scratch", 1)}
-    scratches = [conv_int8.packed_input_shape(anchor, lay), ((g.n, g.o, lay.q), "int32")]
     block = LoopVar(INDEX, "ob")
     arithmetic = conv_int8.ByteWords(offsets=offset)
     # output pixels are the wide rows' columns (1x1, whole blocks): the epilogue follows
     # each register block, on columns still in L1, not each block's rows from L2
     by_block = conv.Wide.of(anchor).into_out
+    row = lay.xv * conv.LANES if by_block else lay.q  # a register block's tile, or rows
+    scratches = [conv_int8.packed_input_shape(anchor, lay), ((g.n, g.o, row), "int32")]
     after = partial(block_epilogue, group, block, lay) if by_block else None
     stmts = conv.direct_block(
         anchor, lay, block, "xpad", weight, "wide", False, True, arithmetic, after
@@ -349,7 +350,7 @@ def block_epilogue(group: Group, block: LExpr, lay: conv.Wide, b: LExpr, q0: LEx
     anchor_t = group.anchor.checked_type if group.anchor is not None else group.out_type
     assert isinstance(anchor_t, TensorType)
     slot_row = add(mul(add(mul(THREAD_SLOT, idx(shape[0])), b), idx(lay.ob)), p)
-    column = Load(anchor_t.dtype, "wide", add(mul(slot_row, idx(lay.q)), f))
+    column = Load(anchor_t.dtype, "wide", add(mul(slot_row, idx(lay.xv * conv.LANES)), t))
     store = Store("out", index.flat(), group.result_at(index, column))  # at f, not (y, x)
     width = lay.xv * conv.LANES
     return [For("cp", lay.ob, [For("ct", width, [store], unroll=True, vectorize=True)])]
