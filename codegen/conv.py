@@ -294,7 +294,7 @@ def direct_block(
     epilogue reads next (the block's rows stay in cache, whatever the layer's size).
     `after(b, q0)`: statements run after each register block, whose columns start at q0
     (an epilogue over just those columns, while they are in L1); dest then holds only
-    that block, rows of XV*16 (block_tile)."""
+    that register block, OB rows of XV*16 (lower/library.py: block_epilogue)."""
     g = ConvShape.of(conv)
     groups = int(conv.attrs["groups"])
     cg, og = arithmetic.channels(g, groups), g.o // groups
@@ -346,9 +346,7 @@ def direct_block(
             row = add(mul(add(mul(THREAD_SLOT, idx(g.n)), b), idx(ob)), idx(p))
         else:
             row = add(mul(b, idx(g.o)), add(first, idx(p)))
-        # with `after`, each register block's sums are read at once: a tile of XV*16 per
-        # row, the same lines every block (q-long rows left L1 dirty: 4.8 MB written back
-        # for a 16 -> 96 pointwise layer at 112x112)
+        # `after` reads the tile at once: q-long rows left 4.8 MB dirty in L1 (16 -> 96 ch)
         out_at = mul(row, idx(xv * LANES)) if after is not None else add(mul(row, idx(q)), q0)
         for k in range(xv):
             value = arithmetic.result(Ref(vec, f"acc{p}_{k}"), add(first, idx(p)))

@@ -338,7 +338,8 @@ def channel_block(
 
 def block_epilogue(group: Group, block: LExpr, lay: conv.Wide, b: LExpr, q0: LExpr) -> list[Stmt]:
     """The epilogue for one register block's columns q0 .. q0 + XV*16 - 1 of output
-    channels block*OB ..., where those columns are output pixels (Wide.into_out)."""
+    channels block*OB ..., where those columns are output pixels (Wide.into_out); its
+    sums wait in the thread's tile of OB rows of XV*16 (conv.direct_block with `after`)."""
     shape = group.out_type.shape
     _, channels, oh, ow = shape
     p, t = LoopVar(INDEX, "cp"), LoopVar(INDEX, "ct")
