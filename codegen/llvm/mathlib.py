@@ -17,13 +17,12 @@ float64 uses LLVM intrinsics and libm (exact, not vectorised).
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 
 import numpy as np
-from llvmlite import binding as llvm
 from llvmlite import ir
 
+from .cpu import host_has
 from .lookup import Tables
 
 F32 = ir.FloatType()
@@ -31,10 +30,9 @@ I32 = ir.IntType(32)
 I8 = ir.IntType(8)
 
 
-@functools.cache
 def host_has_vnni() -> bool:
     """Whether this CPU has AVX-512 VNNI (vpdpbusd): code is compiled for the host CPU."""
-    return bool(llvm.get_host_cpu_features().get("avx512vnni", False))
+    return host_has("avx512vnni")
 
 
 class MathLib:

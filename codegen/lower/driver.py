@@ -111,11 +111,15 @@ def build_kernel(group: Group, calls: list[Call], ops: list[str]) -> CompiledKer
     """The kernel of the strategy select() picks for the group."""
     anchor, strategy = select(group.fn, calls)
     group.anchor = anchor
+    # a layout conversion the register transpose does not take (fused with other ops, or
+    # under 16 pixels a plane) reads across planes in its innermost loop: a fully unrolled
+    # 7x7 map of 16 strided reads per pixel took LLVM 350 ms to optimise
+    rolled = "layout_transform" in ops
     if anchor is None:
         if (transposed := block_transpose(group)) is not None:
             return _loops(group, *transposed, ops)
         root, shape = before_reshapes(group.fn.body)  # the finer shape of the two
-        return _loops(group, elementwise_nest(group, root), shape, ops)
+        return _loops(group, elementwise_nest(group, root, rolled), shape, ops)
     body, extent = _anchor_nest(group, anchor, strategy)
     match strategy:  # int32 sums in scratch, any result dtype
         case Int8Conv(wide):
@@ -144,7 +148,7 @@ def build_kernel(group: Group, calls: list[Call], ops: list[str]) -> CompiledKer
         case PackedProduct(packed):
             return packed_gemm(group, anchor, ops, packed)
     if anchor is not group.fn.body and not group.in_registers:
-        body += elementwise_nest(group, group.fn.body)
+        body += elementwise_nest(group, group.fn.body, rolled)
     loops = _loops(group, body, extent, ops, anchor) if body else None
     match strategy:
         case LibraryProduct():

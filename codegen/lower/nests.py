@@ -36,12 +36,13 @@ from ..loop_ir import (
 from .group import Group
 
 
-def elementwise_nest(group: Group, root: Expr) -> list[Stmt]:
+def elementwise_nest(group: Group, root: Expr, rolled: bool = False) -> list[Stmt]:
     """One loop per output axis, except that trailing axes every tensor of the group reads
     whole (or not at all) are one loop: a 14x14 plane is a run of 196 to vectorise, not
     14 rows of 14 (a per-channel scale over 672x14x14: 68 -> 20 us). Channel-blocked data
     (NCHW16c) keeps its lanes as the innermost, vectorised loop, and the axes before them
-    merge the same way (a per-channel gate over 144x56x56: 306 -> 50 us)."""
+    merge the same way (a per-channel gate over 144x56x56: 306 -> 50 us). `rolled`: LLVM
+    must not unroll the loops outside the innermost one (see the driver)."""
     shape = _shape(root)
     first = merged_from(group, root)
     if first is None and (lanes := lanes_merged_from(group, root)) is not None:
@@ -59,11 +60,7 @@ def elementwise_nest(group: Group, root: Expr) -> list[Stmt]:
         index = Index(shape, multi=multi or None, flat=flat)
         return [Store("out", flat, group.reader(root)(index))]
 
-    # a layout conversion the register transpose does not take (fused with other ops, or
-    # under 16 pixels a plane) reads across planes in its innermost loop: a fully unrolled
-    # 7x7 map of 16 strided reads per pixel took LLVM 350 ms to optimise
-    converts = any(_is_op(n, "layout_transform") for n in post_order(root))
-    return group.nest(loops, inner, unroll_outer=False if converts else None)
+    return group.nest(loops, inner, unroll_outer=False if rolled else None)
 
 
 def _shape(e: Expr) -> tuple[int, ...]:
@@ -432,7 +429,3 @@ def _reduce_ops(op: str, dtype: str) -> tuple[LExpr, Callable[[LExpr, LExpr], LE
         return const(low, dtype), lambda a, b: Bin(dtype, "max", a, b)
     high: Any = np.inf if is_float else int(np.iinfo(dtype).max)
     return const(high, dtype), lambda a, b: Bin(dtype, "min", a, b)
-
-
-def _is_op(e: Expr, name: str) -> bool:
-    return isinstance(e, Call) and isinstance(e.op, Op) and e.op.name == name

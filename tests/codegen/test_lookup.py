@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import codegen
 import egraph_ir as ir
-from codegen.llvm.lookup import host_has_vbmi
+from codegen.llvm.cpu import host_has
 from codegen.llvm.objcompile import host_target_machine, optimise
 from egraph_ir import op
 
@@ -53,7 +53,7 @@ def test_tables_outside_a_byte_keep_the_plain_load() -> None:
     np.testing.assert_array_equal(exe.run(i=indices), ir.interpret(fn, indices))
 
 
-@pytest.mark.skipif(not host_has_vbmi(), reason="the CPU has no AVX-512 VBMI byte permutes")
+@pytest.mark.skipif(not host_has("avx512vbmi"), reason="the CPU has no AVX-512 VBMI byte permutes")
 def test_a_vectorised_table_read_is_two_byte_permutes_not_a_gather() -> None:
     table = np.arange(256, dtype="int32")[::-1].copy()
     source = codegen.build(_table_fn(table, 4096, "fast")).get_source()

@@ -245,6 +245,65 @@ def test_a_cnn_quantised_by_onnxruntime_equals_its_int8_run(
     assert [k.ops for k in pools] == [["max_pool2d"]], [k.ops for k in pools]
 
 
+def _silu_cnn(path: Path) -> Path:
+    """EfficientNet's pattern, float: a conv and a stride-2 depthwise conv, each followed
+    by SiLU (x * sigmoid(x)), a squeeze-and-excitation gate (a pool, a sigmoid, a product),
+    then a pool and a Gemm."""
+    rng = np.random.default_rng(5)
+
+    def w(*shape: int) -> np.ndarray:
+        return (rng.standard_normal(shape) * 0.3).astype("float32")
+
+    inits = [nh.from_array(v, n) for n, v in (
+        ("w1", w(16, 3, 3, 3)), ("b1", w(16)), ("w2", w(16, 1, 3, 3)), ("b2", w(16)),
+        ("wf", w(10, 16)), ("bf", w(10)),
+    )]  # fmt: skip
+    nodes = [
+        h.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1] * 4),
+        h.make_node("Sigmoid", ["c1"], ["s1"]),
+        h.make_node("Mul", ["c1", "s1"], ["a1"]),
+        h.make_node("Conv", ["a1", "w2", "b2"], ["c2"], pads=[1] * 4, strides=[2, 2], group=16),
+        h.make_node("Sigmoid", ["c2"], ["s2"]),
+        h.make_node("Mul", ["c2", "s2"], ["a2"]),
+        h.make_node("GlobalAveragePool", ["a2"], ["squeeze"]),
+        h.make_node("Sigmoid", ["squeeze"], ["gate"]),
+        h.make_node("Mul", ["a2", "gate"], ["excited"]),
+        h.make_node("GlobalAveragePool", ["excited"], ["g"]),
+        h.make_node("Flatten", ["g"], ["f"]),
+        h.make_node("Gemm", ["f", "wf", "bf"], ["y"], transB=1),
+    ]
+    graph = h.make_graph(
+        nodes, "silu", [h.make_tensor_value_info("x", T.FLOAT, [1, 3, 24, 24])],
+        [h.make_tensor_value_info("y", T.FLOAT, [1, 10])], inits,
+    )  # fmt: skip
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    path.write_bytes(model.SerializeToString())
+    return path
+
+
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_quantised_silus_are_table_reads_equal_to_onnxruntime(
+    tmp_path: Path, per_channel: bool
+) -> None:
+    """Each quantised SiLU (QLinearSigmoid's table, then QLinearMul) is one table read in
+    its convolution's epilogue (TabulateByteFunctions), the squeeze pool reads the bytes
+    with its dequantize fused in, and the output equals ONNX Runtime's int8 run."""
+    model = _quantize_static(
+        _silu_cnn(tmp_path / "silu.onnx"), tmp_path / "q.onnx", (1, 3, 24, 24), "x",
+        per_channel=per_channel,
+    )  # fmt: skip
+    x = np.random.default_rng(6).standard_normal((1, 3, 24, 24)).astype("float32")
+    want = _session(onnx.load(str(model))).run(None, {"x": x})[0]
+    with pm.PassContext(opt_level=3):
+        exe = codegen.build(str(model))
+    np.testing.assert_array_equal(exe.run(x=x), want)
+    ops = [k.ops for k in exe.graph.kernels()]
+    silu = ["qnn_conv2d", "bias_add", "requantize", "take"]  # QLinearMul's product gone
+    assert [o for o in ops if "qnn_conv2d" in o] == [silu, silu], ops
+    squeeze = next(o for o in ops if "global_avg_pool2d" in o)  # the first: the SiLU bytes
+    assert "cast" in squeeze[: squeeze.index("global_avg_pool2d")], ops  # dequantize fused in
+
+
 def _conv_stack(path: Path) -> Path:
     """conv-relu and a stride-2 conv, float: QOperator quantisation makes it QLinearConvs."""
     rng = np.random.default_rng(4)
@@ -313,6 +372,23 @@ def test_a_qdq_resnet18_equals_onnxruntimes_int8_output(tmp_path: Path) -> None:
     x = np.load(REAL / "resnet18.npz")["input"]
     want = _session(onnx.load(str(model))).run(None, {"input": x})[0]
     np.testing.assert_array_equal(codegen.build(str(model)).run(input=x), want)
+
+
+@pytest.mark.full
+@pytest.mark.skipif(not (REAL / "efficientnet_b0.onnx").exists(), reason="no ../shared/models/real")
+def test_a_qdq_efficientnet_equals_onnxruntimes_int8_output(tmp_path: Path) -> None:
+    """The SiLU tables, integer requantizes and fused squeeze pools on a real model."""
+    quantization = pytest.importorskip("onnxruntime.quantization")
+    pre = tmp_path / "pre.onnx"
+    quantization.shape_inference.quant_pre_process(
+        str(REAL / "efficientnet_b0.onnx"), str(pre), skip_symbolic_shape=True
+    )
+    model = _quantize_static(pre, tmp_path / "q.onnx", (1, 3, 224, 224), "input")
+    x = np.load(REAL / "efficientnet_b0.npz")["input"]
+    want = _session(onnx.load(str(model))).run(None, {"input": x})[0]
+    with pm.PassContext(opt_level=3):
+        exe = codegen.build(str(model))
+    np.testing.assert_array_equal(exe.run(input=x), want)
 
 
 def _mlp(path: Path) -> Path:
