@@ -161,17 +161,28 @@ def test_canonicalised_products_stay_exact_past_float32_integers() -> None:
         np.testing.assert_array_equal(got[1], want[1])
 
 
+def _float_model(
+    path: Path, nodes: list[Any], weights: dict[str, tuple[int, ...]], seed: int, scale: float,
+    x_shape: list[int], y_shape: list[int],
+) -> Path:  # fmt: skip
+    """A float ONNX model x -> y of `nodes`, its weights random (in `weights` order)."""
+    rng = np.random.default_rng(seed)
+    inits = [
+        nh.from_array((rng.standard_normal(shape) * scale).astype("float32"), name)
+        for name, shape in weights.items()
+    ]
+    graph = h.make_graph(
+        nodes, path.stem, [h.make_tensor_value_info("x", T.FLOAT, x_shape)],
+        [h.make_tensor_value_info("y", T.FLOAT, y_shape)], inits,
+    )  # fmt: skip
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    path.write_bytes(model.SerializeToString())
+    return path
+
+
 def _small_cnn(path: Path) -> Path:
     """conv-relu, conv-relu + a residual add, max pool, global pool and a Gemm, float."""
-    rng = np.random.default_rng(0)
-
-    def w(*shape: int) -> np.ndarray:
-        return (rng.standard_normal(shape) * 0.2).astype("float32")
-
-    inits = [nh.from_array(v, n) for n, v in (
-        ("w1", w(8, 3, 3, 3)), ("b1", w(8)), ("w2", w(8, 8, 3, 3)), ("b2", w(8)),
-        ("wf", w(10, 8)), ("bf", w(10)),
-    )]  # fmt: skip
+    weights = {"w1": (8, 3, 3, 3), "b1": (8,), "w2": (8, 8, 3, 3), "b2": (8,), "wf": (10, 8)}
     nodes = [
         h.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1] * 4),
         h.make_node("Relu", ["c1"], ["r1"]),
@@ -183,16 +194,7 @@ def _small_cnn(path: Path) -> Path:
         h.make_node("Flatten", ["g"], ["f"]),
         h.make_node("Gemm", ["f", "wf", "bf"], ["y"], transB=1),
     ]
-    graph = h.make_graph(
-        nodes,
-        "cnn",
-        [h.make_tensor_value_info("x", T.FLOAT, [1, 3, 16, 16])],
-        [h.make_tensor_value_info("y", T.FLOAT, [1, 10])],
-        inits,
-    )
-    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
-    path.write_bytes(model.SerializeToString())
-    return path
+    return _float_model(path, nodes, {**weights, "bf": (10,)}, 0, 0.2, [1, 3, 16, 16], [1, 10])
 
 
 def _quantize_static(
@@ -226,20 +228,29 @@ def _quantize_static(
     return out
 
 
+def _equal_to_onnxruntime(
+    float_path: Path, shape: tuple[int, ...], per_channel: bool, opt_level: int
+) -> Any:
+    """The model quantised by onnxruntime.quantization, compiled at `opt_level`: its
+    output equals ONNX Runtime's int8 run, bit for bit; the executable."""
+    model = _quantize_static(
+        float_path, float_path.with_name("q.onnx"), shape, "x", per_channel=per_channel
+    )
+    x = np.random.default_rng(3).standard_normal(shape).astype("float32")
+    want = _session(onnx.load(str(model))).run(None, {"x": x})[0]
+    with pm.PassContext(opt_level=opt_level):
+        exe = codegen.build(str(model))
+    np.testing.assert_array_equal(exe.run(x=x), want)
+    return exe
+
+
 @pytest.mark.parametrize("per_channel", [False, True])
 def test_a_cnn_quantised_by_onnxruntime_equals_its_int8_run(
     tmp_path: Path, per_channel: bool
 ) -> None:
     """Weight scales per tensor, or per output channel (the rules' per-channel forms:
     the bias scale and the requantize multiplier per channel)."""
-    model = _quantize_static(
-        _small_cnn(tmp_path / "cnn.onnx"), tmp_path / "q.onnx", (1, 3, 16, 16), "x",
-        per_channel=per_channel,
-    )  # fmt: skip
-    x = np.random.default_rng(3).standard_normal((1, 3, 16, 16)).astype("float32")
-    want = _session(onnx.load(str(model))).run(None, {"x": x})[0]
-    exe = codegen.build(str(model))
-    np.testing.assert_array_equal(exe.run(x=x), want)
+    exe = _equal_to_onnxruntime(_small_cnn(tmp_path / "cnn.onnx"), (1, 3, 16, 16), per_channel, 2)
     assert int8_kernels(exe) == 3  # both convolutions and the Gemm; the pool takes bytes
     pools = [k for k in exe.graph.kernels() if "max_pool2d" in k.ops]
     assert [k.ops for k in pools] == [["max_pool2d"]], [k.ops for k in pools]
@@ -249,15 +260,7 @@ def _silu_cnn(path: Path) -> Path:
     """EfficientNet's pattern, float: a conv and a stride-2 depthwise conv, each followed
     by SiLU (x * sigmoid(x)), a squeeze-and-excitation gate (a pool, a sigmoid, a product),
     then a pool and a Gemm."""
-    rng = np.random.default_rng(5)
-
-    def w(*shape: int) -> np.ndarray:
-        return (rng.standard_normal(shape) * 0.3).astype("float32")
-
-    inits = [nh.from_array(v, n) for n, v in (
-        ("w1", w(16, 3, 3, 3)), ("b1", w(16)), ("w2", w(16, 1, 3, 3)), ("b2", w(16)),
-        ("wf", w(10, 16)), ("bf", w(10)),
-    )]  # fmt: skip
+    weights = {"w1": (16, 3, 3, 3), "b1": (16,), "w2": (16, 1, 3, 3), "b2": (16,)}
     nodes = [
         h.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1] * 4),
         h.make_node("Sigmoid", ["c1"], ["s1"]),
@@ -272,13 +275,8 @@ def _silu_cnn(path: Path) -> Path:
         h.make_node("Flatten", ["g"], ["f"]),
         h.make_node("Gemm", ["f", "wf", "bf"], ["y"], transB=1),
     ]
-    graph = h.make_graph(
-        nodes, "silu", [h.make_tensor_value_info("x", T.FLOAT, [1, 3, 24, 24])],
-        [h.make_tensor_value_info("y", T.FLOAT, [1, 10])], inits,
-    )  # fmt: skip
-    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
-    path.write_bytes(model.SerializeToString())
-    return path
+    weights = {**weights, "wf": (10, 16), "bf": (10,)}
+    return _float_model(path, nodes, weights, 5, 0.3, [1, 3, 24, 24], [1, 10])
 
 
 @pytest.mark.parametrize("per_channel", [False, True])
@@ -288,15 +286,7 @@ def test_quantised_silus_are_table_reads_equal_to_onnxruntime(
     """Each quantised SiLU (QLinearSigmoid's table, then QLinearMul) is one table read in
     its convolution's epilogue (TabulateByteFunctions), the squeeze pool reads the bytes
     with its dequantize fused in, and the output equals ONNX Runtime's int8 run."""
-    model = _quantize_static(
-        _silu_cnn(tmp_path / "silu.onnx"), tmp_path / "q.onnx", (1, 3, 24, 24), "x",
-        per_channel=per_channel,
-    )  # fmt: skip
-    x = np.random.default_rng(6).standard_normal((1, 3, 24, 24)).astype("float32")
-    want = _session(onnx.load(str(model))).run(None, {"x": x})[0]
-    with pm.PassContext(opt_level=3):
-        exe = codegen.build(str(model))
-    np.testing.assert_array_equal(exe.run(x=x), want)
+    exe = _equal_to_onnxruntime(_silu_cnn(tmp_path / "silu.onnx"), (1, 3, 24, 24), per_channel, 3)
     ops = [k.ops for k in exe.graph.kernels()]
     silu = ["qnn_conv2d", "bias_add", "requantize", "take"]  # QLinearMul's product gone
     assert [o for o in ops if "qnn_conv2d" in o] == [silu, silu], ops
@@ -360,33 +350,31 @@ def test_egc_compile_check_says_a_quantised_model_is_bit_for_bit(
 REAL = Path(__file__).resolve().parents[3] / "shared" / "models" / "real"
 
 
-@pytest.mark.full
-@pytest.mark.skipif(not (REAL / "resnet18.onnx").exists(), reason="no ../shared/models/real")
-def test_a_qdq_resnet18_equals_onnxruntimes_int8_output(tmp_path: Path) -> None:
-    quantization = pytest.importorskip("onnxruntime.quantization")
-    pre = tmp_path / "pre.onnx"
-    quantization.shape_inference.quant_pre_process(
-        str(REAL / "resnet18.onnx"), str(pre), skip_symbolic_shape=True
-    )
-    model = _quantize_static(pre, tmp_path / "q.onnx", (1, 3, 224, 224), "input")
-    x = np.load(REAL / "resnet18.npz")["input"]
-    want = _session(onnx.load(str(model))).run(None, {"input": x})[0]
-    np.testing.assert_array_equal(codegen.build(str(model)).run(input=x), want)
+def _real(name: str, opt_level: int) -> Any:
+    missing = not (REAL / f"{name}.onnx").exists()
+    skip = pytest.mark.skipif(missing, reason="no ../shared/models/real")
+    return pytest.param(name, opt_level, marks=skip, id=name)
 
 
 @pytest.mark.full
-@pytest.mark.skipif(not (REAL / "efficientnet_b0.onnx").exists(), reason="no ../shared/models/real")
-def test_a_qdq_efficientnet_equals_onnxruntimes_int8_output(tmp_path: Path) -> None:
-    """The SiLU tables, integer requantizes and fused squeeze pools on a real model."""
+@pytest.mark.parametrize(
+    ("name", "opt_level"),
+    # EfficientNet-B0 at opt level 3: the SiLU tables, integer requantizes and fused
+    # squeeze pools beside its blocked float layers
+    [_real("resnet18", 2), _real("efficientnet_b0", 3)],
+)
+def test_a_qdq_real_model_equals_onnxruntimes_int8_output(
+    tmp_path: Path, name: str, opt_level: int
+) -> None:
     quantization = pytest.importorskip("onnxruntime.quantization")
     pre = tmp_path / "pre.onnx"
     quantization.shape_inference.quant_pre_process(
-        str(REAL / "efficientnet_b0.onnx"), str(pre), skip_symbolic_shape=True
+        str(REAL / f"{name}.onnx"), str(pre), skip_symbolic_shape=True
     )
     model = _quantize_static(pre, tmp_path / "q.onnx", (1, 3, 224, 224), "input")
-    x = np.load(REAL / "efficientnet_b0.npz")["input"]
+    x = np.load(REAL / f"{name}.npz")["input"]
     want = _session(onnx.load(str(model))).run(None, {"input": x})[0]
-    with pm.PassContext(opt_level=3):
+    with pm.PassContext(opt_level=opt_level):
         exe = codegen.build(str(model))
     np.testing.assert_array_equal(exe.run(input=x), want)
 
