@@ -2,7 +2,7 @@
 build, and the convolution kernels' rates by kind and layout that its cost model uses.
 
 For each model: every distinct convolution timed alone in NCHW and in each blocked form
-(codegen/kernel_rates.py; the medians per kind are what egraph_ir/egraph/kernel_cost.py's
+(codegen/measure/kernel_rates.py; the medians per kind are what egraph_ir/egraph/kernel_cost.py's
 MEASURED_GFLOPS holds), then the whole model built with `layout.blocked` on and off and
 run in alternating rounds: medians, p10s and the ratio blocked / NCHW, with how many
 convolutions the extraction blocked and how many conversions it kept. Nothing is saved
@@ -23,7 +23,7 @@ import numpy as np
 
 import codegen
 import passmgr as pm
-from codegen.kernel_rates import measure
+from codegen.measure.kernel_rates import measure
 from egraph_ir.frontend import from_onnx
 from egraph_ir.visitor import post_order
 

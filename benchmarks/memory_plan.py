@@ -10,7 +10,7 @@ from pathlib import Path
 
 import codegen
 import passmgr as pm
-from codegen.memory_plan import list_memory_planners
+from codegen.plan.memory import list_memory_planners
 from egraph_ir import models
 
 REAL = Path(__file__).resolve().parents[1].parent / "shared" / "models" / "real"

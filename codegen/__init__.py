@@ -9,14 +9,14 @@ compiling. The `egc` command line and the compile job live above it, in the `egc
 
 from __future__ import annotations
 
-from .artifact import load
-from .artifact_check import new_signing_key, public_key
+from .artifact.check import new_signing_key, public_key
+from .artifact.load import load
 from .build import Executable, KernelTime, Profile, bind_params, build
 from .external import list_externals, register_external, write_outputs
 from .external.host import ExternalFallbackWarning
-from .memory_plan import list_memory_planners, register_memory_planner
-from .placement_costs import measured_cost
-from .tune import TuneReport, tune
+from .measure.placement_costs import measured_cost
+from .measure.tune import TuneReport, tune
+from .plan.memory import list_memory_planners, register_memory_planner
 
 __all__ = [
     "list_memory_planners",

@@ -7,7 +7,7 @@
 Runs under the current PassContext, so `opt_level`, `disabled_pass` and config keys apply as
 in TVM's `relay.build`. A module that mentions devices is planned (PlanDevices) before
 fusion; each device gets its own arena and every device_copy is a copy kernel between two
-arenas (codegen/devices.py).
+arenas (codegen/plan/devices.py).
 
 Config: the `codegen.*` keys (codegen/options.py), read once into a BuildOptions that the
 stages receive whole and the executable keeps (and saves).
@@ -34,22 +34,23 @@ from egraph_ir.types import FuncType, TensorType, Type, tensor_types
 from egraph_ir.visitor import post_order, rebuild
 from passmgr.standard import standard_pipeline
 
-from . import blas, tuning
-from .devices import assign_devices, mentions_devices, plan_devices
-from .executable import Executable, KernelTime, Profile
 from .external import control, loop, register_external
 from .external.host import compile_regions
 from .external.loop import lift_control_flow
-from .graph import Graph, build_graph, output_leaves
-from .kernels import ExternalKernel
 from .llvm import JitLibrary
 from .llvm.jit import Compilation, start_helpers
 from .llvm.modules import emit_modules
 from .loop_ir import Kernel
-from .lower import KernelCache
-from .memory_plan import plan_graph
+from .lower.cache import KernelCache
+from .lower.kinds import ExternalKernel
+from .measure import tuning
 from .options import BuildOptions
-from .program import link
+from .plan.devices import assign_devices, mentions_devices, plan_devices
+from .plan.graph import Graph, build_graph, output_leaves
+from .plan.link import link
+from .plan.memory import plan_graph
+from .runtime import blas
+from .runtime.executable import Executable, KernelTime, Profile
 
 TARGETS = ("llvm",)
 STAGE_NAMES = {  # what progress shows while a stage runs

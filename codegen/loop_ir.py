@@ -6,7 +6,7 @@ outermost one of each nest runs over a [start, end) range the executor hands to 
 stores, and local scalar variables for accumulators. Buffers are dense row-major arrays
 passed to the kernel as pointers, in `Kernel.buffers` order; the last one is the output.
 
-Kept deliberately small: every op's compute definition (codegen/compute.py) builds these
+Kept deliberately small: every op's compute definition (codegen/lower/compute/definitions.py) builds these
 nodes, codegen/llvm/emit.py turns them into LLVM IR, and LLVM does the vectorising.
 """
 
@@ -100,7 +100,7 @@ class Shuffle(LExpr):
 class Dot4(LExpr):
     """acc plus, in each 32-bit lane, the dot product of the four unsigned bytes of `a`
     with the four signed bytes of `b` (int32 vectors): VNNI's vpdpbusd, the step of an
-    int8 convolution (codegen/conv_int8.py)."""
+    int8 convolution (codegen/lower/kernels/conv_int8.py)."""
 
     acc: LExpr
     a: LExpr

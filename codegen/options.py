@@ -21,7 +21,7 @@ from typing import Any
 import passmgr as pm
 from egraph_ir.errors import CodegenError, ConfigError
 
-from .memory_plan import MemoryPool, list_memory_planners, parse_pools
+from .plan.memory import MemoryPool, list_memory_planners, parse_pools
 
 MAX_THREADS = 1024  # a thread budget above this is a mistake, not a machine
 
@@ -130,7 +130,7 @@ class BuildOptions:
     memory_planner: str = "arena"
     memory_pools: str = ""
     check_devices: bool = False
-    kernel_db: str = "auto"  # where lowering reads measured kernel choices (codegen/tuning.py)
+    kernel_db: str = "auto"  # where lowering reads measured kernel choices (codegen/measure/tuning.py)
     external_options: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     memory_budget: dict[str, int] = dataclasses.field(default_factory=dict)  # device -> bytes
 

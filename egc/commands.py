@@ -1,5 +1,5 @@
-"""The commands behind `egc` (compile, demo, opt, rules check, list); egc/cli.py parses the
-command line and calls them, egc/cli_run.py holds run and tune."""
+"""The commands behind `egc` (compile, demo, opt, rules check, list); egc/cli/main.py parses the
+command line and calls them, egc/cli/run.py holds run and tune."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ import numpy as np
 
 import egraph_ir as ir
 import passmgr as pm
-from codegen.artifact import load
-from codegen.artifact_check import read_private_key, write_key_pair
-from codegen.executable import Executable
+from codegen.artifact.check import read_private_key, write_key_pair
+from codegen.artifact.load import load
 from codegen.external import list_externals
+from codegen.runtime.executable import Executable
 from egraph_ir.dot import module_to_dot
 from egraph_ir.egraph import egraph_to_dot, optimize
 from egraph_ir.errors import CompilerError, did_you_mean
@@ -25,9 +25,9 @@ from passmgr.names import check_pass_names
 from passmgr.registry import pass_factory
 
 from . import compile_cache
-from .cli_args import unwritable
-from .cli_run import choice_summary, print_choices, print_profile, write_trace
-from .cli_values import print_report, print_table, read_text, rule_source, write_text
+from .cli.args import unwritable
+from .cli.run import choice_summary, print_choices, print_profile, write_trace
+from .cli.values import print_report, print_table, read_text, rule_source, write_text
 from .job import (
     RUN_KEYS,
     JobOptions,

@@ -29,7 +29,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from .cli_args import unwritable
+from .cli.args import unwritable
 
 FORMAT = 1
 DEFAULT_MAX_BYTES = 2 << 30

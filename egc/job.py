@@ -187,7 +187,7 @@ def compile_model(
         if opts.targets:  # optimise, then offload: the regions get the optimised program
             mod = optimise(mod, None, extra)
             if opts.place:  # the cheapest placement, measured on this machine or modelled
-                from codegen.placement_costs import measured_cost
+                from codegen.measure.placement_costs import measured_cost
 
                 cost = measured_cost() if opts.place == "measured" else None
                 mod = pm.passes.PlaceTargets(opts.targets, cost=cost)(mod)

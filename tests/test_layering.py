@@ -152,12 +152,12 @@ def test_the_checks_see_what_they_must_refuse(tmp_path: Path) -> None:
     fake.write_text(
         "import importlib\n"
         "def f():\n"
-        "    from egc.cli import main\n"
+        "    from egc.cli.main import main\n"
         "    from .build import _Clock\n"
         "    importlib.import_module('egc.job')\n"
     )
     found = _imports("codegen.fake", fake)
-    assert ("egc.cli", ["main"]) in found and ("egc.job", []) in found
+    assert ("egc.cli.main", ["main"]) in found and ("egc.job", []) in found
     assert ("codegen.build", ["_Clock"]) in found
 
 

@@ -2,7 +2,7 @@
 
 A region (dense, matmul and batch_matmul calls, and the `blas.*` composites of
 rules/builtin/blas.patterns) runs op by op: each float product is one or more GEMM calls of
-the project's BLAS (codegen/blas.py, one thread per call), cut into blocks over the thread
+the project's BLAS (codegen/runtime/blas.py, one thread per call), cut into blocks over the thread
 budget when it is big enough to pay for threads (ctypes releases the GIL during a call);
 every other op of the region (a composite's bias or activation) runs its numpy reference
 on the product's output.
@@ -25,7 +25,7 @@ from egraph_ir.inline import inline_function
 from egraph_ir.registry import Op
 from egraph_ir.visitor import post_order
 
-from .. import blas
+from ..runtime import blas
 from . import Runner
 
 PARALLEL_FLOPS = 1 << 21  # below this a product runs as one GEMM on the calling thread

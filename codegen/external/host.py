@@ -24,7 +24,7 @@ from egraph_ir.types import tensor_types
 from egraph_ir.visitor import post_order
 from passmgr.passes.partition.annotate_target import strip_annotations
 
-from ..kernels import ExternalKernel
+from ..lower.kinds import ExternalKernel
 from . import get_external
 
 

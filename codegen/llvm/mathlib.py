@@ -1,6 +1,6 @@
 """Vectorisable float32 math, emitted inline (a libm call in a loop blocks vectorisation).
 
-Error bounds, checked against numpy on 1M points by tests/codegen/test_mathlib.py:
+Error bounds, checked against numpy on 1M points by tests/codegen/llvm/test_mathlib.py:
 
 - exp: Cephes expf (range reduction by ln 2, degree-5 polynomial, exponent bits): relative
   error <= 2e-7 on [-87, 88]; inf above 88.72, 0 below -88.3, NaN kept;

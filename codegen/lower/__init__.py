@@ -1,4 +1,4 @@
-"""Lower one primitive function (a fused group) to a kernel (codegen/kernels.py).
+"""Lower one primitive function (a fused group) to a kernel (codegen/lower/kinds.py).
 
 select.py picks the group's anchor and a `Strategy` from a table keyed by the anchor's op;
 driver.py builds it:
@@ -19,19 +19,3 @@ driver.py builds it:
 `KernelCache` (cache.py) lowers every group of a graph and lets identical groups share
 compiled code.
 """
-
-from __future__ import annotations
-
-from .cache import KernelCache, group_key
-from .driver import lower, primitive_ops
-from .select import Strategy, Unsupported, select
-
-__all__ = [
-    "KernelCache",
-    "Strategy",
-    "Unsupported",
-    "group_key",
-    "lower",
-    "primitive_ops",
-    "select",
-]

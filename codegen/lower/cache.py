@@ -8,11 +8,9 @@ from egraph_ir.expr import Call, Constant, Expr, Function
 from egraph_ir.expr import children as expr_children
 from egraph_ir.visitor import post_order
 
-from ..compute_gather import byte_table
-from ..kernels import (
-    CompiledKernel,
-)
+from .compute.gather import byte_table
 from .driver import lower, primitive_ops
+from .kinds import CompiledKernel
 
 
 class KernelCache:

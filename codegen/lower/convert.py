@@ -16,10 +16,10 @@ from egraph_ir.expr import Call, Var
 from egraph_ir.registry import Op
 from egraph_ir.types import TensorType
 
-from ..conv import LANES
-from ..conv_blocked import VECTOR, transpose_lanes
 from ..loop_ir import INDEX, Bin, For, LExpr, Load, LoopVar, Stmt, Store, add, idx, mul
 from .group import Group
+from .kernels.conv_direct import LANES
+from .kernels.conv_nchwc import VECTOR, transpose_lanes
 
 FORMS = {("NCHW", f"NCHW{LANES}c"), (f"NCHW{LANES}c", "NCHW")}
 

@@ -10,12 +10,12 @@ from egraph_ir.registry import Op
 from egraph_ir.types import NARROW_FLOATS, NARROW_INTS, TensorType, tensor_types
 from egraph_ir.visitor import post_order
 
-from .. import blas
-from ..kernels import CompiledKernel, GemmKernel, HostKernel, LoopKernel
 from ..loop_ir import Kernel, Stmt
-from .blocked import blocked_depthwise, blocked_pointwise, blocked_winograd
+from ..runtime import blas
 from .convert import block_transpose
 from .group import Group
+from .kernels.blocked import blocked_depthwise, blocked_pointwise, blocked_winograd
+from .kinds import CompiledKernel, GemmKernel, HostKernel, LoopKernel
 from .library import (
     byte_depthwise,
     channel_conv,

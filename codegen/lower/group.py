@@ -10,8 +10,6 @@ from egraph_ir.expr import Call, Constant, Expr, Function, Var
 from egraph_ir.registry import Op, OpPattern
 from egraph_ir.types import TensorType
 
-from .. import compute_gather, compute_qnn  # noqa: F401 (register their compute definitions)
-from ..compute import COMPUTE, Ctx, Index
 from ..loop_ir import (
     INDEX,
     Buffer,
@@ -23,6 +21,7 @@ from ..loop_ir import (
     Store,
     const,
 )
+from .compute.definitions import COMPUTE, Ctx, Index
 from .select import Unsupported
 
 

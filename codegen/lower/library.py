@@ -14,14 +14,6 @@ from egraph_ir.op._common import size_of
 from egraph_ir.types import TensorType
 from egraph_ir.visitor import post_order
 
-from .. import conv, conv_channels, conv_int8, conv_prologue, gemm, gemm_int8
-from ..compute import Index
-from ..kernels import (
-    ConvKernel,
-    JitGemmKernel,
-    LoopKernel,
-)
-from ..kernels import Ref as BufferRef
 from ..loop_ir import (
     INDEX,
     THREAD_SLOT,
@@ -39,7 +31,22 @@ from ..loop_ir import (
     idx,
     mul,
 )
+from .compute.definitions import Index
 from .group import Group
+from .kernels import (
+    conv_channels,
+    conv_int8,
+    conv_prologue,
+    gemm_int8,
+)
+from .kernels import (
+    conv_direct as conv,
+)
+from .kernels import (
+    gemm_packed as gemm,
+)
+from .kinds import ConvKernel, JitGemmKernel, LoopKernel
+from .kinds import Ref as BufferRef
 from .select import Unsupported
 
 

@@ -13,8 +13,6 @@ from egraph_ir.registry import Op, OpPattern
 from egraph_ir.types import TensorType
 from egraph_ir.visitor import post_order
 
-from ..compute import Index
-from ..conv import LANES  # partial sums of a split reduction: one vector's worth
 from ..loop_ir import (
     INDEX,
     Assign,
@@ -33,7 +31,9 @@ from ..loop_ir import (
     idx,
     mul,
 )
+from .compute.definitions import Index
 from .group import Group
+from .kernels.conv_direct import LANES
 
 
 def elementwise_nest(group: Group, root: Expr, rolled: bool = False) -> list[Stmt]:

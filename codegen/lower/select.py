@@ -18,17 +18,23 @@ from egraph_ir.op._common import size_of
 from egraph_ir.registry import Op, OpPattern
 from egraph_ir.types import TensorType
 
-from .. import (
-    blas,
-    conv,
-    conv_blocked,
+from ..measure import tuning
+from ..runtime import blas
+from .kernels import (
     conv_channels,
     conv_int8,
     conv_prologue,
     conv_winograd,
-    gemm,
     gemm_int8,
-    tuning,
+)
+from .kernels import (
+    conv_direct as conv,
+)
+from .kernels import (
+    conv_nchwc as conv_blocked,
+)
+from .kernels import (
+    gemm_packed as gemm,
 )
 
 
@@ -221,7 +227,7 @@ MAX_PHASES = 16  # stride phases (sh * sw) the direct kernel splits its input in
 
 
 def _conv2d(anchor: Call) -> Strategy:
-    """The direct micro-kernel wherever it fits (codegen/conv.py), 1x1 convolutions
+    """The direct micro-kernel wherever it fits (codegen/lower/kernels/conv_direct.py), 1x1 convolutions
     included: where their rows do not split into whole register blocks (7x7, 14x14) the
     wide rows still beat a GEMM on the input, whose columns are too few for BLAS. Past
     MAX_PHASES stride phases whose copies differ (padding reaches some of them) the
@@ -229,7 +235,7 @@ def _conv2d(anchor: Call) -> Strategy:
     instead. A uniform grid of phases (a ViT's 16x16 non-overlapping patches) is one loop
     and stays direct. Where output channels can fill the vector lanes instead
     (conv_channels.py), the kernel database's measurement for this shape decides
-    (codegen/tuning.py, `egc tune`), else the shape rule that measured faster here."""
+    (codegen/measure/tuning.py, `egc tune`), else the shape rule that measured faster here."""
     _materialised(anchor)
     if not conv.direct_fits(anchor):
         return LibraryConv()

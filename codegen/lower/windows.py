@@ -9,8 +9,6 @@ from egraph_ir.expr import Call, Expr
 from egraph_ir.op.nn import norm_padding, norm_pair
 from egraph_ir.types import TensorType
 
-from ..compute import Index, strides
-from ..conv import LANES
 from ..loop_ir import (
     Assign,
     Bin,
@@ -31,7 +29,9 @@ from ..loop_ir import (
     mul,
     within,
 )
+from .compute.definitions import Index, strides
 from .group import Group
+from .kernels.conv_direct import LANES
 from .nests import lane_sum, lowest
 
 

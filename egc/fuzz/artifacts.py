@@ -139,7 +139,7 @@ def _zip(parts: dict[str, bytes]) -> bytes:
 def fix_digests(parts: dict[str, bytes]) -> dict[str, bytes]:
     """The members with the manifest's digests recomputed, as a crafted file would have
     them (the manifest is kept as it is when it is not a JSON object)."""
-    from codegen.artifact_check import MANIFEST, SIGNATURE, digests
+    from codegen.artifact.check import MANIFEST, SIGNATURE, digests
 
     manifest = json.loads(parts[MANIFEST])
     if isinstance(manifest, dict):

@@ -3,7 +3,7 @@ that extraction can weigh a layout conversion (bytes moved) against a faster ker
 other layout.
 
 A convolution costs what it was measured to take on this CPU when `egc tune` timed its
-exact shape and layouts (codegen/kernel_rates.py writes `kernel_times.json` beside the
+exact shape and layouts (codegen/measure/kernel_rates.py writes `kernel_times.json` beside the
 roofline's machine.json), else its FLOPs at the measured rate of its kind: the kernel
 (conv2d in NCHW, conv2d_nchwc), its form (depthwise, strided depthwise, pointwise, other)
 and, for a pointwise conv2d_nchwc, which side is blocked. The default rates are medians

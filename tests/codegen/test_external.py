@@ -18,7 +18,7 @@ import codegen
 import egraph_ir as ir
 import passmgr as pm
 from codegen.build import optimise
-from egc.cli import main
+from egc.cli.main import main
 from egraph_ir import models, op
 from egraph_ir.frontend import from_onnx
 from egraph_ir.testing import assert_allclose, programs

@@ -12,7 +12,7 @@ import pytest
 import codegen
 import egraph_ir as ir
 import passmgr as pm
-from codegen.graph import KernelNode
+from codegen.plan.graph import KernelNode
 from egraph_ir.visitor import post_order
 
 onnx = pytest.importorskip("onnx")

@@ -118,7 +118,7 @@ def test_a_qdq_convolution_equals_onnxruntimes_int8_kernel(shape, scales, zeros,
 
 
 def int8_kernels(exe: Any) -> int:
-    """How many of an executable's kernels are int8 convolutions (codegen/conv_int8.py)."""
+    """How many of an executable's kernels are int8 convolutions (codegen/lower/kernels/conv_int8.py)."""
     return sum(getattr(k, "variant", "").startswith("int8") for k in exe.graph.kernels())
 
 
@@ -336,7 +336,7 @@ def test_egc_compile_check_says_a_quantised_model_is_bit_for_bit(
     """The check compares the quantised program with the interpreter of its integer forms
     and with ONNX Runtime, and says how exactly they agree; the profile shows the int8
     kernels."""
-    from egc.cli import main
+    from egc.cli.main import main
 
     model = _quantize_static(
         _small_cnn(tmp_path / "cnn.onnx"), tmp_path / "q.onnx", (1, 3, 16, 16), "x"

@@ -1,4 +1,4 @@
-"""Reshapes inside fused kernels map indices group by group (codegen/compute.py
+"""Reshapes inside fused kernels map indices group by group (codegen/lower/compute/definitions.py
 axis_groups): a split axis is an affine sum, only merged axes divide. Checked on random
 splits, merges and regroupings, around transposes and slices (a transformer's head split)."""
 
@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 import codegen
 import egraph_ir as ir
-from codegen.compute import axis_groups
+from codegen.lower.compute.definitions import axis_groups
 from egraph_ir import op
 
 

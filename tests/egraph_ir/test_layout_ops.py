@@ -94,7 +94,7 @@ def test_conv2d_nchwc_types_and_errors() -> None:
 
 def test_both_ops_export_to_onnx_and_run_in_onnx_runtime() -> None:
     ort = pytest.importorskip("onnxruntime")
-    from egraph_ir.frontend.onnx.export import to_onnx
+    from egraph_ir.frontend.onnx.export.model import to_onnx
 
     rng = np.random.default_rng(0)
     x = ir.var("x", shape=(1, 32, 6, 6))
@@ -109,7 +109,7 @@ def test_both_ops_export_to_onnx_and_run_in_onnx_runtime() -> None:
 
 def test_conv2d_winograd_is_the_blocked_3x3_convolution_and_exports_to_onnx() -> None:
     ort = pytest.importorskip("onnxruntime")
-    from egraph_ir.frontend.onnx.export import to_onnx
+    from egraph_ir.frontend.onnx.export.model import to_onnx
 
     rng = np.random.default_rng(4)
     x = ir.var("x", shape=(1, 2, 6, 8, 16))

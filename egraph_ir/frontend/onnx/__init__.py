@@ -23,7 +23,7 @@ from . import (  # noqa: F401  (each family registers its converters)
     shape,
     volume,
 )
-from .export import to_onnx
+from .export.model import to_onnx
 from .importer import from_onnx
 from .node import CONVERTERS, Node, converter, supported_ops
 

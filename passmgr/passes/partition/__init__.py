@@ -17,9 +17,9 @@ from .annotate_target import AnnotateReport, AnnotateTarget
 from .merge_composite import CompositeReport, MergeComposite
 from .merge_regions import MergeCompilerRegions, MergeRegionsReport
 from .partition_graph import PartitionGraph, PartitionReport, register_region_optimizer
-from .place_model import PlacementCost, cost_table
-from .place_report import PlacementReport, RegionReport
-from .place_targets import PlacementChoice, PlaceTargets, placement_report
+from .placement.model import PlacementCost, cost_table
+from .placement.report import PlacementReport, RegionReport
+from .placement.targets import PlacementChoice, PlaceTargets, placement_report
 
 
 def partition_for(

@@ -11,7 +11,7 @@ from egraph_ir.expr import Call, Expr
 
 from .annotate_target import annotate_body
 from .merge_regions import merge_siblings, merged_regions
-from .place_model import Problem
+from .placement.model import Problem
 from .regions import DEFAULT, find_regions
 
 

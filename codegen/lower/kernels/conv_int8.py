@@ -1,0 +1,291 @@
+"""qnn_conv2d as an integer kernel: u8 activations times s8 weights, summed in int32.
+
+The direct kernel's layout (conv.Wide) with bytes instead of floats: a prologue packs
+the padded (phase-split) input as 32-bit words of four consecutive input channels, so
+16 output columns of one word are one 64-byte load; the weights are packed at compile
+time the same way (four input channels of one output channel and tap per word), and
+each step adds, lane by lane, four byte products to the int32 accumulators (VNNI's
+vpdpbusd: 64 multiply-adds per instruction where a float32 FMA does 16).
+
+vpdpbusd multiplies unsigned by signed bytes, so the sum computed is
+sum(x * w) over the unsigned input x (an int8 input is shifted by 128, its zero point
+with it) and the weights w, and the result is sum((x - zx) * w) = sum(x * w) - zx * sum(w)
+per output channel: a constant subtracted as the block stores (a weight zero point other
+than 0 would need the input's window sums too; such calls keep the float path). Padding
+and the channels that fill the last word hold zx, whose share that constant removes, so
+the int32 sums are exactly qnn_conv2d's, as ONNX Runtime's QLinearConv computes them.
+
+On small maps the same words feed conv_channels' kernel (output channels in the lanes:
+channel_layout). Depthwise calls have no four channels to pack together: the direct
+kernel's depthwise path reads their bytes as exact floats (depthwise_fits).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from egraph_ir.expr import Call, Constant
+from egraph_ir.registry import Op
+from egraph_ir.support import register_native_form
+from egraph_ir.types import TensorType
+
+from ...llvm.mathlib import host_has_vnni
+from ...loop_ir import (
+    Bin,
+    Buffer,
+    Cast,
+    Dot4,
+    For,
+    Kernel,
+    LExpr,
+    Load,
+    Select,
+    Stmt,
+    Store,
+    add,
+    clamp,
+    const,
+    idx,
+    mul,
+)
+from . import conv_channels
+from .conv_direct import LANES, Accumulation, ConvShape, Wide, loop_var
+from .conv_prologue import span
+
+WORD = 4  # input channels per 32-bit word
+
+
+def _operands_fit(call: Call) -> bool:
+    """A qnn_conv2d over an 8-bit input with constant int8 weights whose zero points are
+    0, a constant scalar input zero point and no negative padding."""
+    if not (isinstance(call.op, Op) and call.op.name == "qnn_conv2d"):
+        return False
+    x, w, x_zero, w_zero = call.args
+    x_t = x.checked_type
+    consts = all(isinstance(a, Constant) for a in (w, x_zero, w_zero))
+    if not (isinstance(x_t, TensorType) and consts):
+        return False
+    assert isinstance(w, Constant) and isinstance(x_zero, Constant) and isinstance(w_zero, Constant)
+    g = ConvShape.of(call)
+    return (
+        x_t.dtype in ("uint8", "int8")
+        and w.data.dtype == np.int8
+        and x_zero.data.size == 1
+        and not w_zero.data.any()  # 0, per tensor or per output channel
+        and min(g.top, g.left, g.bottom, g.right) >= 0
+    )
+
+
+def fits(call: Call) -> bool:
+    """A one-group qnn_conv2d this kernel computes (see _operands_fit)."""
+    return _operands_fit(call) and int(call.attrs["groups"]) == 1
+
+
+# |x * w| <= 255 * 128 for 8-bit data: float32 sums of up to this many taps are exact
+EXACT_TAPS = 2**24 // (255 * 128)
+
+
+def depthwise_fits(call: Call) -> bool:
+    """A depthwise qnn_conv2d (one input channel per output channel) the direct kernel's
+    depthwise path computes exactly in float32: nothing to pack four channels at a time,
+    and its sums of byte products stay integers below 2**24 for up to EXACT_TAPS taps."""
+    if not _operands_fit(call):
+        return False
+    g = ConvShape.of(call)
+    return int(call.attrs["groups"]) == g.c == g.o and g.kh * g.kw <= EXACT_TAPS
+
+
+def depthwise_weights(call: Call) -> tuple[np.ndarray, np.ndarray]:
+    """The weights as float32 and, per output channel, the input zero point times the
+    sum of its weights (both exact integers in float32)."""
+    w, x_zero = call.args[1], call.args[2]
+    assert isinstance(w, Constant) and isinstance(x_zero, Constant)
+    sums = w.data.astype(np.int64).reshape(w.data.shape[0], -1).sum(axis=1)
+    offsets = int(x_zero.data.reshape(-1)[0]) * sums
+    return w.data.astype(np.float32), offsets.astype(np.float32)
+
+
+def zero_point(call: Call) -> LExpr:
+    """The input zero point, the padding of a depthwise block's copy."""
+    x_zero = call.args[2]
+    assert isinstance(x_zero, Constant)
+    return const(int(x_zero.data.reshape(-1)[0]), str(x_zero.data.dtype))
+
+
+def worth_it(call: Call) -> bool:
+    """Taken where the CPU multiplies bytes natively (VNNI); elsewhere the float
+    convolution CanonicalizeQnn writes is faster than widened byte products. Depthwise
+    calls always: they read the 8-bit input itself, where the float path converts it in
+    a kernel of its own first."""
+    return (fits(call) and host_has_vnni()) or depthwise_fits(call)
+
+
+def layout(call: Call) -> Wide:
+    """The direct kernel's layout, always through the packed input (the raw one holds
+    bytes, not words) and always into scratch rows (the output holds the epilogue's
+    8-bit result, not the int32 sums)."""
+    return dataclasses.replace(Wide.of(call), pad_free=False, into_out=False)
+
+
+def channel_layout(call: Call, wide: Wide) -> conv_channels.ChannelLayout:
+    """conv_channels' blocking (output channels in the lanes) over the packed input words:
+    panels of W output channels hold, per input word and tap, W weight words."""
+    xv, pr = conv_channels.blocking(ConvShape.of(call))
+    packed, _ = packed_weights(call)
+    return conv_channels.ChannelLayout(xv, pr, wide, conv_channels.panels_of(packed, xv * LANES))
+
+
+def channels_worth_it(call: Call, wide: Wide) -> bool:
+    """Output channels in the lanes where the direct layout would leave lanes idle, as
+    for float32 (conv_channels.worth_it), for kernels wider than 1x1: whole vectors of
+    output channels, 2 to conv_channels.MAX_TAPS taps. Measured on real models' int8
+    layers (2 threads): 3x3 at 7x7 0.76 of the direct kernel's time, at 14x14 0.95; 1x1
+    at 7x7 to 14x14 1.0-1.8x slower (byte sums are 4x cheaper than float ones, so the
+    transposing read of the tile weighs more)."""
+    g = ConvShape.of(call)
+    if g.o % LANES or not 1 < g.kh * g.kw <= conv_channels.MAX_TAPS:
+        return False
+    plane = g.oh * g.ow
+    use = conv_channels.lane_use(call, wide)
+    return plane <= conv_channels.SMALL_PLANE or (
+        plane <= conv_channels.MAX_PLANE and use < conv_channels.LANE_USE
+    )
+
+
+def words(channels: int) -> int:
+    return -(-channels // WORD)
+
+
+def unsigned_zero(call: Call) -> int:
+    """The input zero point as the packed (unsigned) bytes hold it."""
+    x_zero = call.args[2]
+    assert isinstance(x_zero, Constant)
+    shift = 128 if x_zero.data.dtype == np.int8 else 0
+    return int(x_zero.data.reshape(-1)[0]) + shift
+
+
+def packed_weights(call: Call) -> tuple[np.ndarray, np.ndarray]:
+    """The weights as int32 words (o, input words, kh * kw), four input channels each
+    (the last padded with zeros), and per output channel the constant to subtract:
+    unsigned input zero point times the sum of its weights."""
+    w = call.args[1]
+    assert isinstance(w, Constant)
+    o, c, kh, kw = w.data.shape
+    grid = np.zeros((o, words(c) * WORD, kh * kw), np.int8)
+    grid[:, :c] = w.data.reshape(o, c, kh * kw)
+    packed = grid.reshape(o, words(c), WORD, kh * kw).transpose(0, 1, 3, 2)
+    as_words = np.ascontiguousarray(packed).view("<i4").reshape(o, words(c), kh * kw)
+    return as_words, offsets(call)
+
+
+def offsets(call: Call) -> np.ndarray:
+    """Per output channel, the unsigned input zero point times the sum of its weights."""
+    w = call.args[1]
+    assert isinstance(w, Constant)
+    sums = w.data.astype(np.int64).reshape(w.data.shape[0], -1).sum(axis=1)
+    return (unsigned_zero(call) * sums).astype(np.int32)
+
+
+def packed_input_shape(call: Call, lay: Wide) -> tuple[tuple[int, ...], str]:
+    """The scratch the prologue fills, as the kernel reads it: words per phase plane."""
+    g = ConvShape.of(call)
+    return (g.n, words(g.c), len(lay.phases) * lay.plane), "int32"
+
+
+def pack_kernel(call: Call, lay: Wide, name: str) -> Kernel:
+    """xpad[n, word, phase plane, y, x] = the four input channels of the word at the
+    padded input's row y * sh + a - top, column x * sw + b - left for phase (a, b), as
+    unsigned bytes; the zero point outside the input and past the last channel. Rows and
+    columns outside are plain fill loops (conv_prologue.span), the interior a copy
+    without bounds checks, which vectorises."""
+    g = ConvShape.of(call)
+    c4, planes = words(g.c), len(lay.phases)
+    fill = const(unsigned_zero(call), "uint8")
+    b, word = loop_var("b"), loop_var("word")
+    body: list[Stmt] = []
+    for k, (pa, pb) in enumerate(lay.phases):
+        plane = add(mul(add(mul(b, idx(c4)), word), idx(planes)), idx(k))
+
+        def at(row: LExpr, col: LExpr, plane: LExpr = plane) -> LExpr:
+            return mul(add(mul(add(mul(plane, idx(lay.rows)), row), idx(lay.wp)), col), idx(WORD))
+
+        r0, r1 = span(pa - g.top, g.sh, g.h, lay.rows)
+        c0, c1 = span(pb - g.left, g.sw, g.w, lay.wp)
+        outside = [(0, r0), (r1, lay.rows - r1)]
+        body += _fills(f"z{k}", [(at(idx(y0), idx(0)), n * lay.wp) for y0, n in outside], fill)
+        if r1 <= r0:
+            continue
+        r, col = loop_var(f"r{k}"), loop_var(f"c{k}")
+        row, column = add(r, idx(r0)), add(col, idx(c0))
+        edges = [(at(row, idx(0)), c0), (at(row, idx(c1)), lay.wp - c1)]
+        inner = _fills(f"e{k}", edges, fill)
+        y = add(mul(row, idx(g.sh)), idx(pa - g.top))
+        x = add(mul(column, idx(g.sw)), idx(pb - g.left))
+        if c1 > c0:
+            to = at(row, column)
+            lanes: list[Stmt] = [
+                Store("out", add(to, idx(v)), _byte(g, fill, (b, word, v), y, x))
+                for v in range(WORD)
+            ]
+            inner.append(For(col.name, c1 - c0, lanes))
+        body.append(For(r.name, r1 - r0, inner))
+    nest = For("word", c4, [For("b", g.n, body)], outer=True)
+    shape = (g.n, c4, planes * lay.plane, WORD)
+    buffers = [Buffer("in0", g.dtype, (g.n, g.c, g.h, g.w)), Buffer("out", "uint8", shape)]
+    work = float(g.n * c4 * planes * lay.plane * WORD)
+    return Kernel(name, buffers, [nest], c4, work=work, unroll=False)
+
+
+def _fills(prefix: str, spans: list[tuple[LExpr, int]], fill: LExpr) -> list[Stmt]:
+    """Loops storing `fill` into the words of each (start, words) span."""
+    loops: list[Stmt] = []
+    for k, (start, count) in enumerate(spans):
+        if count > 0:
+            z = loop_var(f"{prefix}_{k}")
+            loops.append(For(z.name, count * WORD, [Store("out", add(start, z), fill)]))
+    return loops
+
+
+def _byte(g: ConvShape, fill: LExpr, where: tuple[LExpr, LExpr, int], y: LExpr, x: LExpr) -> LExpr:
+    """Input channel word * 4 + lane of item b (where = (b, word, lane)) at (y, x),
+    inside the input, as an unsigned byte; the fill past the last channel (only the
+    last word has such lanes)."""
+    b, word, lane = where
+    channel = add(mul(word, idx(WORD)), idx(lane))
+    exact = g.c % WORD == 0
+    plane = add(mul(b, idx(g.c)), channel if exact else clamp(channel, 0, g.c - 1))
+    value = _unsigned(Load(g.dtype, "in0", add(mul(add(mul(plane, idx(g.h)), y), idx(g.w)), x)))
+    return value if exact else Select("uint8", Bin("bool", "lt", channel, idx(g.c)), value, fill)
+
+
+def _unsigned(value: LExpr) -> LExpr:
+    """An input byte as vpdpbusd's unsigned operand: int8 shifted by 128."""
+    if value.dtype == "uint8":
+        return value
+    return Cast("uint8", Bin("int32", "add", Cast("int32", value), const(128, "int32")))
+
+
+@dataclasses.dataclass(frozen=True)
+class ByteWords(Accumulation):
+    """conv.direct_block over words of four input channels, by vpdpbusd (loop_ir.Dot4);
+    the block stores each sum minus its output channel's zero-point offset."""
+
+    vector: str = f"int32x{LANES}"
+    scalar: str = "int32"
+
+    def channels(self, g: ConvShape, groups: int) -> int:
+        return words(g.c)
+
+    def update(self, acc: LExpr, inputs: LExpr, weight: LExpr) -> LExpr:
+        return Dot4(self.vector, acc, inputs, weight)
+
+
+def macs(call: Call, lay: Wide) -> int:
+    """Multiply-adds the kernel issues (padding channels and extra columns included)."""
+    g = ConvShape.of(call)
+    return g.n * g.o * lay.q * words(g.c) * WORD * g.kh * g.kw
+
+
+register_native_form("qnn_conv2d", worth_it)  # CanonicalizeQnn keeps these for this kernel

@@ -1,0 +1,2 @@
+"""Stage 5 of the back end: running a linked program (the native runner, the Executable that
+wraps it, the device sanitizer, latency measurement, and the single-threaded BLAS it calls)."""

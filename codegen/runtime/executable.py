@@ -1,0 +1,430 @@
+"""`Executable`: a compiled module ready to run, profile, inspect or save.
+
+It holds the linked program (codegen/plan/link.py), the compiled code (a JitLibrary) and the
+runtime over them. A built executable also keeps its IR (`optimized_module`, `module`); one
+read back by `codegen.load` has only what running needs, so those are None there.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from egraph_ir.compare import leaves
+from egraph_ir.errors import CodegenError
+from egraph_ir.module import IRModule
+from egraph_ir.types import TensorType, Type, tensor_types
+
+from ..artifact.write import save
+from ..llvm import JitLibrary
+from ..lower.kinds import ExternalKernel
+from ..options import BuildOptions
+from ..plan.graph import AliasNode, KernelNode
+from ..plan.link import Program
+from ..plan.memory import MemoryPlan, graph_storage_ids
+from . import latency
+from .latency import Latency
+from .runner import Runtime
+
+
+@dataclass(frozen=True)
+class KernelTime:
+    """One kernel's share of a profiled run. `seconds` is the median over the runs,
+    `low`/`high` the 10th and 90th percentiles (the spread on a noisy machine)."""
+
+    name: str
+    kind: str
+    ops: list[str]
+    seconds: float
+    low: float
+    high: float
+    flops: float
+    bytes: float
+    share: float  # of the summed kernel medians
+    variant: str = ""  # which kernel of its kind (a convolution's: direct, channels, ...)
+    order: int = 0  # its place in the run (kernels run one after another)
+    shape: tuple[int, ...] | None = None  # of its result
+    sources: tuple[str, ...] = ()  # the model's nodes it computes (ONNX node names)
+    predicted: float = 0.0  # seconds the `kernels` cost model estimated (0: not known)
+    layout: str = ""  # of its result (NCHW, NCHW16c, ...; "": not a laid-out tensor)
+
+    @property
+    def computes(self) -> str:
+        """What it computes, for a table: its first model node and how many more (the
+        trace and JSON list them all), or its ops for a model without node names."""
+        if not self.sources:
+            return ", ".join(self.ops)
+        more = f" (+{len(self.sources) - 1})" if len(self.sources) > 1 else ""
+        return self.sources[0] + more
+
+    @property
+    def label(self) -> str:
+        """Its kind and variant, as tables and traces show them (conv/direct, loops)."""
+        return f"{self.kind}/{self.variant}" if self.variant else self.kind
+
+    @property
+    def gflops_per_s(self) -> float:
+        return self.flops / self.seconds / 1e9 if self.seconds > 0 else 0.0
+
+    @property
+    def gbytes_per_s(self) -> float:
+        return self.bytes / self.seconds / 1e9 if self.seconds > 0 else 0.0
+
+
+@dataclass
+class Profile:
+    """Per-kernel times of `Executable.profile`, slowest first; `str()` gives a table."""
+
+    kernels: list[KernelTime] = field(default_factory=list)
+    repeats: int = 0
+
+    def __iter__(self) -> Any:
+        return iter(self.kernels)
+
+    def __len__(self) -> int:
+        return len(self.kernels)
+
+    @property
+    def total_seconds(self) -> float:
+        return sum(k.seconds for k in self.kernels)
+
+    def rows(self) -> list[list[str]]:
+        """Table cells: kernel, kind, what it computes, result shape (five axes: NCHW16c),
+        median us, what the `kernels` cost model predicted, p10-p90 us, GFLOP/s, GB/s,
+        share."""
+        out = []
+        for k in self.kernels:
+            out.append(
+                [
+                    k.name,
+                    k.label,
+                    k.computes,
+                    "x".join(map(str, k.shape)) if k.shape is not None else "",
+                    f"{1e6 * k.seconds:.1f}",
+                    f"{1e6 * k.predicted:.1f}" if k.predicted else "",
+                    f"{1e6 * k.low:.1f}-{1e6 * k.high:.1f}",
+                    f"{k.gflops_per_s:.2f}",
+                    f"{k.gbytes_per_s:.2f}",
+                    f"{100 * k.share:.1f}%",
+                ]
+            )
+        return out
+
+    HEADER = (
+        "kernel", "kind", "computes", "shape", "median us", "predicted us", "p10-p90 us",
+        "GFLOP/s", "GB/s", "share",
+    )  # fmt: skip
+
+    def __str__(self) -> str:
+        total = f"total {1e6 * self.total_seconds:.1f} us over {len(self)} kernels"
+        return aligned(self.HEADER, self.rows()) + "\n" + total
+
+    def by_op(self) -> list[tuple[str, int, float]]:
+        """(kind and first op, kernels, summed median seconds), largest first: where the
+        time goes by kind of work."""
+        totals: dict[str, list[float]] = {}
+        for k in self.kernels:
+            entry = totals.setdefault(f"{k.label} {k.ops[0] if k.ops else ''}".strip(), [0, 0.0])
+            entry[0] += 1
+            entry[1] += k.seconds
+        rows = [(name, int(n), s) for name, (n, s) in totals.items()]
+        return sorted(rows, key=lambda r: -r[2])
+
+    def trace(self) -> dict[str, Any]:
+        """A Chrome trace (the JSON ONNX Runtime's and PyTorch's profilers write; Perfetto
+        and chrome://tracing open it): the kernels in run order, each its median long."""
+        events: list[dict[str, Any]] = []
+        at = 0.0
+        for k in sorted(self.kernels, key=lambda k: k.order):
+            args = {"ops": ",".join(k.ops), "shape": list(k.shape or ()), "flops": k.flops}
+            args["nodes"] = list(k.sources)
+            events.append(
+                {
+                    "name": k.name, "cat": k.label,
+                    "ph": "X", "ts": 1e6 * at, "dur": 1e6 * k.seconds, "pid": 0, "tid": 0,
+                    "args": args,
+                }
+            )  # fmt: skip
+            at += k.seconds
+        return {"traceEvents": events, "displayTimeUnit": "ms"}
+
+
+def aligned(header: Sequence[str], rows: list[list[str]]) -> str:
+    """A plain-text table: columns padded to their widest cell."""
+    cells = [list(header), *rows]
+    widths = [max(len(r[c]) for r in cells) for c in range(len(header))]
+    lines = ("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in cells)
+    return "\n".join(line.rstrip() for line in lines)
+
+
+class Executable:
+    """A compiled module: call it (or `run`) on numpy inputs; `profile`, `save`,
+    `get_source()`, `graph_json`, `memory_plan`, `input_types`, `output_types`."""
+
+    def __init__(
+        self,
+        program: Program,
+        library: JitLibrary | None,
+        output_types: list[Type],
+        output_names: list[str],
+        options: BuildOptions,
+        source: str = "",
+        times: dict[str, float] | None = None,
+        optimised: IRModule | None = None,
+        fused: IRModule | None = None,
+    ) -> None:
+        self.program = program
+        self.graph = program.graph
+        self.library = library
+        self.optimized_module = optimised  # after the rule-based pipeline, before fusion
+        self.module = fused  # the fused IR that was compiled
+        self.output_types = output_types
+        self.output_names = output_names
+        self.compile_seconds = times if times is not None else {}
+        self._source = source
+        self.input_types = {
+            n.name: TensorType(n.shape, n.dtype)  # type: ignore[arg-type]
+            for n in self.graph.inputs
+        }
+        self._expected = [  # (name, dtype, shape) per input, for the run's fast path
+            (name, np.dtype(t.dtype), t.shape) for name, t in self.input_types.items()
+        ]
+        self.options = options  # how it was built; the run-time half may differ after load
+        self.runtime = Runtime(program, library, options.threads, options.check_devices)
+        self.kernels_reused = 0  # fused groups that reused another group's compiled code
+
+    # ------------------------------------------------------------ running
+    def run(self, /, *args: Any, **inputs: Any) -> Any:
+        """Run on numpy inputs: by name (keywords, or one dict as ONNX Runtime takes them)
+        or by position. Returns what the function returns: an array, or a tuple (nested as
+        the function's result); `run_dict` always gives a dict by output name."""
+        if not args and len(inputs) == len(self.input_types):
+            fast = self._fast_feeds(inputs)
+            if fast is not None:
+                return self.graph.shape_outputs(self.runtime.run(fast))
+        names = list(self.input_types)
+        if len(args) == 1 and isinstance(args[0], Mapping):  # feeds by name, in one dict
+            inputs = {**args[0], **inputs}
+            args = ()
+        if args:
+            if len(args) > len(names):
+                raise CodegenError(f"run takes {len(names)} input(s), got {len(args)}")
+            clash = sorted(set(names[: len(args)]) & set(inputs))
+            if clash:
+                raise CodegenError(f"input(s) {clash} given both by position and by name")
+            inputs = {**dict(zip(names, args, strict=False)), **inputs}
+        results = self.runtime.run(self._feeds(inputs))
+        return self.graph.shape_outputs(results)
+
+    __call__ = run
+
+    def run_dict(self, /, *args: Any, **inputs: Any) -> dict[str, np.ndarray]:
+        """Run as `run` does; the outputs by name (`output_names`: ONNX's names for an
+        imported model), nested tuples flattened in order, one entry per output always."""
+        results = leaves(self.run(*args, **inputs))
+        return dict(zip(self.output_names, results, strict=True))
+
+    def set_threads(self, threads: int) -> None:
+        """Run with `threads` threads from now on (0: every core), at most the count the
+        kernels were split for at compile time (codegen.num_threads)."""
+        compiled = dataclasses.replace(self.options, threads=self.program.threads)
+        self.options = compiled.at_run_time(threads)
+        self.runtime = Runtime(
+            self.program, self.library, self.options.threads, self.options.check_devices
+        )
+
+    def _fast_feeds(self, inputs: Mapping[str, Any]) -> list[np.ndarray] | None:
+        """The feeds when every input is already a C-contiguous array of its parameter's
+        dtype and shape (the common case, checked in a few hundred nanoseconds), else
+        None: `_feeds` then converts, or explains what is wrong."""
+        feeds = []
+        for name, dtype, shape in self._expected:
+            value = inputs.get(name)
+            if (
+                type(value) is not np.ndarray
+                or value.dtype != dtype
+                or value.shape != shape
+                or not value.flags.c_contiguous
+            ):
+                return None
+            feeds.append(value)
+        return feeds
+
+    def _feeds(self, inputs: Mapping[str, Any]) -> list[np.ndarray]:
+        """The inputs in parameter order, checked and made C-contiguous. A value of another
+        dtype is cast only when the cast is exact (ints to float, say); otherwise an error."""
+        names = list(self.input_types)
+        unknown = sorted(set(inputs) - set(names))
+        missing = [n for n in names if n not in inputs]
+        if unknown or missing:
+            raise CodegenError(
+                f"inputs do not match the function: missing {missing}, unknown {unknown}; "
+                f"expected {names}"
+            )
+        return [_feed(name, inputs[name], self.input_types[name]) for name in names]
+
+    def profile(self, inputs: Mapping[str, Any], repeats: int = 10) -> Profile:
+        """Run `repeats` times kernel by kernel; per kernel the median time, its spread,
+        FLOPs, achieved GFLOP/s and GB/s and share of the run, slowest first."""
+        feeds = self._feeds(inputs)
+        samples: dict[int, list[float]] = {}
+        repeats = max(1, int(repeats))
+        for _ in range(repeats):
+            timings: dict[int, float] = {}
+            self.runtime.run(feeds, timings)
+            for node_id, seconds in timings.items():  # in the order they ran
+                samples.setdefault(node_id, []).append(seconds)
+        medians = {i: float(np.median(v)) for i, v in samples.items()}
+        total = sum(medians.values()) or 1.0
+        rows = []
+        for order, (node_id, values) in enumerate(samples.items()):
+            n = self.graph.nodes[node_id]
+            assert isinstance(n, KernelNode)  # only kernels are timed
+            low, high = np.percentile(values, [10, 90])
+            rows.append(
+                KernelTime(
+                    n.name, n.kind, list(n.ops), medians[node_id], float(low), float(high),
+                    n.flops, n.bytes, medians[node_id] / total,
+                    n.variant, order, n.shape, n.sources, n.predicted, n.layout,
+                )
+            )  # fmt: skip
+        return Profile(sorted(rows, key=lambda r: -r.seconds), repeats)
+
+    def benchmark(
+        self,
+        inputs: Mapping[str, Any],
+        repeats: int = 100,
+        warmup: int = 5,
+        duration: float | None = None,
+    ) -> Latency:
+        """End-to-end latency: `warmup` untimed runs, then `repeats` timed ones (or as many
+        as fit in `duration` seconds); mean, p50/p90/p99, min, max, throughput."""
+        feeds = self._feeds(inputs)
+        try:
+            return latency.measure(
+                lambda: self.runtime.run(feeds), self.threads, repeats, warmup, duration
+            )
+        except ValueError as exc:
+            raise CodegenError(f"benchmark: {exc}") from None
+
+    # ------------------------------------------------------------ inspecting
+    @property
+    def threads(self) -> int:
+        """The thread budget every kernel shares (config codegen.num_threads)."""
+        return self.runtime.threads
+
+    def get_source(self) -> str:
+        """The LLVM IR of the JIT kernels (before optimisation)."""
+        return self._source
+
+    def get_optimized_source(self) -> str:
+        return self.library.optimized_ir if self.library else ""
+
+    @property
+    def graph_json(self) -> str:
+        program = self.program
+        storage = graph_storage_ids(self.graph, program.plan)
+        devices = list(program.devices.device)
+        return self.graph.to_json(program.plan.bytes, storage, devices, program.devices.names)
+
+    @property
+    def memory_plan(self) -> MemoryPlan:
+        return self.program.plan
+
+    @property
+    def devices(self) -> list[str]:
+        """The devices the graph runs on (index 0 holds main's result)."""
+        return self.program.devices.names
+
+    @property
+    def stats(self) -> dict[str, Any]:
+        """Runs so far and the copies between devices: per (source, destination) pair the
+        count and bytes of one run and of all runs together."""
+        runs = self.runtime.runs
+        per_run = self.runtime.copies
+        return {
+            "runs": runs,
+            "copies_per_run": {k: {"count": c, "bytes": b} for k, (c, b) in per_run.items()},
+            "copies": {k: {"count": c * runs, "bytes": b * runs} for k, (c, b) in per_run.items()},
+            "copy_bytes_per_run": sum(b for _, b in per_run.values()),
+        }
+
+    def kernel_kinds(self) -> dict[str, int]:
+        """How many kernels of each kind (loops, gemm, blas, conv, host) and aliases."""
+        kinds: dict[str, int] = {}
+        for n in self.graph.nodes:
+            if isinstance(n, KernelNode | AliasNode):
+                key = n.kind if isinstance(n, KernelNode) else n.op
+                kinds[key] = kinds.get(key, 0) + 1
+        return kinds
+
+    def regions(self) -> list[dict[str, Any]]:
+        """The external regions: name, target, ops, input and output types."""
+        out = []
+        for n in self.graph.nodes:
+            k = n.kernel if isinstance(n, KernelNode) else None
+            if isinstance(k, ExternalKernel):
+                fn = k.function
+                out.append(
+                    {
+                        "name": k.name,
+                        "target": k.target,
+                        "ops": k.ops,
+                        "inputs": [str(p.checked_type) for p in fn.params],
+                        "outputs": [str(t) for t in tensor_types(fn.body.checked_type)],
+                    }
+                )
+        return out
+
+    def save(self, path: str, key: Any = None) -> None:
+        """Write one file that `codegen.load` runs in another process without compiling;
+        with an Ed25519 private `key` (`codegen.new_signing_key()`) the file is signed, and
+        `codegen.load(path, trusted_keys=[...])` accepts only files signed by those keys."""
+        outputs, source = self.outputs(), self.get_source()
+        options = dataclasses.replace(self.options, threads=self.program.threads)  # compiled
+        save(path, self.program, self.library, options, outputs, source, key)
+
+    def outputs(self) -> tuple[list[Type], list[str]]:
+        """The output types and names."""
+        return self.output_types, self.output_names
+
+    def __repr__(self) -> str:
+        ins = ", ".join(f"{k}: {t}" for k, t in self.input_types.items())
+        outs = ", ".join(
+            f"{n}: {t}" for n, t in zip(self.output_names, self.output_types, strict=True)
+        )
+        kinds = ", ".join(f"{v} {k}" for k, v in sorted(self.kernel_kinds().items()))
+        plan = self.program.plan
+        return (
+            f"<Executable ({ins}) -> ({outs}); kernels: {kinds or 'none'}; "
+            f"arena {plan.bytes:,} bytes; {self.threads} thread(s)>"
+        )
+
+
+def _feed(name: str, value: Any, t: TensorType) -> np.ndarray:
+    """One input as a C-contiguous array of the parameter's type (or a clear error)."""
+    array = np.asarray(value)
+    if str(array.dtype) != t.dtype:
+        if array.dtype == object or array.dtype.kind in "USV":
+            raise CodegenError(f"input '{name}' is {array.dtype}, expected {t.dtype}")
+        with np.errstate(all="ignore"):
+            cast = array.astype(t.dtype)
+            back = cast.astype(array.dtype)
+        same = (
+            (back == array) | (np.isnan(back) & np.isnan(array))
+            if array.dtype.kind in "fc"
+            else back == array
+        )
+        if not np.all(same):
+            raise CodegenError(
+                f"input '{name}' is {array.dtype}, expected {t.dtype}, and casting would "
+                f"change its values; convert it first (e.g. x.astype('{t.dtype}'))"
+            )
+        array = cast
+    if array.shape != t.shape:
+        raise CodegenError(f"input '{name}' has shape {array.shape}, expected {t.shape}")
+    return np.require(array, requirements="C")

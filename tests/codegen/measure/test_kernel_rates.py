@@ -1,0 +1,41 @@
+"""codegen/measure/kernel_rates.py: every convolution timed alone in each layout blocked.rules can
+give it, filed for this CPU, and read back by the `kernels` cost model (the times are what
+this machine gives: nothing asserts them)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import egraph_ir as ir
+from codegen.measure import kernel_rates
+from egraph_ir import op
+from egraph_ir.egraph import KernelCost
+from egraph_ir.egraph.kernel_cost import load_measured, times_file
+
+
+def _block() -> ir.IRModule:
+    """expand 24 -> 96 (NCHW in), depthwise 96, project 96 -> 24 (NCHW out), at 14x14."""
+    rng = np.random.default_rng(0)
+    x = ir.var("x", shape=(1, 24, 14, 14))
+    e = op.conv2d(x, ir.const(rng.standard_normal((96, 24, 1, 1)).astype("float32")))
+    d = op.conv2d(
+        e, ir.const(rng.standard_normal((96, 1, 3, 3)).astype("float32")), padding=(1,), groups=96
+    )
+    p = op.conv2d(d, ir.const(rng.standard_normal((24, 96, 1, 1)).astype("float32")))
+    return ir.infer_type(ir.IRModule.from_expr(ir.Function([x], p)))
+
+
+def test_each_convolution_is_timed_in_every_layout_it_can_take_and_filed() -> None:
+    result = kernel_rates.measure_and_save(_block(), rounds=1)
+    assert set(result.rates) == {
+        "conv2d/pointwise",
+        "conv2d/depthwise",
+        "conv2d_nchwc/pointwise-in",  # the expansion: 96 output channels split into blocks
+        "conv2d_nchwc/pointwise-out",  # the projection: 96 input channels do
+        "conv2d_nchwc/depthwise",
+    }
+    assert len(result.times) == 6 and all(s > 0 for s in result.times.values())
+    assert result.path == times_file()
+    rates, times = load_measured()
+    assert times == result.times and rates == result.rates
+    assert KernelCost().times == result.times  # what the next BlockLayout prices with

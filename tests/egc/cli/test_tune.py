@@ -1,0 +1,44 @@
+"""`egc tune`: the model's convolutions measured with every candidate kernel, recorded in
+the kernel database, and read back by the next compile."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import codegen
+import egraph_ir as ir
+import passmgr as pm
+from codegen.measure import tuning
+from egc.cli.main import main as egc_main
+from egraph_ir import models
+from egraph_ir.testing import assert_allclose
+
+
+def test_egc_tune_measures_every_candidate_and_the_compile_reads_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The built-in CNN's convolutions, each kernel measured (times are whatever this
+    machine gives: nothing asserts them), recorded, and read back by the next compile.
+    In NCHW (layout.blocked=false): at opt level 3 the CNN's layers are blocked kernels,
+    which have no candidates to choose between."""
+    path = tmp_path / "kernels.json"
+    args = ["tune", "cnn", "--db", str(path), "--threads", "1", "--config", "layout.blocked=false"]
+    assert egc_main(args) == 0
+    out = capsys.readouterr().out
+    assert "direct" in out and "channels" in out and str(path) in out
+    data = json.loads(path.read_text())
+    assert data["cpu"] == tuning.cpu_id() and data["kernels"]
+    for seconds in data["kernels"].values():
+        assert set(seconds) == {"direct", "channels"} and all(s > 0 for s in seconds.values())
+    db = tuning.KernelDB.open(path)
+    with pm.PassContext(config={"codegen.kernel_db": str(path)}):
+        exe = codegen.build(models.cnn())
+    expected = [db.fastest(k, ["direct", "channels"]) for k in db.times]
+    assert sorted(
+        v for v in [getattr(k, "variant", "") for k in exe.graph.kernels()] if v
+    ) == sorted(expected)
+    inputs = models.example_inputs("cnn")
+    assert_allclose(exe.run(**inputs), ir.interpret(models.cnn(), **inputs))
