@@ -100,7 +100,7 @@ class Shuffle(LExpr):
 class Dot4(LExpr):
     """acc plus, in each 32-bit lane, the dot product of the four unsigned bytes of `a`
     with the four signed bytes of `b` (int32 vectors): VNNI's vpdpbusd, the step of an
-    int8 convolution (codegen/lower/kernels/conv_int8.py)."""
+    int8 convolution (codegen/lower/kernels/conv/int8.py)."""
 
     acc: LExpr
     a: LExpr

@@ -18,8 +18,8 @@ from egraph_ir.types import TensorType
 
 from ..loop_ir import INDEX, Bin, For, LExpr, Load, LoopVar, Stmt, Store, add, idx, mul
 from .group import Group
-from .kernels.conv_direct import LANES
-from .kernels.conv_nchwc import VECTOR, transpose_lanes
+from .kernels.conv.direct import LANES
+from .kernels.conv.nchwc import VECTOR, transpose_lanes
 
 FORMS = {("NCHW", f"NCHW{LANES}c"), (f"NCHW{LANES}c", "NCHW")}
 

@@ -14,9 +14,9 @@ from ..loop_ir import Kernel, Stmt
 from ..runtime import blas
 from .convert import block_transpose
 from .group import Group
-from .kernels.blocked import blocked_depthwise, blocked_pointwise, blocked_winograd
+from .kernels.conv.blocked import blocked_depthwise, blocked_pointwise, blocked_winograd
 from .kinds import CompiledKernel, GemmKernel, HostKernel, LoopKernel
-from .library import (
+from .kernels.library import (
     byte_depthwise,
     channel_conv,
     conv_kernel,

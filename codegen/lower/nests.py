@@ -33,7 +33,7 @@ from ..loop_ir import (
 )
 from .compute.definitions import Index
 from .group import Group
-from .kernels.conv_direct import LANES
+from .kernels.conv.direct import LANES
 
 
 def elementwise_nest(group: Group, root: Expr, rolled: bool = False) -> list[Stmt]:

@@ -20,22 +20,16 @@ from egraph_ir.types import TensorType
 
 from ..measure import tuning
 from ..runtime import blas
-from .kernels import (
-    conv_channels,
-    conv_int8,
-    conv_prologue,
-    conv_winograd,
-    gemm_int8,
+from .kernels.conv import (
+    channels as conv_channels,
+    int8 as conv_int8,
+    prologue as conv_prologue,
+    winograd as conv_winograd,
 )
-from .kernels import (
-    conv_direct as conv,
-)
-from .kernels import (
-    conv_nchwc as conv_blocked,
-)
-from .kernels import (
-    gemm_packed as gemm,
-)
+from .kernels.gemm import int8 as gemm_int8
+from .kernels.conv import direct as conv
+from .kernels.conv import nchwc as conv_blocked
+from .kernels.gemm import packed as gemm
 
 
 class Unsupported(Exception):
@@ -227,7 +221,7 @@ MAX_PHASES = 16  # stride phases (sh * sw) the direct kernel splits its input in
 
 
 def _conv2d(anchor: Call) -> Strategy:
-    """The direct micro-kernel wherever it fits (codegen/lower/kernels/conv_direct.py), 1x1 convolutions
+    """The direct micro-kernel wherever it fits (codegen/lower/kernels/conv/direct.py), 1x1 convolutions
     included: where their rows do not split into whole register blocks (7x7, 14x14) the
     wide rows still beat a GEMM on the input, whose columns are too few for BLAS. Past
     MAX_PHASES stride phases whose copies differ (padding reaches some of them) the

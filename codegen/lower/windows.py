@@ -31,7 +31,7 @@ from ..loop_ir import (
 )
 from .compute.definitions import Index, strides
 from .group import Group
-from .kernels.conv_direct import LANES
+from .kernels.conv.direct import LANES
 from .nests import lane_sum, lowest
 
 

@@ -16,8 +16,8 @@ first, while the e-graph can still see dequantize -> op -> quantize chains.
 - qnn_add: QLinearAdd's two fused multiply-adds, each as a float64 sum rounded once;
 - qnn_sigmoid: a gather from its 256-entry table, computed here.
 A qnn_conv2d, qnn_matmul or qnn_dense the host code generator computes natively (its
-int8 kernels: u8 x s8 words accumulated by VNNI's vpdpbusd, codegen/lower/kernels/conv_int8.py and
-codegen/lower/kernels/gemm_int8.py, declared through egraph_ir.support.register_native_form) stays as
+int8 kernels: u8 x s8 words accumulated by VNNI's vpdpbusd, codegen/lower/kernels/conv/int8.py and
+codegen/lower/kernels/gemm/int8.py, declared through egraph_ir.support.register_native_form) stays as
 it is, and so does the int32 chain under its requantize, which fuses into the kernel's
 epilogue; so does a requantize of such an int32 sum where the code generator has an
 integer form of it (codegen/lower/compute/qnn.py: a constant multiplier of at most 1/4). The

@@ -118,7 +118,7 @@ def test_a_qdq_convolution_equals_onnxruntimes_int8_kernel(shape, scales, zeros,
 
 
 def int8_kernels(exe: Any) -> int:
-    """How many of an executable's kernels are int8 convolutions (codegen/lower/kernels/conv_int8.py)."""
+    """How many of an executable's kernels are int8 convolutions (codegen/lower/kernels/conv/int8.py)."""
     return sum(getattr(k, "variant", "").startswith("int8") for k in exe.graph.kernels())
 
 

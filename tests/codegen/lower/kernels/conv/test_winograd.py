@@ -1,4 +1,4 @@
-"""conv2d_winograd (codegen/lower/kernels/conv_winograd.py): Winograd's F(2x2, 3x3) and F(4x4, 3x3) on
+"""conv2d_winograd (codegen/lower/kernels/conv/winograd.py): Winograd's F(2x2, 3x3) and F(4x4, 3x3) on
 blocked data equal the interpreter's direct convolution, fused epilogues included,
 natively, on odd maps too; the weight transform is G g G^T; the matrices correlate.
 
@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 import codegen
 import egraph_ir as ir
 import passmgr as pm
-from codegen.lower.kernels import conv_winograd
-from codegen.lower.kernels.winograd_matrices import minimal
+from codegen.lower.kernels.conv import winograd as conv_winograd
+from codegen.lower.kernels.conv.winograd_matrices import minimal
 from codegen.lower.select import CHOOSERS, BlockedWinograd
 from egraph_ir import op
 from egraph_ir.testing import assert_allclose

@@ -18,7 +18,7 @@ from functools import cache
 
 import numpy as np
 
-from ...loop_ir import Bin, Const, LExpr, Splat
+from ....loop_ir import Bin, Const, LExpr, Splat
 
 
 @dataclass(frozen=True)

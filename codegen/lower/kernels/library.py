@@ -14,7 +14,7 @@ from egraph_ir.op._common import size_of
 from egraph_ir.types import TensorType
 from egraph_ir.visitor import post_order
 
-from ..loop_ir import (
+from ...loop_ir import (
     INDEX,
     THREAD_SLOT,
     Bin,
@@ -31,23 +31,15 @@ from ..loop_ir import (
     idx,
     mul,
 )
-from .compute.definitions import Index
-from .group import Group
-from .kernels import (
-    conv_channels,
-    conv_int8,
-    conv_prologue,
-    gemm_int8,
-)
-from .kernels import (
-    conv_direct as conv,
-)
-from .kernels import (
-    gemm_packed as gemm,
-)
-from .kinds import ConvKernel, JitGemmKernel, LoopKernel
-from .kinds import Ref as BufferRef
-from .select import Unsupported
+from ..compute.definitions import Index
+from ..group import Group
+from .conv import channels as conv_channels, int8 as conv_int8, prologue as conv_prologue
+from .gemm import int8 as gemm_int8
+from .conv import direct as conv
+from .gemm import packed as gemm
+from ..kinds import ConvKernel, JitGemmKernel, LoopKernel
+from ..kinds import Ref as BufferRef
+from ..select import Unsupported
 
 
 def direct_conv(group: Group, anchor: Call, ops: list[str], wide: conv.Wide) -> ConvKernel:

@@ -33,7 +33,7 @@ from egraph_ir.expr import Call, Constant, Var
 from egraph_ir.op.layout import channel_block
 from egraph_ir.types import TensorType
 
-from ...loop_ir import (
+from ....loop_ir import (
     INDEX,
     THREAD_SLOT,
     Assign,
@@ -55,8 +55,8 @@ from ...loop_ir import (
     mul,
     within,
 )
-from .conv_channels import accumulator_budget, panels_of
-from .conv_direct import LANES, ConvShape, conv_shape, zero
+from .channels import accumulator_budget, panels_of
+from .direct import LANES, ConvShape, conv_shape, zero
 
 VECTOR = f"float32x{LANES}"
 MOST_PIXELS = 8  # a depthwise register block: 8 accumulators + up to 25 tap weights

@@ -1,4 +1,4 @@
-"""conv2d_nchwc kernels on channel-blocked data (codegen/lower/kernels/conv_nchwc.py) and the layout
+"""conv2d_nchwc kernels on channel-blocked data (codegen/lower/kernels/conv/nchwc.py) and the layout
 conversions around them: every form they take equals the interpreter, fused epilogues
 included, and runs natively (no host fallback)."""
 

@@ -30,7 +30,7 @@ from egraph_ir.expr import Call, Var
 from egraph_ir.op.nn import norm_padding, norm_pair
 from egraph_ir.types import TensorType
 
-from ...loop_ir import (
+from ....loop_ir import (
     INDEX,
     THREAD_SLOT,
     Assign,
@@ -50,7 +50,7 @@ from ...loop_ir import (
     idx,
     mul,
 )
-from ...runtime.blas import Product
+from ....runtime.blas import Product
 
 LANES = 16
 

@@ -1,4 +1,4 @@
-"""Kernels of conv2d_nchwc (codegen/lower/kernels/conv_nchwc.py) with their fused epilogue. A depthwise
+"""Kernels of conv2d_nchwc (codegen/lower/kernels/conv/nchwc.py) with their fused epilogue. A depthwise
 kernel's thread owns its channel blocks: it stores a row's sums in the output and the
 epilogue rewrites them in place while they are in L1. A pointwise kernel's threads may
 share a panel (its pixels cut into parts), so a register block's sums go to the thread's
@@ -11,15 +11,15 @@ from collections.abc import Callable
 
 from egraph_ir.expr import Call, Constant
 
-from ...loop_ir import INDEX, Bin, For, LExpr, Load, LoopVar, Stmt, Store, add, idx, mul
-from ..compute.definitions import Index
-from ..group import Group
-from ..kinds import ConvKernel
-from ..kinds import Ref as BufferRef
+from ....loop_ir import INDEX, Bin, For, LExpr, Load, LoopVar, Stmt, Store, add, idx, mul
+from ...compute.definitions import Index
+from ...group import Group
+from ...kinds import ConvKernel
+from ...kinds import Ref as BufferRef
 from ..library import micro_kernel
-from . import conv_nchwc as conv_blocked
-from . import conv_winograd
-from .conv_direct import LANES
+from . import nchwc as conv_blocked
+from . import winograd as conv_winograd
+from .direct import LANES
 
 
 def _epilogue(

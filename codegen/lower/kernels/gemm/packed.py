@@ -20,7 +20,7 @@ from egraph_ir.expr import Call, Constant
 from egraph_ir.registry import Op
 from egraph_ir.types import TensorType
 
-from ...loop_ir import (
+from ....loop_ir import (
     INDEX,
     Assign,
     Declare,
@@ -36,7 +36,7 @@ from ...loop_ir import (
     idx,
     mul,
 )
-from .conv_direct import FLOAT_SUMS, Accumulation, zero
+from ..conv.direct import FLOAT_SUMS, Accumulation, zero
 
 LANES = 16
 

@@ -1,4 +1,4 @@
-"""The int8 convolutions (codegen/lower/kernels/conv_int8.py): qnn_conv2d compiled as words of four u8
+"""The int8 convolutions (codegen/lower/kernels/conv/int8.py): qnn_conv2d compiled as words of four u8
 inputs times four s8 weights summed in int32 (vpdpbusd), and depthwise ones as byte
 products summed in float32, give the interpreter's integers exactly (integer sums have
 no rounding to forgive), alone and with the requantize that FuseOps puts in their
@@ -17,7 +17,7 @@ import codegen
 import egraph_ir as ir
 import passmgr as pm
 from codegen.llvm import mathlib
-from codegen.lower.kernels import conv_int8
+from codegen.lower.kernels.conv import int8 as conv_int8
 
 # (input channels, output channels, size, kernel, stride, padding, dilation, batch,
 # groups): a first layer (3 channels: one word, partly filled), odd channels over two

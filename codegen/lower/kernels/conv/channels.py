@@ -10,7 +10,7 @@ PR input elements: PR*XV fused multiply-adds per XV loads, every lane useful.
 
 The block's results go to the calling thread's slot of a scratch tile laid out pixel by
 pixel (tile[p, 0:W]); the fused epilogue then writes each channel's plane of the NCHW
-output from it (codegen/lower/library.py: channel_conv). The input is read in place for a
+output from it (codegen/lower/kernels/library.py: channel_conv). The input is read in place for a
 1x1 convolution without stride or padding; otherwise from the direct kernel's padded
 phase planes (conv_prologue.phase_kernel), which make every tap a fixed offset.
 """
@@ -25,7 +25,7 @@ import numpy as np
 
 from egraph_ir.expr import Call, Constant, Var
 
-from ...loop_ir import (
+from ....loop_ir import (
     INDEX,
     THREAD_SLOT,
     Assign,
@@ -44,7 +44,7 @@ from ...loop_ir import (
     idx,
     mul,
 )
-from .conv_direct import FLOAT_SUMS, LANES, Accumulation, ConvShape, Wide, pointwise, zero
+from .direct import FLOAT_SUMS, LANES, Accumulation, ConvShape, Wide, pointwise, zero
 
 # When lanes over channels win, measured against the direct kernel on this project's
 # real models' layers (2 threads, AVX-512; README "Performance"): every 7x7 and 14x14

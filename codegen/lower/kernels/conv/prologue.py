@@ -9,7 +9,7 @@ from functools import partial
 
 from egraph_ir.expr import Call
 
-from ...loop_ir import (
+from ....loop_ir import (
     INDEX,
     THREAD_SLOT,
     Assign,
@@ -33,7 +33,7 @@ from ...loop_ir import (
     mul,
     within,
 )
-from .conv_direct import ConvShape, Wide, loop_var, zero
+from .direct import ConvShape, Wide, loop_var, zero
 
 
 def uniform_phases(conv: Call, lay: Wide) -> bool:

@@ -33,7 +33,7 @@ from egraph_ir.expr import Call, Constant
 from egraph_ir.op.nn import norm_padding
 from egraph_ir.types import TensorType
 
-from ...loop_ir import (
+from ....loop_ir import (
     INDEX,
     THREAD_SLOT,
     Assign,
@@ -54,9 +54,9 @@ from ...loop_ir import (
     mul,
     within,
 )
-from .conv_channels import accumulator_budget
-from .conv_direct import LANES, zero
-from .conv_nchwc import MIN_WORK, VECTOR, pixels_per_block
+from .channels import accumulator_budget
+from .direct import LANES, zero
+from .nchwc import MIN_WORK, VECTOR, pixels_per_block
 from .winograd_matrices import Minimal, combine, minimal
 
 CACHED_WEIGHTS = 512 * 1024  # bytes of transformed weights that stay in a core's L2

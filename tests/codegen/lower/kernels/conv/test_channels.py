@@ -1,4 +1,4 @@
-"""The convolution with output channels in the vector lanes (codegen/lower/kernels/conv_channels.py):
+"""The convolution with output channels in the vector lanes (codegen/lower/kernels/conv/channels.py):
 chosen for small feature maps only, and equal to the interpreter for every form it takes
 (strides, padding, dilation, batches, partial pixel blocks, fused epilogues)."""
 

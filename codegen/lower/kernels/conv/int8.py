@@ -31,8 +31,8 @@ from egraph_ir.registry import Op
 from egraph_ir.support import register_native_form
 from egraph_ir.types import TensorType
 
-from ...llvm.mathlib import host_has_vnni
-from ...loop_ir import (
+from ....llvm.mathlib import host_has_vnni
+from ....loop_ir import (
     Bin,
     Buffer,
     Cast,
@@ -50,9 +50,9 @@ from ...loop_ir import (
     idx,
     mul,
 )
-from . import conv_channels
-from .conv_direct import LANES, Accumulation, ConvShape, Wide, loop_var
-from .conv_prologue import span
+from . import channels as conv_channels
+from .direct import LANES, Accumulation, ConvShape, Wide, loop_var
+from .prologue import span
 
 WORD = 4  # input channels per 32-bit word
 

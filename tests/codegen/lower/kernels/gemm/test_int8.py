@@ -1,4 +1,4 @@
-"""The int8 product (codegen/lower/kernels/gemm_int8.py): qnn_matmul / qnn_dense of uint8 activations and
+"""The int8 product (codegen/lower/kernels/gemm/int8.py): qnn_matmul / qnn_dense of uint8 activations and
 constant int8 weights as byte words summed by vpdpbusd equal the interpreter's int32 sums
 exactly, with the activations' zero point known only at run time (dynamic quantisation)
 or constant, and with the rescale FuseOps puts in the epilogue."""
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import codegen
 import egraph_ir as ir
-from codegen.lower.kernels import gemm_int8
+from codegen.lower.kernels.gemm import int8 as gemm_int8
 
 
 def _int8_products(exe: Any) -> int:

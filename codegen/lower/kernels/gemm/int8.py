@@ -20,10 +20,10 @@ from egraph_ir.registry import Op
 from egraph_ir.support import register_native_form
 from egraph_ir.types import TensorType
 
-from ...llvm.mathlib import host_has_vnni
-from ...loop_ir import Bin, Cast, Dot4, LExpr, Load, Splat, idx
-from .conv_direct import Accumulation
-from .gemm_packed import LANES, Packed
+from ....llvm.mathlib import host_has_vnni
+from ....loop_ir import Bin, Cast, Dot4, LExpr, Load, Splat, idx
+from ..conv.direct import Accumulation
+from .packed import LANES, Packed
 
 WORD = 4  # k per 32-bit word
 
