@@ -6,8 +6,9 @@ outermost one of each nest runs over a [start, end) range the executor hands to 
 stores, and local scalar variables for accumulators. Buffers are dense row-major arrays
 passed to the kernel as pointers, in `Kernel.buffers` order; the last one is the output.
 
-Kept deliberately small: every op's compute definition (codegen/lower/compute/definitions.py) builds these
-nodes, codegen/llvm/emit.py turns them into LLVM IR, and LLVM does the vectorising.
+Kept deliberately small: every op's compute definition
+(codegen/lower/compute/definitions.py) builds these nodes, codegen/llvm/emit.py turns them
+into LLVM IR, and LLVM does the vectorising.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 INDEX = "int64"
+LANES = 16  # float32 lanes of the vectors kernels are written for (AVX-512)
 
 
 # ---------------------------------------------------------------- expressions

@@ -21,10 +21,10 @@ import re
 
 from llvmlite import ir
 
+from ..loop_ir import LANES
 from .cpu import host_has
 
 I32 = ir.IntType(32)
-LANES = 16
 FIRST_ATTRIBUTE_GROUP = 100  # emit.py's own group is #0
 PERMUTE = "llvm.x86.avx512.vpermi2var.qi.512"  # bytes of two 64-byte tables by 7-bit indices
 PREFIX = "egc_lookup_"  # a table's reader; its 16-lane variant adds _v16

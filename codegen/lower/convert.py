@@ -16,9 +16,8 @@ from egraph_ir.expr import Call, Var
 from egraph_ir.registry import Op
 from egraph_ir.types import TensorType
 
-from ..loop_ir import INDEX, Bin, For, LExpr, Load, LoopVar, Stmt, Store, add, idx, mul
+from ..loop_ir import INDEX, LANES, Bin, For, LExpr, Load, LoopVar, Stmt, Store, add, idx, mul
 from .group import Group
-from .kernels.conv.direct import LANES
 from .kernels.conv.nchwc import VECTOR, transpose_lanes
 
 FORMS = {("NCHW", f"NCHW{LANES}c"), (f"NCHW{LANES}c", "NCHW")}

@@ -15,7 +15,6 @@ from ..runtime import blas
 from .convert import block_transpose
 from .group import Group
 from .kernels.conv.blocked import blocked_depthwise, blocked_pointwise, blocked_winograd
-from .kinds import CompiledKernel, GemmKernel, HostKernel, LoopKernel
 from .kernels.library import (
     byte_depthwise,
     channel_conv,
@@ -29,6 +28,7 @@ from .kernels.library import (
     tile_load,
     wide_rows_load,
 )
+from .kinds import CompiledKernel, GemmKernel, HostKernel, LoopKernel
 from .nests import argmax_nest, before_reshapes, elementwise_nest, product_nest, reduction_nest
 from .select import (
     ArgMax,

@@ -15,6 +15,7 @@ from egraph_ir.visitor import post_order
 
 from ..loop_ir import (
     INDEX,
+    LANES,
     Assign,
     Bin,
     Declare,
@@ -33,7 +34,6 @@ from ..loop_ir import (
 )
 from .compute.definitions import Index
 from .group import Group
-from .kernels.conv.direct import LANES
 
 
 def elementwise_nest(group: Group, root: Expr, rolled: bool = False) -> list[Stmt]:

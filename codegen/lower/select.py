@@ -22,13 +22,19 @@ from ..measure import tuning
 from ..runtime import blas
 from .kernels.conv import (
     channels as conv_channels,
+)
+from .kernels.conv import direct as conv
+from .kernels.conv import (
     int8 as conv_int8,
+)
+from .kernels.conv import nchwc as conv_blocked
+from .kernels.conv import (
     prologue as conv_prologue,
+)
+from .kernels.conv import (
     winograd as conv_winograd,
 )
 from .kernels.gemm import int8 as gemm_int8
-from .kernels.conv import direct as conv
-from .kernels.conv import nchwc as conv_blocked
 from .kernels.gemm import packed as gemm
 
 

@@ -10,6 +10,7 @@ from egraph_ir.op.nn import norm_padding, norm_pair
 from egraph_ir.types import TensorType
 
 from ..loop_ir import (
+    LANES,
     Assign,
     Bin,
     Declare,
@@ -31,7 +32,6 @@ from ..loop_ir import (
 )
 from .compute.definitions import Index, strides
 from .group import Group
-from .kernels.conv.direct import LANES
 from .nests import lane_sum, lowest
 
 

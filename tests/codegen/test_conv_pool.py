@@ -147,7 +147,7 @@ def test_depthwise_conv_is_a_jit_kernel_with_its_epilogue() -> None:
 def test_register_blocks_are_widest_unless_a_pointwise_row_splits(
     side: int, kernel: int, padding: int, blocks: tuple[int, int]
 ) -> None:
-    from codegen.lower.kernels.conv.direct import Wide
+    from codegen.lower.kernels.conv.shape import Wide
 
     x = ir.var("x", shape=(1, 64, side, side))
     w = ir.const(np.zeros((64, 64, kernel, kernel), "float32"))

@@ -33,13 +33,15 @@ from ...loop_ir import (
 )
 from ..compute.definitions import Index
 from ..group import Group
-from .conv import channels as conv_channels, int8 as conv_int8, prologue as conv_prologue
-from .gemm import int8 as gemm_int8
-from .conv import direct as conv
-from .gemm import packed as gemm
 from ..kinds import ConvKernel, JitGemmKernel, LoopKernel
 from ..kinds import Ref as BufferRef
 from ..select import Unsupported
+from .conv import channels as conv_channels
+from .conv import direct as conv
+from .conv import int8 as conv_int8
+from .conv import prologue as conv_prologue
+from .gemm import int8 as gemm_int8
+from .gemm import packed as gemm
 
 
 def direct_conv(group: Group, anchor: Call, ops: list[str], wide: conv.Wide) -> ConvKernel:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from egraph_ir.expr import Call, Constant
 
-from ....loop_ir import INDEX, Bin, For, LExpr, Load, LoopVar, Stmt, Store, add, idx, mul
+from ....loop_ir import INDEX, LANES, Bin, For, LExpr, Load, LoopVar, Stmt, Store, add, idx, mul
 from ...compute.definitions import Index
 from ...group import Group
 from ...kinds import ConvKernel
@@ -19,7 +19,6 @@ from ...kinds import Ref as BufferRef
 from ..library import micro_kernel
 from . import nchwc as conv_blocked
 from . import winograd as conv_winograd
-from .direct import LANES
 
 
 def _epilogue(

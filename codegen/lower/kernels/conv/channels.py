@@ -27,6 +27,7 @@ from egraph_ir.expr import Call, Constant, Var
 
 from ....loop_ir import (
     INDEX,
+    LANES,
     THREAD_SLOT,
     Assign,
     Bin,
@@ -44,7 +45,8 @@ from ....loop_ir import (
     idx,
     mul,
 )
-from .direct import FLOAT_SUMS, LANES, Accumulation, ConvShape, Wide, pointwise, zero
+from .direct import pointwise
+from .shape import FLOAT_SUMS, Accumulation, ConvShape, Wide, zero
 
 # When lanes over channels win, measured against the direct kernel on this project's
 # real models' layers (2 threads, AVX-512; README "Performance"): every 7x7 and 14x14

@@ -33,6 +33,7 @@ from egraph_ir.types import TensorType
 
 from ....llvm.mathlib import host_has_vnni
 from ....loop_ir import (
+    LANES,
     Bin,
     Buffer,
     Cast,
@@ -51,8 +52,8 @@ from ....loop_ir import (
     mul,
 )
 from . import channels as conv_channels
-from .direct import LANES, Accumulation, ConvShape, Wide, loop_var
 from .prologue import span
+from .shape import Accumulation, ConvShape, Wide, loop_var
 
 WORD = 4  # input channels per 32-bit word
 

@@ -35,6 +35,7 @@ from egraph_ir.types import TensorType
 
 from ....loop_ir import (
     INDEX,
+    LANES,
     THREAD_SLOT,
     Assign,
     Bin,
@@ -56,7 +57,7 @@ from ....loop_ir import (
     within,
 )
 from .channels import accumulator_budget, panels_of
-from .direct import LANES, ConvShape, conv_shape, zero
+from .shape import ConvShape, conv_shape, zero
 
 VECTOR = f"float32x{LANES}"
 MOST_PIXELS = 8  # a depthwise register block: 8 accumulators + up to 25 tap weights

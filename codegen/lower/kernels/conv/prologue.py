@@ -33,7 +33,7 @@ from ....loop_ir import (
     mul,
     within,
 )
-from .direct import ConvShape, Wide, loop_var, zero
+from .shape import ConvShape, Wide, loop_var, zero
 
 
 def uniform_phases(conv: Call, lay: Wide) -> bool:

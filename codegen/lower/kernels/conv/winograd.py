@@ -35,6 +35,7 @@ from egraph_ir.types import TensorType
 
 from ....loop_ir import (
     INDEX,
+    LANES,
     THREAD_SLOT,
     Assign,
     Bin,
@@ -55,8 +56,8 @@ from ....loop_ir import (
     within,
 )
 from .channels import accumulator_budget
-from .direct import LANES, zero
 from .nchwc import MIN_WORK, VECTOR, pixels_per_block
+from .shape import zero
 from .winograd_matrices import Minimal, combine, minimal
 
 CACHED_WEIGHTS = 512 * 1024  # bytes of transformed weights that stay in a core's L2

@@ -21,9 +21,9 @@ from egraph_ir.support import register_native_form
 from egraph_ir.types import TensorType
 
 from ....llvm.mathlib import host_has_vnni
-from ....loop_ir import Bin, Cast, Dot4, LExpr, Load, Splat, idx
-from ..conv.direct import Accumulation
-from .packed import LANES, Packed
+from ....loop_ir import LANES, Bin, Cast, Dot4, LExpr, Load, Splat, idx
+from ..conv.shape import Accumulation
+from .packed import Packed
 
 WORD = 4  # k per 32-bit word
 

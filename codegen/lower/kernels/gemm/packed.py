@@ -22,6 +22,7 @@ from egraph_ir.types import TensorType
 
 from ....loop_ir import (
     INDEX,
+    LANES,
     Assign,
     Declare,
     For,
@@ -36,9 +37,7 @@ from ....loop_ir import (
     idx,
     mul,
 )
-from ..conv.direct import FLOAT_SUMS, Accumulation, zero
-
-LANES = 16
+from ..conv.shape import FLOAT_SUMS, Accumulation, zero
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,201 @@
+"""TODO docstring."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from egraph_ir.expr import Call
+from egraph_ir.op.nn import norm_padding, norm_pair
+from egraph_ir.types import TensorType
+
+from ....loop_ir import (
+    INDEX,
+    LANES,
+    Bin,
+    Const,
+    LExpr,
+    Load,
+    LoopVar,
+    Splat,
+    add,
+    const,
+    idx,
+    mul,
+)
+
+
+@dataclass(frozen=True)
+class ConvShape:
+    """The sizes, padding, strides and dilation of one NCHW/OIHW conv2d call."""
+
+    n: int
+    c: int
+    h: int
+    w: int
+    o: int
+    kh: int
+    kw: int
+    oh: int
+    ow: int
+    top: int
+    left: int
+    bottom: int
+    right: int
+    sh: int
+    sw: int
+    dh: int
+    dw: int
+    dtype: str
+
+    @staticmethod
+    def of(conv: Call) -> ConvShape:
+        x_t, w_t, out_t = conv.args[0].checked_type, conv.args[1].checked_type, conv.checked_type
+        assert isinstance(x_t, TensorType) and isinstance(w_t, TensorType)
+        assert isinstance(out_t, TensorType)
+        return conv_shape(x_t.shape, w_t.shape, out_t.shape, conv.attrs, x_t.dtype)
+
+    @property
+    def padded(self) -> tuple[int, int]:
+        return self.h + self.top + self.bottom, self.w + self.left + self.right
+
+
+def conv_shape(
+    x: tuple[int, ...],
+    w: tuple[int, ...],
+    out: tuple[int, ...],
+    attrs: Mapping[str, Any],
+    dtype: str,
+) -> ConvShape:
+    """The sizes of a convolution from its NCHW data, OIHW weight and NCHW result shapes."""
+    n, c, h, wd = x
+    o, _, kh, kw = w
+    oh, ow = out[2:]
+    top, left, bottom, right = norm_padding(attrs["padding"])
+    sh, sw = norm_pair(attrs["strides"], "strides")
+    dh, dw = norm_pair(attrs["dilation"], "dilation")
+    return ConvShape(
+        n, c, h, wd, o, kh, kw, oh, ow, top, left, bottom, right, sh, sw, dh, dw, dtype
+    )
+
+
+def _blocks(channels_per_group: int, wide: int, pointwise: bool) -> tuple[int, int]:
+    """(OB, XV): output channels and 16-lane vectors per register block (<= 16 accumulators;
+    depthwise gets 4 vectors of one channel). A 1x1 convolution's XV divides the row
+    exactly when it can, so it needs neither padding nor cropping; other kernels take the
+    widest block (their rows are padded anyway): with one vector per block, each FMA
+    waits on its own weight broadcast (ResNet-18's 3x3 at 56x56: 207 -> 263 GFLOP/s on
+    one core)."""
+    ob = next(b for b in (8, 4, 2, 1) if channels_per_group % b == 0)
+    most = max(1, min(16 // ob, 4, -(-wide // LANES)))
+    exact = [v for v in range(most, 0, -1) if wide % (v * LANES) == 0]
+    return ob, exact[0] if exact and pointwise else most
+
+
+@dataclass(frozen=True)
+class Wide:
+    """The direct kernel's layout. The padded input is split by stride phase — plane (a, b)
+    holds rows a, a+sh, ... and columns b, b+sw, ... — and output rows are as wide as a
+    phase plane (`wp`): output q = y*wp + x then reads, for tap (i, j), plane
+    (i*dh % sh, j*dw % sw) at q + (i*dh // sh)*wp + j*dw // sw, contiguous for every tap.
+    The extra columns are computed and dropped by the epilogue that reads them. With
+    stride 1 there is one plane: the padded input itself."""
+
+    ob: int
+    xv: int
+    wp: int  # width of a phase plane and of an output row
+    q: int  # oh * wp rounded up to whole register blocks
+    rows: int  # rows of a phase plane, enough for every load of the last block
+    phases: tuple[tuple[int, int], ...]  # the (row, column) phases some tap reads
+    pad_free: bool  # the input itself can be read: stride 1, no padding, no load beyond it
+    into_out: bool  # the wide rows are the NCHW output (q == oh*ow, wp == ow)
+
+    @staticmethod
+    def of(conv: Call) -> Wide:
+        g = ConvShape.of(conv)
+        groups = int(conv.attrs["groups"])
+        hp, wpad = g.padded
+        wp = -(-wpad // g.sw)
+        ob, xv = _blocks(g.o // groups, g.oh * wp, (g.kh, g.kw) == (1, 1))
+        block = xv * LANES
+        q = -(-(g.oh * wp) // block) * block
+        reach = q + ((g.kh - 1) * g.dh // g.sh) * wp + (g.kw - 1) * g.dw // g.sw
+        rows = max(-(-hp // g.sh), -(-reach // wp))
+        used = {(i * g.dh % g.sh, j * g.dw % g.sw) for i in range(g.kh) for j in range(g.kw)}
+        # one plane when every tap reads the same phase (1x1 stride 2), else the full grid
+        grid = [(a, b) for a in range(g.sh) for b in range(g.sw)]
+        phases = sorted(used) if len(used) == 1 else grid
+        no_pad = (g.top, g.left, g.bottom, g.right) == (0, 0, 0, 0)
+        pad_free = no_pad and (g.sh, g.sw) == (1, 1) and rows == g.h
+        return Wide(ob, xv, wp, q, rows, tuple(phases), pad_free, wp == g.ow and q == g.oh * g.ow)
+
+    @property
+    def plane(self) -> int:
+        return self.rows * self.wp
+
+    def tap(self, g: ConvShape, i: int, j: int) -> int:
+        """Where tap (i, j) starts within one channel's phase planes (with several planes
+        they form the full sh x sw grid)."""
+        phase = 0
+        if len(self.phases) > 1:
+            phase = (i * g.dh % g.sh) * g.sw + j * g.dw % g.sw
+        return phase * self.plane + (i * g.dh // g.sh) * self.wp + j * g.dw // g.sw
+
+    def row_tap(self, g: ConvShape, i: LExpr, j: int) -> LExpr:
+        """`tap` with the kernel row a loop variable (large kernels keep a row loop)."""
+        rows: LExpr = mul(i, idx(g.dh))
+        phase_row: LExpr = idx(0)
+        if g.sh > 1:
+            phase_row = Bin(INDEX, "rem", rows, idx(g.sh))
+            rows = Bin(INDEX, "div", rows, idx(g.sh))
+        phase: LExpr = idx(0)
+        if len(self.phases) > 1:
+            phase = add(mul(phase_row, idx(g.sw)), idx(j * g.dw % g.sw))
+        offset = add(mul(phase, idx(self.plane)), mul(rows, idx(self.wp)))
+        return add(offset, idx(j * g.dw // g.sw))
+
+
+def loop_var(name: str) -> LoopVar:
+    return LoopVar(INDEX, name)
+
+
+def zero(dtype: str) -> Const:
+    return const(0.0 if dtype.startswith("float") else 0, dtype)
+
+
+@dataclass(frozen=True)
+class Accumulation:
+    """What a direct block accumulates per tap and input channel: a float32 FMA of the
+    weight broadcast with an input vector. conv_int8.py's subclass accumulates words of
+    four u8 inputs times four s8 weights instead. With `offsets` (a buffer of one value
+    per output channel) the block stores each sum minus its channel's offset: a
+    quantised input's zero point times the sum of the channel's weights."""
+
+    offsets: str = ""
+    vector: str = f"float32x{LANES}"
+    scalar: str = "float32"
+
+    def channels(self, g: ConvShape, groups: int) -> int:
+        """Input channels (or words of them) of one group the block sweeps."""
+        return g.c // groups
+
+    def update(self, acc: LExpr, inputs: LExpr, weight: LExpr) -> LExpr:
+        return Bin(self.vector, "add", acc, Bin(self.vector, "mul", weight, inputs))
+
+    def result(self, acc: LExpr, channel: LExpr) -> LExpr:
+        """What the block stores for output channel `channel`."""
+        if not self.offsets:
+            return acc
+        offset = Splat(self.vector, Load(self.scalar, self.offsets, channel))
+        return Bin(self.vector, "sub", acc, offset)
+
+    def lanes_result(self, acc: LExpr, first: LExpr) -> LExpr:
+        """What a block stores for a vector of output channels from `first` (one per
+        lane: conv_channels.py)."""
+        if not self.offsets:
+            return acc
+        return Bin(self.vector, "sub", acc, Load(self.vector, self.offsets, first))
+
+
+FLOAT_SUMS = Accumulation()  # the float32 convolutions' arithmetic
