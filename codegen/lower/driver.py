@@ -15,20 +15,15 @@ from ..runtime import blas
 from .convert import block_transpose
 from .group import Group
 from .kernels.conv.blocked import blocked_depthwise, blocked_pointwise, blocked_winograd
-from .kernels.library import (
-    byte_depthwise,
-    channel_conv,
-    conv_kernel,
-    direct_conv,
-    int8_channel_conv,
-    int8_conv,
-    int8_packed_gemm,
-    operand,
-    packed_gemm,
-    tile_load,
-    wide_rows_load,
-)
-from .kinds import CompiledKernel, GemmKernel, HostKernel, LoopKernel
+from .kernels.conv.channels import channel_conv, tile_load
+from .kernels.conv.channels_int8 import int8_channel_conv
+from .kernels.conv.depthwise_int8 import byte_depthwise
+from .kernels.conv.direct import direct_conv, wide_rows_load
+from .kernels.conv.int8 import int8_conv
+from .kernels.conv.library import conv_kernel
+from .kernels.gemm.int8 import int8_packed_gemm
+from .kernels.gemm.packed import packed_gemm
+from .kinds import CompiledKernel, GemmKernel, HostKernel, LoopKernel, Unsupported, operand
 from .nests import argmax_nest, before_reshapes, elementwise_nest, product_nest, reduction_nest
 from .select import (
     ArgMax,
@@ -51,7 +46,6 @@ from .select import (
     Reduction,
     RowOp,
     Strategy,
-    Unsupported,
     select,
     small_product,
 )

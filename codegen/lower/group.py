@@ -22,7 +22,7 @@ from ..loop_ir import (
     const,
 )
 from .compute.definitions import COMPUTE, Ctx, Index
-from .select import Unsupported
+from .kinds import Unsupported
 
 
 class Group:

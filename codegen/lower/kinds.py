@@ -23,10 +23,12 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from egraph_ir.expr import Function
+from egraph_ir.expr import Constant, Expr, Function, Var
 from egraph_ir.interp import interpret
 
-from ..loop_ir import Kernel
+from ..loop_ir import (
+    Kernel,
+)
 from ..runtime import blas
 
 PythonStep = Callable[[list[np.ndarray], np.ndarray | None], Any]
@@ -247,3 +249,15 @@ class ExternalKernel(CompiledKernel):
             return tuple(outs)
 
         return step
+
+
+def operand(x: Expr, params: tuple[Var, ...]) -> int | np.ndarray:
+    """A library argument: the index of a group parameter, or a constant array."""
+    if isinstance(x, Constant):
+        return np.ascontiguousarray(x.data)
+    assert isinstance(x, Var)
+    return params.index(x)
+
+
+class Unsupported(Exception):
+    """No native kernel for this group (it runs on the host, or fails without fallback)."""

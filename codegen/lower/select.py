@@ -34,12 +34,10 @@ from .kernels.conv import (
 from .kernels.conv import (
     winograd as conv_winograd,
 )
+from .kernels.conv.shape import ConvShape, Wide
 from .kernels.gemm import int8 as gemm_int8
 from .kernels.gemm import packed as gemm
-
-
-class Unsupported(Exception):
-    """No native kernel for this group (it runs on the host, or fails without fallback)."""
+from .kinds import Unsupported
 
 
 @dataclass(frozen=True)
@@ -103,7 +101,7 @@ class RowOp:
 class DirectConv:
     """The register-blocked direct convolution with its epilogue per block of channels."""
 
-    wide: conv.Wide
+    wide: Wide
 
 
 @dataclass(frozen=True)
@@ -117,7 +115,7 @@ class ChannelConv:
 class Int8Conv:
     """qnn_conv2d as u8 x s8 words summed in int32 (conv_int8.py) in the direct layout."""
 
-    wide: conv.Wide
+    wide: Wide
 
 
 @dataclass(frozen=True)
@@ -132,7 +130,7 @@ class ByteDepthwise:
     """A depthwise qnn_conv2d: the direct kernel's depthwise path on the bytes, summed
     exactly in float32 (conv_int8.depthwise_fits)."""
 
-    wide: conv.Wide
+    wide: Wide
 
 
 @dataclass(frozen=True)
@@ -239,7 +237,7 @@ def _conv2d(anchor: Call) -> Strategy:
     _materialised(anchor)
     if not conv.direct_fits(anchor):
         return LibraryConv()
-    shape, wide = conv.ConvShape.of(anchor), conv.Wide.of(anchor)
+    shape, wide = ConvShape.of(anchor), Wide.of(anchor)
     many = shape.sh * shape.sw > MAX_PHASES and not conv_prologue.uniform_phases(anchor, wide)
     if many and conv.columns_fit(anchor):
         return LibraryConv()
@@ -313,7 +311,7 @@ CONV_CANDIDATES = ("direct", "channels")  # the kernels the database may choose 
 
 def tuning_key(anchor: Call) -> str:
     """What a measured choice depends on: the op, every size and attribute, the dtype."""
-    g = conv.ConvShape.of(anchor)
+    g = ConvShape.of(anchor)
     sizes = ",".join(str(v) for v in dataclasses.astuple(g))
     return f"{anchor.op.name}({sizes},groups={anchor.attrs['groups']})"  # type: ignore[union-attr]
 

@@ -16,9 +16,9 @@ from ...compute.definitions import Index
 from ...group import Group
 from ...kinds import ConvKernel
 from ...kinds import Ref as BufferRef
-from ..library import micro_kernel
 from . import nchwc as conv_blocked
 from . import winograd as conv_winograd
+from .epilogue import micro_kernel
 
 
 def _epilogue(

@@ -17,6 +17,7 @@ phase planes (conv_prologue.phase_kernel), which make every tap a fixed offset.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 
@@ -24,6 +25,7 @@ import llvmlite.binding as llvm
 import numpy as np
 
 from egraph_ir.expr import Call, Constant, Var
+from egraph_ir.types import TensorType
 
 from ....loop_ir import (
     INDEX,
@@ -45,7 +47,14 @@ from ....loop_ir import (
     idx,
     mul,
 )
+from ...compute.definitions import Index
+from ...group import Group
+from ...kinds import ConvKernel
+from ...kinds import Ref as BufferRef
+from . import channels as conv_channels
+from . import prologue as conv_prologue
 from .direct import pointwise
+from .epilogue import channel_block, micro_kernel
 from .shape import FLOAT_SUMS, Accumulation, ConvShape, Wide, zero
 
 # When lanes over channels win, measured against the direct kernel on this project's
@@ -260,3 +269,49 @@ def _tap(g: ConvShape, lay: ChannelLayout, i: LExpr, j: int) -> LExpr:
 def macs(conv: Call) -> int:
     g = ConvShape.of(conv)
     return g.n * g.o * g.oh * g.ow * g.c * g.kh * g.kw
+
+
+def channel_conv(
+    group: Group, anchor: Call, ops: list[str], lay: conv_channels.ChannelLayout
+) -> ConvKernel:
+    """The channel-vector kernel (conv_channels.py) and the epilogue in one loop over
+    panels of output channels: each panel's tile is still in cache when the epilogue
+    writes its planes of the output from it."""
+    g = ConvShape.of(anchor)
+    x = anchor.args[0]
+    assert isinstance(x, Var)
+    special: dict[str, BufferRef] = {}
+    scratches: list[tuple[tuple[int, ...], str]] = []
+    pad = None
+    source = group.buffers[x].name
+    if lay.wide is not None:  # padded (and for strides, phase-split) input in scratch 0
+        special["xpad"] = BufferRef("scratch", len(scratches))
+        pad, padded = conv_prologue.phase_kernel(anchor, lay.wide, f"{group.name}_pad")
+        scratches.append(padded)
+        source = "xpad"
+    special["tile"] = BufferRef("scratch", len(scratches))
+    scratches.append((conv_channels.tile_shape(anchor, lay), "float32"))
+    panel = LoopVar(INDEX, "panel")
+    packed = group.buffer_of(Constant(lay.panels))
+    stmts = conv_channels.panel_block(anchor, lay, panel, source, packed, "tile")
+    stmts += channel_block(group, panel, lay.width, flat_planes=True)
+    macs, loop = conv_channels.macs(anchor), ("panel", g.o // lay.width)
+    return micro_kernel(group, anchor, ops, stmts, loop, macs, special, scratches, pad, "channels")
+
+
+def tile_load(
+    group: Group, anchor: Call, lay: conv_channels.ChannelLayout
+) -> Callable[[Index], LExpr]:
+    """Where the epilogue reads the channel-vector convolution's result: the calling
+    thread's tile, pixel by pixel (conv_channels.tile_at)."""
+    ow = group.out_type.shape[3]
+    anchor_t = anchor.checked_type
+    assert isinstance(anchor_t, TensorType)
+
+    def load(index: Index) -> LExpr:
+        b, o, y, x = index.multi()
+        lane = Bin(INDEX, "rem", o, idx(lay.width))
+        pixel = add(mul(y, idx(ow)), x)
+        return Load(anchor_t.dtype, "tile", conv_channels.tile_at(anchor, lay, b, pixel, lane))
+
+    return load

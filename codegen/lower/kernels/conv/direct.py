@@ -33,6 +33,7 @@ from ....loop_ir import (
     THREAD_SLOT,
     Assign,
     Bin,
+    Cast,
     Declare,
     For,
     LExpr,
@@ -47,7 +48,21 @@ from ....loop_ir import (
     mul,
 )
 from ....runtime.blas import Product
-from .shape import FLOAT_SUMS, Accumulation, ConvShape, Wide, loop_var, zero
+from ...compute.definitions import Index
+from ...group import Group
+from ...kinds import ConvKernel, Unsupported
+from ...kinds import Ref as BufferRef
+from . import direct as conv
+from . import prologue as conv_prologue
+from .epilogue import channel_block, micro_kernel
+from .shape import (
+    FLOAT_SUMS,
+    Accumulation,
+    ConvShape,
+    Wide,
+    loop_var,
+    zero,
+)
 
 
 def columns_fit(conv: Call) -> bool:
@@ -191,3 +206,65 @@ def direct_block(
 def direct_macs(conv: Call, lay: Wide) -> int:
     g = ConvShape.of(conv)
     return g.n * g.o * lay.q * (g.c // int(conv.attrs["groups"])) * g.kh * g.kw
+
+
+def direct_conv(group: Group, anchor: Call, ops: list[str], wide: Wide) -> ConvKernel:
+    """The direct micro-kernel and the epilogue in one loop over blocks of output
+    channels: each block's rows are still in cache when its epilogue reads them."""
+    lay, g = wide, ConvShape.of(anchor)
+    x, w = anchor.args[:2]
+    if not isinstance(x, Var):
+        raise Unsupported("conv2d of a constant input")
+    special: dict[str, BufferRef] = {}
+    scratches: list[tuple[tuple[int, ...], str]] = []
+    pad = None
+    source = group.buffers[x].name
+    groups = int(anchor.attrs["groups"])
+    # depthwise: each block reads one input channel, padded by the block itself
+    private = not lay.pad_free and g.c == groups and g.o // groups == lay.ob
+    block = LoopVar(INDEX, "ob")
+    stmts: list[Stmt] = []
+    if not lay.pad_free:  # padded (and for strides, phase-split) input in scratch 0
+        special["xpad"] = BufferRef("scratch", len(scratches))
+        if private:
+            stmts = conv_prologue.private_copy(anchor, lay, block, source, "xpad")
+            scratches.append(conv_prologue.phase_shape(anchor, lay))
+        else:
+            pad, padded = conv_prologue.phase_kernel(anchor, lay, f"{group.name}_pad")
+            scratches.append(padded)
+        source = "xpad"
+    dest = "out"
+    if not lay.into_out:  # each block's rows in the calling thread's slot
+        dest, special["wide"] = "wide", BufferRef("scratch", len(scratches))
+        scratches.append(((g.n, g.o, lay.q), "float32"))
+    weight = group.buffer_of(w)
+    stmts += conv.direct_block(anchor, lay, block, source, weight, dest, private, not lay.into_out)
+    if not (lay.into_out and anchor is group.fn.body):
+        stmts += channel_block(group, block, lay.ob, flat_planes=lay.into_out)
+    macs = conv.direct_macs(anchor, lay)
+    loop = ("ob", g.o // lay.ob)
+    return micro_kernel(group, anchor, ops, stmts, loop, macs, special, scratches, pad, "direct")
+
+
+def wide_rows_load(group: Group, wide: Wide, stored: str = "") -> Callable[[Index], LExpr]:
+    """Where the epilogue reads the direct convolution's result: a block's rows in the
+    calling thread's slot of scratch (conv.direct_block, private_dest), or the output.
+    `stored`: the rows' dtype where it is not the anchor's (exact integer sums held in
+    float32, read as int32)."""
+
+    anchor_t = group.anchor.checked_type if group.anchor is not None else group.out_type
+    assert isinstance(anchor_t, TensorType)
+
+    def load(index: Index) -> LExpr:
+        b, o, y, x = index.multi()
+        n, ob = group.out_type.shape[0], wide.ob
+        p = Bin(INDEX, "rem", o, idx(ob)) if ob > 1 else idx(0)
+        row = add(mul(add(mul(THREAD_SLOT, idx(n)), b), idx(ob)), p)
+        start = add(mul(row, idx(wide.q)), mul(y, idx(wide.wp)))
+        value = Load(stored or anchor_t.dtype, "wide", add(start, x))
+        return Cast(anchor_t.dtype, value, exact=True) if stored else value
+
+    def from_out(index: Index) -> LExpr:
+        return Load(group.out.dtype, "out", index.flat())
+
+    return from_out if wide.into_out else load

@@ -1,6 +1,6 @@
 """qnn_conv2d as an integer kernel: u8 activations times s8 weights, summed in int32.
 
-The direct kernel's layout (conv.Wide) with bytes instead of floats: a prologue packs
+The direct kernel's layout (Wide) with bytes instead of floats: a prologue packs
 the padded (phase-split) input as 32-bit words of four consecutive input channels, so
 16 output columns of one word are one 64-byte load; the weights are packed at compile
 time the same way (four input channels of one output channel and tap per word), and
@@ -23,16 +23,16 @@ kernel's depthwise path reads their bytes as exact floats (depthwise_fits).
 from __future__ import annotations
 
 import dataclasses
+from functools import partial
 
 import numpy as np
 
 from egraph_ir.expr import Call, Constant
-from egraph_ir.registry import Op
 from egraph_ir.support import register_native_form
-from egraph_ir.types import TensorType
 
 from ....llvm.mathlib import host_has_vnni
 from ....loop_ir import (
+    INDEX,
     LANES,
     Bin,
     Buffer,
@@ -42,6 +42,7 @@ from ....loop_ir import (
     Kernel,
     LExpr,
     Load,
+    LoopVar,
     Select,
     Stmt,
     Store,
@@ -51,68 +52,32 @@ from ....loop_ir import (
     idx,
     mul,
 )
+from ...group import Group
+from ...kinds import ConvKernel
+from ...kinds import Ref as BufferRef
 from . import channels as conv_channels
+from . import direct as conv
+from .depthwise_int8 import depthwise_fits
+from .epilogue import INT8_MASKED_ROWS, block_epilogue, channel_block, micro_kernel
 from .prologue import span
-from .shape import Accumulation, ConvShape, Wide, loop_var
+from .shape import Accumulation, ConvShape, Wide, int8_operands_fit, loop_var
 
 WORD = 4  # input channels per 32-bit word
 
 
-def _operands_fit(call: Call) -> bool:
-    """A qnn_conv2d over an 8-bit input with constant int8 weights whose zero points are
-    0, a constant scalar input zero point and no negative padding."""
-    if not (isinstance(call.op, Op) and call.op.name == "qnn_conv2d"):
-        return False
-    x, w, x_zero, w_zero = call.args
-    x_t = x.checked_type
-    consts = all(isinstance(a, Constant) for a in (w, x_zero, w_zero))
-    if not (isinstance(x_t, TensorType) and consts):
-        return False
-    assert isinstance(w, Constant) and isinstance(x_zero, Constant) and isinstance(w_zero, Constant)
-    g = ConvShape.of(call)
-    return (
-        x_t.dtype in ("uint8", "int8")
-        and w.data.dtype == np.int8
-        and x_zero.data.size == 1
-        and not w_zero.data.any()  # 0, per tensor or per output channel
-        and min(g.top, g.left, g.bottom, g.right) >= 0
-    )
 
 
 def fits(call: Call) -> bool:
-    """A one-group qnn_conv2d this kernel computes (see _operands_fit)."""
-    return _operands_fit(call) and int(call.attrs["groups"]) == 1
+    """A one-group qnn_conv2d this kernel computes (see int8_operands_fit)."""
+    return int8_operands_fit(call) and int(call.attrs["groups"]) == 1
 
 
-# |x * w| <= 255 * 128 for 8-bit data: float32 sums of up to this many taps are exact
-EXACT_TAPS = 2**24 // (255 * 128)
 
 
-def depthwise_fits(call: Call) -> bool:
-    """A depthwise qnn_conv2d (one input channel per output channel) the direct kernel's
-    depthwise path computes exactly in float32: nothing to pack four channels at a time,
-    and its sums of byte products stay integers below 2**24 for up to EXACT_TAPS taps."""
-    if not _operands_fit(call):
-        return False
-    g = ConvShape.of(call)
-    return int(call.attrs["groups"]) == g.c == g.o and g.kh * g.kw <= EXACT_TAPS
 
 
-def depthwise_weights(call: Call) -> tuple[np.ndarray, np.ndarray]:
-    """The weights as float32 and, per output channel, the input zero point times the
-    sum of its weights (both exact integers in float32)."""
-    w, x_zero = call.args[1], call.args[2]
-    assert isinstance(w, Constant) and isinstance(x_zero, Constant)
-    sums = w.data.astype(np.int64).reshape(w.data.shape[0], -1).sum(axis=1)
-    offsets = int(x_zero.data.reshape(-1)[0]) * sums
-    return w.data.astype(np.float32), offsets.astype(np.float32)
 
 
-def zero_point(call: Call) -> LExpr:
-    """The input zero point, the padding of a depthwise block's copy."""
-    x_zero = call.args[2]
-    assert isinstance(x_zero, Constant)
-    return const(int(x_zero.data.reshape(-1)[0]), str(x_zero.data.dtype))
 
 
 def worth_it(call: Call) -> bool:
@@ -290,3 +255,31 @@ def macs(call: Call, lay: Wide) -> int:
 
 
 register_native_form("qnn_conv2d", worth_it)  # CanonicalizeQnn keeps these for this kernel
+
+
+
+
+def int8_conv(group: Group, anchor: Call, ops: list[str], lay: Wide) -> ConvKernel:
+    """qnn_conv2d by the int8 kernel (py): the input packed as words of four
+    unsigned bytes into scratch 0, the direct block over them into the calling thread's
+    rows of scratch 1 (int32), and the epilogue (requantize, in the end) per block."""
+    g = ConvShape.of(anchor)
+    pad = pack_kernel(anchor, lay, f"{group.name}_pack")
+    packed, offsets = packed_weights(anchor)
+    weight, offset = group.buffer_of(Constant(packed)), group.buffer_of(Constant(offsets))
+    special = {"xpad": BufferRef("scratch", 0), "wide": BufferRef("scratch", 1)}
+    block = LoopVar(INDEX, "ob")
+    arithmetic = ByteWords(offsets=offset)
+    # output pixels are the wide rows' columns (1x1, whole blocks): the epilogue follows
+    # each register block, on columns still in L1, not each block's rows from L2
+    by_block = Wide.of(anchor).into_out
+    row = lay.xv * LANES if by_block else lay.q  # a register block's tile, or rows
+    scratches = [packed_input_shape(anchor, lay), ((g.n, g.o, row), "int32")]
+    after = partial(block_epilogue, group, block, lay) if by_block else None
+    stmts = conv.direct_block(
+        anchor, lay, block, "xpad", weight, "wide", False, True, arithmetic, after
+    )
+    if not by_block:
+        stmts += channel_block(group, block, lay.ob, masked_below=INT8_MASKED_ROWS)
+    words, loop = macs(anchor, lay) // WORD, ("ob", g.o // lay.ob)
+    return micro_kernel(group, anchor, ops, stmts, loop, words, special, scratches, pad, "int8")

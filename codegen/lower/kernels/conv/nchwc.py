@@ -65,7 +65,7 @@ MOST_PIXELS = 8  # a depthwise register block: 8 accumulators + up to 25 tap wei
 
 @dataclass(frozen=True)
 class BlockedShape(ConvShape):
-    """conv.ConvShape's sizes of one conv2d_nchwc call (the plain NCHW ones), and which
+    """ConvShape's sizes of one conv2d_nchwc call (the plain NCHW ones), and which
     sides are blocked (NCHW16c)."""
 
     data_blocked: bool

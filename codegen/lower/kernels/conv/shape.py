@@ -6,8 +6,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from egraph_ir.expr import Call
+import numpy as np
+
+from egraph_ir.expr import Call, Constant
 from egraph_ir.op.nn import norm_padding, norm_pair
+from egraph_ir.registry import Op
 from egraph_ir.types import TensorType
 
 from ....loop_ir import (
@@ -199,3 +202,24 @@ class Accumulation:
 
 
 FLOAT_SUMS = Accumulation()  # the float32 convolutions' arithmetic
+
+
+def int8_operands_fit(call: Call) -> bool:
+    """A qnn_conv2d over an 8-bit input with constant int8 weights whose zero points are
+    0, a constant scalar input zero point and no negative padding."""
+    if not (isinstance(call.op, Op) and call.op.name == "qnn_conv2d"):
+        return False
+    x, w, x_zero, w_zero = call.args
+    x_t = x.checked_type
+    consts = all(isinstance(a, Constant) for a in (w, x_zero, w_zero))
+    if not (isinstance(x_t, TensorType) and consts):
+        return False
+    assert isinstance(w, Constant) and isinstance(x_zero, Constant) and isinstance(w_zero, Constant)
+    g = ConvShape.of(call)
+    return (
+        x_t.dtype in ("uint8", "int8")
+        and w.data.dtype == np.int8
+        and x_zero.data.size == 1
+        and not w_zero.data.any()  # 0, per tensor or per output channel
+        and min(g.top, g.left, g.bottom, g.right) >= 0
+    )

@@ -15,15 +15,20 @@ import dataclasses
 
 import numpy as np
 
-from egraph_ir.expr import Call, Constant
+from egraph_ir.expr import Call, Constant, Expr, Var
 from egraph_ir.registry import Op
 from egraph_ir.support import register_native_form
 from egraph_ir.types import TensorType
+from egraph_ir.visitor import post_order
 
 from ....llvm.mathlib import host_has_vnni
-from ....loop_ir import LANES, Bin, Cast, Dot4, LExpr, Load, Splat, idx
+from ....loop_ir import INDEX, LANES, Bin, Buffer, Cast, Dot4, LExpr, Load, LoopVar, Splat, idx
+from ...group import Group
+from ...kinds import LoopKernel, Unsupported
 from ..conv.shape import Accumulation
-from .packed import Packed
+from . import int8 as gemm_int8
+from . import packed as gemm
+from .packed import Packed, _gemm_kernel, panel_epilogue
 
 WORD = 4  # k per 32-bit word
 
@@ -94,3 +99,33 @@ class ByteProduct(Accumulation):
 
 register_native_form("qnn_matmul", worth_it)  # CanonicalizeQnn keeps these for this kernel
 register_native_form("qnn_dense", worth_it)
+
+
+def int8_packed_gemm(
+    group: Group, anchor: Call, ops: list[str], p: gemm.Packed, sums: np.ndarray
+) -> LoopKernel:
+    """qnn_matmul / qnn_dense by byte words (gemm_int8.py) into an int32 scratch (the
+    output holds the epilogue's result), the epilogue one panel at a time. The activations
+    are read as words: their buffer is declared int32 here, so the group may read them
+    nowhere else."""
+    a, a_zero = anchor.args[0], anchor.args[2]
+    assert isinstance(a, Var)
+    reads = [n for n in post_order(group.fn.body) if isinstance(n, Call) and a in n.args]
+    if reads != [anchor]:
+        raise Unsupported("the quantised activations are read beside the int8 product")
+    a_buffer = group.buffers[a]
+    group.buffers[a] = Buffer(a_buffer.name, "int32", (p.m, p.k))
+    zero = group.buffer_of(a_zero if isinstance(a_zero, Var) else _one_element(a_zero))
+    arithmetic = gemm_int8.ByteProduct(offsets=group.buffer_of(Constant(sums)), zero=zero)
+    panel = LoopVar(INDEX, "panel")
+    packed = group.buffer_of(Constant(p.panels))
+    stmts = gemm.panel_block(p, panel, a_buffer.name, packed, "acc", arithmetic)
+    stmts += panel_epilogue(group, panel, p, sums="acc")
+    return _gemm_kernel(group, ops, p, stmts, int32_sums=True)
+
+
+def _one_element(e: Expr) -> Constant:
+    """A scalar constant as a one-element buffer (scalar constants are inlined, not
+    buffers)."""
+    assert isinstance(e, Constant)
+    return Constant(np.asarray(e.data).reshape(1))

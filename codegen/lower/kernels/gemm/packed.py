@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from egraph_ir.expr import Call, Constant
+from egraph_ir.op._common import size_of
 from egraph_ir.registry import Op
 from egraph_ir.types import TensorType
 
@@ -24,8 +25,11 @@ from ....loop_ir import (
     INDEX,
     LANES,
     Assign,
+    Bin,
+    Buffer,
     Declare,
     For,
+    Kernel,
     LExpr,
     Load,
     LoopVar,
@@ -37,7 +41,12 @@ from ....loop_ir import (
     idx,
     mul,
 )
+from ...compute.definitions import Index
+from ...group import Group
+from ...kinds import JitGemmKernel, LoopKernel
+from ...kinds import Ref as BufferRef
 from ..conv.shape import FLOAT_SUMS, Accumulation, zero
+from . import packed as gemm
 
 
 @dataclass(frozen=True)
@@ -151,3 +160,53 @@ def _row_block(
             value = arithmetic.lanes_result(Ref(vec, acc[r][v]), lanes)
             body.append(Store(dest, add(base, idx(v * LANES)), value))
     return body
+
+
+def packed_gemm(group: Group, anchor: Call, ops: list[str], p: gemm.Packed) -> LoopKernel:
+    """The packed-weights micro-kernel and the epilogue, one column panel at a time."""
+    panel = LoopVar(INDEX, "panel")
+    a = group.buffers[anchor.args[0]].name
+    stmts = gemm.panel_block(p, panel, a, group.buffer_of(Constant(p.panels)), "out")
+    if anchor is not group.fn.body:
+        stmts += panel_epilogue(group, panel, p)
+    return _gemm_kernel(group, ops, p, stmts)
+
+
+def _gemm_kernel(
+    group: Group, ops: list[str], p: gemm.Packed, stmts: list[Stmt], int32_sums: bool = False
+) -> JitGemmKernel:
+    """The panel loop the threads share around `stmts`; with `int32_sums` an (M, N) int32
+    scratch "acc" the panels sum into before their epilogue."""
+    scratches = (((p.m, p.n), "int32"),) if int32_sums else ()
+    buffers = group.kernel_buffers([Buffer("acc", "int32", (p.m, p.n))] if int32_sums else [])
+    panels = p.n // p.width
+    work = p.macs / gemm.LANES + size_of(group.out_type.shape)
+    nest: list[Stmt] = [For("panel", panels, stmts, outer=True)]
+    kernel = Kernel(group.name, buffers, nest, panels, work, unroll=False)
+    special = {"acc": BufferRef("scratch", 0)} if int32_sums else {}
+    variant = "int8" if int32_sums else ""
+    constants = dict(group.constants)
+    return JitGemmKernel(group.name, ops, kernel, constants, special, scratches, variant)
+
+
+def panel_epilogue(
+    group: Group, panel: LExpr, p: gemm.Packed, sums: str | None = None
+) -> list[Stmt]:
+    """The epilogue over the columns of one panel, every row. With `sums` (an int8
+    product's int32 scratch, (M, p.n)) the anchor is read from there; where p.n is the
+    output's width rounded up to whole vectors, the last panel's extra columns redo the
+    output's last one (the same value stored again: a loop needs no bounds test)."""
+    shape = group.out_type.shape
+    n = shape[-1]
+    m, j = LoopVar(INDEX, "em"), LoopVar(INDEX, "ej")
+    column: LExpr = add(mul(panel, idx(p.width)), j)
+    if n != p.n:
+        column = Bin(INDEX, "min", column, idx(n - 1))
+    lead = Index(shape[:-1], flat=m).multi() if len(shape) > 2 else [m]
+    index = Index(shape, multi=[*lead, column], flat=add(mul(m, idx(n)), column))
+    if sums is None:
+        value = group.reader(group.fn.body)(index)
+    else:
+        value = group.result_at(index, Load("int32", sums, add(mul(m, idx(p.n)), column)))
+    store = Store("out", index.flat(), value)
+    return [For("em", p.m, [For("ej", p.width, [store])])]

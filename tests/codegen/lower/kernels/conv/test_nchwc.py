@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 import codegen
 import egraph_ir as ir
 import passmgr as pm
-from codegen.lower.select import CHOOSERS, BlockedDepthwise, BlockedPointwise, Unsupported
+from codegen.lower.kinds import Unsupported
+from codegen.lower.select import CHOOSERS, BlockedDepthwise, BlockedPointwise
 from egraph_ir import op
 from egraph_ir.testing import assert_allclose
 

@@ -1,0 +1,107 @@
+"""TODO docstring."""
+
+from __future__ import annotations
+
+from egraph_ir.expr import Call
+from egraph_ir.op._common import size_of
+from egraph_ir.types import TensorType
+
+from ....loop_ir import (
+    INDEX,
+    LANES,
+    THREAD_SLOT,
+    Bin,
+    Buffer,
+    For,
+    Kernel,
+    LExpr,
+    Load,
+    LoopVar,
+    Stmt,
+    Store,
+    add,
+    idx,
+    mul,
+)
+from ...compute.definitions import Index
+from ...group import Group
+from ...kinds import ConvKernel, LoopKernel, operand
+from ...kinds import Ref as BufferRef
+from .shape import Wide
+
+
+def micro_kernel(
+    group: Group,
+    anchor: Call,
+    ops: list[str],
+    stmts: list[Stmt],
+    loop: tuple[str, int],
+    macs: int,
+    special: dict[str, BufferRef],
+    scratches: list[tuple[tuple[int, ...], str]],
+    pad: Kernel | None,
+    variant: str,
+) -> ConvKernel:
+    """A micro-kernel convolution: `stmts` inside the thread-split loop over blocks of
+    output channels, its scratch buffers, an optional padding prologue."""
+    named = zip(special, scratches, strict=True)
+    buffers = group.kernel_buffers([Buffer(name, dtype, shape) for name, (shape, dtype) in named])
+    work = macs / LANES + size_of(group.out_type.shape)
+    nest: list[Stmt] = [For(loop[0], loop[1], stmts, outer=True)]
+    kernel = Kernel(group.name, buffers, nest, loop[1], work, unroll=False)
+    fused = LoopKernel(group.name, ops, kernel, dict(group.constants), special)
+    x, w = anchor.args[:2]
+    source, weights = group.fn.params.index(x), operand(w, group.fn.params)
+    return ConvKernel(
+        group.name, ops, source, weights, pad, None, tuple(scratches), epilogue=fused,
+        variant=variant,
+    )  # fmt: skip
+
+
+def channel_block(
+    group: Group, block: LExpr, ob: int, flat_planes: bool = False, masked_below: int = 0
+) -> list[Stmt]:
+    """The epilogue (or a plain copy) for output channels block*ob .. block*ob + ob - 1.
+    With `flat_planes` (the anchor's result is in the output, rows end to end) each
+    channel's plane is one loop: a 7x7 plane is 49 elements to vectorise, not 7 rows of 7.
+    Rows narrower than `masked_below` run as masked vectors without a scalar remainder
+    (an int8 epilogue's row of 28: 178 -> 142 us; at 56 the remainder is cheaper)."""
+    shape = group.out_type.shape
+    n, channels, oh, ow = shape
+    p, b, y, x = (LoopVar(INDEX, k) for k in ("ep", "eb", "ey", "ex"))
+    channel = add(mul(block, idx(ob)), p)
+    if flat_planes:
+        f = LoopVar(INDEX, "ef")
+        plane = add(mul(b, idx(channels)), channel)
+        rows = [Bin(INDEX, "div", f, idx(ow)), Bin(INDEX, "rem", f, idx(ow))]
+        index = Index(shape, multi=[b, channel, *rows], flat=add(mul(plane, idx(oh * ow)), f))
+        store = Store("out", index.flat(), group.reader(group.fn.body)(index))
+        return [For("ep", ob, [For("eb", n, [For("ef", oh * ow, [store], unroll=True)])])]
+    index = Index(shape, multi=[b, channel, y, x])
+    store = Store("out", index.flat(), group.reader(group.fn.body)(index))
+    row = For("ex", ow, [store], unroll=True, vectorize=True, masked=ow < masked_below)
+    return [For("ep", ob, [For("eb", n, [For("ey", oh, [row])])])]
+
+
+def block_epilogue(group: Group, block: LExpr, lay: Wide, b: LExpr, q0: LExpr) -> list[Stmt]:
+    """The epilogue for one register block's columns q0 .. q0 + XV*16 - 1 of output
+    channels block*OB ..., where those columns are output pixels (Wide.into_out); its
+    sums wait in the thread's tile of OB rows of XV*16 (conv.direct_block with `after`)."""
+    shape = group.out_type.shape
+    _, channels, oh, ow = shape
+    p, t = LoopVar(INDEX, "cp"), LoopVar(INDEX, "ct")
+    channel = add(mul(block, idx(lay.ob)), p)
+    f = add(q0, t)
+    plane = add(mul(b, idx(channels)), channel)
+    rows = [Bin(INDEX, "div", f, idx(ow)), Bin(INDEX, "rem", f, idx(ow))]
+    index = Index(shape, multi=[b, channel, *rows], flat=add(mul(plane, idx(oh * ow)), f))
+    anchor_t = group.anchor.checked_type if group.anchor is not None else group.out_type
+    assert isinstance(anchor_t, TensorType)
+    slot_row = add(mul(add(mul(THREAD_SLOT, idx(shape[0])), b), idx(lay.ob)), p)
+    column = Load(anchor_t.dtype, "wide", add(mul(slot_row, idx(lay.xv * LANES)), t))
+    store = Store("out", index.flat(), group.result_at(index, column))  # at f, not (y, x)
+    width = lay.xv * LANES
+    return [For("cp", lay.ob, [For("ct", width, [store], unroll=True, vectorize=True)])]
+
+
+INT8_MASKED_ROWS = 2 * LANES  # int8 epilogue rows below this run masked throughout

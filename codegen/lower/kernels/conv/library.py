@@ -1,0 +1,33 @@
+"""TODO docstring."""
+
+from __future__ import annotations
+
+from functools import partial
+
+from egraph_ir.expr import Call, Var
+
+from ...group import Group
+from ...kinds import ConvKernel, LoopKernel, Unsupported, operand
+from . import direct as conv
+from . import prologue as conv_prologue
+
+
+def conv_kernel(
+    group: Group, anchor: Call, ops: list[str], epilogue: LoopKernel | None
+) -> ConvKernel:
+    """The convolutions the direct micro-kernel does not take: a 1x1 as a GEMM on the
+    input, float64 as a GEMM over JIT im2col columns, the rest (grouped float64 or
+    float16, negative padding) as direct loops over the padded input."""
+    if not isinstance(anchor.args[0], Var):
+        raise Unsupported("conv2d of a constant input")
+    source = group.fn.params.index(anchor.args[0])
+    weights = operand(anchor.args[1], group.fn.params)
+    kernel = partial(ConvKernel, group.name, ops, source, weights, epilogue=epilogue)
+    if conv.pointwise(anchor):
+        return kernel(None, None, gemm=conv.pointwise_product(anchor), variant="gemm")
+    if conv.columns_fit(anchor):
+        columns, scratch = conv_prologue.im2col_kernel(anchor, f"{group.name}_im2col")
+        return kernel(columns, None, (scratch,), conv.columns_product(anchor), variant="im2col")
+    pad, scratch = conv_prologue.pad_kernel(anchor, f"{group.name}_pad")
+    grouped = conv_prologue.grouped_kernel(anchor, f"{group.name}_conv")
+    return kernel(pad, grouped, (scratch,), variant="grouped")
