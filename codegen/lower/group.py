@@ -21,6 +21,7 @@ from ..loop_ir import (
     Store,
     const,
 )
+from .compute import gather, qnn  # noqa: F401 (register their compute definitions)
 from .compute.definitions import COMPUTE, Ctx, Index
 from .kinds import Unsupported
 

@@ -18,7 +18,7 @@ import passmgr as pm
 from egraph_ir import models, op
 from egraph_ir.errors import CodegenError
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 LOAD_AND_RUN = """
 import sys, time, numpy as np

@@ -36,7 +36,7 @@ def test_demo_other_models(model: str, capsys: pytest.CaptureFixture[str]) -> No
 def test_rules_check_exit_status_and_report(capsys: pytest.CaptureFixture[str]) -> None:
     from pathlib import Path
 
-    data = Path(__file__).resolve().parents[1] / "data"
+    data = Path(__file__).resolve().parents[2] / "data"
     assert main(["rules", "check", "cast", "--max-examples", "10"]) == 0
     assert "cast: 5 rule(s) checked, 0 unsound" in capsys.readouterr().out
     assert main(["rules", "check", str(data / "unsound.rules"), "--max-examples", "30"]) == 1

@@ -6,6 +6,7 @@ epilogue; so does the plain vector form used without VNNI."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -19,7 +20,19 @@ import passmgr as pm
 from codegen.llvm import mathlib
 from codegen.lower.kernels.conv import int8 as conv_int8
 
+from .....hosts import force_int8_kernels
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _int8_kernels_on_any_cpu() -> Iterator[None]:
+    """The int8 kernels are what these tests check, on any CPU (tests/hosts.py)."""
+    with pytest.MonkeyPatch.context() as patch:
+        force_int8_kernels(patch)
+        yield
+
+
 # (input channels, output channels, size, kernel, stride, padding, dilation, batch,
+
 # groups): a first layer (3 channels: one word, partly filled), odd channels over two
 # batch items, 1x1, stride 2 (output channels in the lanes: a 5x5 map), dilation 2,
 # asymmetric padding, 32 output channels on a 7x7 map over two items (two vectors of

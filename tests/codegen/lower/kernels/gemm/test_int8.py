@@ -5,15 +5,27 @@ or constant, and with the rescale FuseOps puts in the epilogue."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import codegen
 import egraph_ir as ir
 from codegen.lower.kernels.gemm import int8 as gemm_int8
+
+from .....hosts import force_int8_kernels
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _int8_kernels_on_any_cpu() -> Iterator[None]:
+    """The int8 kernels are what these tests check, on any CPU (tests/hosts.py)."""
+    with pytest.MonkeyPatch.context() as patch:
+        force_int8_kernels(patch)
+        yield
 
 
 def _int8_products(exe: Any) -> int:
