@@ -1,9 +1,9 @@
-"""Benchmark: 3x3 convolutions of stride 1 by the direct (or channel-vector) kernel on NCHW
-data and by Winograd's F(2x2, 3x3) and F(4x4, 3x3) on NCHW16c data (codegen/lower/kernels/conv/winograd.py),
-on ResNet-18's four layer shapes, with ONNX Runtime's Conv on the same shape for scale.
-Interleaved rounds in one process (a noisy spell hits every kernel), medians of each round's
-median; the largest difference from the direct convolution's result beside each Winograd
-form. These are the rates egraph_ir/egraph/kernel_cost.py's defaults quote.
+"""Benchmark: 3x3 convolutions of stride 1 by the direct (or channel-vector) kernel on NCHW data and
+by Winograd's F(2x2, 3x3) and F(4x4, 3x3) on NCHW16c data (codegen/lower/kernels/conv/winograd.py),
+on ResNet-18's four layer shapes, with ONNX Runtime's Conv on the same shape for scale. Interleaved
+rounds in one process (a noisy spell hits every kernel), medians of each round's median; the largest
+difference from the direct convolution's result beside each Winograd form. These are the rates
+egraph_ir/egraph/kernel_cost.py's defaults quote.
 
     .venv/bin/python benchmarks/winograd.py [--rounds 10] [--threads 2]
 """

@@ -125,8 +125,9 @@ class LoopKernel(CompiledKernel):
 
 @dataclass
 class JitGemmKernel(LoopKernel):
-    """A product on weights packed at compile time, with its epilogue (codegen/lower/kernels/gemm/packed.py);
-    an int8 one (codegen/lower/kernels/gemm/int8.py) sums into an int32 scratch first."""
+    """A product on weights packed at compile time, with its epilogue
+    (codegen/lower/kernels/gemm/packed.py); an int8 one (codegen/lower/kernels/gemm/int8.py) sums
+    into an int32 scratch first."""
 
     kind: ClassVar[str] = "gemm"
     scratches: tuple[tuple[tuple[int, ...], str], ...] = ()

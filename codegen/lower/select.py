@@ -225,15 +225,15 @@ MAX_PHASES = 16  # stride phases (sh * sw) the direct kernel splits its input in
 
 
 def _conv2d(anchor: Call) -> Strategy:
-    """The direct micro-kernel wherever it fits (codegen/lower/kernels/conv/direct.py), 1x1 convolutions
-    included: where their rows do not split into whole register blocks (7x7, 14x14) the
-    wide rows still beat a GEMM on the input, whose columns are too few for BLAS. Past
-    MAX_PHASES stride phases whose copies differ (padding reaches some of them) the
-    phase-split copy is one loop nest per phase, a huge kernel for LLVM: im2col and a GEMM
-    instead. A uniform grid of phases (a ViT's 16x16 non-overlapping patches) is one loop
-    and stays direct. Where output channels can fill the vector lanes instead
-    (conv_channels.py), the kernel database's measurement for this shape decides
-    (codegen/measure/tuning.py, `egc tune`), else the shape rule that measured faster here."""
+    """The direct micro-kernel wherever it fits (codegen/lower/kernels/conv/direct.py), 1x1
+    convolutions included: where their rows do not split into whole register blocks (7x7, 14x14) the
+    wide rows still beat a GEMM on the input, whose columns are too few for BLAS. Past MAX_PHASES
+    stride phases whose copies differ (padding reaches some of them) the phase-split copy is one
+    loop nest per phase, a huge kernel for LLVM: im2col and a GEMM instead. A uniform grid of phases
+    (a ViT's 16x16 non-overlapping patches) is one loop and stays direct. Where output channels can
+    fill the vector lanes instead (conv_channels.py), the kernel database's measurement for this
+    shape decides (codegen/measure/tuning.py, `egc tune`), else the shape rule that measured faster
+    here."""
     _materialised(anchor)
     if not conv.direct_fits(anchor):
         return LibraryConv()

@@ -2,26 +2,23 @@
 the code generator compiles (TVM's qnn CanonicalizeOps). FakeQuantizationToInteger runs
 first, while the e-graph can still see dequantize -> op -> quantize chains.
 
-- dequantize: (float32(x) - float32(zero point)) * scale;
-- quantize: clip(round(x / scale) + zero point) in the zero point's type;
-- requantize: clip(round(float32(acc) * multiplier) + zero point);
-- qnn_conv2d / qnn_dense: the float convolution or product of the shifted integers, as
-  int32: in float32 when the weights bound every partial sum below 2**24 (then each sum
-  is exact in any order), else float32 convolutions over slices of input channels summed
-  in float64, else float64 (exact up to 2**53). Either way this is the int32 result;
-  FoldConstant then turns the shifted weights into float constants. Under a requantize
-  the accumulator stays in floats, so the whole epilogue fuses into the conv kernel;
-- qnn_matmul (MatMulInteger): a float32 matmul when a constant b bounds every partial
-  sum below 2**24, else float64;
-- qnn_add: QLinearAdd's two fused multiply-adds, each as a float64 sum rounded once;
-- qnn_sigmoid: a gather from its 256-entry table, computed here.
-A qnn_conv2d, qnn_matmul or qnn_dense the host code generator computes natively (its
-int8 kernels: u8 x s8 words accumulated by VNNI's vpdpbusd, codegen/lower/kernels/conv/int8.py and
-codegen/lower/kernels/gemm/int8.py, declared through egraph_ir.support.register_native_form) stays as
-it is, and so does the int32 chain under its requantize, which fuses into the kernel's
-epilogue; so does a requantize of such an int32 sum where the code generator has an
-integer form of it (codegen/lower/compute/qnn.py: a constant multiplier of at most 1/4). The
-config key `qnn.integer_kernels` (default on) turns all of that off.
+- dequantize: (float32(x) - float32(zero point)) * scale; - quantize: clip(round(x / scale) + zero
+point) in the zero point's type; - requantize: clip(round(float32(acc) * multiplier) + zero point);
+- qnn_conv2d / qnn_dense: the float convolution or product of the shifted integers, as int32: in
+float32 when the weights bound every partial sum below 2**24 (then each sum is exact in any order),
+else float32 convolutions over slices of input channels summed in float64, else float64 (exact up to
+2**53). Either way this is the int32 result; FoldConstant then turns the shifted weights into float
+constants. Under a requantize the accumulator stays in floats, so the whole epilogue fuses into the
+conv kernel; - qnn_matmul (MatMulInteger): a float32 matmul when a constant b bounds every partial
+sum below 2**24, else float64; - qnn_add: QLinearAdd's two fused multiply-adds, each as a float64
+sum rounded once; - qnn_sigmoid: a gather from its 256-entry table, computed here. A qnn_conv2d,
+qnn_matmul or qnn_dense the host code generator computes natively (its int8 kernels: u8 x s8 words
+accumulated by VNNI's vpdpbusd, codegen/lower/kernels/conv/int8.py and
+codegen/lower/kernels/gemm/int8.py, declared through egraph_ir.support.register_native_form) stays
+as it is, and so does the int32 chain under its requantize, which fuses into the kernel's epilogue;
+so does a requantize of such an int32 sum where the code generator has an integer form of it
+(codegen/lower/compute/qnn.py: a constant multiplier of at most 1/4). The config key
+`qnn.integer_kernels` (default on) turns all of that off.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
-"""Kernels of conv2d_nchwc (codegen/lower/kernels/conv/nchwc.py) with their fused epilogue. A depthwise
-kernel's thread owns its channel blocks: it stores a row's sums in the output and the
-epilogue rewrites them in place while they are in L1. A pointwise kernel's threads may
-share a panel (its pixels cut into parts), so a register block's sums go to the thread's
-tile and the epilogue writes the output from there: a block two parts compute (where the
-parts do not divide evenly) is written twice with the same values, never rewritten twice."""
+"""Kernels of conv2d_nchwc (codegen/lower/kernels/conv/nchwc.py) with their fused epilogue. A
+depthwise kernel's thread owns its channel blocks: it stores a row's sums in the output and the
+epilogue rewrites them in place while they are in L1. A pointwise kernel's threads may share a panel
+(its pixels cut into parts), so a register block's sums go to the thread's tile and the epilogue
+writes the output from there: a block two parts compute (where the parts do not divide evenly) is
+written twice with the same values, never rewritten twice."""
 
 from __future__ import annotations
 
