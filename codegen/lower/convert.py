@@ -18,7 +18,8 @@ from egraph_ir.types import TensorType
 
 from ..loop_ir import INDEX, LANES, Bin, For, LExpr, Load, LoopVar, Stmt, Store, add, idx, mul
 from .group import Group
-from .kernels.conv.nchwc import VECTOR, transpose_lanes
+from .kernels.conv.nchwc_pointwise import transpose_lanes
+from .kernels.conv.shape import VECTOR
 
 FORMS = {("NCHW", f"NCHW{LANES}c"), (f"NCHW{LANES}c", "NCHW")}
 

@@ -14,41 +14,24 @@ from ..loop_ir import Kernel, Stmt
 from ..runtime import blas
 from .convert import block_transpose
 from .group import Group
-from .kernels.conv.blocked import blocked_depthwise, blocked_pointwise, blocked_winograd
-from .kernels.conv.channels import channel_conv, tile_load
-from .kernels.conv.channels_int8 import int8_channel_conv
-from .kernels.conv.depthwise_int8 import byte_depthwise
-from .kernels.conv.direct import direct_conv, wide_rows_load
-from .kernels.conv.int8 import int8_conv
 from .kernels.conv.library import conv_kernel
-from .kernels.gemm.int8 import int8_packed_gemm
-from .kernels.gemm.packed import packed_gemm
-from .kinds import CompiledKernel, GemmKernel, HostKernel, LoopKernel, Unsupported, operand
+from .kinds import CompiledKernel, GemmKernel, HostKernel, LoopKernel, operand
 from .nests import argmax_nest, before_reshapes, elementwise_nest, product_nest, reduction_nest
 from .select import (
     ArgMax,
     AvgPool,
-    BlockedDepthwise,
-    BlockedPointwise,
-    BlockedWinograd,
-    ByteDepthwise,
-    ChannelConv,
-    DirectConv,
     Elementwise,
-    Int8ChannelConv,
-    Int8Conv,
-    Int8Product,
     LibraryConv,
     LibraryProduct,
     LoopProduct,
     MaxPoolRows,
-    PackedProduct,
     Reduction,
     RowOp,
     Strategy,
     select,
     small_product,
 )
+from .strategy import NativeKernel, Unsupported
 from .windows import avg_pool_nest, max_pool_rows, row_nest, row_shape
 
 NARROW = set(NARROW_FLOATS) | set(NARROW_INTS)  # numpy computes them through ml_dtypes
@@ -114,33 +97,9 @@ def build_kernel(group: Group, calls: list[Call], ops: list[str]) -> CompiledKer
             return _loops(group, *transposed, ops)
         root, shape = before_reshapes(group.fn.body)  # the finer shape of the two
         return _loops(group, elementwise_nest(group, root, rolled), shape, ops)
+    if isinstance(strategy, NativeKernel):
+        return _native(group, anchor, strategy, ops)
     body, extent = _anchor_nest(group, anchor, strategy)
-    match strategy:  # int32 sums in scratch, any result dtype
-        case Int8Conv(wide):
-            return int8_conv(group, anchor, ops, wide)
-        case Int8ChannelConv(layout):
-            return int8_channel_conv(group, anchor, ops, layout)
-        case Int8Product(packed, sums):
-            return int8_packed_gemm(group, anchor, ops, packed, sums)
-        case ByteDepthwise(wide):
-            return byte_depthwise(group, anchor, ops, wide)
-    anchor_t = anchor.checked_type
-    assert isinstance(anchor_t, TensorType)
-    if anchor_t.dtype != group.out_type.dtype and not group.in_registers:
-        raise Unsupported(f"{anchor.op.name} writes its result in the output: no dtype change")  # type: ignore[union-attr]
-    match strategy:
-        case DirectConv(wide):
-            return direct_conv(group, anchor, ops, wide)
-        case ChannelConv(layout):
-            return channel_conv(group, anchor, ops, layout)
-        case BlockedDepthwise():
-            return blocked_depthwise(group, anchor, ops)
-        case BlockedPointwise(panels):
-            return blocked_pointwise(group, anchor, ops, panels)
-        case BlockedWinograd(tiles):
-            return blocked_winograd(group, anchor, ops, tiles)
-        case PackedProduct(packed):
-            return packed_gemm(group, anchor, ops, packed)
     if anchor is not group.fn.body and not group.in_registers:
         body += elementwise_nest(group, group.fn.body, rolled)
     loops = _loops(group, body, extent, ops, anchor) if body else None
@@ -152,6 +111,18 @@ def build_kernel(group: Group, calls: list[Call], ops: list[str]) -> CompiledKer
             return conv_kernel(group, anchor, ops, loops)
     assert loops is not None
     return loops
+
+
+def _native(group: Group, anchor: Call, kernel: NativeKernel, ops: list[str]) -> CompiledKernel:
+    """A native kernel with the group's epilogue fused into it; the epilogue reads the
+    anchor's result where the kernel leaves it."""
+    group.anchor_load = kernel.anchor_load(group, anchor)
+    anchor_t = anchor.checked_type
+    assert isinstance(anchor_t, TensorType)
+    dtype_changes = anchor_t.dtype != group.out_type.dtype and not group.in_registers
+    if dtype_changes and not kernel.ANY_RESULT_DTYPE:
+        raise Unsupported(f"{anchor.op.name} writes its result in the output: no dtype change")  # type: ignore[union-attr]
+    return kernel.build(group, anchor, ops)
 
 
 def _anchor_nest(
@@ -173,18 +144,7 @@ def _anchor_nest(
             return avg_pool_nest(group, anchor), shape
         case RowOp():
             return row_nest(group, anchor), row_shape(anchor)
-        case DirectConv(wide) | Int8Conv(wide):
-            group.anchor_load = wide_rows_load(group, wide)
-            return [], shape
-        case ByteDepthwise(wide):
-            group.anchor_load = wide_rows_load(group, wide, stored="float32")
-            return [], shape
-        case ChannelConv(layout) | Int8ChannelConv(layout):
-            group.anchor_load = tile_load(group, anchor, layout)
-            return [], shape
-        case PackedProduct() | Int8Product() | LibraryProduct() | LibraryConv() | Elementwise():
-            return [], shape
-        case BlockedDepthwise() | BlockedPointwise() | BlockedWinograd():
+        case LibraryProduct() | LibraryConv() | Elementwise() | NativeKernel():
             return [], shape
 
 

@@ -94,6 +94,12 @@ class CompiledKernel(ABC):
     def python_step(self) -> PythonStep:
         raise NotImplementedError(f"{self.kind} kernels run natively")
 
+    @property
+    def kernel_name(self) -> str:
+        """The kernel's NAME as profiles and reports show it ("conv/direct", "loops")."""
+        variant = getattr(self, "variant", "")
+        return f"{self.kind}/{variant}" if variant else self.kind
+
 
 @dataclass
 class LoopKernel(CompiledKernel):
@@ -260,5 +266,3 @@ def operand(x: Expr, params: tuple[Var, ...]) -> int | np.ndarray:
     return params.index(x)
 
 
-class Unsupported(Exception):
-    """No native kernel for this group (it runs on the host, or fails without fallback)."""

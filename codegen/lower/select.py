@@ -11,8 +11,6 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import numpy as np
-
 from egraph_ir.expr import Call, Constant, Function, Var
 from egraph_ir.op._common import size_of
 from egraph_ir.registry import Op, OpPattern
@@ -20,24 +18,28 @@ from egraph_ir.types import TensorType
 
 from ..measure import tuning
 from ..runtime import blas
-from .kernels.conv import (
-    channels as conv_channels,
+from .kernels.conv import channels, int8, winograd
+from .kernels.conv.channels import ChannelConv
+from .kernels.conv.channels_int8 import Int8ChannelConv
+from .kernels.conv.depthwise_int8 import ByteDepthwise
+from .kernels.conv.depthwise_int8 import depthwise_fits as byte_depthwise_fits
+from .kernels.conv.direct import DirectConv, columns_fit, direct_fits
+from .kernels.conv.int8 import Int8Conv
+from .kernels.conv.nchwc_depthwise import BlockedDepthwise
+from .kernels.conv.nchwc_depthwise import depthwise_fits as blocked_depthwise_fits
+from .kernels.conv.nchwc_pointwise import (
+    BlockedPointwise,
+    pointwise_fits,
+    pointwise_layout,
+    window_fits,
 )
-from .kernels.conv import direct as conv
-from .kernels.conv import (
-    int8 as conv_int8,
-)
-from .kernels.conv import nchwc as conv_blocked
-from .kernels.conv import (
-    prologue as conv_prologue,
-)
-from .kernels.conv import (
-    winograd as conv_winograd,
-)
+from .kernels.conv.prologue import uniform_phases
 from .kernels.conv.shape import ConvShape, Wide
+from .kernels.conv.winograd import BlockedWinograd, WinogradShape
 from .kernels.gemm import int8 as gemm_int8
-from .kernels.gemm import packed as gemm
-from .kinds import Unsupported
+from .kernels.gemm.int8 import Int8Product
+from .kernels.gemm.packed import PackedProduct, pack, packed_fits
+from .strategy import NativeKernel, Unsupported
 
 
 @dataclass(frozen=True)
@@ -58,22 +60,6 @@ class ArgMax:
 @dataclass(frozen=True)
 class LoopProduct:
     """dense / matmul / batch_matmul as plain loops: small or integer products."""
-
-
-@dataclass(frozen=True)
-class PackedProduct:
-    """A float32 product on constant weights packed into column panels (JIT micro-kernel)."""
-
-    packed: gemm.Packed
-
-
-@dataclass(frozen=True)
-class Int8Product:
-    """qnn_matmul / qnn_dense on constant int8 weights: byte words by vpdpbusd
-    (gemm_int8.py), with the weights' column sums for the zero-point offset."""
-
-    packed: gemm.Packed
-    sums: np.ndarray = dataclasses.field(compare=False)
 
 
 @dataclass(frozen=True)
@@ -98,85 +84,22 @@ class RowOp:
 
 
 @dataclass(frozen=True)
-class DirectConv:
-    """The register-blocked direct convolution with its epilogue per block of channels."""
-
-    wide: Wide
-
-
-@dataclass(frozen=True)
-class ChannelConv:
-    """The convolution with output channels in the vector lanes, for small feature maps."""
-
-    layout: conv_channels.ChannelLayout
-
-
-@dataclass(frozen=True)
-class Int8Conv:
-    """qnn_conv2d as u8 x s8 words summed in int32 (conv_int8.py) in the direct layout."""
-
-    wide: Wide
-
-
-@dataclass(frozen=True)
-class Int8ChannelConv:
-    """qnn_conv2d with output channels in the lanes over the packed input words."""
-
-    layout: conv_channels.ChannelLayout
-
-
-@dataclass(frozen=True)
-class ByteDepthwise:
-    """A depthwise qnn_conv2d: the direct kernel's depthwise path on the bytes, summed
-    exactly in float32 (conv_int8.depthwise_fits)."""
-
-    wide: Wide
-
-
-@dataclass(frozen=True)
-class BlockedDepthwise:
-    """A depthwise conv2d_nchwc: a vector of 16 channels per tap (conv_blocked.py)."""
-
-
-@dataclass(frozen=True)
-class BlockedPointwise:
-    """A 1x1 conv2d_nchwc (or, from NCHW data, any window): output channels in the lanes."""
-
-    layout: conv_blocked.PointwiseLayout
-
-
-@dataclass(frozen=True)
-class BlockedWinograd:
-    """A conv2d_winograd: F(2x2, 3x3) or F(4x4, 3x3) on 16-lane blocks (conv_winograd.py)."""
-
-    layout: conv_winograd.WinogradLayout
-
-
-@dataclass(frozen=True)
 class LibraryConv:
     """A 1x1 convolution as a GEMM on the input, im2col + GEMM, or grouped direct loops."""
 
 
+# loop nests and library calls (built by driver.py), or a native kernel (its own build)
 Strategy = (
     Elementwise
     | Reduction
     | ArgMax
     | LoopProduct
-    | PackedProduct
-    | Int8Product
     | LibraryProduct
     | MaxPoolRows
     | AvgPool
     | RowOp
-    | DirectConv
-    | ChannelConv
-    | Int8Conv
-    | Int8ChannelConv
-    | ByteDepthwise
-    | BlockedDepthwise
-    | BlockedPointwise
-    | BlockedWinograd
     | LibraryConv
+    | NativeKernel
 )
 
 PRODUCTS = ("dense", "matmul", "batch_matmul")
@@ -213,8 +136,8 @@ def _materialised(anchor: Call) -> None:
 
 
 def _product(anchor: Call) -> Strategy:
-    if gemm.packed_fits(anchor) and isinstance(anchor.args[0], Var):
-        return PackedProduct(gemm.pack(anchor))
+    if packed_fits(anchor) and isinstance(anchor.args[0], Var):
+        return PackedProduct(pack(anchor))
     if small_product(anchor):
         return LoopProduct()
     _materialised(anchor)
@@ -231,21 +154,21 @@ def _conv2d(anchor: Call) -> Strategy:
     stride phases whose copies differ (padding reaches some of them) the phase-split copy is one
     loop nest per phase, a huge kernel for LLVM: im2col and a GEMM instead. A uniform grid of phases
     (a ViT's 16x16 non-overlapping patches) is one loop and stays direct. Where output channels can
-    fill the vector lanes instead (conv_channels.py), the kernel database's measurement for this
-    shape decides (codegen/measure/tuning.py, `egc tune`), else the shape rule that measured faster
-    here."""
+    fill the vector lanes instead (kernels/conv/channels.py), the kernel database's measurement for
+    this shape decides (codegen/measure/tuning.py, `egc tune`), else the shape rule that measured
+    faster here."""
     _materialised(anchor)
-    if not conv.direct_fits(anchor):
+    if not direct_fits(anchor):
         return LibraryConv()
     shape, wide = ConvShape.of(anchor), Wide.of(anchor)
-    many = shape.sh * shape.sw > MAX_PHASES and not conv_prologue.uniform_phases(anchor, wide)
-    if many and conv.columns_fit(anchor):
+    many = shape.sh * shape.sw > MAX_PHASES and not uniform_phases(anchor, wide)
+    if many and columns_fit(anchor):
         return LibraryConv()
-    if not conv_channels.can_take(anchor):
+    if not channels.can_take(anchor):
         return DirectConv(wide)
     measured = tuning.choose(tuning_key(anchor), CONV_CANDIDATES)
-    if measured == "channels" or (measured is None and conv_channels.worth_it(anchor, wide)):
-        return ChannelConv(conv_channels.layout(anchor, wide))
+    if measured == ChannelConv.NAME or (measured is None and channels.worth_it(anchor, wide)):
+        return ChannelConv(channels.layout(anchor, wide))
     return DirectConv(wide)
 
 
@@ -267,13 +190,13 @@ def _qnn_conv2d(anchor: Call) -> Strategy:
     lowers every other qnn_conv2d to floats, so one reaching here without fitting was
     built by hand (the host runs its reference)."""
     _materialised(anchor)
-    if conv_int8.fits(anchor):
-        wide = conv_int8.layout(anchor)
-        if conv_int8.channels_worth_it(anchor, wide):
-            return Int8ChannelConv(conv_int8.channel_layout(anchor, wide))
+    if int8.fits(anchor):
+        wide = int8.layout(anchor)
+        if int8.channels_worth_it(anchor, wide):
+            return Int8ChannelConv(int8.channel_layout(anchor, wide))
         return Int8Conv(wide)
-    if conv_int8.depthwise_fits(anchor):
-        return ByteDepthwise(conv_int8.layout(anchor))
+    if byte_depthwise_fits(anchor):
+        return ByteDepthwise(int8.layout(anchor))
     raise Unsupported("qnn_conv2d outside the int8 kernels (int8 weights, zero point 0)")
 
 
@@ -288,10 +211,10 @@ def _conv2d_nchwc(anchor: Call) -> Strategy:
     """The blocked kernels take the forms blocked.rules makes (depthwise, pointwise); one
     built by hand in another form runs its reference on the host."""
     _materialised(anchor)
-    if conv_blocked.depthwise_fits(anchor):
+    if blocked_depthwise_fits(anchor):
         return BlockedDepthwise()
-    if conv_blocked.pointwise_fits(anchor) or conv_blocked.window_fits(anchor):
-        return BlockedPointwise(conv_blocked.pointwise_layout(anchor))
+    if pointwise_fits(anchor) or window_fits(anchor):
+        return BlockedPointwise(pointwise_layout(anchor))
     raise Unsupported(
         "conv2d_nchwc other than float32 depthwise, pointwise or NCHW-in on 16-lane blocks"
     )
@@ -301,12 +224,13 @@ def _conv2d_winograd(anchor: Call) -> Strategy:
     """The Winograd kernel takes what kernels.rules makes: float32 blocks of 16 in and
     out, tiles of 2 or 4; other forms run their reference on the host."""
     _materialised(anchor)
-    if not conv_winograd.fits(anchor):
+    if not winograd.fits(anchor):
         raise Unsupported("conv2d_winograd other than float32 on 16-lane blocks")
-    return BlockedWinograd(conv_winograd.layout(anchor))
+    return BlockedWinograd(winograd.layout(anchor), WinogradShape.of(anchor).tile)
 
 
-CONV_CANDIDATES = ("direct", "channels")  # the kernels the database may choose between
+# the kernels the database may choose between, by NAME
+CONV_CANDIDATES = (DirectConv.NAME, ChannelConv.NAME)
 
 
 def tuning_key(anchor: Call) -> str:
@@ -323,7 +247,7 @@ def tunable(anchor: Call) -> tuple[str, tuple[str, ...]] | None:
     if not (isinstance(anchor.op, Op) and anchor.op.name == "conv2d"):
         return None
     try:
-        with tuning.forcing("channels"):
+        with tuning.forcing(ChannelConv.NAME):
             chosen = _conv2d(anchor)
     except Unsupported:
         return None

@@ -21,7 +21,8 @@ from egraph_ir.module import IRModule
 from egraph_ir.visitor import post_order
 
 from ..build import build
-from ..lower.select import CHOOSERS, ChannelConv, tunable
+from ..lower.select import CHOOSERS, tunable
+from ..lower.strategy import NativeKernel
 from . import tuning
 
 
@@ -76,7 +77,7 @@ def _alone(anchor: Call) -> tuple[Function, dict[str, np.ndarray]]:
 def _rule_choice(anchor: Call) -> str:
     with tuning.using(None):
         strategy = CHOOSERS[anchor.op.name](anchor)  # type: ignore[union-attr]
-    return "channels" if isinstance(strategy, ChannelConv) else "direct"
+    return strategy.name if isinstance(strategy, NativeKernel) else type(strategy).__name__
 
 
 def tune(model: Any, db_path: str | Path | None = None) -> TuneReport:

@@ -1,5 +1,5 @@
 """Compute definitions of the ops that read their data at computed indices (take,
-gather_elements). Registered into compute.COMPUTE when codegen/lower/group.py imports this
+gather_elements). Registered into COMPUTE when codegen/lower/group.py imports this
 module. A take from a small constant integer table (a quantised sigmoid's 256 entries) is a
 loop_ir.Lookup: byte permutes, where a gather costs ~30 cycles per 16 lanes."""
 

@@ -33,7 +33,7 @@ def _variants(exe: codegen.Executable) -> list[str]:
 
 def _write_db(path: Path, key: str, direct: float, channels: float) -> None:
     db = tuning.KernelDB(path)
-    db.times[key] = {"direct": direct, "channels": channels}
+    db.times[key] = {"conv/direct": direct, "conv/channels": channels}
     db.save()
 
 

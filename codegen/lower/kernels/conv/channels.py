@@ -12,7 +12,7 @@ The block's results go to the calling thread's slot of a scratch tile laid out p
 pixel (tile[p, 0:W]); the fused epilogue then writes each channel's plane of the NCHW
 output from it (codegen/lower/kernels/library.py: channel_conv). The input is read in place for a
 1x1 convolution without stride or padding; otherwise from the direct kernel's padded
-phase planes (conv_prologue.phase_kernel), which make every tap a fixed offset.
+phase planes (phase_kernel), which make every tap a fixed offset.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
+from typing import ClassVar
 
 import llvmlite.binding as llvm
 import numpy as np
@@ -51,10 +52,10 @@ from ...compute.definitions import Index
 from ...group import Group
 from ...kinds import ConvKernel
 from ...kinds import Ref as BufferRef
-from . import channels as conv_channels
-from . import prologue as conv_prologue
+from ...strategy import NativeKernel
 from .direct import pointwise
 from .epilogue import channel_block, micro_kernel
+from .prologue import phase_kernel
 from .shape import FLOAT_SUMS, Accumulation, ConvShape, Wide, zero
 
 # When lanes over channels win, measured against the direct kernel on this project's
@@ -272,9 +273,9 @@ def macs(conv: Call) -> int:
 
 
 def channel_conv(
-    group: Group, anchor: Call, ops: list[str], lay: conv_channels.ChannelLayout
+    group: Group, anchor: Call, ops: list[str], lay: ChannelLayout
 ) -> ConvKernel:
-    """The channel-vector kernel (conv_channels.py) and the epilogue in one loop over
+    """The channel-vector kernel (py) and the epilogue in one loop over
     panels of output channels: each panel's tile is still in cache when the epilogue
     writes its planes of the output from it."""
     g = ConvShape.of(anchor)
@@ -286,24 +287,26 @@ def channel_conv(
     source = group.buffers[x].name
     if lay.wide is not None:  # padded (and for strides, phase-split) input in scratch 0
         special["xpad"] = BufferRef("scratch", len(scratches))
-        pad, padded = conv_prologue.phase_kernel(anchor, lay.wide, f"{group.name}_pad")
+        pad, padded = phase_kernel(anchor, lay.wide, f"{group.name}_pad")
         scratches.append(padded)
         source = "xpad"
     special["tile"] = BufferRef("scratch", len(scratches))
-    scratches.append((conv_channels.tile_shape(anchor, lay), "float32"))
+    scratches.append((tile_shape(anchor, lay), "float32"))
     panel = LoopVar(INDEX, "panel")
     packed = group.buffer_of(Constant(lay.panels))
-    stmts = conv_channels.panel_block(anchor, lay, panel, source, packed, "tile")
+    stmts = panel_block(anchor, lay, panel, source, packed, "tile")
     stmts += channel_block(group, panel, lay.width, flat_planes=True)
-    macs, loop = conv_channels.macs(anchor), ("panel", g.o // lay.width)
-    return micro_kernel(group, anchor, ops, stmts, loop, macs, special, scratches, pad, "channels")
+    work, loop = macs(anchor), ("panel", g.o // lay.width)
+    return micro_kernel(
+        group, anchor, ops, stmts, loop, work, special, scratches, pad, ChannelConv.NAME
+    )
 
 
 def tile_load(
-    group: Group, anchor: Call, lay: conv_channels.ChannelLayout
+    group: Group, anchor: Call, lay: ChannelLayout
 ) -> Callable[[Index], LExpr]:
     """Where the epilogue reads the channel-vector convolution's result: the calling
-    thread's tile, pixel by pixel (conv_channels.tile_at)."""
+    thread's tile, pixel by pixel (tile_at)."""
     ow = group.out_type.shape[3]
     anchor_t = anchor.checked_type
     assert isinstance(anchor_t, TensorType)
@@ -312,6 +315,20 @@ def tile_load(
         b, o, y, x = index.multi()
         lane = Bin(INDEX, "rem", o, idx(lay.width))
         pixel = add(mul(y, idx(ow)), x)
-        return Load(anchor_t.dtype, "tile", conv_channels.tile_at(anchor, lay, b, pixel, lane))
+        return Load(anchor_t.dtype, "tile", tile_at(anchor, lay, b, pixel, lane))
 
     return load
+
+
+@dataclass(frozen=True)
+class ChannelConv(NativeKernel):
+    """The convolution with output channels in the vector lanes, for small feature maps."""
+
+    NAME: ClassVar[str] = "conv/channels"
+    layout: ChannelLayout
+
+    def anchor_load(self, group: Group, anchor: Call) -> Callable[[Index], LExpr]:
+        return tile_load(group, anchor, self.layout)
+
+    def build(self, group: Group, anchor: Call, ops: list[str]) -> ConvKernel:
+        return channel_conv(group, anchor, ops, self.layout)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import ClassVar
+
 import numpy as np
 
 from egraph_ir.expr import Call, Constant, Var
@@ -12,12 +16,14 @@ from ....loop_ir import (
     LoopVar,
     const,
 )
+from ...compute.definitions import Index
 from ...group import Group
 from ...kinds import ConvKernel
 from ...kinds import Ref as BufferRef
-from . import direct as conv
-from . import prologue as conv_prologue
+from ...strategy import NativeKernel
+from .direct import direct_block, direct_macs, wide_rows_load
 from .epilogue import INT8_MASKED_ROWS, channel_block, micro_kernel
+from .prologue import phase_shape, private_copy
 from .shape import Accumulation, ConvShape, Wide, int8_operands_fit
 
 
@@ -31,17 +37,17 @@ def byte_depthwise(group: Group, anchor: Call, ops: list[str], lay: Wide) -> Con
     weights, offsets = depthwise_weights(anchor)
     weight, offset = group.buffer_of(Constant(weights)), group.buffer_of(Constant(offsets))
     special = {"xpad": BufferRef("scratch", 0), "wide": BufferRef("scratch", 1)}
-    plane, _ = conv_prologue.phase_shape(anchor, lay)
+    plane, _ = phase_shape(anchor, lay)
     scratches = [(plane, "float32"), ((g.n, g.o, lay.q), "float32")]
     block, source = LoopVar(INDEX, "ob"), group.buffers[x].name
     fill = zero_point(anchor)
-    stmts = conv_prologue.private_copy(anchor, lay, block, source, "xpad", fill)
+    stmts = private_copy(anchor, lay, block, source, "xpad", fill)
     arithmetic = Accumulation(offsets=offset)
-    stmts += conv.direct_block(anchor, lay, block, "xpad", weight, "wide", True, True, arithmetic)
+    stmts += direct_block(anchor, lay, block, "xpad", weight, "wide", True, True, arithmetic)
     stmts += channel_block(group, block, lay.ob, masked_below=INT8_MASKED_ROWS)
-    macs, loop = conv.direct_macs(anchor, lay), ("ob", g.o // lay.ob)
+    macs, loop = direct_macs(anchor, lay), ("ob", g.o // lay.ob)
     return micro_kernel(
-        group, anchor, ops, stmts, loop, macs, special, scratches, None, "int8-depthwise"
+        group, anchor, ops, stmts, loop, macs, special, scratches, None, ByteDepthwise.NAME
     )
 
 
@@ -74,3 +80,19 @@ def zero_point(call: Call) -> LExpr:
     x_zero = call.args[2]
     assert isinstance(x_zero, Constant)
     return const(int(x_zero.data.reshape(-1)[0]), str(x_zero.data.dtype))
+
+
+@dataclass(frozen=True)
+class ByteDepthwise(NativeKernel):
+    """A depthwise qnn_conv2d: the direct kernel's depthwise path on the bytes, summed
+    exactly in float32 (depthwise_fits)."""
+
+    NAME: ClassVar[str] = "conv/int8-depthwise"
+    ANY_RESULT_DTYPE: ClassVar[bool] = True
+    wide: Wide
+
+    def anchor_load(self, group: Group, anchor: Call) -> Callable[[Index], LExpr]:
+        return wide_rows_load(group, self.wide, stored="float32")
+
+    def build(self, group: Group, anchor: Call, ops: list[str]) -> ConvKernel:
+        return byte_depthwise(group, anchor, ops, self.wide)

@@ -23,6 +23,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import ClassVar
 
 from egraph_ir.expr import Call, Var
 from egraph_ir.types import TensorType
@@ -50,11 +52,11 @@ from ....loop_ir import (
 from ....runtime.blas import Product
 from ...compute.definitions import Index
 from ...group import Group
-from ...kinds import ConvKernel, Unsupported
+from ...kinds import ConvKernel
 from ...kinds import Ref as BufferRef
-from . import direct as conv
-from . import prologue as conv_prologue
+from ...strategy import NativeKernel, Unsupported
 from .epilogue import channel_block, micro_kernel
+from .prologue import phase_kernel, phase_shape, private_copy
 from .shape import (
     FLOAT_SUMS,
     Accumulation,
@@ -227,10 +229,10 @@ def direct_conv(group: Group, anchor: Call, ops: list[str], wide: Wide) -> ConvK
     if not lay.pad_free:  # padded (and for strides, phase-split) input in scratch 0
         special["xpad"] = BufferRef("scratch", len(scratches))
         if private:
-            stmts = conv_prologue.private_copy(anchor, lay, block, source, "xpad")
-            scratches.append(conv_prologue.phase_shape(anchor, lay))
+            stmts = private_copy(anchor, lay, block, source, "xpad")
+            scratches.append(phase_shape(anchor, lay))
         else:
-            pad, padded = conv_prologue.phase_kernel(anchor, lay, f"{group.name}_pad")
+            pad, padded = phase_kernel(anchor, lay, f"{group.name}_pad")
             scratches.append(padded)
         source = "xpad"
     dest = "out"
@@ -238,17 +240,19 @@ def direct_conv(group: Group, anchor: Call, ops: list[str], wide: Wide) -> ConvK
         dest, special["wide"] = "wide", BufferRef("scratch", len(scratches))
         scratches.append(((g.n, g.o, lay.q), "float32"))
     weight = group.buffer_of(w)
-    stmts += conv.direct_block(anchor, lay, block, source, weight, dest, private, not lay.into_out)
+    stmts += direct_block(anchor, lay, block, source, weight, dest, private, not lay.into_out)
     if not (lay.into_out and anchor is group.fn.body):
         stmts += channel_block(group, block, lay.ob, flat_planes=lay.into_out)
-    macs = conv.direct_macs(anchor, lay)
+    macs = direct_macs(anchor, lay)
     loop = ("ob", g.o // lay.ob)
-    return micro_kernel(group, anchor, ops, stmts, loop, macs, special, scratches, pad, "direct")
+    return micro_kernel(
+        group, anchor, ops, stmts, loop, macs, special, scratches, pad, DirectConv.NAME
+    )
 
 
 def wide_rows_load(group: Group, wide: Wide, stored: str = "") -> Callable[[Index], LExpr]:
     """Where the epilogue reads the direct convolution's result: a block's rows in the
-    calling thread's slot of scratch (conv.direct_block, private_dest), or the output.
+    calling thread's slot of scratch (direct_block, private_dest), or the output.
     `stored`: the rows' dtype where it is not the anchor's (exact integer sums held in
     float32, read as int32)."""
 
@@ -268,3 +272,17 @@ def wide_rows_load(group: Group, wide: Wide, stored: str = "") -> Callable[[Inde
         return Load(group.out.dtype, "out", index.flat())
 
     return from_out if wide.into_out else load
+
+
+@dataclass(frozen=True)
+class DirectConv(NativeKernel):
+    """The register-blocked direct convolution with its epilogue per block of channels."""
+
+    NAME: ClassVar[str] = "conv/direct"
+    wide: Wide
+
+    def anchor_load(self, group: Group, anchor: Call) -> Callable[[Index], LExpr]:
+        return wide_rows_load(group, self.wide)
+
+    def build(self, group: Group, anchor: Call, ops: list[str]) -> ConvKernel:
+        return direct_conv(group, anchor, ops, self.wide)

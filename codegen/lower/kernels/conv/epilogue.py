@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from egraph_ir.expr import Call
 from egraph_ir.op._common import size_of
 from egraph_ir.types import TensorType
@@ -40,10 +42,11 @@ def micro_kernel(
     special: dict[str, BufferRef],
     scratches: list[tuple[tuple[int, ...], str]],
     pad: Kernel | None,
-    variant: str,
+    name: str,
 ) -> ConvKernel:
     """A micro-kernel convolution: `stmts` inside the thread-split loop over blocks of
-    output channels, its scratch buffers, an optional padding prologue."""
+    output channels, its scratch buffers, an optional padding prologue; `name` is the
+    kernel's NAME."""
     named = zip(special, scratches, strict=True)
     buffers = group.kernel_buffers([Buffer(name, dtype, shape) for name, (shape, dtype) in named])
     work = macs / LANES + size_of(group.out_type.shape)
@@ -54,7 +57,7 @@ def micro_kernel(
     source, weights = group.fn.params.index(x), operand(w, group.fn.params)
     return ConvKernel(
         group.name, ops, source, weights, pad, None, tuple(scratches), epilogue=fused,
-        variant=variant,
+        variant=name.removeprefix("conv/"),
     )  # fmt: skip
 
 
@@ -105,3 +108,33 @@ def block_epilogue(group: Group, block: LExpr, lay: Wide, b: LExpr, q0: LExpr) -
 
 
 INT8_MASKED_ROWS = 2 * LANES  # int8 epilogue rows below this run masked throughout
+
+
+def _epilogue(
+    group: Group,
+    start: LExpr,
+    pixels: int,
+    pixel0: LExpr,
+    block: LExpr,
+    b: LExpr,
+    sums: Callable[[LExpr, LExpr], LExpr] | None = None,
+) -> list[Stmt]:
+    """The fused ops over `pixels` pixels of the output from flat element `start`: pixels
+    from `pixel0` of channel block `block` of item b. The lanes are the inner loop, so a
+    per-channel operand (a bias) is one contiguous vector, not a gather. `sums(p, lane)`
+    reads the convolution's result (default: where the output holds it, in place)."""
+    if group.anchor is group.fn.body and sums is None:
+        return []
+    shape = group.out_type.shape  # (N, blocks, OH, OW, 16)
+    p, lane = LoopVar(INDEX, "ep"), LoopVar(INDEX, "el")
+    pixel = add(pixel0, p)
+    rows = [Bin(INDEX, "div", pixel, idx(shape[3])), Bin(INDEX, "rem", pixel, idx(shape[3]))]
+    flat = add(add(start, mul(p, idx(LANES))), lane)
+    index = Index(shape, multi=[b, block, *rows, lane], flat=flat)
+    if sums is None:  # in place: the group reads the anchor from the output by default
+        value = group.reader(group.fn.body)(index)
+    else:
+        value = group.result_at(index, sums(p, lane))
+    store = Store("out", index.flat(), value)
+    lanes = For("el", LANES, [store], unroll=True, vectorize=True)
+    return [For("ep", pixels, [lanes], unroll=False)]

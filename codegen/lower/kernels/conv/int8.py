@@ -23,7 +23,10 @@ kernel's depthwise path reads their bytes as exact floats (depthwise_fits).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
+from typing import ClassVar
 
 import numpy as np
 
@@ -52,12 +55,23 @@ from ....loop_ir import (
     idx,
     mul,
 )
+from ...compute.definitions import Index
 from ...group import Group
 from ...kinds import ConvKernel
 from ...kinds import Ref as BufferRef
-from . import channels as conv_channels
-from . import direct as conv
+from ...strategy import NativeKernel
+from .channels import (
+    LANE_USE,
+    MAX_PLANE,
+    MAX_TAPS,
+    SMALL_PLANE,
+    ChannelLayout,
+    blocking,
+    lane_use,
+    panels_of,
+)
 from .depthwise_int8 import depthwise_fits
+from .direct import direct_block, wide_rows_load
 from .epilogue import INT8_MASKED_ROWS, block_epilogue, channel_block, micro_kernel
 from .prologue import span
 from .shape import Accumulation, ConvShape, Wide, int8_operands_fit, loop_var
@@ -95,28 +109,28 @@ def layout(call: Call) -> Wide:
     return dataclasses.replace(Wide.of(call), pad_free=False, into_out=False)
 
 
-def channel_layout(call: Call, wide: Wide) -> conv_channels.ChannelLayout:
+def channel_layout(call: Call, wide: Wide) -> ChannelLayout:
     """conv_channels' blocking (output channels in the lanes) over the packed input words:
     panels of W output channels hold, per input word and tap, W weight words."""
-    xv, pr = conv_channels.blocking(ConvShape.of(call))
+    xv, pr = blocking(ConvShape.of(call))
     packed, _ = packed_weights(call)
-    return conv_channels.ChannelLayout(xv, pr, wide, conv_channels.panels_of(packed, xv * LANES))
+    return ChannelLayout(xv, pr, wide, panels_of(packed, xv * LANES))
 
 
 def channels_worth_it(call: Call, wide: Wide) -> bool:
     """Output channels in the lanes where the direct layout would leave lanes idle, as
-    for float32 (conv_channels.worth_it), for kernels wider than 1x1: whole vectors of
-    output channels, 2 to conv_channels.MAX_TAPS taps. Measured on real models' int8
+    for float32 (worth_it), for kernels wider than 1x1: whole vectors of
+    output channels, 2 to MAX_TAPS taps. Measured on real models' int8
     layers (2 threads): 3x3 at 7x7 0.76 of the direct kernel's time, at 14x14 0.95; 1x1
     at 7x7 to 14x14 1.0-1.8x slower (byte sums are 4x cheaper than float ones, so the
     transposing read of the tile weighs more)."""
     g = ConvShape.of(call)
-    if g.o % LANES or not 1 < g.kh * g.kw <= conv_channels.MAX_TAPS:
+    if g.o % LANES or not 1 < g.kh * g.kw <= MAX_TAPS:
         return False
     plane = g.oh * g.ow
-    use = conv_channels.lane_use(call, wide)
-    return plane <= conv_channels.SMALL_PLANE or (
-        plane <= conv_channels.MAX_PLANE and use < conv_channels.LANE_USE
+    use = lane_use(call, wide)
+    return plane <= SMALL_PLANE or (
+        plane <= MAX_PLANE and use < LANE_USE
     )
 
 
@@ -235,7 +249,7 @@ def _unsigned(value: LExpr) -> LExpr:
 
 @dataclasses.dataclass(frozen=True)
 class ByteWords(Accumulation):
-    """conv.direct_block over words of four input channels, by vpdpbusd (loop_ir.Dot4);
+    """direct_block over words of four input channels, by vpdpbusd (loop_ir.Dot4);
     the block stores each sum minus its output channel's zero-point offset."""
 
     vector: str = f"int32x{LANES}"
@@ -276,10 +290,27 @@ def int8_conv(group: Group, anchor: Call, ops: list[str], lay: Wide) -> ConvKern
     row = lay.xv * LANES if by_block else lay.q  # a register block's tile, or rows
     scratches = [packed_input_shape(anchor, lay), ((g.n, g.o, row), "int32")]
     after = partial(block_epilogue, group, block, lay) if by_block else None
-    stmts = conv.direct_block(
+    stmts = direct_block(
         anchor, lay, block, "xpad", weight, "wide", False, True, arithmetic, after
     )
     if not by_block:
         stmts += channel_block(group, block, lay.ob, masked_below=INT8_MASKED_ROWS)
     words, loop = macs(anchor, lay) // WORD, ("ob", g.o // lay.ob)
-    return micro_kernel(group, anchor, ops, stmts, loop, words, special, scratches, pad, "int8")
+    return micro_kernel(
+        group, anchor, ops, stmts, loop, words, special, scratches, pad, Int8Conv.NAME
+    )
+
+
+@dataclass(frozen=True)
+class Int8Conv(NativeKernel):
+    """qnn_conv2d as u8 x s8 words summed in int32 in the direct layout."""
+
+    NAME: ClassVar[str] = "conv/int8"
+    ANY_RESULT_DTYPE: ClassVar[bool] = True
+    wide: Wide
+
+    def anchor_load(self, group: Group, anchor: Call) -> Callable[[Index], LExpr]:
+        return wide_rows_load(group, self.wide)
+
+    def build(self, group: Group, anchor: Call, ops: list[str]) -> ConvKernel:
+        return int8_conv(group, anchor, ops, self.wide)

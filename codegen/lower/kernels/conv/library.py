@@ -7,9 +7,10 @@ from functools import partial
 from egraph_ir.expr import Call, Var
 
 from ...group import Group
-from ...kinds import ConvKernel, LoopKernel, Unsupported, operand
-from . import direct as conv
-from . import prologue as conv_prologue
+from ...kinds import ConvKernel, LoopKernel, operand
+from ...strategy import Unsupported
+from .direct import columns_fit, columns_product, pointwise, pointwise_product
+from .prologue import grouped_kernel, im2col_kernel, pad_kernel
 
 
 def conv_kernel(
@@ -23,11 +24,11 @@ def conv_kernel(
     source = group.fn.params.index(anchor.args[0])
     weights = operand(anchor.args[1], group.fn.params)
     kernel = partial(ConvKernel, group.name, ops, source, weights, epilogue=epilogue)
-    if conv.pointwise(anchor):
-        return kernel(None, None, gemm=conv.pointwise_product(anchor), variant="gemm")
-    if conv.columns_fit(anchor):
-        columns, scratch = conv_prologue.im2col_kernel(anchor, f"{group.name}_im2col")
-        return kernel(columns, None, (scratch,), conv.columns_product(anchor), variant="im2col")
-    pad, scratch = conv_prologue.pad_kernel(anchor, f"{group.name}_pad")
-    grouped = conv_prologue.grouped_kernel(anchor, f"{group.name}_conv")
+    if pointwise(anchor):
+        return kernel(None, None, gemm=pointwise_product(anchor), variant="gemm")
+    if columns_fit(anchor):
+        columns, scratch = im2col_kernel(anchor, f"{group.name}_im2col")
+        return kernel(columns, None, (scratch,), columns_product(anchor), variant="im2col")
+    pad, scratch = pad_kernel(anchor, f"{group.name}_pad")
+    grouped = grouped_kernel(anchor, f"{group.name}_conv")
     return kernel(pad, grouped, (scratch,), variant="grouped")

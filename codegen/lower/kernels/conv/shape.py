@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from egraph_ir.expr import Call, Constant
+from egraph_ir.expr import Call, Constant, Var
+from egraph_ir.op.layout import channel_block
 from egraph_ir.op.nn import norm_padding, norm_pair
 from egraph_ir.registry import Op
 from egraph_ir.types import TensorType
@@ -223,3 +225,62 @@ def int8_operands_fit(call: Call) -> bool:
         and not w_zero.data.any()  # 0, per tensor or per output channel
         and min(g.top, g.left, g.bottom, g.right) >= 0
     )
+
+
+VECTOR = f"float32x{LANES}"
+
+
+@dataclass(frozen=True)
+class BlockedShape(ConvShape):
+    """ConvShape's sizes of one conv2d_nchwc call (the plain NCHW ones), and which
+    sides are blocked (NCHW16c)."""
+
+    data_blocked: bool
+    out_blocked: bool
+
+    @staticmethod
+    def of(conv: Call) -> BlockedShape:
+        x_t, w_t, out_t = conv.args[0].checked_type, conv.args[1].checked_type, conv.checked_type
+        assert isinstance(x_t, TensorType) and isinstance(w_t, TensorType)
+        assert isinstance(out_t, TensorType)
+        x, out = _plain(x_t.shape), _plain(out_t.shape)
+        plain = conv_shape(x, w_t.shape, out, conv.attrs, x_t.dtype)
+        sizes = dataclasses.asdict(plain)
+        return BlockedShape(**sizes, data_blocked=x_t.ndim == 5, out_blocked=out_t.ndim == 5)
+
+    @property
+    def cb(self) -> int:
+        return self.c // LANES
+
+    @property
+    def ob(self) -> int:
+        return self.o // LANES
+
+
+def _plain(shape: tuple[int, ...]) -> tuple[int, int, int, int]:
+    """(N, C, H, W) of an NCHW or NCHW16c shape."""
+    if len(shape) == 5:
+        return shape[0], shape[1] * shape[4], shape[2], shape[3]
+    n, c, h, w = shape
+    return n, c, h, w
+
+
+def _native(conv: Call) -> bool:
+    """float32, constant weights, each side NCHW or in blocks of this machine's vector."""
+    x_t = conv.args[0].checked_type
+    layouts = (conv.attrs["data_layout"], conv.attrs["out_layout"])
+    return (
+        isinstance(conv.args[0], Var)
+        and isinstance(conv.args[1], Constant)
+        and isinstance(x_t, TensorType)
+        and x_t.dtype == "float32"
+        and all(channel_block(layout) in (1, LANES) for layout in layouts)
+    )
+
+
+def pixels_per_block(width: int, most: int) -> int:
+    """Equal register blocks along a row: 28 pixels are 4 of 7, not 8+8+8+4."""
+    return -(-width // -(-width // most))
+
+
+MIN_WORK = 8  # work items a blocked kernel is cut into, at least, so both threads have work

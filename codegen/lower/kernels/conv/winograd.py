@@ -26,6 +26,7 @@ from the direct convolution's by rounding (BlockLayout tags the rule fast-math).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -55,9 +56,13 @@ from ....loop_ir import (
     mul,
     within,
 )
+from ...group import Group
+from ...kinds import ConvKernel
+from ...kinds import Ref as BufferRef
+from ...strategy import NativeKernel
 from .channels import accumulator_budget
-from .nchwc import MIN_WORK, VECTOR, pixels_per_block
-from .shape import zero
+from .epilogue import _epilogue, micro_kernel
+from .shape import MIN_WORK, VECTOR, pixels_per_block, zero
 from .winograd_matrices import Minimal, combine, minimal
 
 CACHED_WEIGHTS = 512 * 1024  # bytes of transformed weights that stay in a core's L2
@@ -340,3 +345,66 @@ def macs(conv: Call) -> int:
     """The direct convolution's multiply-adds, the measure its rate is quoted in."""
     g = WinogradShape.of(conv)
     return g.n * g.o * g.oh * g.ow * g.c * 9
+
+
+def blocked_winograd(
+    group: Group, anchor: Call, ops: list[str], lay: WinogradLayout
+) -> ConvKernel:
+    """conv2d_winograd: a loop over (rows of tiles, part of the panels); per batch item
+    the input transform of its tiles, then per panel the n^2 products, the output
+    transform and the epilogue of its output rows from the thread's scratch."""
+    g = WinogradShape.of(anchor)
+    source = group.buffers[anchor.args[0]].name
+    packed = group.buffer_of(Constant(lay.packed))
+    item = Item.of(lay, LoopVar(INDEX, "work"))
+    per_part = lay.panels // lay.parts
+    panel = add(mul(item.part, idx(per_part)), LoopVar(INDEX, "pp"))
+    q, v = LoopVar(INDEX, "q"), LoopVar(INDEX, "ov")  # output row of the item, block
+    blk = add(mul(panel, idx(lay.xv)), v)
+    y = add(mul(item.ty, idx(g.tile)), q)
+    start = mul(
+        mul(add(mul(add(mul(item.b, idx(g.o // LANES)), blk), idx(g.oh)), y), idx(g.ow)), idx(LANES)
+    )
+
+    def sums(p: LExpr, lane: LExpr) -> LExpr:
+        return row_sum_at(anchor, lay, q, v, p, lane)
+
+    rows = _epilogue(group, start, g.ow, mul(y, idx(g.ow)), blk, item.b, sums)
+    rows_of_item = g.tile * lay.rows
+    left = Bin(INDEX, "sub", idx(g.oh), mul(item.ty, idx(g.tile)))
+    last = Bin(INDEX, "min", idx(rows_of_item), left)
+    item_rows = For("q", rows_of_item, rows, unroll=False, stop=last)
+    epilogue = For("ov", lay.xv, [item_rows], unroll=False)
+    per_panel = [
+        products(anchor, lay, item, panel, packed),
+        output_transform(anchor, lay),
+        epilogue,
+    ]
+    every_item = [
+        input_transform(anchor, lay, item, source),
+        For("pp", per_part, per_panel, unroll=False),
+    ]
+    stmts: list[Stmt] = [For(item.b.name, g.n, every_item, unroll=False)]
+    names = ("wino_v", "wino_m", "wino_y")
+    special = {name: BufferRef("scratch", k) for k, name in enumerate(names)}
+    loop = ("work", work_items(anchor, lay))
+    return micro_kernel(
+        group, anchor, ops, stmts, loop, macs(anchor), special,
+        scratch_shapes(anchor, lay), None, f"{BlockedWinograd.NAME}-{g.tile}x{g.tile}",
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class BlockedWinograd(NativeKernel):
+    """A conv2d_winograd: F(2x2, 3x3) or F(4x4, 3x3) on 16-lane blocks."""
+
+    NAME: ClassVar[str] = "conv/nchwc-winograd"
+    layout: WinogradLayout
+    tile: int  # output tile side: 2 or 4
+
+    @property
+    def name(self) -> str:
+        return f"{self.NAME}-{self.tile}x{self.tile}"
+
+    def build(self, group: Group, anchor: Call, ops: list[str]) -> ConvKernel:
+        return blocked_winograd(group, anchor, ops, self.layout)

@@ -12,6 +12,8 @@ the activations' zero point a run-time scalar the block multiplies in as it stor
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -24,11 +26,11 @@ from egraph_ir.visitor import post_order
 from ....llvm.mathlib import host_has_vnni
 from ....loop_ir import INDEX, LANES, Bin, Buffer, Cast, Dot4, LExpr, Load, LoopVar, Splat, idx
 from ...group import Group
-from ...kinds import LoopKernel, Unsupported
+from ...kinds import LoopKernel
+from ...strategy import NativeKernel, Unsupported
 from ..conv.shape import Accumulation
-from . import int8 as gemm_int8
 from . import packed as gemm
-from .packed import Packed, _gemm_kernel, panel_epilogue
+from .packed import Packed, panel_epilogue, panel_kernel
 
 WORD = 4  # k per 32-bit word
 
@@ -102,7 +104,7 @@ register_native_form("qnn_dense", worth_it)
 
 
 def int8_packed_gemm(
-    group: Group, anchor: Call, ops: list[str], p: gemm.Packed, sums: np.ndarray
+    group: Group, anchor: Call, ops: list[str], p: Packed, sums: np.ndarray
 ) -> LoopKernel:
     """qnn_matmul / qnn_dense by byte words (gemm_int8.py) into an int32 scratch (the
     output holds the epilogue's result), the epilogue one panel at a time. The activations
@@ -116,12 +118,12 @@ def int8_packed_gemm(
     a_buffer = group.buffers[a]
     group.buffers[a] = Buffer(a_buffer.name, "int32", (p.m, p.k))
     zero = group.buffer_of(a_zero if isinstance(a_zero, Var) else _one_element(a_zero))
-    arithmetic = gemm_int8.ByteProduct(offsets=group.buffer_of(Constant(sums)), zero=zero)
+    arithmetic = ByteProduct(offsets=group.buffer_of(Constant(sums)), zero=zero)
     panel = LoopVar(INDEX, "panel")
     packed = group.buffer_of(Constant(p.panels))
     stmts = gemm.panel_block(p, panel, a_buffer.name, packed, "acc", arithmetic)
     stmts += panel_epilogue(group, panel, p, sums="acc")
-    return _gemm_kernel(group, ops, p, stmts, int32_sums=True)
+    return panel_kernel(group, ops, p, stmts, Int8Product.NAME, int32_sums=True)
 
 
 def _one_element(e: Expr) -> Constant:
@@ -129,3 +131,17 @@ def _one_element(e: Expr) -> Constant:
     buffers)."""
     assert isinstance(e, Constant)
     return Constant(np.asarray(e.data).reshape(1))
+
+
+@dataclass(frozen=True)
+class Int8Product(NativeKernel):
+    """qnn_matmul / qnn_dense on constant int8 weights: byte words by vpdpbusd, with the
+    weights' column sums for the zero-point offset."""
+
+    NAME: ClassVar[str] = "gemm/int8"
+    ANY_RESULT_DTYPE: ClassVar[bool] = True
+    packed: Packed
+    sums: np.ndarray = dataclasses.field(compare=False)
+
+    def build(self, group: Group, anchor: Call, ops: list[str]) -> LoopKernel:
+        return int8_packed_gemm(group, anchor, ops, self.packed, self.sums)

@@ -13,6 +13,7 @@ right after it, while its columns are still in cache.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -45,8 +46,8 @@ from ...compute.definitions import Index
 from ...group import Group
 from ...kinds import JitGemmKernel, LoopKernel
 from ...kinds import Ref as BufferRef
+from ...strategy import NativeKernel
 from ..conv.shape import FLOAT_SUMS, Accumulation, zero
-from . import packed as gemm
 
 
 @dataclass(frozen=True)
@@ -162,35 +163,34 @@ def _row_block(
     return body
 
 
-def packed_gemm(group: Group, anchor: Call, ops: list[str], p: gemm.Packed) -> LoopKernel:
+def packed_gemm(group: Group, anchor: Call, ops: list[str], p: Packed) -> LoopKernel:
     """The packed-weights micro-kernel and the epilogue, one column panel at a time."""
     panel = LoopVar(INDEX, "panel")
     a = group.buffers[anchor.args[0]].name
-    stmts = gemm.panel_block(p, panel, a, group.buffer_of(Constant(p.panels)), "out")
+    stmts = panel_block(p, panel, a, group.buffer_of(Constant(p.panels)), "out")
     if anchor is not group.fn.body:
         stmts += panel_epilogue(group, panel, p)
-    return _gemm_kernel(group, ops, p, stmts)
+    return panel_kernel(group, ops, p, stmts, PackedProduct.NAME)
 
 
-def _gemm_kernel(
-    group: Group, ops: list[str], p: gemm.Packed, stmts: list[Stmt], int32_sums: bool = False
+def panel_kernel(
+    group: Group, ops: list[str], p: Packed, stmts: list[Stmt], name: str, int32_sums: bool = False
 ) -> JitGemmKernel:
-    """The panel loop the threads share around `stmts`; with `int32_sums` an (M, N) int32
-    scratch "acc" the panels sum into before their epilogue."""
+    """The panel loop the threads share around `stmts` (kernel `name`); with `int32_sums`
+    an (M, N) int32 scratch "acc" the panels sum into before their epilogue."""
     scratches = (((p.m, p.n), "int32"),) if int32_sums else ()
     buffers = group.kernel_buffers([Buffer("acc", "int32", (p.m, p.n))] if int32_sums else [])
     panels = p.n // p.width
-    work = p.macs / gemm.LANES + size_of(group.out_type.shape)
+    work = p.macs / LANES + size_of(group.out_type.shape)
     nest: list[Stmt] = [For("panel", panels, stmts, outer=True)]
     kernel = Kernel(group.name, buffers, nest, panels, work, unroll=False)
     special = {"acc": BufferRef("scratch", 0)} if int32_sums else {}
-    variant = "int8" if int32_sums else ""
-    constants = dict(group.constants)
+    constants, variant = dict(group.constants), name.removeprefix("gemm/")
     return JitGemmKernel(group.name, ops, kernel, constants, special, scratches, variant)
 
 
 def panel_epilogue(
-    group: Group, panel: LExpr, p: gemm.Packed, sums: str | None = None
+    group: Group, panel: LExpr, p: Packed, sums: str | None = None
 ) -> list[Stmt]:
     """The epilogue over the columns of one panel, every row. With `sums` (an int8
     product's int32 scratch, (M, p.n)) the anchor is read from there; where p.n is the
@@ -210,3 +210,14 @@ def panel_epilogue(
         value = group.result_at(index, Load("int32", sums, add(mul(m, idx(p.n)), column)))
     store = Store("out", index.flat(), value)
     return [For("em", p.m, [For("ej", p.width, [store])])]
+
+
+@dataclass(frozen=True)
+class PackedProduct(NativeKernel):
+    """A float32 product on constant weights packed into column panels (JIT micro-kernel)."""
+
+    NAME: ClassVar[str] = "gemm/packed"
+    packed: Packed
+
+    def build(self, group: Group, anchor: Call, ops: list[str]) -> LoopKernel:
+        return packed_gemm(group, anchor, ops, self.packed)

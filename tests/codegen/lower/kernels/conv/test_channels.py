@@ -11,7 +11,9 @@ from hypothesis import strategies as st
 
 import codegen
 import egraph_ir as ir
-from codegen.lower.select import CHOOSERS, ChannelConv, DirectConv
+from codegen.lower.kernels.conv.channels import ChannelConv
+from codegen.lower.kernels.conv.direct import DirectConv
+from codegen.lower.select import CHOOSERS
 from egraph_ir import op
 from egraph_ir.testing import assert_allclose
 

@@ -12,8 +12,10 @@ from hypothesis import strategies as st
 import codegen
 import egraph_ir as ir
 import passmgr as pm
-from codegen.lower.kinds import Unsupported
-from codegen.lower.select import CHOOSERS, BlockedDepthwise, BlockedPointwise
+from codegen.lower.kernels.conv.nchwc_depthwise import BlockedDepthwise
+from codegen.lower.kernels.conv.nchwc_pointwise import BlockedPointwise
+from codegen.lower.select import CHOOSERS
+from codegen.lower.strategy import Unsupported
 from egraph_ir import op
 from egraph_ir.testing import assert_allclose
 

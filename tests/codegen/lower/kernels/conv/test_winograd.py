@@ -20,8 +20,9 @@ import codegen
 import egraph_ir as ir
 import passmgr as pm
 from codegen.lower.kernels.conv import winograd as conv_winograd
+from codegen.lower.kernels.conv.winograd import BlockedWinograd
 from codegen.lower.kernels.conv.winograd_matrices import minimal
-from codegen.lower.select import CHOOSERS, BlockedWinograd
+from codegen.lower.select import CHOOSERS
 from egraph_ir import op
 from egraph_ir.testing import assert_allclose
 

@@ -1,37 +1,14 @@
-"""conv2d_nchwc: convolutions on channel-blocked data (NCHW16c), the kernels behind the
-layouts the e-graph chooses (rules/builtin/blocked.rules).
-
-In NCHW16c a pixel's 16 channels of one block are one vector, so:
-
-- a depthwise convolution is one fused multiply-add per tap for 16 channels: the weight
-  vector of the tap times the input vector at the tapped pixel, whatever the stride (a
-  stride-2 tap is a contiguous load too, where NCHW needs phase planes). Each channel
-  block sweeps its output rows in register blocks of PR pixels straight from the input
-  (no padded copy: a tap row outside the map takes a zero weight, the border columns are
-  computed one pixel at a time without their outside taps); the fused epilogue follows
-  each row, in L1.
-- a pointwise (1x1) convolution keeps PR pixels x XV output blocks of accumulators: per
-  input channel it loads XV weight vectors and broadcasts PR input elements (as
-  conv_channels.py). Its sums go through the thread's tile: as they are for a blocked
-  result, transposed in registers (16 pixels x 16 channels) for an NCHW one, so the
-  epilogue reads and writes whole vectors either way. From NCHW data it takes any window
-  (an RGB stem): one input scalar per tap, zero outside the map.
-
-The weights stay OIHW in the IR and are packed at compile time: depthwise (blocks, taps,
-16), pointwise panels (O / W, C, taps, W) with W = 16 * XV.
-"""
+"""TODO docstring."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
-from egraph_ir.expr import Call, Constant, Var
-from egraph_ir.op.layout import channel_block
-from egraph_ir.types import TensorType
+from egraph_ir.expr import Call, Constant
 
 from ....loop_ir import (
     INDEX,
@@ -56,67 +33,21 @@ from ....loop_ir import (
     mul,
     within,
 )
+from ...compute.definitions import Index
+from ...group import Group
+from ...kinds import ConvKernel
+from ...kinds import Ref as BufferRef
+from ...strategy import NativeKernel
 from .channels import accumulator_budget, panels_of
-from .shape import ConvShape, conv_shape, zero
-
-VECTOR = f"float32x{LANES}"
-MOST_PIXELS = 8  # a depthwise register block: 8 accumulators + up to 25 tap weights
-
-
-@dataclass(frozen=True)
-class BlockedShape(ConvShape):
-    """ConvShape's sizes of one conv2d_nchwc call (the plain NCHW ones), and which
-    sides are blocked (NCHW16c)."""
-
-    data_blocked: bool
-    out_blocked: bool
-
-    @staticmethod
-    def of(conv: Call) -> BlockedShape:
-        x_t, w_t, out_t = conv.args[0].checked_type, conv.args[1].checked_type, conv.checked_type
-        assert isinstance(x_t, TensorType) and isinstance(w_t, TensorType)
-        assert isinstance(out_t, TensorType)
-        x, out = _plain(x_t.shape), _plain(out_t.shape)
-        plain = conv_shape(x, w_t.shape, out, conv.attrs, x_t.dtype)
-        sizes = dataclasses.asdict(plain)
-        return BlockedShape(**sizes, data_blocked=x_t.ndim == 5, out_blocked=out_t.ndim == 5)
-
-    @property
-    def cb(self) -> int:
-        return self.c // LANES
-
-    @property
-    def ob(self) -> int:
-        return self.o // LANES
-
-
-def _plain(shape: tuple[int, ...]) -> tuple[int, int, int, int]:
-    """(N, C, H, W) of an NCHW or NCHW16c shape."""
-    if len(shape) == 5:
-        return shape[0], shape[1] * shape[4], shape[2], shape[3]
-    n, c, h, w = shape
-    return n, c, h, w
-
-
-def _native(conv: Call) -> bool:
-    """float32, constant weights, each side NCHW or in blocks of this machine's vector."""
-    x_t = conv.args[0].checked_type
-    layouts = (conv.attrs["data_layout"], conv.attrs["out_layout"])
-    return (
-        isinstance(conv.args[0], Var)
-        and isinstance(conv.args[1], Constant)
-        and isinstance(x_t, TensorType)
-        and x_t.dtype == "float32"
-        and all(channel_block(layout) in (1, LANES) for layout in layouts)
-    )
-
-
-def depthwise_fits(conv: Call) -> bool:
-    """One input and one output channel per group, blocked data in and out."""
-    if not _native(conv):
-        return False
-    g = BlockedShape.of(conv)
-    return g.data_blocked and g.out_blocked and conv.attrs["groups"] == g.c == g.o
+from .epilogue import _epilogue, micro_kernel
+from .shape import (
+    MIN_WORK,
+    VECTOR,
+    BlockedShape,
+    _native,
+    pixels_per_block,
+    zero,
+)
 
 
 def window_fits(conv: Call) -> bool:
@@ -147,132 +78,6 @@ def pointwise_fits(conv: Call) -> bool:
     return plain_1x1 and (g.data_blocked or g.out_blocked)
 
 
-# ---------------------------------------------------------------- depthwise
-def depthwise_weights(conv: Call) -> np.ndarray:
-    """(C, 1, KH, KW) weights as (C/16, KH*KW, 16): a tap's 16 channels are one vector."""
-    w = conv.args[1]
-    assert isinstance(w, Constant)
-    data = np.asarray(w.data, dtype="float32")
-    c, taps = data.shape[0], data.shape[2] * data.shape[3]
-    return np.ascontiguousarray(data.reshape(c // LANES, LANES, taps).transpose(0, 2, 1))
-
-
-def pixels_per_block(width: int, most: int) -> int:
-    """Equal register blocks along a row: 28 pixels are 4 of 7, not 8+8+8+4."""
-    return -(-width // -(-width // most))
-
-
-def interior_columns(g: BlockedShape) -> tuple[int, int]:
-    """[x0, x1): the output columns whose taps all read inside the input row."""
-    x0 = -(-g.left // g.sw)
-    x1 = (g.w - 1 + g.left - (g.kw - 1) * g.dw) // g.sw + 1
-    x0, x1 = min(x0, g.ow), max(min(x1, g.ow), 0)
-    return (x0, x1) if x1 > x0 else (g.ow, g.ow)
-
-
-def depthwise_rows(conv: Call, block: LoopVar, source: str, weights: str, after_row) -> list[Stmt]:
-    """Every output row of channel block `block` for every batch item into `out`, read
-    straight from the input: a tap row above or below the map takes a zero weight (and a
-    clamped row address), the columns whose taps leave the row are computed one pixel at a
-    time with those taps left out, the interior in register blocks of PR pixels. Kernel
-    rows are a loop (one row's taps unrolled): a 5x5 kernel is not 25 copies of the block.
-    `after_row(b, y)` gives the statements that follow a finished row (its epilogue)."""
-    g = BlockedShape.of(conv)
-    b, y, i = LoopVar(INDEX, "b"), LoopVar(INDEX, "y"), LoopVar(INDEX, "i")
-    item = add(mul(b, idx(g.cb)), block)
-    row = add(mul(y, idx(g.sh)), add(mul(i, idx(g.dh)), idx(-g.top)))
-    tap_row = _TapRow(
-        g,
-        source,
-        mul(add(mul(item, idx(g.h)), clamp(row, 0, g.h - 1)), idx(g.w)),
-        [
-            Select(
-                VECTOR,
-                within(row, 0, g.h),
-                Load(
-                    VECTOR,
-                    weights,
-                    add(mul(add(mul(block, idx(g.kh)), i), idx(g.kw * LANES)), idx(j * LANES)),
-                ),
-                zero(VECTOR),
-            )
-            for j in range(g.kw)
-        ],
-    )
-    x0, x1 = interior_columns(g)
-    out_row = mul(add(mul(item, idx(g.oh)), y), idx(g.ow))
-    sweep: list[Stmt] = []
-    if x1 > x0:
-        sweep.append(tap_row.interior(out_row, x0, x1))
-    for x in [*range(x0), *range(x1, g.ow)]:
-        sweep += tap_row.border_pixel(out_row, x)
-    every_row = For("y", g.oh, [*sweep, *after_row(b, y)], unroll=False)
-    return [For("b", g.n, [every_row])]
-
-
-@dataclass(frozen=True)
-class _TapRow:
-    """One kernel row's taps: the input row's start (`base`, clamped into the map) and
-    its KW weight vectors (zero for a row outside the map), inside a loop over rows."""
-
-    g: BlockedShape
-    source: str
-    base: LExpr
-    weights: list[LExpr]
-
-    def _sum(self, names: list[str], loads) -> list[Stmt]:
-        """Zeroed accumulators, then over kernel rows: acc[p] += w[j] * loads(p, j)."""
-        updates: list[Stmt] = []
-        for j, weight in enumerate(self.weights):
-            for p, name in enumerate(names):
-                value = loads(p, j)
-                if value is None:
-                    continue
-                product = Bin(VECTOR, "mul", weight, value)
-                updates.append(Assign(name, Bin(VECTOR, "add", Ref(VECTOR, name), product)))
-        declare: list[Stmt] = [Declare(name, zero(VECTOR)) for name in names]
-        return [*declare, For("i", self.g.kh, updates, unroll=False)]
-
-    def interior(self, out_row: LExpr, x0: int, x1: int) -> Stmt:
-        """Columns x0 .. x1 - 1 in register blocks of PR pixels (the last moved back to
-        end at x1 - 1: a few pixels computed twice, one block of code)."""
-        g = self.g
-        pr = pixels_per_block(x1 - x0, MOST_PIXELS)
-        xb = LoopVar(INDEX, "xb")
-        first: LExpr = add(mul(xb, idx(pr)), idx(x0))
-        if (x1 - x0) % pr:
-            first = Bin(INDEX, "min", first, idx(x1 - pr))
-
-        def loads(p: int, j: int) -> LExpr:
-            column = add(mul(add(first, idx(p)), idx(g.sw)), idx(j * g.dw - g.left))
-            return Load(VECTOR, self.source, mul(add(self.base, column), idx(LANES)))
-
-        names = [f"acc{p}" for p in range(pr)]
-        body = self._sum(names, loads)
-        for p, name in enumerate(names):
-            at = mul(add(out_row, add(first, idx(p))), idx(LANES))
-            body.append(Store("out", at, Ref(VECTOR, name)))
-        return For("xb", -(-(x1 - x0) // pr), body, unroll=False)
-
-    def border_pixel(self, out_row: LExpr, x: int) -> list[Stmt]:
-        """Output column x, whose taps leaving the row are left out (known when compiling)."""
-        g = self.g
-
-        def loads(p: int, j: int) -> LExpr | None:
-            column = x * g.sw + j * g.dw - g.left
-            if not 0 <= column < g.w:
-                return None
-            return Load(VECTOR, self.source, mul(add(self.base, idx(column)), idx(LANES)))
-
-        body = self._sum(["edge"], loads)
-        return [*body, Store("out", mul(add(out_row, idx(x)), idx(LANES)), Ref(VECTOR, "edge"))]
-
-
-def depthwise_macs(conv: Call) -> int:
-    g = BlockedShape.of(conv)
-    return g.n * g.o * g.oh * g.ow * g.kh * g.kw
-
-
 # ---------------------------------------------------------------- pointwise
 @dataclass(frozen=True)
 class PointwiseLayout:
@@ -299,9 +104,6 @@ class PointwiseLayout:
     def work(self) -> int:
         """Iterations of the loop the threads share: (panel, part of its pixels)."""
         return self.count * self.splits
-
-
-MIN_WORK = 8  # work items a blocked kernel is cut into, at least, so both threads have work
 
 
 def pointwise_layout(conv: Call) -> PointwiseLayout:
@@ -462,3 +264,72 @@ def _input_reads(g: BlockedShape, b: LExpr, source: str) -> _Reads:
 def pointwise_macs(conv: Call) -> int:
     g = BlockedShape.of(conv)
     return g.n * g.o * g.oh * g.ow * g.c * g.kh * g.kw
+
+
+def blocked_pointwise(
+    group: Group, anchor: Call, ops: list[str], lay: PointwiseLayout
+) -> ConvKernel:
+    """Pointwise conv2d_nchwc: a loop over (panel of W output channels, part of the
+    pixels), each register block of pixels followed by its epilogue from the thread's
+    tile into the blocked output or the NCHW planes."""
+    g = BlockedShape.of(anchor)
+    source = group.buffers[anchor.args[0]].name
+    packed = group.buffer_of(Constant(lay.panels))
+    work = LoopVar(INDEX, "work")
+    panel = panel_of(lay, work)
+    pixels = g.oh * g.ow
+    special = {"tile": BufferRef("scratch", 0)}
+    scratches = [pointwise_tile(anchor, lay)]
+
+    def after_block(b: LExpr, first: LExpr) -> list[Stmt]:
+        if not g.out_blocked:
+            return _planes_from_tile(group, lay, panel, b, first)
+        stmts: list[Stmt] = []
+        for v in range(lay.xv):
+            blk = add(mul(panel, idx(lay.xv)), idx(v))
+            start = mul(add(mul(add(mul(b, idx(g.ob)), blk), idx(pixels)), first), idx(LANES))
+
+            def sums(p: LExpr, lane: LExpr, v: int = v) -> LExpr:
+                return Load(
+                    "float32", "tile", tile_at(lay, p, add(idx(v * LANES), lane))
+                )
+
+            stmts += _epilogue(group, start, lay.pr, first, blk, b, sums)
+        return stmts
+
+    stmts = pointwise_panel(anchor, lay, work, source, packed, after_block)
+    macs = pointwise_macs(anchor)
+    loop = ("work", lay.work)
+    return micro_kernel(
+        group, anchor, ops, stmts, loop, macs, special, scratches, None, BlockedPointwise.NAME
+    )
+
+
+def _planes_from_tile(
+    group: Group, lay: PointwiseLayout, panel: LExpr, b: LExpr, first: LExpr
+) -> list[Stmt]:
+    """The epilogue of a register block into NCHW planes: for each of the panel's W
+    channels, its PR pixels (contiguous in the plane) from the tile. Lanes past the last
+    channel (a padded panel) redo the last channel, writing the value it already has."""
+    shape = group.out_type.shape  # (N, O, OH, OW)
+    lane, r = LoopVar(INDEX, "el"), LoopVar(INDEX, "er")
+    o = Bin(INDEX, "min", add(mul(panel, idx(lay.width)), lane), idx(shape[1] - 1))
+    pixel = add(first, r)
+    rows = [Bin(INDEX, "div", pixel, idx(shape[3])), Bin(INDEX, "rem", pixel, idx(shape[3]))]
+    plane = add(mul(b, idx(shape[1])), o)
+    index = Index(shape, multi=[b, o, *rows], flat=add(mul(plane, idx(shape[2] * shape[3])), pixel))
+    at = tile_at(lay, r, Bin(INDEX, "sub", o, mul(panel, idx(lay.width))))
+    store = Store("out", index.flat(), group.result_at(index, Load("float32", "tile", at)))
+    pixels = For("er", lay.pr, [store], unroll=True, vectorize=True)
+    return [For("el", lay.width, [pixels], unroll=False)]
+
+
+@dataclass(frozen=True)
+class BlockedPointwise(NativeKernel):
+    """A 1x1 conv2d_nchwc (or, from NCHW data, any window): output channels in the lanes."""
+
+    NAME: ClassVar[str] = "conv/nchwc-pointwise"
+    layout: PointwiseLayout
+
+    def build(self, group: Group, anchor: Call, ops: list[str]) -> ConvKernel:
+        return blocked_pointwise(group, anchor, ops, self.layout)

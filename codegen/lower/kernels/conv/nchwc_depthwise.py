@@ -1,0 +1,202 @@
+"""TODO docstring."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from egraph_ir.expr import Call, Constant
+
+from ....loop_ir import (
+    INDEX,
+    LANES,
+    Assign,
+    Bin,
+    Declare,
+    For,
+    LExpr,
+    Load,
+    LoopVar,
+    Ref,
+    Select,
+    Stmt,
+    Store,
+    add,
+    clamp,
+    idx,
+    mul,
+    within,
+)
+from ...group import Group
+from ...kinds import ConvKernel
+from ...strategy import NativeKernel
+from .epilogue import _epilogue, micro_kernel
+from .shape import (
+    VECTOR,
+    BlockedShape,
+    _native,
+    pixels_per_block,
+    zero,
+)
+
+MOST_PIXELS = 8  # a depthwise register block: 8 accumulators + up to 25 tap weights
+
+
+def depthwise_fits(conv: Call) -> bool:
+    """One input and one output channel per group, blocked data in and out."""
+    if not _native(conv):
+        return False
+    g = BlockedShape.of(conv)
+    return g.data_blocked and g.out_blocked and conv.attrs["groups"] == g.c == g.o
+
+
+# ---------------------------------------------------------------- depthwise
+def depthwise_weights(conv: Call) -> np.ndarray:
+    """(C, 1, KH, KW) weights as (C/16, KH*KW, 16): a tap's 16 channels are one vector."""
+    w = conv.args[1]
+    assert isinstance(w, Constant)
+    data = np.asarray(w.data, dtype="float32")
+    c, taps = data.shape[0], data.shape[2] * data.shape[3]
+    return np.ascontiguousarray(data.reshape(c // LANES, LANES, taps).transpose(0, 2, 1))
+
+
+def interior_columns(g: BlockedShape) -> tuple[int, int]:
+    """[x0, x1): the output columns whose taps all read inside the input row."""
+    x0 = -(-g.left // g.sw)
+    x1 = (g.w - 1 + g.left - (g.kw - 1) * g.dw) // g.sw + 1
+    x0, x1 = min(x0, g.ow), max(min(x1, g.ow), 0)
+    return (x0, x1) if x1 > x0 else (g.ow, g.ow)
+
+
+def depthwise_rows(conv: Call, block: LoopVar, source: str, weights: str, after_row) -> list[Stmt]:
+    """Every output row of channel block `block` for every batch item into `out`, read
+    straight from the input: a tap row above or below the map takes a zero weight (and a
+    clamped row address), the columns whose taps leave the row are computed one pixel at a
+    time with those taps left out, the interior in register blocks of PR pixels. Kernel
+    rows are a loop (one row's taps unrolled): a 5x5 kernel is not 25 copies of the block.
+    `after_row(b, y)` gives the statements that follow a finished row (its epilogue)."""
+    g = BlockedShape.of(conv)
+    b, y, i = LoopVar(INDEX, "b"), LoopVar(INDEX, "y"), LoopVar(INDEX, "i")
+    item = add(mul(b, idx(g.cb)), block)
+    row = add(mul(y, idx(g.sh)), add(mul(i, idx(g.dh)), idx(-g.top)))
+    tap_row = _TapRow(
+        g,
+        source,
+        mul(add(mul(item, idx(g.h)), clamp(row, 0, g.h - 1)), idx(g.w)),
+        [
+            Select(
+                VECTOR,
+                within(row, 0, g.h),
+                Load(
+                    VECTOR,
+                    weights,
+                    add(mul(add(mul(block, idx(g.kh)), i), idx(g.kw * LANES)), idx(j * LANES)),
+                ),
+                zero(VECTOR),
+            )
+            for j in range(g.kw)
+        ],
+    )
+    x0, x1 = interior_columns(g)
+    out_row = mul(add(mul(item, idx(g.oh)), y), idx(g.ow))
+    sweep: list[Stmt] = []
+    if x1 > x0:
+        sweep.append(tap_row.interior(out_row, x0, x1))
+    for x in [*range(x0), *range(x1, g.ow)]:
+        sweep += tap_row.border_pixel(out_row, x)
+    every_row = For("y", g.oh, [*sweep, *after_row(b, y)], unroll=False)
+    return [For("b", g.n, [every_row])]
+
+
+@dataclass(frozen=True)
+class _TapRow:
+    """One kernel row's taps: the input row's start (`base`, clamped into the map) and
+    its KW weight vectors (zero for a row outside the map), inside a loop over rows."""
+
+    g: BlockedShape
+    source: str
+    base: LExpr
+    weights: list[LExpr]
+
+    def _sum(self, names: list[str], loads) -> list[Stmt]:
+        """Zeroed accumulators, then over kernel rows: acc[p] += w[j] * loads(p, j)."""
+        updates: list[Stmt] = []
+        for j, weight in enumerate(self.weights):
+            for p, name in enumerate(names):
+                value = loads(p, j)
+                if value is None:
+                    continue
+                product = Bin(VECTOR, "mul", weight, value)
+                updates.append(Assign(name, Bin(VECTOR, "add", Ref(VECTOR, name), product)))
+        declare: list[Stmt] = [Declare(name, zero(VECTOR)) for name in names]
+        return [*declare, For("i", self.g.kh, updates, unroll=False)]
+
+    def interior(self, out_row: LExpr, x0: int, x1: int) -> Stmt:
+        """Columns x0 .. x1 - 1 in register blocks of PR pixels (the last moved back to
+        end at x1 - 1: a few pixels computed twice, one block of code)."""
+        g = self.g
+        pr = pixels_per_block(x1 - x0, MOST_PIXELS)
+        xb = LoopVar(INDEX, "xb")
+        first: LExpr = add(mul(xb, idx(pr)), idx(x0))
+        if (x1 - x0) % pr:
+            first = Bin(INDEX, "min", first, idx(x1 - pr))
+
+        def loads(p: int, j: int) -> LExpr:
+            column = add(mul(add(first, idx(p)), idx(g.sw)), idx(j * g.dw - g.left))
+            return Load(VECTOR, self.source, mul(add(self.base, column), idx(LANES)))
+
+        names = [f"acc{p}" for p in range(pr)]
+        body = self._sum(names, loads)
+        for p, name in enumerate(names):
+            at = mul(add(out_row, add(first, idx(p))), idx(LANES))
+            body.append(Store("out", at, Ref(VECTOR, name)))
+        return For("xb", -(-(x1 - x0) // pr), body, unroll=False)
+
+    def border_pixel(self, out_row: LExpr, x: int) -> list[Stmt]:
+        """Output column x, whose taps leaving the row are left out (known when compiling)."""
+        g = self.g
+
+        def loads(p: int, j: int) -> LExpr | None:
+            column = x * g.sw + j * g.dw - g.left
+            if not 0 <= column < g.w:
+                return None
+            return Load(VECTOR, self.source, mul(add(self.base, idx(column)), idx(LANES)))
+
+        body = self._sum(["edge"], loads)
+        return [*body, Store("out", mul(add(out_row, idx(x)), idx(LANES)), Ref(VECTOR, "edge"))]
+
+
+def depthwise_macs(conv: Call) -> int:
+    g = BlockedShape.of(conv)
+    return g.n * g.o * g.oh * g.ow * g.kh * g.kw
+
+
+def blocked_depthwise(group: Group, anchor: Call, ops: list[str]) -> ConvKernel:
+    """Depthwise conv2d_nchwc: a loop over channel blocks, each sweeping its rows, each
+    row followed by its epilogue."""
+    g = BlockedShape.of(anchor)
+    source = group.buffers[anchor.args[0]].name
+    weights = group.buffer_of(Constant(depthwise_weights(anchor)))
+    block = LoopVar(INDEX, "blk")
+
+    def after_row(b: LExpr, y: LExpr) -> list[Stmt]:
+        row = mul(add(mul(add(mul(b, idx(g.ob)), block), idx(g.oh)), y), idx(g.ow))
+        return _epilogue(group, mul(row, idx(LANES)), g.ow, mul(y, idx(g.ow)), block, b)
+
+    stmts = depthwise_rows(anchor, block, source, weights, after_row)
+    macs = depthwise_macs(anchor)
+    return micro_kernel(
+        group, anchor, ops, stmts, ("blk", g.cb), macs, {}, [], None, BlockedDepthwise.NAME
+    )
+
+
+@dataclass(frozen=True)
+class BlockedDepthwise(NativeKernel):
+    """A depthwise conv2d_nchwc: a vector of 16 channels per tap."""
+
+    NAME: ClassVar[str] = "conv/nchwc-depthwise"
+
+    def build(self, group: Group, anchor: Call, ops: list[str]) -> ConvKernel:
+        return blocked_depthwise(group, anchor, ops)
