@@ -14,15 +14,94 @@ into LLVM IR, and LLVM does the vectorising.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from enum import StrEnum
 
 INDEX = "int64"
 LANES = 16  # float32 lanes of the vectors kernels are written for (AVX-512)
 
 
+class BinOp(StrEnum):
+    """The binary operations of the loop IR (llvm/emit.py emits each)."""
+
+    ADD = "add"
+    SUB = "sub"
+    MUL = "mul"
+    DIV = "div"  # integers: truncating (index arithmetic keeps its operands non-negative)
+    REM = "rem"  # integers: the dividend's sign; floats: C fmod
+    MIN = "min"
+    MAX = "max"
+    MAXNUM = "maxnum"  # max that skips NaN
+    POW = "pow"
+    LT = "lt"
+    LE = "le"
+    GT = "gt"
+    GE = "ge"
+    EQ = "eq"
+    NE = "ne"
+    AND = "and"  # logical on bool, bitwise on integers (as OR and XOR)
+    OR = "or"
+    XOR = "xor"
+
+
+class UnOp(StrEnum):
+    """The unary operations of the loop IR; LANES_SUM adds a vector's lanes into a scalar."""
+
+    NEG = "neg"
+    ABS = "abs"
+    EXP = "exp"
+    LOG = "log"
+    SQRT = "sqrt"
+    TANH = "tanh"
+    SIGMOID = "sigmoid"
+    ERF = "erf"
+    FLOOR = "floor"
+    CEIL = "ceil"
+    ROUND = "round"
+    SIN = "sin"
+    COS = "cos"
+    NOT = "not"
+    SIGN = "sign"
+    LANES_SUM = "lanes_sum"
+
+
 # ---------------------------------------------------------------- expressions
 @dataclass(frozen=True, eq=False)
 class LExpr:
+    """A scalar (or vector) value. `+ - * // %` build arithmetic in the expression's dtype:
+    a Python number on either side becomes a constant of that dtype, and `+`/`*` fold
+    adding 0 and multiplying by 1 (add, mul); `//` and `%` are DIV and REM."""
+
     dtype: str
+
+    def __add__(self, other: LExpr | int | float) -> LExpr:
+        return add(self, _lift(other, self.dtype))
+
+    def __radd__(self, other: int | float) -> LExpr:
+        return add(_lift(other, self.dtype), self)
+
+    def __mul__(self, other: LExpr | int | float) -> LExpr:
+        return mul(self, _lift(other, self.dtype))
+
+    def __rmul__(self, other: int | float) -> LExpr:
+        return mul(_lift(other, self.dtype), self)
+
+    def __sub__(self, other: LExpr | int | float) -> LExpr:
+        return Bin(self.dtype, BinOp.SUB, self, _lift(other, self.dtype))
+
+    def __rsub__(self, other: int | float) -> LExpr:
+        return Bin(self.dtype, BinOp.SUB, _lift(other, self.dtype), self)
+
+    def __floordiv__(self, other: LExpr | int) -> LExpr:
+        return Bin(self.dtype, BinOp.DIV, self, _lift(other, self.dtype))
+
+    def __rfloordiv__(self, other: int) -> LExpr:
+        return Bin(self.dtype, BinOp.DIV, _lift(other, self.dtype), self)
+
+    def __mod__(self, other: LExpr | int) -> LExpr:
+        return Bin(self.dtype, BinOp.REM, self, _lift(other, self.dtype))
+
+    def __rmod__(self, other: int) -> LExpr:
+        return Bin(self.dtype, BinOp.REM, _lift(other, self.dtype), self)
 
 
 @dataclass(frozen=True, eq=False)
@@ -52,9 +131,12 @@ class Bin(LExpr):
     """Arithmetic (add sub mul div rem min max pow; maxnum: max that skips NaN),
     comparisons (lt le gt ge eq ne) and logic (and or); comparisons have dtype bool."""
 
-    op: str
+    op: BinOp
     a: LExpr
     b: LExpr
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "op", _checked(BinOp, self.op))
 
 
 @dataclass(frozen=True, eq=False)
@@ -62,8 +144,11 @@ class Un(LExpr):
     """neg abs exp log sqrt tanh sigmoid erf floor ceil round sin cos not sign; lanes_sum
     adds the lanes of a vector (a power-of-two count) into a scalar."""
 
-    op: str
+    op: UnOp
     a: LExpr
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "op", _checked(UnOp, self.op))
 
 
 @dataclass(frozen=True, eq=False)
@@ -136,6 +221,23 @@ def operands(e: LExpr) -> tuple[LExpr, ...]:
         names = tuple(f.name for f in fields(e) if f.type == "LExpr")
         _OPERAND_FIELDS[type(e)] = names
     return tuple(getattr(e, name) for name in names)
+
+
+def _checked(kind: type[BinOp] | type[UnOp], op: str) -> BinOp | UnOp:
+    """`op` as the enum member: a name the emitter does not know fails here, when the node
+    is built, not when LLVM is emitted."""
+    try:
+        return kind(op)
+    except ValueError:
+        known = ", ".join(m.value for m in kind)
+        raise ValueError(f"unknown loop-IR {kind.__name__} '{op}'; known: {known}") from None
+
+
+def _lift(value: LExpr | int | float, dtype: str) -> LExpr:
+    """A Python number as a constant of `dtype`; an expression as it is."""
+    if isinstance(value, LExpr):
+        return value
+    return Const(dtype, value)
 
 
 def const(value: float | int | bool, dtype: str) -> Const:

@@ -16,7 +16,7 @@ from egraph_ir.expr import Call, Var
 from egraph_ir.registry import Op
 from egraph_ir.types import TensorType
 
-from ..loop_ir import INDEX, LANES, Bin, For, LExpr, Load, LoopVar, Stmt, Store, add, idx, mul
+from ..loop_ir import INDEX, LANES, Bin, For, LExpr, Load, LoopVar, Stmt, Store, idx
 from .group import Group
 from .kernels.conv.nchwc_pointwise import transpose_lanes
 from .kernels.conv.shape import VECTOR
@@ -50,13 +50,13 @@ def block_transpose(group: Group) -> tuple[list[Stmt], tuple[int, ...]] | None:
 def _steps(source: str, blocks: int, pixels: int, blocked: bool) -> list[Stmt]:
     """For each channel block and step of 16 pixels: load, transpose, store."""
     block, step = LoopVar(INDEX, "blk"), LoopVar(INDEX, "px")
-    first = Bin(INDEX, "min", mul(step, idx(LANES)), idx(pixels - LANES))
+    first = Bin(INDEX, "min", step * LANES, idx(pixels - LANES))
 
     def plane_at(k: int) -> LExpr:  # channel k of the block, from the step's first pixel
-        return add(mul(add(mul(block, idx(LANES)), idx(k)), idx(pixels)), first)
+        return (block * LANES + k) * pixels + first
 
     def pixel_at(k: int) -> LExpr:  # the step's pixel k, all 16 channels of the block
-        return mul(add(add(mul(block, idx(pixels)), first), idx(k)), idx(LANES))
+        return (block * pixels + first + k) * LANES
 
     reads, writes = (plane_at, pixel_at) if blocked else (pixel_at, plane_at)
     rows: list[LExpr] = [Load(VECTOR, source, reads(k)) for k in range(LANES)]

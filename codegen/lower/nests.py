@@ -27,10 +27,8 @@ from ..loop_ir import (
     Stmt,
     Store,
     Un,
-    add,
     const,
     idx,
-    mul,
 )
 from .compute.definitions import Index
 from .group import Group
@@ -175,8 +173,8 @@ def _unflatten(f: LExpr, dims: tuple[int, ...]) -> list[LExpr]:
     stride = int(np.prod(dims, dtype=np.int64))
     for d in dims:
         stride //= d
-        q = f if stride == 1 else Bin(INDEX, "div", f, idx(stride))
-        out.append(q if len(out) == 0 else Bin(INDEX, "rem", q, idx(d)))
+        q = f if stride == 1 else f // stride
+        out.append(q if len(out) == 0 else q % d)
     return out
 
 
@@ -214,7 +212,7 @@ def reduction_nest(group: Group, call: Call) -> list[Stmt]:
         if trailing and len(axes) > 1:
             f = group.var("r")
             start = Index(in_t.shape, multi=[*kept_vars, *(idx(0) for _ in axes)]).flat()
-            element = read(Index(in_t.shape, flat=add(start, f)))
+            element = read(Index(in_t.shape, flat=start + f))
             update = Assign(acc_name, combine(Ref(dtype, acc_name), element))
             return [Declare(acc_name, init), For(f.name, count, [update])], Ref(dtype, acc_name)
         red_vars = {a: group.var("r") for a in axes}
@@ -275,13 +273,13 @@ def _lane_reduction(
 
     def inner(vs: list[LExpr]) -> list[Stmt]:
         at = Index(outer, multi=vs).flat() if vs else idx(0)
-        start = mul(at, idx(count * LANES))
-        load = Load(vector, source, add(start, mul(r, idx(LANES))))
+        start = at * (count * LANES)
+        load = Load(vector, source, start + r * LANES)
         total = For(r.name, count, [Assign(acc, Bin(vector, "add", Ref(vector, acc), load))])
         result: LExpr = Ref(vector, acc)
         if op == "mean":
             result = Bin(vector, "div", result, const(float(count), vector))
-        return [Declare(acc, const(0.0, vector)), total, Store("out", mul(at, idx(LANES)), result)]
+        return [Declare(acc, const(0.0, vector)), total, Store("out", at * LANES, result)]
 
     return group.nest(outer, inner)
 
@@ -305,10 +303,10 @@ def lane_sum(
     dtype, vec = "float32", f"float32x{LANES}"
     j, t = group.var("j"), group.var("t")
     body: list[Stmt] = [Declare(name, const(0.0, vec)), Declare(f"{name}_t", const(0.0, dtype))]
-    chunk = term(Load(vec, source, add(start, mul(j, idx(LANES)))))
+    chunk = term(Load(vec, source, start + j * LANES))
     body.append(For(j.name, count // LANES, [Assign(name, Bin(vec, "add", Ref(vec, name), chunk))]))
     if count % LANES:
-        element = term(Load(dtype, source, add(start, add(idx(count // LANES * LANES), t))))
+        element = term(Load(dtype, source, start + ((count // LANES * LANES) + t)))
         tail = Assign(f"{name}_t", Bin(dtype, "add", Ref(dtype, f"{name}_t"), element))
         body.append(For(t.name, count % LANES, [tail]))
     total = Bin(dtype, "add", Un(dtype, "lanes_sum", Ref(vec, name)), Ref(dtype, f"{name}_t"))

@@ -23,11 +23,9 @@ from ..loop_ir import (
     Stmt,
     Store,
     Un,
-    add,
     clamp,
     const,
     idx,
-    mul,
     within,
 )
 from .compute.definitions import Index, strides
@@ -50,8 +48,8 @@ def avg_pool_nest(group: Group, call: Call) -> list[Stmt]:
         b, ch, y, x = vs
         i, j = group.var("i"), group.var("j")
         acc, cnt = f"acc{group.loops}", f"cnt{group.loops}"
-        ih = add(add(mul(y, idx(sh)), mul(i, idx(dh))), idx(-top))
-        iw = add(add(mul(x, idx(sw)), mul(j, idx(dw))), idx(-left))
+        ih = y * sh + i * dh + (-top)
+        iw = x * sw + j * dw + (-left)
         real = Bin("bool", "and", within(ih, 0, h), within(iw, 0, w))
         value = read(Index(in_t.shape, multi=[b, ch, clamp(ih, 0, h - 1), clamp(iw, 0, w - 1)]))
         counted = real
@@ -95,12 +93,12 @@ def max_pool_rows(group: Group, call: Call) -> list[Stmt]:
             if stop <= start:
                 return []
             t = group.var("x")
-            x = add(t, idx(start))
+            x = t + start
             best: LExpr = least  # one expression, no running accumulator (llvm/emit.py)
             for i in range(kh):
-                ih = add(mul(y, idx(sh)), idx(i * dh - top))
+                ih = y * sh + (i * dh - top)
                 for j in range(kw):
-                    iw = add(mul(x, idx(sw)), idx(j * dw - left))
+                    iw = x * sw + (j * dw - left)
                     ok = (
                         within(ih, 0, h)
                         if inside
@@ -145,7 +143,7 @@ def row_nest(group: Group, call: Call) -> list[Stmt]:
         base = Index(t.shape, multi=multi).flat()
 
         def at(j: LExpr) -> LExpr:
-            return add(base, mul(j, idx(stride)))
+            return base + j * stride
 
         m, s, r = f"m{group.loops}", f"s{group.loops}", f"r{group.loops}"
         j1, j2, j3 = group.var("j"), group.var("j"), group.var("j")
@@ -245,7 +243,7 @@ def norm_rows(group: Group, call: Call) -> list[Stmt]:
         variance = Bin(dtype, "div", spread, const(float(n), dtype))
         root = Un(dtype, "sqrt", Bin(dtype, "add", variance, const(attrs["epsilon"], dtype)))
         j = group.var("j")
-        at = Index(t.shape, multi=[*vs, j], flat=add(base, j))
+        at = Index(t.shape, multi=[*vs, j], flat=base + j)
         centred = Bin(dtype, "sub", read(at), Ref(dtype, mean))
         value: LExpr = Bin(dtype, "mul", centred, Ref(dtype, rstd))
         if attrs["scale"]:

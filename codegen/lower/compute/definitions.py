@@ -24,7 +24,7 @@ from egraph_ir.op.layout import parse_layout, split_factor
 from egraph_ir.op.shape import slice_spec
 from egraph_ir.types import TensorType
 
-from ...loop_ir import INDEX, Bin, Cast, Const, LExpr, Select, Un, add, clamp, const, idx, mul
+from ...loop_ir import Bin, Cast, Const, LExpr, Select, Un, clamp, const, idx
 
 
 class Index:
@@ -40,7 +40,7 @@ class Index:
             assert self._multi is not None
             total: LExpr = idx(0)
             for i, stride in zip(self._multi, strides(self.shape), strict=True):
-                total = add(total, mul(i, idx(stride)))
+                total = total + i * stride
             self._flat = total
         return self._flat
 
@@ -56,9 +56,9 @@ class Index:
                 if dim == 1:
                     out.append(idx(0))
                     continue
-                q = self._flat if stride == 1 else Bin(INDEX, "div", self._flat, idx(stride))
+                q = self._flat if stride == 1 else self._flat // stride
                 out.append(
-                    q if stride * dim == size_of(self.shape) else Bin(INDEX, "rem", q, idx(dim))
+                    q if stride * dim == size_of(self.shape) else q % dim
                 )
             self._multi = out
         return self._multi
@@ -379,16 +379,16 @@ def _layout_transform(ctx: Ctx) -> LExpr:
             whole = out[position[letter]]
             split = split_factor(dst, letter)
             primal[letter] = (
-                whole if split == 1 else add(mul(whole, idx(split)), out[position[letter.lower()]])
+                whole if split == 1 else whole * split + out[position[letter.lower()]]
             )
     multi: list[LExpr] = []
     for letter, factor in src:
         if factor:
-            multi.append(Bin(INDEX, "rem", primal[letter.upper()], idx(factor)))
+            multi.append(primal[letter.upper()] % factor)
             continue
         split = split_factor(src, letter)
         multi.append(
-            primal[letter] if split == 1 else Bin(INDEX, "div", primal[letter], idx(split))
+            primal[letter] if split == 1 else primal[letter] // split
         )
     return ctx.readers[0](Index(ctx.in_types[0].shape, multi=multi))
 
@@ -401,7 +401,7 @@ def _strided_slice(ctx: Ctx) -> LExpr:
     multi = []
     for s, i, dim in zip(spec, ctx.index.multi(), in_shape, strict=True):
         start, _, step = s.indices(dim)
-        multi.append(add(idx(start), mul(i, idx(step))))
+        multi.append(start + i * step)
     return ctx.readers[0](Index(in_shape, multi=multi))
 
 
@@ -413,7 +413,7 @@ def _concatenate(ctx: Ctx) -> LExpr:
     offset = 0
     pieces = []
     for reader, t in zip(ctx.readers, ctx.in_types, strict=True):
-        local = Bin(INDEX, "sub", out[axis], idx(offset)) if offset else out[axis]
+        local = out[axis] - offset if offset else out[axis]
         clamped = clamp(local, 0, t.shape[axis] - 1)  # loads stay in bounds under select
         multi = [*out[:axis], clamped, *out[axis + 1 :]]
         pieces.append((offset + t.shape[axis], reader(Index(t.shape, multi=multi))))
@@ -438,7 +438,7 @@ def _pad(ctx: Ctx) -> LExpr:
     for (before, _), i, dim in zip(
         ctx.attrs["pad_width"], ctx.index.multi(), in_shape, strict=True
     ):
-        local = Bin(INDEX, "sub", i, idx(before)) if before else i
+        local = i - before if before else i
         ok = Bin(
             "bool", "and", Bin("bool", "ge", local, idx(0)), Bin("bool", "lt", local, idx(dim))
         )

@@ -42,9 +42,7 @@ def _index_mode(position: LExpr, n: int, mode: str) -> LExpr:
     """An index into a dimension of n as take/gather_elements define it: wrap, or clamp
     (after counting negative indices from the end in fast mode, as numpy does)."""
     if mode == "wrap":
-        return Bin(
-            INDEX, "rem", Bin(INDEX, "add", Bin(INDEX, "rem", position, idx(n)), idx(n)), idx(n)
-        )
+        return Bin(INDEX, "add", position % n, idx(n)) % n
     if mode == "fast":
         negative = Bin("bool", "lt", position, idx(0))
         position = Select(INDEX, negative, Bin(INDEX, "add", position, idx(n)), position)

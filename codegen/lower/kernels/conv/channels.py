@@ -44,9 +44,7 @@ from ....loop_ir import (
     Splat,
     Stmt,
     Store,
-    add,
     idx,
-    mul,
 )
 from ...compute.definitions import Index
 from ...group import Group
@@ -165,8 +163,8 @@ def tile_shape(conv: Call, lay: ChannelLayout) -> tuple[int, ...]:
 def tile_at(conv: Call, lay: ChannelLayout, b: LExpr, pixel: LExpr, lane: LExpr) -> LExpr:
     """Where output channel `lane` of the panel at `pixel` of item b is in the tile."""
     g = ConvShape.of(conv)
-    slot = add(mul(THREAD_SLOT, idx(g.n)), b)
-    return add(mul(add(mul(slot, idx(g.oh * g.ow)), pixel), idx(lay.width)), lane)
+    slot = THREAD_SLOT * g.n + b
+    return (slot * (g.oh * g.ow) + pixel) * lay.width + lane
 
 
 def panel_block(
@@ -186,7 +184,7 @@ def panel_block(
     pixels = g.oh * g.ow
     b, pb = LoopVar(INDEX, "b"), LoopVar(INDEX, "pb")
     blocks = -(-pixels // lay.pr)
-    first: LExpr = mul(pb, idx(lay.pr))
+    first: LExpr = pb * lay.pr
     if pixels % lay.pr:
         first = Bin(INDEX, "min", first, idx(pixels - lay.pr))
     main = _pixel_block(conv, lay, first, b, panel, (source, packed, tile), arithmetic)
@@ -200,11 +198,11 @@ def _channel_size(g: ConvShape, lay: ChannelLayout) -> int:
 
 def _input_offset(g: ConvShape, lay: ChannelLayout, channels: int, b: LExpr, pixel: LExpr) -> LExpr:
     """Where output `pixel`'s tap (0, 0) reads input channel 0 of item b."""
-    item = mul(b, idx(channels * _channel_size(g, lay)))
+    item = b * (channels * _channel_size(g, lay))
     if lay.wide is None:
-        return add(item, pixel)
-    y, x = Bin(INDEX, "div", pixel, idx(g.ow)), Bin(INDEX, "rem", pixel, idx(g.ow))
-    return add(item, add(mul(y, idx(lay.wide.wp)), x))
+        return item + pixel
+    y, x = pixel // g.ow, pixel % g.ow
+    return item + (y * lay.wide.wp + x)
 
 
 def _pixel_block(
@@ -226,11 +224,11 @@ def _pixel_block(
     taps, rows = g.kh * g.kw, lay.pr
     acc = [[f"acc{r}_{v}" for v in range(lay.xv)] for r in range(rows)]
     body: list[Stmt] = [Declare(name, zero(vec)) for names in acc for name in names]
-    channel = mul(ch, idx(_channel_size(g, lay)))
+    channel = ch * _channel_size(g, lay)
     starts = [
-        add(_input_offset(g, lay, channels, b, add(first, idx(r))), channel) for r in range(rows)
+        _input_offset(g, lay, channels, b, first + r) + channel for r in range(rows)
     ]
-    weights_at = mul(add(mul(panel, idx(channels)), ch), idx(taps * lay.width))
+    weights_at = (panel * channels + ch) * (taps * lay.width)
     # With one phase plane, a loop over kernel rows with one row's taps unrolled: a fully
     # unrolled 3x3 block doubled LLVM's time for the layer and ran no faster. Strided
     # taps (several planes) stay unrolled: their row offsets are constants only then.
@@ -240,10 +238,10 @@ def _pixel_block(
     for i in [row] if row_loop else [idx(i) for i in range(g.kh)]:
         for j in range(g.kw):
             tap = _tap(g, lay, i, j)
-            at = add(weights_at, mul(add(mul(i, idx(g.kw)), idx(j)), idx(lay.width)))
-            loads = [Load(vec, packed, add(at, idx(v * LANES))) for v in range(lay.xv)]
+            at = weights_at + (i * g.kw + j) * lay.width
+            loads = [Load(vec, packed, at + (v * LANES)) for v in range(lay.xv)]
             for r in range(rows):
-                splat = Splat(vec, Load(arithmetic.scalar, source, add(starts[r], tap)))
+                splat = Splat(vec, Load(arithmetic.scalar, source, starts[r] + tap))
                 for v in range(lay.xv):
                     value = arithmetic.update(Ref(vec, acc[r][v]), splat, loads[v])
                     updates.append(Assign(acc[r][v], value))
@@ -252,8 +250,8 @@ def _pixel_block(
     body.append(For(ch.name, channels, updates, unroll=False))
     for r in range(rows):
         for v in range(lay.xv):
-            at = tile_at(conv, lay, b, add(first, idx(r)), idx(v * LANES))
-            lanes = add(mul(panel, idx(lay.width)), idx(v * LANES))
+            at = tile_at(conv, lay, b, first + r, idx(v * LANES))
+            lanes = panel * lay.width + (v * LANES)
             body.append(Store(tile, at, arithmetic.lanes_result(Ref(vec, acc[r][v]), lanes)))
     return body
 
@@ -313,8 +311,8 @@ def tile_load(
 
     def load(index: Index) -> LExpr:
         b, o, y, x = index.multi()
-        lane = Bin(INDEX, "rem", o, idx(lay.width))
-        pixel = add(mul(y, idx(ow)), x)
+        lane = o % lay.width
+        pixel = y * ow + x
         return Load(anchor_t.dtype, "tile", tile_at(anchor, lay, b, pixel, lane))
 
     return load

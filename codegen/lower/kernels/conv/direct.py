@@ -34,7 +34,6 @@ from ....loop_ir import (
     LANES,
     THREAD_SLOT,
     Assign,
-    Bin,
     Cast,
     Declare,
     For,
@@ -45,9 +44,7 @@ from ....loop_ir import (
     Splat,
     Stmt,
     Store,
-    add,
     idx,
-    mul,
 )
 from ....runtime.blas import Product
 from ...compute.definitions import Index
@@ -151,20 +148,20 @@ def direct_block(
     ob, xv, q = lay.ob, lay.xv, lay.q
     vec = arithmetic.vector
     b, qb, ch = loop_var("b"), loop_var("qb"), loop_var("ch")
-    first = mul(ob_, idx(ob))
-    group = first if og == 1 else Bin(INDEX, "div", first, idx(og))
-    channel = add(mul(group, idx(cg)), ch)
+    first = ob_ * ob
+    group = first if og == 1 else first // og
+    channel = group * cg + ch
     per_item = cg * groups  # input channels (or words of them) of one batch item
     item = (
-        add(mul(THREAD_SLOT, idx(g.n)), b)
+        THREAD_SLOT * g.n + b
         if private_source
-        else add(mul(b, idx(per_item)), channel)
+        else b * per_item + channel
     )
-    base = add(mul(item, idx(len(lay.phases) * lay.plane)), mul(qb, idx(xv * LANES)))
+    base = item * (len(lay.phases) * lay.plane) + qb * (xv * LANES)
     body: list[Stmt] = [Declare(f"acc{p}_{k}", zero(vec)) for p in range(ob) for k in range(xv)]
     # the weights of output channel first + p, input channel ch: one base per p, shared
     weights = [
-        add(mul(add(first, idx(p)), idx(cg * kh * kw)), mul(ch, idx(kh * kw))) for p in range(ob)
+        (first + p) * (cg * kh * kw) + ch * (kh * kw) for p in range(ob)
     ]
     # taps unrolled (LLVM does not unroll these loops); a kernel row loop stays for large
     # kernels (7x7), where unrolling every tap only costs compile time
@@ -177,11 +174,11 @@ def direct_block(
                 offset: LExpr = idx(lay.tap(g, i, j))
                 tap: LExpr = idx(i * kw + j)
             else:
-                offset, tap = lay.row_tap(g, row_var, j), add(mul(row_var, idx(kw)), idx(j))
-            start = add(base, offset)
-            loads = [Load(vec, source, add(start, idx(k * LANES))) for k in range(xv)]
+                offset, tap = lay.row_tap(g, row_var, j), row_var * kw + j
+            start = base + offset
+            loads = [Load(vec, source, start + (k * LANES)) for k in range(xv)]
             for p in range(ob):
-                splat = Splat(vec, Load(arithmetic.scalar, weight, add(weights[p], tap)))
+                splat = Splat(vec, Load(arithmetic.scalar, weight, weights[p] + tap))
                 for k in range(xv):
                     acc = f"acc{p}_{k}"
                     value = arithmetic.update(Ref(vec, acc), loads[k], splat)
@@ -189,17 +186,17 @@ def direct_block(
     if not unrolled:
         updates = [For("i", kh, updates, unroll=False)]
     body.append(For("ch", cg, updates, unroll=False))
-    q0 = mul(qb, idx(xv * LANES))
+    q0 = qb * (xv * LANES)
     for p in range(ob):
         if private_dest:
-            row = add(mul(add(mul(THREAD_SLOT, idx(g.n)), b), idx(ob)), idx(p))
+            row = (THREAD_SLOT * g.n + b) * ob + p
         else:
-            row = add(mul(b, idx(g.o)), add(first, idx(p)))
+            row = b * g.o + (first + p)
         # `after` reads the tile at once: q-long rows left 4.8 MB dirty in L1 (16 -> 96 ch)
-        out_at = mul(row, idx(xv * LANES)) if after is not None else add(mul(row, idx(q)), q0)
+        out_at = row * (xv * LANES) if after is not None else row * q + q0
         for k in range(xv):
-            value = arithmetic.result(Ref(vec, f"acc{p}_{k}"), add(first, idx(p)))
-            body.append(Store(dest, add(out_at, idx(k * LANES)), value))
+            value = arithmetic.result(Ref(vec, f"acc{p}_{k}"), first + p)
+            body.append(Store(dest, out_at + (k * LANES), value))
     if after is not None:
         body += after(b, q0)
     return [For("b", g.n, [For("qb", q // (xv * LANES), body)])]
@@ -262,10 +259,10 @@ def wide_rows_load(group: Group, wide: Wide, stored: str = "") -> Callable[[Inde
     def load(index: Index) -> LExpr:
         b, o, y, x = index.multi()
         n, ob = group.out_type.shape[0], wide.ob
-        p = Bin(INDEX, "rem", o, idx(ob)) if ob > 1 else idx(0)
-        row = add(mul(add(mul(THREAD_SLOT, idx(n)), b), idx(ob)), p)
-        start = add(mul(row, idx(wide.q)), mul(y, idx(wide.wp)))
-        value = Load(stored or anchor_t.dtype, "wide", add(start, x))
+        p = o % ob if ob > 1 else idx(0)
+        row = (THREAD_SLOT * n + b) * ob + p
+        start = row * wide.q + y * wide.wp
+        value = Load(stored or anchor_t.dtype, "wide", start + x)
         return Cast(anchor_t.dtype, value, exact=True) if stored else value
 
     def from_out(index: Index) -> LExpr:

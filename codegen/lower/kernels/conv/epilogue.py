@@ -12,7 +12,6 @@ from ....loop_ir import (
     INDEX,
     LANES,
     THREAD_SLOT,
-    Bin,
     Buffer,
     For,
     Kernel,
@@ -21,9 +20,6 @@ from ....loop_ir import (
     LoopVar,
     Stmt,
     Store,
-    add,
-    idx,
-    mul,
 )
 from ...compute.definitions import Index
 from ...group import Group
@@ -72,12 +68,12 @@ def channel_block(
     shape = group.out_type.shape
     n, channels, oh, ow = shape
     p, b, y, x = (LoopVar(INDEX, k) for k in ("ep", "eb", "ey", "ex"))
-    channel = add(mul(block, idx(ob)), p)
+    channel = block * ob + p
     if flat_planes:
         f = LoopVar(INDEX, "ef")
-        plane = add(mul(b, idx(channels)), channel)
-        rows = [Bin(INDEX, "div", f, idx(ow)), Bin(INDEX, "rem", f, idx(ow))]
-        index = Index(shape, multi=[b, channel, *rows], flat=add(mul(plane, idx(oh * ow)), f))
+        plane = b * channels + channel
+        rows = [f // ow, f % ow]
+        index = Index(shape, multi=[b, channel, *rows], flat=plane * (oh * ow) + f)
         store = Store("out", index.flat(), group.reader(group.fn.body)(index))
         return [For("ep", ob, [For("eb", n, [For("ef", oh * ow, [store], unroll=True)])])]
     index = Index(shape, multi=[b, channel, y, x])
@@ -93,15 +89,15 @@ def block_epilogue(group: Group, block: LExpr, lay: Wide, b: LExpr, q0: LExpr) -
     shape = group.out_type.shape
     _, channels, oh, ow = shape
     p, t = LoopVar(INDEX, "cp"), LoopVar(INDEX, "ct")
-    channel = add(mul(block, idx(lay.ob)), p)
-    f = add(q0, t)
-    plane = add(mul(b, idx(channels)), channel)
-    rows = [Bin(INDEX, "div", f, idx(ow)), Bin(INDEX, "rem", f, idx(ow))]
-    index = Index(shape, multi=[b, channel, *rows], flat=add(mul(plane, idx(oh * ow)), f))
+    channel = block * lay.ob + p
+    f = q0 + t
+    plane = b * channels + channel
+    rows = [f // ow, f % ow]
+    index = Index(shape, multi=[b, channel, *rows], flat=plane * (oh * ow) + f)
     anchor_t = group.anchor.checked_type if group.anchor is not None else group.out_type
     assert isinstance(anchor_t, TensorType)
-    slot_row = add(mul(add(mul(THREAD_SLOT, idx(shape[0])), b), idx(lay.ob)), p)
-    column = Load(anchor_t.dtype, "wide", add(mul(slot_row, idx(lay.xv * LANES)), t))
+    slot_row = (THREAD_SLOT * shape[0] + b) * lay.ob + p
+    column = Load(anchor_t.dtype, "wide", slot_row * (lay.xv * LANES) + t)
     store = Store("out", index.flat(), group.result_at(index, column))  # at f, not (y, x)
     width = lay.xv * LANES
     return [For("cp", lay.ob, [For("ct", width, [store], unroll=True, vectorize=True)])]
@@ -127,9 +123,9 @@ def _epilogue(
         return []
     shape = group.out_type.shape  # (N, blocks, OH, OW, 16)
     p, lane = LoopVar(INDEX, "ep"), LoopVar(INDEX, "el")
-    pixel = add(pixel0, p)
-    rows = [Bin(INDEX, "div", pixel, idx(shape[3])), Bin(INDEX, "rem", pixel, idx(shape[3]))]
-    flat = add(add(start, mul(p, idx(LANES))), lane)
+    pixel = pixel0 + p
+    rows = [pixel // shape[3], pixel % shape[3]]
+    flat = start + p * LANES + lane
     index = Index(shape, multi=[b, block, *rows, lane], flat=flat)
     if sums is None:  # in place: the group reads the anchor from the output by default
         value = group.reader(group.fn.body)(index)

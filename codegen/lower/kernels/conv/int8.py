@@ -49,11 +49,9 @@ from ....loop_ir import (
     Select,
     Stmt,
     Store,
-    add,
     clamp,
     const,
     idx,
-    mul,
 )
 from ...compute.definitions import Index
 from ...group import Group
@@ -186,10 +184,10 @@ def pack_kernel(call: Call, lay: Wide, name: str) -> Kernel:
     b, word = loop_var("b"), loop_var("word")
     body: list[Stmt] = []
     for k, (pa, pb) in enumerate(lay.phases):
-        plane = add(mul(add(mul(b, idx(c4)), word), idx(planes)), idx(k))
+        plane = (b * c4 + word) * planes + k
 
         def at(row: LExpr, col: LExpr, plane: LExpr = plane) -> LExpr:
-            return mul(add(mul(add(mul(plane, idx(lay.rows)), row), idx(lay.wp)), col), idx(WORD))
+            return ((plane * lay.rows + row) * lay.wp + col) * WORD
 
         r0, r1 = span(pa - g.top, g.sh, g.h, lay.rows)
         c0, c1 = span(pb - g.left, g.sw, g.w, lay.wp)
@@ -198,15 +196,15 @@ def pack_kernel(call: Call, lay: Wide, name: str) -> Kernel:
         if r1 <= r0:
             continue
         r, col = loop_var(f"r{k}"), loop_var(f"c{k}")
-        row, column = add(r, idx(r0)), add(col, idx(c0))
+        row, column = r + r0, col + c0
         edges = [(at(row, idx(0)), c0), (at(row, idx(c1)), lay.wp - c1)]
         inner = _fills(f"e{k}", edges, fill)
-        y = add(mul(row, idx(g.sh)), idx(pa - g.top))
-        x = add(mul(column, idx(g.sw)), idx(pb - g.left))
+        y = row * g.sh + (pa - g.top)
+        x = column * g.sw + (pb - g.left)
         if c1 > c0:
             to = at(row, column)
             lanes: list[Stmt] = [
-                Store("out", add(to, idx(v)), _byte(g, fill, (b, word, v), y, x))
+                Store("out", to + v, _byte(g, fill, (b, word, v), y, x))
                 for v in range(WORD)
             ]
             inner.append(For(col.name, c1 - c0, lanes))
@@ -224,7 +222,7 @@ def _fills(prefix: str, spans: list[tuple[LExpr, int]], fill: LExpr) -> list[Stm
     for k, (start, count) in enumerate(spans):
         if count > 0:
             z = loop_var(f"{prefix}_{k}")
-            loops.append(For(z.name, count * WORD, [Store("out", add(start, z), fill)]))
+            loops.append(For(z.name, count * WORD, [Store("out", start + z, fill)]))
     return loops
 
 
@@ -233,10 +231,10 @@ def _byte(g: ConvShape, fill: LExpr, where: tuple[LExpr, LExpr, int], y: LExpr, 
     inside the input, as an unsigned byte; the fill past the last channel (only the
     last word has such lanes)."""
     b, word, lane = where
-    channel = add(mul(word, idx(WORD)), idx(lane))
+    channel = word * WORD + lane
     exact = g.c % WORD == 0
-    plane = add(mul(b, idx(g.c)), channel if exact else clamp(channel, 0, g.c - 1))
-    value = _unsigned(Load(g.dtype, "in0", add(mul(add(mul(plane, idx(g.h)), y), idx(g.w)), x)))
+    plane = b * g.c + (channel if exact else clamp(channel, 0, g.c - 1))
+    value = _unsigned(Load(g.dtype, "in0", (plane * g.h + y) * g.w + x))
     return value if exact else Select("uint8", Bin("bool", "lt", channel, idx(g.c)), value, fill)
 
 

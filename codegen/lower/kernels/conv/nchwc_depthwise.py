@@ -23,10 +23,8 @@ from ....loop_ir import (
     Select,
     Stmt,
     Store,
-    add,
     clamp,
     idx,
-    mul,
     within,
 )
 from ...group import Group
@@ -79,12 +77,12 @@ def depthwise_rows(conv: Call, block: LoopVar, source: str, weights: str, after_
     `after_row(b, y)` gives the statements that follow a finished row (its epilogue)."""
     g = BlockedShape.of(conv)
     b, y, i = LoopVar(INDEX, "b"), LoopVar(INDEX, "y"), LoopVar(INDEX, "i")
-    item = add(mul(b, idx(g.cb)), block)
-    row = add(mul(y, idx(g.sh)), add(mul(i, idx(g.dh)), idx(-g.top)))
+    item = b * g.cb + block
+    row = y * g.sh + (i * g.dh + (-g.top))
     tap_row = _TapRow(
         g,
         source,
-        mul(add(mul(item, idx(g.h)), clamp(row, 0, g.h - 1)), idx(g.w)),
+        (item * g.h + clamp(row, 0, g.h - 1)) * g.w,
         [
             Select(
                 VECTOR,
@@ -92,7 +90,7 @@ def depthwise_rows(conv: Call, block: LoopVar, source: str, weights: str, after_
                 Load(
                     VECTOR,
                     weights,
-                    add(mul(add(mul(block, idx(g.kh)), i), idx(g.kw * LANES)), idx(j * LANES)),
+                    (block * g.kh + i) * (g.kw * LANES) + (j * LANES),
                 ),
                 zero(VECTOR),
             )
@@ -100,7 +98,7 @@ def depthwise_rows(conv: Call, block: LoopVar, source: str, weights: str, after_
         ],
     )
     x0, x1 = interior_columns(g)
-    out_row = mul(add(mul(item, idx(g.oh)), y), idx(g.ow))
+    out_row = (item * g.oh + y) * g.ow
     sweep: list[Stmt] = []
     if x1 > x0:
         sweep.append(tap_row.interior(out_row, x0, x1))
@@ -139,18 +137,18 @@ class _TapRow:
         g = self.g
         pr = pixels_per_block(x1 - x0, MOST_PIXELS)
         xb = LoopVar(INDEX, "xb")
-        first: LExpr = add(mul(xb, idx(pr)), idx(x0))
+        first: LExpr = xb * pr + x0
         if (x1 - x0) % pr:
             first = Bin(INDEX, "min", first, idx(x1 - pr))
 
         def loads(p: int, j: int) -> LExpr:
-            column = add(mul(add(first, idx(p)), idx(g.sw)), idx(j * g.dw - g.left))
-            return Load(VECTOR, self.source, mul(add(self.base, column), idx(LANES)))
+            column = (first + p) * g.sw + (j * g.dw - g.left)
+            return Load(VECTOR, self.source, (self.base + column) * LANES)
 
         names = [f"acc{p}" for p in range(pr)]
         body = self._sum(names, loads)
         for p, name in enumerate(names):
-            at = mul(add(out_row, add(first, idx(p))), idx(LANES))
+            at = (out_row + (first + p)) * LANES
             body.append(Store("out", at, Ref(VECTOR, name)))
         return For("xb", -(-(x1 - x0) // pr), body, unroll=False)
 
@@ -162,10 +160,10 @@ class _TapRow:
             column = x * g.sw + j * g.dw - g.left
             if not 0 <= column < g.w:
                 return None
-            return Load(VECTOR, self.source, mul(add(self.base, idx(column)), idx(LANES)))
+            return Load(VECTOR, self.source, (self.base + column) * LANES)
 
         body = self._sum(["edge"], loads)
-        return [*body, Store("out", mul(add(out_row, idx(x)), idx(LANES)), Ref(VECTOR, "edge"))]
+        return [*body, Store("out", (out_row + x) * LANES, Ref(VECTOR, "edge"))]
 
 
 def depthwise_macs(conv: Call) -> int:
@@ -182,8 +180,8 @@ def blocked_depthwise(group: Group, anchor: Call, ops: list[str]) -> ConvKernel:
     block = LoopVar(INDEX, "blk")
 
     def after_row(b: LExpr, y: LExpr) -> list[Stmt]:
-        row = mul(add(mul(add(mul(b, idx(g.ob)), block), idx(g.oh)), y), idx(g.ow))
-        return _epilogue(group, mul(row, idx(LANES)), g.ow, mul(y, idx(g.ow)), block, b)
+        row = ((b * g.ob + block) * g.oh + y) * g.ow
+        return _epilogue(group, row * LANES, g.ow, y * g.ow, block, b)
 
     stmts = depthwise_rows(anchor, block, source, weights, after_row)
     macs = depthwise_macs(anchor)

@@ -27,10 +27,8 @@ from ....loop_ir import (
     Splat,
     Stmt,
     Store,
-    add,
     clamp,
     idx,
-    mul,
     within,
 )
 from ...compute.definitions import Index
@@ -133,8 +131,8 @@ def pointwise_tile(conv: Call, lay: PointwiseLayout) -> tuple[tuple[int, ...], s
 def tile_at(lay: PointwiseLayout, r: LExpr, lane: LExpr) -> LExpr:
     """Pixel r's channel `lane` in the thread's tile (transposed: rows of pixels)."""
     if lay.transposed:
-        return add(mul(add(mul(THREAD_SLOT, idx(lay.width)), lane), idx(lay.pr)), r)
-    return add(mul(add(mul(THREAD_SLOT, idx(lay.pr)), r), idx(lay.width)), lane)
+        return (THREAD_SLOT * lay.width + lane) * lay.pr + r
+    return (THREAD_SLOT * lay.pr + r) * lay.width + lane
 
 
 def transpose_lanes(rows: list[LExpr], name: str) -> tuple[list[Stmt], list[LExpr]]:
@@ -160,7 +158,7 @@ def transpose_lanes(rows: list[LExpr], name: str) -> tuple[list[Stmt], list[LExp
 
 def panel_of(lay: PointwiseLayout, work: LExpr) -> LExpr:
     """The panel of shared iteration `work`."""
-    return work if lay.splits == 1 else Bin(INDEX, "div", work, idx(lay.splits))
+    return work if lay.splits == 1 else work // lay.splits
 
 
 def pointwise_panel(
@@ -179,21 +177,21 @@ def pointwise_panel(
     per_part = -(-blocks // lay.splits)
     block: LExpr = pb
     if lay.splits > 1:
-        part = Bin(INDEX, "rem", work, idx(lay.splits))
-        block = Bin(INDEX, "min", add(mul(part, idx(per_part)), pb), idx(blocks - 1))
-    first: LExpr = mul(block, idx(lay.pr))
+        part = work % lay.splits
+        block = Bin(INDEX, "min", part * per_part + pb, idx(blocks - 1))
+    first: LExpr = block * lay.pr
     if pixels % lay.pr:
         first = Bin(INDEX, "min", first, idx(pixels - lay.pr))
     acc = [[f"acc{r}_{v}" for v in range(lay.xv)] for r in range(lay.pr)]
     body: list[Stmt] = [Declare(name, zero(VECTOR)) for names in acc for name in names]
     reads = _input_reads(g, b, source)
-    panel_rows = mul(panel, idx(g.c * g.kh * g.kw))
+    panel_rows = panel * (g.c * g.kh * g.kw)
     updates: list[Stmt] = []
     for j in range(g.kw):
-        w_at = mul(add(add(panel_rows, reads.weight_row), idx(j)), idx(lay.width))
-        loads = [Load(VECTOR, packed, add(w_at, idx(v * LANES))) for v in range(lay.xv)]
+        w_at = (panel_rows + reads.weight_row + j) * lay.width
+        loads = [Load(VECTOR, packed, w_at + (v * LANES)) for v in range(lay.xv)]
         for r in range(lay.pr):
-            splat = Splat(VECTOR, reads.value(add(first, idx(r)), j))
+            splat = Splat(VECTOR, reads.value(first + r, j))
             for v in range(lay.xv):
                 product = Bin(VECTOR, "mul", loads[v], splat)
                 update = Bin(VECTOR, "add", Ref(VECTOR, acc[r][v]), product)
@@ -228,28 +226,26 @@ def _input_reads(g: BlockedShape, b: LExpr, source: str) -> _Reads:
     pixels = g.oh * g.ow
     if g.data_blocked:
         cb, lane = LoopVar(INDEX, "cb"), LoopVar(INDEX, "lane")
-        plane = add(mul(add(mul(b, idx(g.cb)), cb), idx(pixels * LANES)), lane)
+        plane = (b * g.cb + cb) * (pixels * LANES) + lane
 
         def blocked(pixel: LExpr, j: int) -> LExpr:
-            return Load("float32", source, add(plane, mul(pixel, idx(LANES))))
+            return Load("float32", source, plane + pixel * LANES)
 
         def blocked_loops(body: list[Stmt]) -> Stmt:
             return For("cb", g.cb, [For("lane", LANES, body, unroll=False)], unroll=False)
 
-        return _Reads(add(mul(cb, idx(LANES)), lane), blocked, blocked_loops)
+        return _Reads(cb * LANES + lane, blocked, blocked_loops)
     ch = LoopVar(INDEX, "ch")
     i: LExpr = LoopVar(INDEX, "i") if g.kh > 1 else idx(0)  # kernel rows: a loop or none
-    plane = mul(add(mul(b, idx(g.c)), ch), idx(g.h * g.w))
+    plane = (b * g.c + ch) * (g.h * g.w)
     window = (g.kh, g.kw, g.sh, g.sw, g.top, g.left, g.bottom, g.right) != (1, 1, 1, 1, 0, 0, 0, 0)
 
     def plain(pixel: LExpr, j: int) -> LExpr:
         if not window:
-            return Load("float32", source, add(plane, pixel))
-        y = add(
-            mul(Bin(INDEX, "div", pixel, idx(g.ow)), idx(g.sh)), add(mul(i, idx(g.dh)), idx(-g.top))
-        )
-        x = add(mul(Bin(INDEX, "rem", pixel, idx(g.ow)), idx(g.sw)), idx(j * g.dw - g.left))
-        at = add(plane, add(mul(clamp(y, 0, g.h - 1), idx(g.w)), clamp(x, 0, g.w - 1)))
+            return Load("float32", source, plane + pixel)
+        y = pixel // g.ow * g.sh + (i * g.dh + (-g.top))
+        x = pixel % g.ow * g.sw + (j * g.dw - g.left)
+        at = plane + (clamp(y, 0, g.h - 1) * g.w + clamp(x, 0, g.w - 1))
         inside = Bin("bool", "and", within(y, 0, g.h), within(x, 0, g.w))
         return Select("float32", inside, Load("float32", source, at), zero("float32"))
 
@@ -257,7 +253,7 @@ def _input_reads(g: BlockedShape, b: LExpr, source: str) -> _Reads:
         rows = For("i", g.kh, body, unroll=False) if g.kh > 1 else None
         return For("ch", g.c, [rows] if rows else body, unroll=False)
 
-    row = add(mul(ch, idx(g.kh * g.kw)), mul(i, idx(g.kw))) if g.kh > 1 else mul(ch, idx(g.kw))
+    row = ch * (g.kh * g.kw) + i * g.kw if g.kh > 1 else ch * g.kw
     return _Reads(row, plain, plain_loops)
 
 
@@ -286,12 +282,12 @@ def blocked_pointwise(
             return _planes_from_tile(group, lay, panel, b, first)
         stmts: list[Stmt] = []
         for v in range(lay.xv):
-            blk = add(mul(panel, idx(lay.xv)), idx(v))
-            start = mul(add(mul(add(mul(b, idx(g.ob)), blk), idx(pixels)), first), idx(LANES))
+            blk = panel * lay.xv + v
+            start = ((b * g.ob + blk) * pixels + first) * LANES
 
             def sums(p: LExpr, lane: LExpr, v: int = v) -> LExpr:
                 return Load(
-                    "float32", "tile", tile_at(lay, p, add(idx(v * LANES), lane))
+                    "float32", "tile", tile_at(lay, p, (v * LANES) + lane)
                 )
 
             stmts += _epilogue(group, start, lay.pr, first, blk, b, sums)
@@ -313,12 +309,12 @@ def _planes_from_tile(
     channel (a padded panel) redo the last channel, writing the value it already has."""
     shape = group.out_type.shape  # (N, O, OH, OW)
     lane, r = LoopVar(INDEX, "el"), LoopVar(INDEX, "er")
-    o = Bin(INDEX, "min", add(mul(panel, idx(lay.width)), lane), idx(shape[1] - 1))
-    pixel = add(first, r)
-    rows = [Bin(INDEX, "div", pixel, idx(shape[3])), Bin(INDEX, "rem", pixel, idx(shape[3]))]
-    plane = add(mul(b, idx(shape[1])), o)
-    index = Index(shape, multi=[b, o, *rows], flat=add(mul(plane, idx(shape[2] * shape[3])), pixel))
-    at = tile_at(lay, r, Bin(INDEX, "sub", o, mul(panel, idx(lay.width))))
+    o = Bin(INDEX, "min", panel * lay.width + lane, idx(shape[1] - 1))
+    pixel = first + r
+    rows = [pixel // shape[3], pixel % shape[3]]
+    plane = b * shape[1] + o
+    index = Index(shape, multi=[b, o, *rows], flat=plane * (shape[2] * shape[3]) + pixel)
+    at = tile_at(lay, r, o - panel * lay.width)
     store = Store("out", index.flat(), group.result_at(index, Load("float32", "tile", at)))
     pixels = For("er", lay.pr, [store], unroll=True, vectorize=True)
     return [For("el", lay.width, [pixels], unroll=False)]

@@ -26,11 +26,8 @@ from ....loop_ir import (
     Select,
     Stmt,
     Store,
-    add,
     clamp,
     const,
-    idx,
-    mul,
     within,
 )
 from .shape import ConvShape, Wide, loop_var, zero
@@ -77,8 +74,8 @@ def _split_copy(
     """Per channel, one rows x width plane per stride phase (a, b) holding input rows
     a, a+sh, ... and columns b, b+sw, ... shifted by the padding, zero outside."""
     b, ch = loop_var("b"), loop_var("c")
-    src_plane = mul(add(mul(b, idx(g.c)), ch), idx(g.h * g.w))
-    dst_channel = mul(add(mul(b, idx(g.c)), ch), idx(len(phases) * rows * width))
+    src_plane = (b * g.c + ch) * (g.h * g.w)
+    dst_channel = (b * g.c + ch) * (len(phases) * rows * width)
     body = _plane_copy(g, phases, rows, width, stride, ("in0", src_plane), ("out", dst_channel))
     nest: list[Stmt] = [For("c", g.c, [For("b", g.n, body)], outer=True)]
     shape = _split_shape(g, len(phases), rows, width)
@@ -97,8 +94,8 @@ def private_copy(
     g = ConvShape.of(conv)
     b = loop_var("pb")
     per_item = len(lay.phases) * lay.plane
-    src_plane = mul(add(mul(b, idx(g.c)), channel), idx(g.h * g.w))
-    dst = mul(add(mul(THREAD_SLOT, idx(g.n)), b), idx(per_item))
+    src_plane = (b * g.c + channel) * (g.h * g.w)
+    dst = (THREAD_SLOT * g.n + b) * per_item
     stride = (g.sh, g.sw)
     ends = (source, src_plane), (dest, dst)
     body = _plane_copy(g, lay.phases, lay.rows, lay.wp, stride, *ends, fill)
@@ -152,36 +149,36 @@ def _row_phase_copy(
     r0, r1 = span(phases[ks[0]][0] - g.top, sh, g.h, rows)
     body: list[Stmt] = []
     for k in ks:
-        plane = add(dst_channel, idx(k * rows * width))
+        plane = dst_channel + (k * rows * width)
         for first, count in ((0, r0), (r1, rows - r1)):
             if count > 0:
                 r, t = loop_var(f"zr{k}_{first}"), loop_var(f"zt{k}_{first}")
-                at = add(plane, add(mul(add(r, idx(first)), idx(width)), t))
+                at = plane + ((r + first) * width + t)
                 body.append(For(r.name, count, [For(t.name, width, [Store(out, at, fill)])]))
     if r1 <= r0:
         return body
     pa = phases[ks[0]][0]
     r = loop_var(f"r{pa}")
-    src_row = add(src_plane, mul(add(mul(add(r, idx(r0)), idx(sh)), idx(pa - g.top)), idx(g.w)))
+    src_row = src_plane + ((r + r0) * sh + (pa - g.top)) * g.w
     spans = {k: span(phases[k][1] - g.left, sw, g.w, width) for k in ks}
     lo, hi = max(t0 for t0, _ in spans.values()), min(t1 for _, t1 in spans.values())
     inner: list[Stmt] = []
     joint: list[Stmt] = []
     for k in ks:
-        row = add(idx(k * rows * width), add(dst_channel, mul(add(r, idx(r0)), idx(width))))
+        row = (k * rows * width) + (dst_channel + (r + r0) * width)
         t0, t1 = spans[k]
         copy = partial(_column_copy, g, sw, (src_buf, src_row, phases[k][1]), (out, row))
         for first, count in ((0, t0), (t1, width - t1)):
             if count > 0:
                 t = loop_var(f"zc{k}_{first}")
-                inner.append(For(t.name, count, [Store(out, add(row, add(t, idx(first))), fill)]))
+                inner.append(For(t.name, count, [Store(out, row + (t + first), fill)]))
         alone = [(t0, t1)] if hi <= lo else [(t0, min(lo, t1)), (max(hi, t0), t1)]
         for a, b in alone:
             if b > a:
                 t = loop_var(f"t{k}_{a}")
-                inner.append(For(t.name, b - a, [copy(add(t, idx(a)))]))
+                inner.append(For(t.name, b - a, [copy(t + a)]))
         if hi > lo:
-            joint.append(copy(add(loop_var(f"s{pa}"), idx(lo))))
+            joint.append(copy(loop_var(f"s{pa}") + lo))
     if joint:
         inner.append(For(f"s{pa}", hi - lo, joint))
     body.append(For(r.name, r1 - r0, inner))
@@ -197,8 +194,8 @@ def _column_copy(
 ) -> Stmt:
     """dest row[column] = source row[column * sw + phase - left]."""
     (src_buf, src_row, phase), (out, row) = source, dest
-    src = add(src_row, add(mul(column, idx(sw)), idx(phase - g.left)))
-    return Store(out, add(row, column), Load(g.dtype, src_buf, src))
+    src = src_row + (column * sw + (phase - g.left))
+    return Store(out, row + column, Load(g.dtype, src_buf, src))
 
 
 def span(first: int, step: int, size: int, extent: int) -> tuple[int, int]:
@@ -246,14 +243,14 @@ def _grid_copy(
     (src_buf, src_plane), (out, dst_channel) = source, dest
     filled = span(-g.top, sh, g.h, rows)[1]
     pa, pb, r, t = (loop_var(k) for k in ("ga", "gb", "gr", "gt"))
-    plane = add(dst_channel, mul(add(mul(pa, idx(sw)), pb), idx(rows * width)))
-    src_row = add(src_plane, mul(add(add(mul(r, idx(sh)), pa), idx(-g.top)), idx(g.w)))
-    src = add(src_row, add(add(mul(t, idx(sw)), pb), idx(-g.left)))
-    copy = Store(out, add(plane, add(mul(r, idx(width)), t)), Load(g.dtype, src_buf, src))
+    plane = dst_channel + (pa * sw + pb) * (rows * width)
+    src_row = src_plane + (r * sh + pa + (-g.top)) * g.w
+    src = src_row + (t * sw + pb + (-g.left))
+    copy = Store(out, plane + (r * width + t), Load(g.dtype, src_buf, src))
     per_phase: list[Stmt] = [For(r.name, filled, [For(t.name, width, [copy])])]
     if filled < rows:
         z = loop_var("gz")
-        zero_at = add(plane, add(idx(filled * width), z))
+        zero_at = plane + ((filled * width) + z)
         per_phase.append(For(z.name, (rows - filled) * width, [Store(out, zero_at, fill)]))
     return [For(pa.name, sh, [For(pb.name, sw, per_phase)])]
 
@@ -268,14 +265,14 @@ def grouped_kernel(conv: Call, name: str) -> Kernel:
     cg, og = g.c // groups, g.o // groups  # input and output channels per group
     dtype = g.dtype
     o, b, y, x, ch, i, j = (loop_var(k) for k in ("o", "b", "y", "x", "ch", "i", "j"))
-    row = add(mul(add(mul(b, idx(g.o)), o), idx(g.oh * g.ow)), mul(y, idx(g.ow)))
-    out_at = add(row, x)
-    group = o if og == 1 else Bin(INDEX, "div", o, idx(og))
-    channel = add(mul(group, idx(cg)), ch)
-    iy = add(mul(y, idx(g.sh)), mul(i, idx(g.dh)))
-    ix = add(mul(x, idx(g.sw)), mul(j, idx(g.dw)))
-    src = add(mul(add(mul(b, idx(g.c)), channel), idx(hp * wp)), add(mul(iy, idx(wp)), ix))
-    w_at = add(mul(add(mul(o, idx(cg)), ch), idx(g.kh * g.kw)), add(mul(i, idx(g.kw)), j))
+    row = (b * g.o + o) * (g.oh * g.ow) + y * g.ow
+    out_at = row + x
+    group = o if og == 1 else o // og
+    channel = group * cg + ch
+    iy = y * g.sh + i * g.dh
+    ix = x * g.sw + j * g.dw
+    src = (b * g.c + channel) * (hp * wp) + (iy * wp + ix)
+    w_at = (o * cg + ch) * (g.kh * g.kw) + (i * g.kw + j)
     if dtype == "float16":  # each output in a float32 register: the sum must not round
         wide = "float32"
         term = Bin(
@@ -294,7 +291,7 @@ def grouped_kernel(conv: Call, name: str) -> Kernel:
         accumulate = Store("out", out_at, Bin(dtype, "add", Load(dtype, "out", out_at), update))
         taps: list[Stmt] = [Declare(weight, Load(dtype, "in1", w_at)), For("x", g.ow, [accumulate])]
         body = [
-            For("x0", g.ow, [Store("out", add(row, loop_var("x0")), zero(dtype))]),
+            For("x0", g.ow, [Store("out", row + loop_var("x0"), zero(dtype))]),
             For("ch", cg, [For("i", g.kh, [For("j", g.kw, taps)])]),
         ]
     nest: list[Stmt] = [For("o", g.o, [For("b", g.n, [For("y", g.oh, body)])], outer=True)]
@@ -318,26 +315,26 @@ def im2col_kernel(conv: Call, name: str) -> tuple[Kernel, tuple[tuple[int, ...],
     dtype = g.dtype
     shape = (n, c * kh * kw, oh * ow)
     ch, i, b, y = loop_var("c"), loop_var("i"), loop_var("b"), loop_var("y")
-    ih = add(add(mul(y, idx(g.sh)), mul(i, idx(g.dh))), idx(-g.top))
+    ih = y * g.sh + i * g.dh + (-g.top)
     row_ok = within(ih, 0, h)
-    plane = add(mul(b, idx(c * h * w)), mul(ch, idx(h * w)))
-    base = add(plane, mul(clamp(ih, 0, h - 1), idx(w)))
+    plane = b * (c * h * w) + ch * (h * w)
+    base = plane + clamp(ih, 0, h - 1) * w
     zero = const(0.0, dtype)
     segments: list[Stmt] = []
     for j in range(kw):
-        row = add(add(mul(ch, idx(kh * kw)), mul(i, idx(kw))), idx(j))
+        row = ch * (kh * kw) + i * kw + j
         lo = min(ow, max(0, -(-(g.left - j * g.dw) // g.sw)))
         hi = max(lo, min(ow, (w - 1 + g.left - j * g.dw) // g.sw + 1))
         for start, stop, checked in ((0, lo, True), (lo, hi, False), (hi, ow, True)):
             if stop <= start:
                 continue
             var = LoopVar(INDEX, f"x{j}_{start}")
-            x = add(var, idx(start))
-            iw = add(mul(x, idx(g.sw)), idx(j * g.dw - g.left))
+            x = var + start
+            iw = x * g.sw + (j * g.dw - g.left)
             ok = Bin("bool", "and", row_ok, within(iw, 0, w)) if checked else row_ok
-            load = Load(dtype, "in0", add(base, clamp(iw, 0, w - 1) if checked else iw))
-            column = add(mul(y, idx(ow)), x)
-            dst = add(mul(add(mul(b, idx(shape[1])), row), idx(shape[2])), column)
+            load = Load(dtype, "in0", base + (clamp(iw, 0, w - 1) if checked else iw))
+            column = y * ow + x
+            dst = (b * shape[1] + row) * shape[2] + column
             segments.append(
                 For(var.name, stop - start, [Store("out", dst, Select(dtype, ok, load, zero))])
             )

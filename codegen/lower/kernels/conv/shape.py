@@ -24,10 +24,8 @@ from ....loop_ir import (
     Load,
     LoopVar,
     Splat,
-    add,
     const,
     idx,
-    mul,
 )
 
 
@@ -149,16 +147,16 @@ class Wide:
 
     def row_tap(self, g: ConvShape, i: LExpr, j: int) -> LExpr:
         """`tap` with the kernel row a loop variable (large kernels keep a row loop)."""
-        rows: LExpr = mul(i, idx(g.dh))
+        rows: LExpr = i * g.dh
         phase_row: LExpr = idx(0)
         if g.sh > 1:
-            phase_row = Bin(INDEX, "rem", rows, idx(g.sh))
-            rows = Bin(INDEX, "div", rows, idx(g.sh))
+            phase_row = rows % g.sh
+            rows = rows // g.sh
         phase: LExpr = idx(0)
         if len(self.phases) > 1:
-            phase = add(mul(phase_row, idx(g.sw)), idx(j * g.dw % g.sw))
-        offset = add(mul(phase, idx(self.plane)), mul(rows, idx(self.wp)))
-        return add(offset, idx(j * g.dw // g.sw))
+            phase = phase_row * g.sw + (j * g.dw % g.sw)
+        offset = phase * self.plane + rows * self.wp
+        return offset + (j * g.dw // g.sw)
 
 
 def loop_var(name: str) -> LoopVar:

@@ -50,10 +50,8 @@ from ....loop_ir import (
     Splat,
     Stmt,
     Store,
-    add,
     clamp,
     idx,
-    mul,
     within,
 )
 from ...group import Group
@@ -224,16 +222,16 @@ class Item:
 
     @staticmethod
     def of(lay: WinogradLayout, work: LExpr) -> Item:
-        rows = Bin(INDEX, "div", work, idx(lay.parts))
+        rows = work // lay.parts
         return Item(
             LoopVar(INDEX, "b"),
-            mul(rows, idx(lay.rows)),
-            Bin(INDEX, "rem", work, idx(lay.parts)),
+            rows * lay.rows,
+            work % lay.parts,
         )
 
 
 def _slot(size: int, offset: LExpr) -> LExpr:
-    return add(mul(THREAD_SLOT, idx(size)), offset)
+    return THREAD_SLOT * size + offset
 
 
 def input_transform(conv: Call, lay: WinogradLayout, item: Item, source: str) -> Stmt:
@@ -242,19 +240,19 @@ def input_transform(conv: Call, lay: WinogradLayout, item: Item, source: str) ->
     n, m = g.algorithm.n, g.tile
     t, cb = LoopVar(INDEX, "t"), LoopVar(INDEX, "cb")
     tiles = item_tiles(conv, lay)
-    ty = add(item.ty, Bin(INDEX, "div", t, idx(g.tiles_wide)))
-    tx = Bin(INDEX, "rem", t, idx(g.tiles_wide))
-    plane = mul(add(mul(item.b, idx(g.c // LANES)), cb), idx(g.h))
+    ty = item.ty + t // g.tiles_wide
+    tx = t % g.tiles_wide
+    plane = (item.b * (g.c // LANES) + cb) * g.h
     stmts: list[Stmt] = []
     d: list[list[LExpr]] = []
     for a in range(n):
-        row = add(mul(ty, idx(m)), idx(a - g.top))
+        row = ty * m + (a - g.top)
         line: list[LExpr] = []
         for k in range(n):
-            col = add(mul(tx, idx(m)), idx(k - g.left))
-            at = add(mul(add(plane, clamp(row, 0, g.h - 1)), idx(g.w)), clamp(col, 0, g.w - 1))
+            col = tx * m + (k - g.left)
+            at = (plane + clamp(row, 0, g.h - 1)) * g.w + clamp(col, 0, g.w - 1)
             inside = Bin("bool", "and", within(row, 0, g.h), within(col, 0, g.w))
-            load = Load(VECTOR, source, mul(at, idx(LANES)))
+            load = Load(VECTOR, source, at * LANES)
             line.append(_named(stmts, f"d{a}_{k}", Select(VECTOR, inside, load, zero(VECTOR))))
         d.append(line)
     bt = g.algorithm.bt
@@ -264,7 +262,7 @@ def input_transform(conv: Call, lay: WinogradLayout, item: Item, source: str) ->
     for a in range(n):
         for k, value in enumerate(combine(bt, rows[a], VECTOR)):
             pos = a * n + k
-            at = add(mul(add(mul(idx(pos), idx(tiles)), t), idx(g.c)), mul(cb, idx(LANES)))
+            at = (idx(pos) * idx(tiles) + t) * g.c + cb * LANES
             stmts.append(Store("wino_v", _slot(size, at), value))
     return For("t", tiles, [For("cb", g.c // LANES, stmts, unroll=False)], unroll=False)
 
@@ -280,17 +278,17 @@ def products(conv: Call, lay: WinogradLayout, item: Item, panel: LExpr, packed: 
     g = WinogradShape.of(conv)
     tiles, width = item_tiles(conv, lay), lay.width
     pos, xb, c = LoopVar(INDEX, "pos"), LoopVar(INDEX, "xb"), LoopVar(INDEX, "ch")
-    first: LExpr = mul(xb, idx(lay.pr))
+    first: LExpr = xb * lay.pr
     if tiles % lay.pr:
         first = Bin(INDEX, "min", first, idx(tiles - lay.pr))
     acc = [[f"acc{r}_{v}" for v in range(lay.xv)] for r in range(lay.pr)]
     body: list[Stmt] = [Declare(name, zero(VECTOR)) for names in acc for name in names]
-    u_at = mul(add(mul(add(mul(pos, idx(lay.panels)), panel), idx(g.c)), c), idx(width))
-    loads = [Load(VECTOR, packed, add(u_at, idx(v * LANES))) for v in range(lay.xv)]
+    u_at = ((pos * lay.panels + panel) * g.c + c) * width
+    loads = [Load(VECTOR, packed, u_at + (v * LANES)) for v in range(lay.xv)]
     v_size, m_size = g.positions * tiles * g.c, g.positions * tiles * width
     updates: list[Stmt] = []
     for r in range(lay.pr):
-        v_at = add(mul(add(mul(pos, idx(tiles)), add(first, idx(r))), idx(g.c)), c)
+        v_at = (pos * tiles + (first + r)) * g.c + c
         splat = Splat(VECTOR, Load("float32", "wino_v", _slot(v_size, v_at)))
         for v in range(lay.xv):
             product = Bin(VECTOR, "mul", loads[v], splat)
@@ -298,9 +296,7 @@ def products(conv: Call, lay: WinogradLayout, item: Item, panel: LExpr, packed: 
     body.append(For("ch", g.c, updates, unroll=False))
     for r in range(lay.pr):
         for v in range(lay.xv):
-            m_at = add(
-                mul(add(mul(pos, idx(tiles)), add(first, idx(r))), idx(width)), idx(v * LANES)
-            )
+            m_at = (pos * tiles + (first + r)) * width + (v * LANES)
             body.append(Store("wino_m", _slot(m_size, m_at), Ref(VECTOR, acc[r][v])))
     blocks = -(-tiles // lay.pr)
     return For("pos", g.positions, [For("xb", blocks, body, unroll=False)], unroll=False)
@@ -313,13 +309,13 @@ def output_transform(conv: Call, lay: WinogradLayout) -> Stmt:
     n, m, at_ = g.algorithm.n, g.tile, g.algorithm.at
     tiles, width = item_tiles(conv, lay), lay.width
     t, v = LoopVar(INDEX, "t"), LoopVar(INDEX, "ov")
-    y0 = mul(Bin(INDEX, "div", t, idx(g.tiles_wide)), idx(m))
-    x0 = mul(Bin(INDEX, "rem", t, idx(g.tiles_wide)), idx(m))
+    y0 = t // g.tiles_wide * m
+    x0 = t % g.tiles_wide * m
     m_size = g.positions * tiles * width
     stmts: list[Stmt] = []
 
     def loaded(pos: int) -> LExpr:
-        at = add(mul(add(mul(idx(pos), idx(tiles)), t), idx(width)), mul(v, idx(LANES)))
+        at = (idx(pos) * idx(tiles) + t) * width + v * LANES
         return _named(stmts, f"m{pos}", Load(VECTOR, "wino_m", _slot(m_size, at)))
 
     grid = [[loaded(a * n + k) for k in range(n)] for a in range(n)]
@@ -327,8 +323,8 @@ def output_transform(conv: Call, lay: WinogradLayout) -> Stmt:
     half = [[_named(stmts, f"h{q}_{k}", down[k][q]) for k in range(n)] for q in range(m)]
     for q in range(m):
         for s, value in enumerate(combine(at_, half[q], VECTOR)):
-            pixel = add(mul(add(y0, idx(q)), idx(m * g.tiles_wide)), add(x0, idx(s)))
-            at = add(mul(pixel, idx(width)), mul(v, idx(LANES)))
+            pixel = (y0 + q) * (m * g.tiles_wide) + (x0 + s)
+            at = pixel * width + v * LANES
             stmts.append(Store("wino_y", _slot(_rows_size(g, lay), at), value))
     return For("t", tiles, [For("ov", lay.xv, stmts, unroll=False)], unroll=False)
 
@@ -336,8 +332,8 @@ def output_transform(conv: Call, lay: WinogradLayout) -> Stmt:
 def row_sum_at(conv: Call, lay: WinogradLayout, q: LExpr, v: LExpr, p: LExpr, lane: LExpr) -> LExpr:
     """Output row q of the item's rows, pixel p, lane `lane` of output block v."""
     g = WinogradShape.of(conv)
-    pixel = add(mul(q, idx(g.tile * g.tiles_wide)), p)
-    at = add(add(mul(pixel, idx(lay.width)), mul(v, idx(LANES))), lane)
+    pixel = q * (g.tile * g.tiles_wide) + p
+    at = pixel * lay.width + v * LANES + lane
     return Load("float32", "wino_y", _slot(_rows_size(g, lay), at))
 
 
@@ -358,20 +354,18 @@ def blocked_winograd(
     packed = group.buffer_of(Constant(lay.packed))
     item = Item.of(lay, LoopVar(INDEX, "work"))
     per_part = lay.panels // lay.parts
-    panel = add(mul(item.part, idx(per_part)), LoopVar(INDEX, "pp"))
+    panel = item.part * per_part + LoopVar(INDEX, "pp")
     q, v = LoopVar(INDEX, "q"), LoopVar(INDEX, "ov")  # output row of the item, block
-    blk = add(mul(panel, idx(lay.xv)), v)
-    y = add(mul(item.ty, idx(g.tile)), q)
-    start = mul(
-        mul(add(mul(add(mul(item.b, idx(g.o // LANES)), blk), idx(g.oh)), y), idx(g.ow)), idx(LANES)
-    )
+    blk = panel * lay.xv + v
+    y = item.ty * g.tile + q
+    start = ((item.b * (g.o // LANES) + blk) * g.oh + y) * g.ow * LANES
 
     def sums(p: LExpr, lane: LExpr) -> LExpr:
         return row_sum_at(anchor, lay, q, v, p, lane)
 
-    rows = _epilogue(group, start, g.ow, mul(y, idx(g.ow)), blk, item.b, sums)
+    rows = _epilogue(group, start, g.ow, y * g.ow, blk, item.b, sums)
     rows_of_item = g.tile * lay.rows
-    left = Bin(INDEX, "sub", idx(g.oh), mul(item.ty, idx(g.tile)))
+    left = g.oh - item.ty * g.tile
     last = Bin(INDEX, "min", idx(rows_of_item), left)
     item_rows = For("q", rows_of_item, rows, unroll=False, stop=last)
     epilogue = For("ov", lay.xv, [item_rows], unroll=False)

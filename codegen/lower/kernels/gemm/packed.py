@@ -38,9 +38,7 @@ from ....loop_ir import (
     Splat,
     Stmt,
     Store,
-    add,
     idx,
-    mul,
 )
 from ...compute.definitions import Index
 from ...group import Group
@@ -118,7 +116,7 @@ def panel_block(
     FMAs, or gemm_int8.py's byte words."""
     mb = LoopVar(INDEX, "mb")
     buffers = (a, packed, dest)
-    main = _row_block(p, p.mr, mul(mb, idx(p.mr)), panel, buffers, "", arithmetic)
+    main = _row_block(p, p.mr, mb * p.mr, panel, buffers, "", arithmetic)
     stmts: list[Stmt] = [For("mb", p.m // p.mr, main)] if p.m >= p.mr else []
     rest = p.m % p.mr
     if rest:
@@ -140,14 +138,14 @@ def _row_block(
     a, packed, dest = buffers
     vec = arithmetic.vector
     kk = LoopVar(INDEX, f"{tag}kk")
-    column = mul(panel, idx(p.width))
-    at_k = add(mul(add(mul(panel, idx(p.k)), kk), idx(p.width)), idx(0))
-    loads = [Load(vec, packed, add(at_k, idx(v * LANES))) for v in range(p.xv)]
+    column = panel * p.width
+    at_k = (panel * p.k + kk) * p.width + 0
+    loads = [Load(vec, packed, at_k + (v * LANES)) for v in range(p.xv)]
     acc = [[f"{tag}acc{r}_{v}" for v in range(p.xv)] for r in range(rows)]
     body: list[Stmt] = [Declare(name, zero(vec)) for names in acc for name in names]
     updates: list[Stmt] = []
     for r in range(rows):
-        at_a = add(mul(add(row0, idx(r)), idx(p.k)), kk)
+        at_a = (row0 + r) * p.k + kk
         splat = Splat(vec, Load(arithmetic.scalar, a, at_a))
         for v in range(p.xv):
             updates.append(
@@ -155,11 +153,11 @@ def _row_block(
             )
     body.append(For(kk.name, p.k, updates, unroll=False))
     for r in range(rows):
-        base = add(mul(add(row0, idx(r)), idx(p.n)), column)
+        base = (row0 + r) * p.n + column
         for v in range(p.xv):
-            lanes = add(column, idx(v * LANES))
+            lanes = column + (v * LANES)
             value = arithmetic.lanes_result(Ref(vec, acc[r][v]), lanes)
-            body.append(Store(dest, add(base, idx(v * LANES)), value))
+            body.append(Store(dest, base + (v * LANES), value))
     return body
 
 
@@ -199,15 +197,15 @@ def panel_epilogue(
     shape = group.out_type.shape
     n = shape[-1]
     m, j = LoopVar(INDEX, "em"), LoopVar(INDEX, "ej")
-    column: LExpr = add(mul(panel, idx(p.width)), j)
+    column: LExpr = panel * p.width + j
     if n != p.n:
         column = Bin(INDEX, "min", column, idx(n - 1))
     lead = Index(shape[:-1], flat=m).multi() if len(shape) > 2 else [m]
-    index = Index(shape, multi=[*lead, column], flat=add(mul(m, idx(n)), column))
+    index = Index(shape, multi=[*lead, column], flat=m * n + column)
     if sums is None:
         value = group.reader(group.fn.body)(index)
     else:
-        value = group.result_at(index, Load("int32", sums, add(mul(m, idx(p.n)), column)))
+        value = group.result_at(index, Load("int32", sums, m * p.n + column))
     store = Store("out", index.flat(), value)
     return [For("em", p.m, [For("ej", p.width, [store])])]
 
