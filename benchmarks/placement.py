@@ -1,9 +1,9 @@
-"""Benchmark: cost-based placement (pm.passes.PlaceTargets with codegen.measured_cost)
-against the host-only build and each single-target partitioning (first fit), on the
-built-in and real models, all measured in this process in interleaved rounds. Not a test:
-read the ratios (placed / best of the others; the issue's bound is 1.05x). PlaceTargets
-builds and times its candidates (place_measured.py); the line also shows which won and what
-the cost model's own placement ran in.
+"""Benchmark: cost-based placement (pm.passes.PlaceTargets with codegen.measured_cost) against the
+host-only build and each single-target partitioning (first fit), on the built-in and real models,
+all measured in this process in interleaved rounds. Not a test: read the ratios (placed / best of
+the others; the issue's bound is 1.05x). PlaceTargets builds and times its candidates
+(passmgr/passes/partition/placement/measured.py); the line also shows which won and what the cost
+model's own placement ran in.
 
     .venv/bin/python benchmarks/placement.py [--models mlp,resnet18] [--rounds 5]
 

@@ -25,7 +25,7 @@ from passmgr.names import check_pass_names
 from passmgr.registry import pass_factory
 
 from . import compile_cache
-from .cli.args import unwritable
+from .cli.args import compile_request
 from .cli.run import choice_summary, print_choices, print_profile, write_trace
 from .cli.values import print_report, print_table, read_text, rule_source, write_text
 from .job import (
@@ -38,6 +38,7 @@ from .job import (
     run_checks,
     run_job,
 )
+from .options import unwritable
 
 
 def demo(model: str, show_ir: int) -> int:
@@ -54,18 +55,10 @@ def demo(model: str, show_ir: int) -> int:
 
 def compile_model(args: argparse.Namespace) -> int:
     """`egc compile`: compile (or take from the cache), then what the options ask."""
-    opts = JobOptions(
-        opt_level=args.opt_level,
-        rules=[rule_source(r) for r in args.rules],
-        disabled=args.disable,
-        print_ir_after=args.print_ir_after,
-        check=args.check,
-        repeats=args.repeats,
-        config=dict(args.config),
-        shapes=dict(args.shape),
-        targets=targets_value(args.targets),
-        place=args.place,
-    )
+    request = compile_request(args)
+    opts = request.options
+    opts.rules = [rule_source(r) for r in opts.rules]
+    opts.targets = targets_value(args.targets)
     check_pass_names("--disable", opts.disabled)
     check_pass_names("--print-ir-after", opts.print_ir_after)
     for path in (args.output, args.dot, args.egraph_dot, args.emit_onnx, args.trace):
@@ -73,9 +66,8 @@ def compile_model(args: argparse.Namespace) -> int:
             raise CompilerError(problem)
     key = read_private_key(args.sign_key) if args.sign_key else None
     progress = Progress(enabled=not args.json)
-    cache_key = compile_cache.key_for(args)
-    needs_ir = any(getattr(args, name) for name in compile_cache.NEEDS_THE_IR)
-    cached = compile_cache.lookup(cache_key) if cache_key and not needs_ir else None
+    cache_key = compile_cache.key_for(request)
+    cached = compile_cache.lookup(cache_key) if cache_key and not request.needs_ir else None
     if cached is not None:
         report, exe = _from_cache(args.model, cached, opts, progress)
     else:

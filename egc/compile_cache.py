@@ -17,7 +17,6 @@ not import the compiler.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import importlib.util
 import json
@@ -29,12 +28,11 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from .cli.args import unwritable
+from .options import CompileRequest, unwritable
 
 FORMAT = 1
 DEFAULT_MAX_BYTES = 2 << 30
 PACKAGES = ("egraph_ir", "rules", "passmgr", "codegen", "egc")
-NEEDS_THE_IR = ("dot", "egraph_dot", "emit_onnx", "print_ir_after", "time_passes")
 
 
 class CacheError(Exception):
@@ -42,7 +40,8 @@ class CacheError(Exception):
 
 
 def cache_root() -> Path:
-    """The project's user cache directory (the kernel database lives here too)."""
+    """The project's cache folder, as egraph_ir/cache.py computes it (kept apart so a
+    cache hit imports nothing of the compiler; tests/egc/test_job.py checks they agree)."""
     import platformdirs
 
     return platformdirs.user_cache_path("egraph-compiler")
@@ -58,28 +57,29 @@ def max_bytes() -> int:
 
 
 # ---------------------------------------------------------------- the key
-def key_for(args: argparse.Namespace) -> str | None:
-    """The cache key of `egc compile` with these arguments; None: not cacheable."""
-    if args.no_cache or args.place == "measured":
+def key_for(request: CompileRequest) -> str | None:
+    """The cache key of one `egc compile`; None: not cacheable."""
+    if not request.cacheable:
         return None
-    model = _model_digest(args.model)
+    model = _model_digest(request.model)
     if model is None:
         return None
-    config = {k: repr(v) for k, v in sorted(args.config)}
+    opts = request.options
+    config = {k: repr(v) for k, v in sorted(opts.config.items())}
     parts = {
         "format": FORMAT,
         "code": _code_digest(),
         "cpu": _cpu_id(),
         "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 0,
         "model": model,
-        "opt_level": args.opt_level,
-        "rules": [_source_digest(r) for r in args.rules],
-        "disabled": sorted(args.disable),
+        "opt_level": opts.opt_level,
+        "rules": [_source_digest(r) for r in opts.rules],
+        "disabled": sorted(opts.disabled),
         "config": config,
-        "shapes": sorted((k, list(v)) for k, v in args.shape),
-        "targets": args.targets,
-        "place": args.place,
-        "kernel_db": _kernel_db_digest(dict(args.config).get("codegen.kernel_db", "auto")),
+        "shapes": sorted((k, list(v)) for k, v in opts.shapes.items()),
+        "targets": ",".join(opts.targets) or None,
+        "place": opts.place,
+        "kernel_db": _kernel_db_digest(opts.config.get("codegen.kernel_db", "auto")),
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:40]
 
@@ -249,36 +249,35 @@ def cache_command(action: str) -> int:
 
 
 # ---------------------------------------------------------------- the fast path
-def answer_from_cache(args: argparse.Namespace) -> int | None:
+def answer_from_cache(request: CompileRequest) -> int | None:
     """`egc compile` from the cache when nothing asked needs the compiler: the stored report
     printed and the executable copied to -o. None: the compile must run (a miss, or options
     that need the IR, a run or a signature; those hits are served in commands.py)."""
-    if any(getattr(args, name) for name in NEEDS_THE_IR):
+    if request.needs_ir or request.runs:
         return None
-    if args.check or args.repeats or args.profile or args.report or args.trace or args.sign_key:
-        return None
-    key = key_for(args)
+    key = key_for(request)
     hit = lookup(key) if key else None
     if hit is None:
         return None
     artifact, stored = hit
     t0 = time.perf_counter()
-    if problem := unwritable(args.output):
+    output = request.output
+    if problem := unwritable(output):
         raise CacheError(problem)
-    if args.output:
+    if output:
         try:
-            shutil.copyfile(artifact, args.output)
+            shutil.copyfile(artifact, output)
         except OSError as exc:
-            raise CacheError(f"{args.output}: cannot write ({exc.strerror or exc})") from None
+            raise CacheError(f"{output}: cannot write ({exc.strerror or exc})") from None
     report = dict(stored["report"], cache="hit")
-    if args.output:
-        report["saved"] = args.output
-    if args.json:
+    if output:
+        report["saved"] = output
+    if request.json:
         print(json.dumps(report, indent=2))
         return 0 if report.get("ok", True) else 1
     print(stored["text"])
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(stored.get("stored", 0)))
     print(f"cache: compiled {when}, reused in {1e3 * (time.perf_counter() - t0):.0f} ms")
-    if args.output:
-        print(f"wrote {args.output}")
+    if output:
+        print(f"wrote {output}")
     return 0 if report.get("ok", True) else 1

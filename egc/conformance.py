@@ -3,7 +3,7 @@ runner does) run through this compiler's ONNX backend, with failures grouped by 
 
 `run(mode, cases())` gives the pass count, a counter of failure causes (an unsupported op
 or dtype: a clean CompilerError; "CRASH ...": any other exception) and the cases whose
-numbers were wrong. Used by tests/codegen/test_onnx_backend.py and
+numbers were wrong. Used by tests/egc/test_onnx_backend.py and
 benchmarks/onnx_conformance.py.
 """
 

@@ -13,7 +13,6 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,24 +26,11 @@ from egraph_ir.compare import mismatch
 from egraph_ir.errors import did_you_mean, require
 from egraph_ir.summary import input_types, summarize
 
+from .options import JobOptions
+
 RUN_KEYS = (
     "backend", "latency_ms", "check_original", "onnxruntime", "profile", "choices", "saved",
 )  # fmt: skip
-
-
-@dataclass
-class JobOptions:
-    opt_level: int = 2  # PassContext's default, the command line's too
-    rules: list[str] = field(default_factory=list)  # extra rule files, run after the standard
-    disabled: list[str] = field(default_factory=list)
-    print_ir_after: list[str] = field(default_factory=list)
-    check: bool = False
-    repeats: int = 0  # timed runs (0: none)
-    seed: int = 0
-    config: dict[str, Any] = field(default_factory=dict)  # PassContext config keys
-    shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)  # symbolic input dims
-    targets: list[str] = field(default_factory=list)  # external targets to partition for
-    place: str | None = None  # "measured" or "model": PlaceTargets instead of first fit
 
 
 class Progress:

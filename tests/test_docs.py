@@ -84,3 +84,15 @@ def test_counts_quoted_in_the_readme_are_the_live_ones() -> None:
     assert quoted, "no generated counts found"
     for name, value in quoted.items():
         assert int(value.replace(",", "")) == live[name], (name, value, live[name])
+
+
+def test_the_architecture_layout_is_the_tree() -> None:
+    """docs/architecture.md's layout block is what benchmarks/layout.py makes of the tree
+    (run it with --write after adding a module or a package)."""
+    script = ROOT / "benchmarks" / "layout.py"
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, check=True, timeout=120
+    )
+    page = (ROOT / "docs" / "architecture.md").read_text()
+    quoted = page.split("<!-- layout -->\n")[1].split("<!-- /layout -->")[0]
+    assert quoted == done.stdout, "run: .venv/bin/python benchmarks/layout.py --write"

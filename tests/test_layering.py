@@ -179,3 +179,46 @@ def test_modules_and_functions_stay_small() -> None:
                 if length > MAX_FUNCTION_LINES:
                     too_long.append(f"{module}.{node.name}: {length} lines")
     assert not too_long, too_long
+
+
+def _prefix_families(names: list[str]) -> dict[str, list[str]]:
+    """Module names of one folder grouped by the word before their first underscore."""
+    families: dict[str, list[str]] = {}
+    for name in names:
+        families.setdefault(name.split("_")[0], []).append(name)
+    return {k: sorted(v) for k, v in families.items() if len(v) >= 3}
+
+
+def test_three_modules_sharing_a_prefix_are_a_package() -> None:
+    """House rule (docs/architecture.md): `cli.py`, `cli_args.py`, `cli_run.py` become
+    `cli/` with `main.py`, `args.py`, `run.py`; a prefix stands in for a package nowhere."""
+    folders: dict[Path, list[str]] = {}
+    for path in MODULES.values():
+        if path.name != "__init__.py":
+            folders.setdefault(path.parent, []).append(path.stem)
+    bad = {
+        str(folder.relative_to(ROOT)): families
+        for folder, names in folders.items()
+        if (families := _prefix_families(names))
+    }
+    assert not bad, f"prefix families that should be packages: {bad}"
+    assert _prefix_families(["cli", "cli_args", "cli_run", "jit"]) == {
+        "cli": ["cli", "cli_args", "cli_run"]
+    }
+
+
+def test_no_private_module_is_imported_from_outside_its_package() -> None:
+    """A module named `_x` is its package's own (egraph_ir.op._common): others use the
+    public names (TensorType.size, not op._common.size_of)."""
+    bad = []
+    for module in MODULES:
+        for base, names in _imports(module):
+            for candidate in [base, *(f"{base}.{n}" for n in names)]:
+                parts = candidate.split(".")
+                private = [i for i, p in enumerate(parts) if p.startswith("_") and p != "__init__"]
+                if candidate not in MODULES or not private:
+                    continue
+                owner = ".".join(parts[: private[0]])
+                if not module.startswith(owner + ".") and module != owner:
+                    bad.append(f"{module} imports {candidate}")
+    assert not bad, bad

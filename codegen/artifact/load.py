@@ -17,7 +17,7 @@ Loading checks the format version, the target triple and that this CPU has every
 the code uses, then relocates the object files into a fresh engine: no pass, no lowering,
 no LLVM optimisation or code generation runs. Every member's SHA-256 digest is in the
 manifest and checked first, and program.json is checked against the graph (see
-artifact_check.py): damage is a CodegenError, never a crash. Like a shared library, a saved
+check.py): damage is a CodegenError, never a crash. Like a shared library, a saved
 executable is native code: a file from elsewhere is trusted through its signature
 (`save(path, key=...)`, `load(path, trusted_keys=...)`), not through these checks.
 """

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from egraph_ir.errors import CodegenError
 from egraph_ir.expr import Call, Constant, Function
-from egraph_ir.op._common import size_of
 from egraph_ir.registry import Op
 from egraph_ir.types import NARROW_FLOATS, NARROW_INTS, TensorType, tensor_types
 from egraph_ir.visitor import post_order
@@ -15,7 +14,7 @@ from ..runtime import blas
 from .convert import block_transpose
 from .group import Group
 from .kernels.conv.library import conv_kernel
-from .kinds import CompiledKernel, GemmKernel, HostKernel, LoopKernel, operand
+from .kinds import CompiledKernel, GemmKernel, HostKernel, LoopKernel, Unsupported, operand
 from .nests import argmax_nest, before_reshapes, elementwise_nest, product_nest, reduction_nest
 from .select import (
     ArgMax,
@@ -31,7 +30,7 @@ from .select import (
     select,
     small_product,
 )
-from .strategy import NativeKernel, Unsupported
+from .strategy import NativeKernel
 from .windows import avg_pool_nest, max_pool_rows, row_nest, row_shape
 
 NARROW = set(NARROW_FLOATS) | set(NARROW_INTS)  # numpy computes them through ml_dtypes
@@ -156,7 +155,7 @@ def _loops(
     anchor: Call | None = None,
 ) -> LoopKernel:
     """The nests as one JIT kernel; its work estimate sizes the thread split."""
-    work = float(size_of(group.out_type.shape)) * max(len(ops), 1)
+    work = float(group.out_type.size) * max(len(ops), 1)
     if anchor is not None:  # a reduction reads more than it writes
         work += _anchor_work(anchor)
     kernel = Kernel(group.name, group.kernel_buffers(), body, _outer_extent(extent), work)
@@ -171,9 +170,9 @@ def _anchor_work(anchor: Call) -> float:
     if small_product(anchor):
         a_t = anchor.args[0].checked_type
         assert isinstance(a_t, TensorType)
-        return float(size_of(out_t.shape) * a_t.shape[-1])
+        return float(out_t.size * a_t.shape[-1])
     inputs = [a.checked_type for a in anchor.args]
-    return float(sum(size_of(t.shape) for t in inputs if isinstance(t, TensorType)))
+    return float(sum(t.size for t in inputs if isinstance(t, TensorType)))
 
 
 def _outer_extent(shape: tuple[int, ...]) -> int:

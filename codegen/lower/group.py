@@ -23,7 +23,7 @@ from ..loop_ir import (
 )
 from .compute import gather, qnn  # noqa: F401 (register their compute definitions)
 from .compute.definitions import COMPUTE, Ctx, Index
-from .strategy import Unsupported
+from .kinds import Unsupported
 
 
 class Group:

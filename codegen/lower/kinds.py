@@ -147,7 +147,7 @@ def _epilogue(epilogue: LoopKernel | None) -> list[NativeCall]:
 @dataclass
 class GemmKernel(CompiledKernel):
     """float dense / matmul / batch_matmul through BLAS, then the fused epilogue over the
-    result (integer products are JIT loops, see lower.py)."""
+    result (integer products are JIT loops, see lower/driver.py)."""
 
     kind: ClassVar[str] = "blas"
     name: str
@@ -266,3 +266,5 @@ def operand(x: Expr, params: tuple[Var, ...]) -> int | np.ndarray:
     return params.index(x)
 
 
+class Unsupported(Exception):
+    """No native kernel for this group (it runs on the host, or fails without fallback)."""

@@ -12,7 +12,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from egraph_ir.expr import Call, Constant, Function, Var
-from egraph_ir.op._common import size_of
 from egraph_ir.registry import Op, OpPattern
 from egraph_ir.types import TensorType
 
@@ -39,7 +38,8 @@ from .kernels.conv.winograd import BlockedWinograd, WinogradShape
 from .kernels.gemm import int8 as gemm_int8
 from .kernels.gemm.int8 import Int8Product
 from .kernels.gemm.packed import PackedProduct, pack, packed_fits
-from .strategy import NativeKernel, Unsupported
+from .kinds import Unsupported
+from .strategy import NativeKernel
 
 
 @dataclass(frozen=True)
@@ -127,7 +127,7 @@ def small_product(call: Call) -> bool:
         return False
     transposed = call.op.name == "batch_matmul" and call.attrs["transpose_a"]
     k = a_t.shape[-2] if transposed else a_t.shape[-1]
-    return size_of(out_t.shape) * k <= SMALL_PRODUCT or a_t.dtype not in blas.BLAS_DTYPES
+    return out_t.size * k <= SMALL_PRODUCT or a_t.dtype not in blas.BLAS_DTYPES
 
 
 def _materialised(anchor: Call) -> None:

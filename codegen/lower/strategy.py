@@ -1,4 +1,5 @@
-"""What a kernel module gives the chooser: a `NativeKernel` strategy, and `Unsupported`.
+"""What a kernel module gives the chooser: a `NativeKernel` strategy (a kernel that does not
+fit raises kinds.Unsupported).
 
 Every native kernel of codegen/lower/kernels/ is one strategy class: its NAME (the one
 string the chooser, the tuning database, the profile and `--report` use), the fields its
@@ -23,8 +24,6 @@ if TYPE_CHECKING:
     from .kinds import CompiledKernel
 
 
-class Unsupported(Exception):
-    """No native kernel for this group (it runs on the host, or fails without fallback)."""
 
 
 class NativeKernel(ABC):

@@ -16,6 +16,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ from egraph_ir.types import TensorType
 from egraph_ir.visitor import post_order
 
 from ..build import build, optimise
+from .timer import interleaved_medians
 
 BLOCK = 16
 BLOCKED, PLAIN = "NCHW16c", "NCHW"
@@ -123,15 +125,15 @@ def _alone(name: str, shape: tuple[int, ...], w: Constant, attrs: Mapping[str, A
     return fn.body
 
 
-def _timer(call: Call) -> Callable[[], float]:
+def _runner(call: Call) -> Callable[[], Any]:
+    """One run of the call alone, on random input."""
     x = call.args[0]
     assert isinstance(x, Var)
     exe = build(Function((x,), call))
     t = x.checked_type
     assert isinstance(t, TensorType)
-    shape = t.shape
-    inputs = {"x": np.random.default_rng(0).standard_normal(shape).astype("float32")}
-    return lambda: exe.benchmark(inputs, 20, 2).p50
+    inputs = {"x": np.random.default_rng(0).standard_normal(t.shape).astype("float32")}
+    return partial(exe.run, **inputs)
 
 
 def _key(call: Call) -> tuple[str, str, float]:
@@ -152,14 +154,11 @@ def measure(model: Any, rounds: int = 5) -> KernelRates:
     result = KernelRates()
     for conv in convolutions(mod):
         calls = forms(conv)
-        timers = [_timer(c) for c in calls]
-        samples: list[list[float]] = [[] for _ in calls]
-        for _ in range(rounds):
-            for sample, timer in zip(samples, timers, strict=True):
-                sample.append(timer())
-        for call, sample in zip(calls, samples, strict=True):
+        runs = {k: _runner(c) for k, c in enumerate(calls)}
+        measured = interleaved_medians(runs, rounds=rounds, per_round=20)
+        for k, call in enumerate(calls):
             key, kind, flops = _key(call)
-            seconds = min(sample)  # another process only ever adds time
+            seconds = measured[k]
             result.times[key] = seconds
             result.layers.setdefault(kind, []).append(flops / seconds / 1e9)
     result.rates = {kind: statistics.median(v) for kind, v in result.layers.items()}

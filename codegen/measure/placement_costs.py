@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
-import time
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
@@ -33,6 +31,7 @@ from typing import Any
 import numpy as np
 
 import passmgr as pm
+from egraph_ir.cache import cache_root
 from egraph_ir.errors import CompilerError
 from egraph_ir.expr import Call, Constant, Expr, Function, Var
 from egraph_ir.infer import infer_type
@@ -43,10 +42,9 @@ from egraph_ir.types import TensorType, tensor_types
 
 from ..external import get_external, list_externals
 from ..options import default_threads
+from .timer import interleaved_medians, seconds_per_run
 
-DEFAULT_CACHE = "~/.cache/egraph-compiler/costs.json"  # EGC_COST_CACHE overrides it
-BUDGET_S = 0.03  # time spent timing one call on one target (at least MIN_RUNS runs)
-MIN_RUNS = 5
+BUDGET_S = 0.03  # seconds timing one call on one target (measure/timer.py: at least 5 runs)
 ROUNDS = 3  # interleaved rounds when whole programs are timed
 HOST = "default"
 COPY_S_PER_BYTE = 1e-10  # memcpy at ~10 GB/s: targets here share the host's memory
@@ -59,13 +57,14 @@ def measured_cost(
     run_candidates: bool = True,
 ) -> Any:
     """A pm.passes.PlacementCost whose op and launch costs are measured on first use and
-    cached in a file ("": $EGC_COST_CACHE or DEFAULT_CACHE; None: this process only).
+    cached in a file ("": $EGC_COST_CACHE or costs.json in the project's cache folder,
+    egraph_ir/cache.py; None: this process only).
     Every target runs with the executable's thread budget (`threads`; 0: all cores, as
     `codegen.num_threads`): a runtime timed on one thread looks twice as slow as it runs.
     With `run_candidates`, PlaceTargets also builds and times its candidate placements
     and keeps the fastest (passmgr/passes/partition/placement/measured.py)."""
     if cache == "":
-        cache = os.environ.get("EGC_COST_CACHE") or DEFAULT_CACHE
+        cache = os.environ.get("EGC_COST_CACHE") or cache_root() / "costs.json"
     store = _Cache(Path(cache).expanduser() if cache is not None else None, threads)
 
     def op_cost(call: Call, target: str) -> float | None:
@@ -110,11 +109,8 @@ def measure_modules(
         rng = np.random.default_rng(0)
         feeds = [_random(rng, _tensor(p.checked_type)) for p in mod["main"].params]
         runs.append(partial(exe.run, *feeds))
-    samples: list[list[float]] = [[] for _ in runs]
-    for _ in range(rounds):
-        for run, mine in zip(runs, samples, strict=True):
-            mine.append(_median_seconds(run, budget_s))
-    return [statistics.median(s) for s in samples]
+    seconds = interleaved_medians(dict(enumerate(runs)), rounds=rounds, budget_s=budget_s)
+    return [seconds[i] for i in range(len(runs))]
 
 
 def _tensor(t: object) -> TensorType:
@@ -158,7 +154,7 @@ def _time_chain(
         run = _runner(fn, feeds, target, threads)
     except Exception:  # a target that cannot run adds: no launch to measure
         return None
-    return _median_seconds(run, budget_s)
+    return seconds_per_run(run, budget_s=budget_s)
 
 
 def _signature(call: Call) -> str:
@@ -207,20 +203,7 @@ def _time_call(call: Call, target: str, budget_s: float, threads: int) -> float 
         return None
     except Exception:  # a code generator refusing the call (its own exception types)
         return None
-    return _median_seconds(run, budget_s)
-
-
-def _median_seconds(run: Callable[[], Any], budget_s: float) -> float:
-    run()  # warm up (first-call allocations, lazy initialisation)
-    samples: list[float] = []
-    deadline = time.perf_counter() + budget_s
-    while len(samples) < MIN_RUNS or time.perf_counter() < deadline:
-        start = time.perf_counter()
-        run()
-        samples.append(time.perf_counter() - start)
-        if len(samples) >= 1000:
-            break
-    return statistics.median(samples)
+    return seconds_per_run(run, budget_s=budget_s)
 
 
 def _runner(fn: Function, feeds: list[np.ndarray], target: str, threads: int) -> Callable[[], Any]:

@@ -19,9 +19,7 @@ import contextlib
 import hashlib
 import json
 import os
-import statistics
-import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from functools import cache, partial
@@ -31,7 +29,10 @@ from typing import Any
 import llvmlite.binding as llvm
 import numpy as np
 
+from egraph_ir.cache import cache_root
 from egraph_ir.errors import CodegenError
+
+from .timer import interleaved_medians
 
 FORMAT = 1
 
@@ -47,9 +48,7 @@ def cpu_id() -> str:
 def default_path() -> Path:
     """This CPU's database in the project's user cache directory (platformdirs; the
     compile cache of egc lives beside it)."""
-    import platformdirs
-
-    return platformdirs.user_cache_path("egraph-compiler") / f"kernels-{cpu_id()}.json"
+    return cache_root() / f"kernels-{cpu_id()}.json"
 
 
 @dataclass
@@ -143,27 +142,6 @@ def choose(key: str, candidates: Sequence[str]) -> str | None:
         return forced
     db = _ACTIVE.get()
     return db.fastest(key, candidates) if db is not None else None
-
-
-def interleaved_medians(
-    runs: Mapping[str, Callable[[], Any]], rounds: int = 11, per_round: int = 10
-) -> dict[str, float]:
-    """Seconds per run of each: rounds that take every one in turn, then per run the
-    median of its round medians. Interleaved, a busy moment of a shared machine slows
-    every candidate alike; timed one after the other, it decided which was faster (a
-    MobileNetV2 layer measured channels-faster in one tune and direct-faster in the next)."""
-    for run in runs.values():
-        run()  # warm: page in the arena and the code
-    medians: dict[str, list[float]] = {name: [] for name in runs}
-    for _ in range(rounds):
-        for name, run in runs.items():
-            samples = []
-            for _ in range(per_round):
-                start = time.perf_counter()
-                run()
-                samples.append(time.perf_counter() - start)
-            medians[name].append(statistics.median(samples))
-    return {name: statistics.median(m) for name, m in medians.items()}
 
 
 @dataclass(frozen=True)

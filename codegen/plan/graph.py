@@ -210,7 +210,7 @@ def group_cost(call: Call, fn: Function | None = None) -> tuple[float, float]:
 
 def source_names(fn: Function) -> tuple[str, ...]:
     """The model's nodes a group computes: its calls' span names (ONNX node names, kept
-    through rewriting by egraph/spans.py), in the model's order."""
+    through rewriting by egraph_ir/egraph/spans.py), in the model's order."""
     spans = {
         node.span
         for node in post_order(fn.body)

@@ -5,9 +5,9 @@ compiler."""
 from __future__ import annotations
 
 import argparse
-import os
-from pathlib import Path
 from typing import Any
+
+from ..options import CompileRequest, JobOptions
 
 
 def config_value(text: str) -> tuple[str, Any]:
@@ -71,16 +71,35 @@ def seconds(text: str) -> float:
     return value
 
 
-def unwritable(path: str | None) -> str | None:
-    """Why a file we will write later cannot be written (its folder is missing, it is a
-    folder, the folder takes no files), or None."""
-    if not path:
-        return None
-    folder = Path(path).resolve().parent
-    if not folder.is_dir():
-        return f"{path}: cannot write (no folder {folder})"
-    if Path(path).is_dir():
-        return f"{path}: cannot write (a folder)"
-    if not os.access(folder, os.W_OK):
-        return f"{path}: cannot write (folder {folder} is not writable)"
-    return None
+
+
+# options that need the optimised IR, and options that run what was compiled
+IR_OPTIONS = ("dot", "egraph_dot", "emit_onnx", "print_ir_after", "time_passes")
+RUN_OPTIONS = ("check", "repeats", "profile", "report", "trace", "sign_key")
+
+
+def compile_request(args: argparse.Namespace) -> CompileRequest:
+    """`egc compile`'s arguments as the typed request everything below the command line
+    takes (names unchecked: commands.py checks them where the compiler is imported)."""
+    targets = [t.strip() for t in (args.targets or "").split(",") if t.strip()]
+    options = JobOptions(
+        opt_level=args.opt_level,
+        rules=list(args.rules),
+        disabled=list(args.disable),
+        print_ir_after=list(args.print_ir_after),
+        check=args.check,
+        repeats=args.repeats,
+        config=dict(args.config),
+        shapes=dict(args.shape),
+        targets=targets,
+        place=args.place,
+    )
+    return CompileRequest(
+        model=args.model,
+        options=options,
+        output=args.output,
+        json=args.json,
+        use_cache=not args.no_cache,
+        needs_ir=any(getattr(args, name) for name in IR_OPTIONS),
+        runs=any(getattr(args, name) for name in RUN_OPTIONS),
+    )

@@ -267,8 +267,9 @@ def main(argv: list[str] | None = None) -> int:
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "compile":
         from ..compile_cache import answer_from_cache
+        from .args import compile_request
 
-        answered = answer_from_cache(args)  # before the compiler is even imported
+        answered = answer_from_cache(compile_request(args))  # before the compiler is imported
         if answered is not None:
             return answered
     if args.command == "cache":

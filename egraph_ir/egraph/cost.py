@@ -9,7 +9,8 @@ over the chosen program (each shared e-class counted once by the DAG extractors)
 - `balanced`: FLOPs + bytes moved + 1 per call, a machine-independent proxy;
 - `roofline`: estimated microseconds, max(FLOPs / peak, bytes / bandwidth) + a per-kernel
   overhead, with the machine's figures measured by `calibrate()` (`egc calibrate`) and cached
-  in `$XDG_CACHE_HOME/egc/machine.json`; documented defaults stand in until then;
+  as `machine.json` in the project's cache folder (egraph_ir/cache.py); documented defaults
+  stand in until then;
 - `kernels`: estimated microseconds of the kernel each node becomes, from the measured
   rates of this project's kernels (kernel_cost.py): the one layout choices are made with.
 """
@@ -17,7 +18,6 @@ over the chosen program (each shared e-class counted once by the DAG extractors)
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from ..cache import cache_root
 from ..errors import ConfigError
 from ..registry import Cost
 from ..types import TensorType, Type
@@ -69,8 +70,7 @@ class Machine:
 
 
 def machine_file() -> Path:
-    root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(root) / "egc" / "machine.json"
+    return cache_root() / "machine.json"
 
 
 def load_machine() -> Machine:

@@ -14,8 +14,8 @@
 - every picked node in `counted` costs a tie-break (fewer nodes win ties);
 - a cycle the picked nodes close is forbidden when a solution uses it, then solved again.
 
-passmgr's PlaceTargets (passes/partition/place_extract.py) says what the labels and costs
-are; the model shares its HiGHS set-up (egraph_ir/highs.py) with the extraction ILP.
+passmgr's PlaceTargets (passmgr/passes/partition/placement/extract.py) says what the labels and
+costs are; the model shares its HiGHS set-up (egraph_ir/highs.py) with the extraction ILP.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ quantised result is its zero point's. The references are what ONNX Runtime compu
 QuantizeLinear divides by the scale and rounds half to even; its fused integer
 convolution (QLinearConv) sums exact integer products plus the int32 bias, then
 multiplies the float32 accumulator by (input scale * weight scale) / output scale in
-float32 and rounds half to even (tests/egraph_ir/test_quantize.py checks them against
+float32 and rounds half to even (tests/egraph_ir/test_op_references.py checks them against
 ONNX Runtime bit for bit). Rules in rules/builtin/quantize.rules form the integer ops
 from dequantize -> conv2d -> quantize chains; passmgr's CanonicalizeQnn lowers whatever
 remains to ordinary arithmetic before code generation.

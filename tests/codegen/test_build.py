@@ -211,7 +211,7 @@ def test_take_modes_with_negative_and_out_of_range_indices(mode: str, indices: l
     ],
 )
 def test_reshapes_inside_fused_kernels_match_the_interpreter(shape, middle, last) -> None:
-    """Reshapes keep the loop indices of the trailing axes both shapes share (compute.py)
+    """Reshapes keep the loop indices of the trailing axes both shapes share (codegen/lower/compute/definitions.py)
     and go through a flat offset for the rest; gathered rows exercise the per-axis path."""
     x = ir.var("x", shape=shape)
     y = op.add(op.reshape(op.multiply(x, ir.const(np.float32(2))), newshape=middle), ir.const(1.0))

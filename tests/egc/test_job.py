@@ -24,3 +24,12 @@ def test_a_module_is_type_inferred_once_per_compile(monkeypatch: pytest.MonkeyPa
     report, _ = run_job("mlp", JobOptions(repeats=1))
     assert report["ok"] and walks
     assert max(walks.values()) == 1, walks.most_common(3)
+
+
+def test_the_compile_cache_and_the_compiler_share_one_cache_folder() -> None:
+    """egc's compile cache computes the folder without importing the compiler; it is the
+    one egraph_ir/cache.py gives every measurement."""
+    from egc.compile_cache import cache_root as compile_cache_root
+    from egraph_ir.cache import cache_root
+
+    assert compile_cache_root() == cache_root()

@@ -17,7 +17,6 @@ from typing import Any
 
 import numpy as np
 
-from egraph_ir.op._common import size_of
 from egraph_ir.op.creation import fill_element
 from egraph_ir.op.elementwise import clip_bounds
 from egraph_ir.op.layout import parse_layout, split_factor
@@ -58,7 +57,7 @@ class Index:
                     continue
                 q = self._flat if stride == 1 else self._flat // stride
                 out.append(
-                    q if stride * dim == size_of(self.shape) else q % dim
+                    q if stride * dim == math.prod(self.shape) else q % dim
                 )
             self._multi = out
         return self._multi

@@ -3,7 +3,7 @@
 importer.py walks the graph and calls the converter registered for each op type (node.py:
 `converter`, `Node`); the converters live by ONNX family (elementwise, activations, nn,
 volume, shape, reduce, control, rnn, resize, grid, quantize, losses), function ops expand
-into their bodies (functions.py), and export.py writes IR back to ONNX. The `onnx` package
+into their bodies (functions.py), and export/ writes IR back to ONNX. The `onnx` package
 is imported only when a model is read or written.
 """
 

@@ -291,7 +291,7 @@ class Importer:
             self._convert(parsed)
 
     def _expand(self, node: Any, inside: str) -> list[Any]:
-        """A function op's body nodes (onnx_functions.py); an op that is neither converted
+        """A function op's body nodes (functions.py); an op that is neither converted
         nor a function (possible only inside a body) is unsupported."""
         where = f"node '{node.name or node.op_type}' ({node.op_type})"
         if function_schema(node, self.function_opset, self.onnx) is None:

@@ -258,7 +258,7 @@ def _conv_transpose(n: Node) -> Expr:
     """A transposed convolution as a direct one (which compiles natively): zeros between
     the input's pixels (stride - 1 of them), the kernel flipped with its in and out channels
     swapped per group, padding d * (k - 1) - pads (+ output_padding at the end). 1-D is
-    lifted to 2-D; 3-D runs as the 3-D convolution (onnx_volume.py)."""
+    lifted to 2-D; 3-D runs as the 3-D convolution (volume.py)."""
     t, w = n.type(0), n.type(1)
     if t.ndim not in (3, 4, 5):
         raise FrontendError(f"only 1-D, 2-D and 3-D ConvTranspose, got input {t}")

@@ -17,7 +17,7 @@ depth-padded input for every output depth od (a strided slice). Then
   count_include_pad): the 2-D average already divides by the window's height-width count,
   which is the same for every tap.
 
-Called by the Conv, MaxPool, AveragePool (onnx.py) and LpPool (onnx_tensor.py)
+Called by the Conv, MaxPool, AveragePool (nn.py) and LpPool (nn.py)
 converters for 5-D inputs.
 """
 

@@ -55,7 +55,7 @@ def cheapest_route[N](
 ) -> tuple[float, list[N]]:
     """The cheapest route from src to dst and its cost (per byte): Dijkstra over the
     listed pairs, every unlisted pair costing `default` directly. Also used for the
-    target pairs of the placement cost (partition/place_model.py)."""
+    target pairs of the placement cost (partition/placement/model.py)."""
     if src == dst:
         return 0.0, [src]
     nodes = {src, dst, *(d for pair in costs for d in pair)}

@@ -64,7 +64,7 @@ def test_a_vectorised_table_read_is_two_byte_permutes_not_a_gather() -> None:
 
 
 def test_kernels_that_differ_only_in_their_table_are_compiled_apart() -> None:
-    """Identical groups share one compiled kernel (lower/cache.py), but a table read bakes
+    """Identical groups share one compiled kernel (codegen/lower/cache.py), but a table read bakes
     its table into the code: two such groups must not share."""
     x, y = (ir.var(name, shape=(64,), dtype="uint8") for name in "xy")
     first, second = (np.arange(256, dtype=np.int32) % k for k in (7, 11))

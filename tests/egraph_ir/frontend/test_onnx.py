@@ -256,7 +256,7 @@ CASES: list[tuple[str, list[Any], dict[str, Any], dict[int, Any], int]] = [
     ("GridSample", [IMG, rnd(1, 3, 5, 2) * 2.4 - 1.2], {"mode": "cubic", "padding_mode": "reflection"}, {}, 1),
     ("GridSample", [IMG, rnd(1, 3, 5, 2) * 2.4 - 1.2], {"mode": "nearest", "padding_mode": "border",
      "align_corners": 1}, {}, 1),
-    # function ops: expanded into the body ONNX defines for them (onnx_functions.py)
+    # function ops: expanded into the body ONNX defines for them (egraph_ir/frontend/onnx/functions.py)
     ("MeanVarianceNormalization", [IMG], {"axes": [0, 2]}, {}, 1),
     ("Attention", [rnd(2, 4, 3, 8), rnd(2, 2, 5, 8), rnd(2, 2, 5, 8)], {"is_causal": 1}, {}, 1),
     ("Attention", [rnd(2, 3, 16), rnd(2, 5, 16), rnd(2, 5, 8)],

@@ -1,4 +1,4 @@
-"""3-D Conv, ConvTranspose, MaxPool, AveragePool and LpPool (onnx_volume.py) against
+"""3-D Conv, ConvTranspose, MaxPool, AveragePool and LpPool (egraph_ir/frontend/onnx/volume.py) against
 onnxruntime, interpreted and compiled: random sizes, strides, dilations, padding, groups,
 ceil mode and pad counting."""
 

@@ -1,6 +1,6 @@
 """conv2d vectorised over output channels: the kernel for small feature maps.
 
-The direct kernel (conv.py) puts output pixels in the vector lanes, so a 7x7 map fills
+The direct kernel (direct.py) puts output pixels in the vector lanes, so a 7x7 map fills
 49 of 64 lanes and a 14x14 map 196 of 256, and its padded rows waste more. Here a vector
 holds 16 output channels of one pixel instead (NCHWc blocking, done inside one kernel):
 the weights are packed at compile time into panels of W = 16*XV output channels,
@@ -8,11 +8,11 @@ packed[panel, c, tap, 0:W], and a register block keeps PR pixels x XV vectors of
 accumulators; for every input channel and tap it loads XV weight vectors and broadcasts
 PR input elements: PR*XV fused multiply-adds per XV loads, every lane useful.
 
-The block's results go to the calling thread's slot of a scratch tile laid out pixel by
-pixel (tile[p, 0:W]); the fused epilogue then writes each channel's plane of the NCHW
-output from it (codegen/lower/kernels/library.py: channel_conv). The input is read in place for a
-1x1 convolution without stride or padding; otherwise from the direct kernel's padded
-phase planes (phase_kernel), which make every tap a fixed offset.
+The block's results go to the calling thread's slot of a scratch tile laid out pixel by pixel
+(tile[p, 0:W]); the fused epilogue then writes each channel's plane of the NCHW output from it
+(codegen/lower/kernels/conv/epilogue.py: channel_conv). The input is read in place for a 1x1
+convolution without stride or padding; otherwise from the direct kernel's padded phase planes
+(phase_kernel), which make every tap a fixed offset.
 """
 
 from __future__ import annotations

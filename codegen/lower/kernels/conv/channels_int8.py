@@ -1,4 +1,6 @@
-"""TODO docstring."""
+"""qnn_conv2d with output channels in the vector lanes (kernel "conv/int8-channels"): the
+panels of channels.py over the packed input words of int8.py, the int32 tile per panel,
+then its epilogue."""
 
 from __future__ import annotations
 
@@ -29,8 +31,8 @@ from .shape import ConvShape
 def int8_channel_conv(
     group: Group, anchor: Call, ops: list[str], lay: ChannelLayout
 ) -> ConvKernel:
-    """qnn_conv2d with output channels in the lanes (conv_channels.py over the packed
-    input words of conv_int8.py): the int32 tile per panel, then its epilogue."""
+    """qnn_conv2d with output channels in the lanes (channels.py over the packed
+    input words of int8.py): the int32 tile per panel, then its epilogue."""
     g = ConvShape.of(anchor)
     assert lay.wide is not None
     pad = pack_kernel(anchor, lay.wide, f"{group.name}_pack")

@@ -1,4 +1,8 @@
-"""TODO docstring."""
+"""A depthwise qnn_conv2d (kernel "conv/int8-depthwise"): the direct kernel's depthwise
+path on the bytes. Each block copies its one input channel into the calling thread's slot
+as float32 (bytes are exact floats; the padding holds the zero point) and sums the
+products exactly in float32 (up to EXACT_TAPS taps), less the zero-point offset; the
+epilogue reads the sums as int32."""
 
 from __future__ import annotations
 

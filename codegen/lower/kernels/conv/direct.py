@@ -49,9 +49,9 @@ from ....loop_ir import (
 from ....runtime.blas import Product
 from ...compute.definitions import Index
 from ...group import Group
-from ...kinds import ConvKernel
+from ...kinds import ConvKernel, Unsupported
 from ...kinds import Ref as BufferRef
-from ...strategy import NativeKernel, Unsupported
+from ...strategy import NativeKernel
 from .epilogue import channel_block, micro_kernel
 from .prologue import phase_kernel, phase_shape, private_copy
 from .shape import (
@@ -140,7 +140,7 @@ def direct_block(
     epilogue reads next (the block's rows stay in cache, whatever the layer's size).
     `after(b, q0)`: statements run after each register block, whose columns start at q0
     (an epilogue over just those columns, while they are in L1); dest then holds only
-    that register block, OB rows of XV*16 (lower/library.py: block_epilogue)."""
+    that register block, OB rows of XV*16 (kernels/conv/epilogue.py: block_epilogue)."""
     g = ConvShape.of(conv)
     groups = int(conv.attrs["groups"])
     cg, og = arithmetic.channels(g, groups), g.o // groups

@@ -1,11 +1,13 @@
-"""TODO docstring."""
+"""The fused epilogues the convolution kernels end with: per block of output channels
+(channel_block), per register block of pixels (block_epilogue), per row of a channel
+block of NCHW16c data (lanes_epilogue), and `micro_kernel`, the ConvKernel around a
+micro-kernel's statements."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from egraph_ir.expr import Call
-from egraph_ir.op._common import size_of
 from egraph_ir.types import TensorType
 
 from ....loop_ir import (
@@ -45,7 +47,7 @@ def micro_kernel(
     kernel's NAME."""
     named = zip(special, scratches, strict=True)
     buffers = group.kernel_buffers([Buffer(name, dtype, shape) for name, (shape, dtype) in named])
-    work = macs / LANES + size_of(group.out_type.shape)
+    work = macs / LANES + group.out_type.size
     nest: list[Stmt] = [For(loop[0], loop[1], stmts, outer=True)]
     kernel = Kernel(group.name, buffers, nest, loop[1], work, unroll=False)
     fused = LoopKernel(group.name, ops, kernel, dict(group.constants), special)
@@ -106,7 +108,7 @@ def block_epilogue(group: Group, block: LExpr, lay: Wide, b: LExpr, q0: LExpr) -
 INT8_MASKED_ROWS = 2 * LANES  # int8 epilogue rows below this run masked throughout
 
 
-def _epilogue(
+def lanes_epilogue(
     group: Group,
     start: LExpr,
     pixels: int,

@@ -1,4 +1,7 @@
-"""TODO docstring."""
+"""The convolutions the native micro-kernels do not take (LibraryConv): a 1x1 as a GEMM
+on the input ("conv/gemm"), float64 as a GEMM over JIT im2col columns ("conv/im2col"),
+the rest (grouped float64 or float16, negative padding) as direct loops over the padded
+input ("conv/grouped"), each followed by the group's epilogue."""
 
 from __future__ import annotations
 
@@ -7,8 +10,7 @@ from functools import partial
 from egraph_ir.expr import Call, Var
 
 from ...group import Group
-from ...kinds import ConvKernel, LoopKernel, operand
-from ...strategy import Unsupported
+from ...kinds import ConvKernel, LoopKernel, Unsupported, operand
 from .direct import columns_fit, columns_product, pointwise, pointwise_product
 from .prologue import grouped_kernel, im2col_kernel, pad_kernel
 

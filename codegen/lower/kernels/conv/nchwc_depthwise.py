@@ -1,4 +1,14 @@
-"""TODO docstring."""
+"""A depthwise conv2d_nchwc (kernel "conv/nchwc-depthwise") on channel-blocked data
+(NCHW16c; the layouts the e-graph chooses, rules/builtin/blocked.rules).
+
+A depthwise convolution is one fused multiply-add per tap for 16 channels: the weight
+vector of the tap times the input vector at the tapped pixel, whatever the stride (a
+stride-2 tap is a contiguous load too, where NCHW needs phase planes). Each channel block
+sweeps its output rows in register blocks of PR pixels straight from the input (no padded
+copy: a tap row outside the map takes a zero weight, the border columns are computed one
+pixel at a time without their outside taps); the fused epilogue follows each row, in L1,
+and rewrites the row's sums in place. The weights stay OIHW in the IR and are packed at
+compile time as (blocks, taps, 16)."""
 
 from __future__ import annotations
 
@@ -30,11 +40,11 @@ from ....loop_ir import (
 from ...group import Group
 from ...kinds import ConvKernel
 from ...strategy import NativeKernel
-from .epilogue import _epilogue, micro_kernel
+from .epilogue import lanes_epilogue, micro_kernel
 from .shape import (
     VECTOR,
     BlockedShape,
-    _native,
+    native_blocks,
     pixels_per_block,
     zero,
 )
@@ -44,7 +54,7 @@ MOST_PIXELS = 8  # a depthwise register block: 8 accumulators + up to 25 tap wei
 
 def depthwise_fits(conv: Call) -> bool:
     """One input and one output channel per group, blocked data in and out."""
-    if not _native(conv):
+    if not native_blocks(conv):
         return False
     g = BlockedShape.of(conv)
     return g.data_blocked and g.out_blocked and conv.attrs["groups"] == g.c == g.o
@@ -181,7 +191,7 @@ def blocked_depthwise(group: Group, anchor: Call, ops: list[str]) -> ConvKernel:
 
     def after_row(b: LExpr, y: LExpr) -> list[Stmt]:
         row = ((b * g.ob + block) * g.oh + y) * g.ow
-        return _epilogue(group, row * LANES, g.ow, y * g.ow, block, b)
+        return lanes_epilogue(group, row * LANES, g.ow, y * g.ow, block, b)
 
     stmts = depthwise_rows(anchor, block, source, weights, after_row)
     macs = depthwise_macs(anchor)

@@ -1,4 +1,13 @@
-"""TODO docstring."""
+"""A 1x1 conv2d_nchwc, or from NCHW data any window (kernel "conv/nchwc-pointwise").
+
+It keeps PR pixels x XV output blocks of accumulators: per input channel it loads XV
+weight vectors and broadcasts PR input elements (as channels.py). Its sums go through the
+thread's tile: as they are for a blocked result, transposed in registers (16 pixels x 16
+channels) for an NCHW one, so the epilogue reads and writes whole vectors either way.
+From NCHW data it takes any window (an RGB stem): one input scalar per tap, zero outside
+the map. Threads may share a panel (its pixels cut into parts): a block two parts compute
+is written twice with the same values, never rewritten twice. The weights are packed at
+compile time into panels (O / W, C, taps, W) with W = 16 * XV."""
 
 from __future__ import annotations
 
@@ -37,12 +46,12 @@ from ...kinds import ConvKernel
 from ...kinds import Ref as BufferRef
 from ...strategy import NativeKernel
 from .channels import accumulator_budget, panels_of
-from .epilogue import _epilogue, micro_kernel
+from .epilogue import lanes_epilogue, micro_kernel
 from .shape import (
     MIN_WORK,
     VECTOR,
     BlockedShape,
-    _native,
+    native_blocks,
     pixels_per_block,
     zero,
 )
@@ -51,7 +60,7 @@ from .shape import (
 def window_fits(conv: Call) -> bool:
     """Any window of one group from NCHW data into blocks (an RGB stem), read by the
     pointwise kernel's loop with one input scalar per tap."""
-    if not _native(conv) or conv.attrs["groups"] != 1:
+    if not native_blocks(conv) or conv.attrs["groups"] != 1:
         return False
     g = BlockedShape.of(conv)
     return not g.data_blocked and g.out_blocked and min(g.top, g.left, g.bottom, g.right) >= 0
@@ -60,7 +69,7 @@ def window_fits(conv: Call) -> bool:
 def pointwise_fits(conv: Call) -> bool:
     """A 1x1 convolution of one group without stride or padding, one side blocked at
     least (both NCHW is conv2d's own kernels' work)."""
-    if not _native(conv) or conv.attrs["groups"] != 1:
+    if not native_blocks(conv) or conv.attrs["groups"] != 1:
         return False
     g = BlockedShape.of(conv)
     plain_1x1 = (g.kh, g.kw, g.sh, g.sw, g.top, g.left, g.bottom, g.right) == (
@@ -290,7 +299,7 @@ def blocked_pointwise(
                     "float32", "tile", tile_at(lay, p, (v * LANES) + lane)
                 )
 
-            stmts += _epilogue(group, start, lay.pr, first, blk, b, sums)
+            stmts += lanes_epilogue(group, start, lay.pr, first, blk, b, sums)
         return stmts
 
     stmts = pointwise_panel(anchor, lay, work, source, packed, after_block)

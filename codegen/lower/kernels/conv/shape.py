@@ -1,4 +1,7 @@
-"""TODO docstring."""
+"""The vocabulary the convolution kernels share: a call's sizes (ConvShape, and
+BlockedShape for NCHW16c data), the direct kernel's wide-row layout (Wide) that the int8
+kernels reuse, what a block accumulates per tap (Accumulation), and the operand checks of
+the byte kernels."""
 
 from __future__ import annotations
 
@@ -170,7 +173,7 @@ def zero(dtype: str) -> Const:
 @dataclass(frozen=True)
 class Accumulation:
     """What a direct block accumulates per tap and input channel: a float32 FMA of the
-    weight broadcast with an input vector. conv_int8.py's subclass accumulates words of
+    weight broadcast with an input vector. int8.py's subclass accumulates words of
     four u8 inputs times four s8 weights instead. With `offsets` (a buffer of one value
     per output channel) the block stores each sum minus its channel's offset: a
     quantised input's zero point times the sum of the channel's weights."""
@@ -195,7 +198,7 @@ class Accumulation:
 
     def lanes_result(self, acc: LExpr, first: LExpr) -> LExpr:
         """What a block stores for a vector of output channels from `first` (one per
-        lane: conv_channels.py)."""
+        lane: channels.py)."""
         if not self.offsets:
             return acc
         return Bin(self.vector, "sub", acc, Load(self.vector, self.offsets, first))
@@ -263,7 +266,7 @@ def _plain(shape: tuple[int, ...]) -> tuple[int, int, int, int]:
     return n, c, h, w
 
 
-def _native(conv: Call) -> bool:
+def native_blocks(conv: Call) -> bool:
     """float32, constant weights, each side NCHW or in blocks of this machine's vector."""
     x_t = conv.args[0].checked_type
     layouts = (conv.attrs["data_layout"], conv.attrs["out_layout"])

@@ -59,7 +59,7 @@ from ...kinds import ConvKernel
 from ...kinds import Ref as BufferRef
 from ...strategy import NativeKernel
 from .channels import accumulator_budget
-from .epilogue import _epilogue, micro_kernel
+from .epilogue import lanes_epilogue, micro_kernel
 from .shape import MIN_WORK, VECTOR, pixels_per_block, zero
 from .winograd_matrices import Minimal, combine, minimal
 
@@ -363,7 +363,7 @@ def blocked_winograd(
     def sums(p: LExpr, lane: LExpr) -> LExpr:
         return row_sum_at(anchor, lay, q, v, p, lane)
 
-    rows = _epilogue(group, start, g.ow, y * g.ow, blk, item.b, sums)
+    rows = lanes_epilogue(group, start, g.ow, y * g.ow, blk, item.b, sums)
     rows_of_item = g.tile * lay.rows
     left = g.oh - item.ty * g.tile
     last = Bin(INDEX, "min", idx(rows_of_item), left)

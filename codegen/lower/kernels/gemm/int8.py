@@ -1,4 +1,4 @@
-"""qnn_matmul / qnn_dense on constant int8 weights as an integer product: gemm.py's packed
+"""qnn_matmul / qnn_dense on constant int8 weights as an integer product: packed.py's packed
 panels over words of four k, summed in int32 by VNNI's vpdpbusd.
 
 A (M, K) holds unsigned bytes (dynamically quantised activations: DynamicQuantizeLinear
@@ -26,8 +26,8 @@ from egraph_ir.visitor import post_order
 from ....llvm.mathlib import host_has_vnni
 from ....loop_ir import INDEX, LANES, Bin, Buffer, Cast, Dot4, LExpr, Load, LoopVar, Splat, idx
 from ...group import Group
-from ...kinds import LoopKernel
-from ...strategy import NativeKernel, Unsupported
+from ...kinds import LoopKernel, Unsupported
+from ...strategy import NativeKernel
 from ..conv.shape import Accumulation
 from . import packed as gemm
 from .packed import Packed, panel_epilogue, panel_kernel
@@ -106,7 +106,7 @@ register_native_form("qnn_dense", worth_it)
 def int8_packed_gemm(
     group: Group, anchor: Call, ops: list[str], p: Packed, sums: np.ndarray
 ) -> LoopKernel:
-    """qnn_matmul / qnn_dense by byte words (gemm_int8.py) into an int32 scratch (the
+    """qnn_matmul / qnn_dense by byte words (int8.py) into an int32 scratch (the
     output holds the epilogue's result), the epilogue one panel at a time. The activations
     are read as words: their buffer is declared int32 here, so the group may read them
     nowhere else."""

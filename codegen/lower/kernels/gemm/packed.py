@@ -18,7 +18,6 @@ from typing import ClassVar
 import numpy as np
 
 from egraph_ir.expr import Call, Constant
-from egraph_ir.op._common import size_of
 from egraph_ir.registry import Op
 from egraph_ir.types import TensorType
 
@@ -113,7 +112,7 @@ def panel_block(
     """dest[:, panel*PW : (panel+1)*PW] = a @ the panel: MR rows at a time, then the last
     m % MR rows as one smaller block (a row count that MR does not divide, 197 tokens say,
     keeps the full register block for all but its last rows). `arithmetic`: float32
-    FMAs, or gemm_int8.py's byte words."""
+    FMAs, or int8.py's byte words."""
     mb = LoopVar(INDEX, "mb")
     buffers = (a, packed, dest)
     main = _row_block(p, p.mr, mb * p.mr, panel, buffers, "", arithmetic)
@@ -179,7 +178,7 @@ def panel_kernel(
     scratches = (((p.m, p.n), "int32"),) if int32_sums else ()
     buffers = group.kernel_buffers([Buffer("acc", "int32", (p.m, p.n))] if int32_sums else [])
     panels = p.n // p.width
-    work = p.macs / LANES + size_of(group.out_type.shape)
+    work = p.macs / LANES + group.out_type.size
     nest: list[Stmt] = [For("panel", panels, stmts, outer=True)]
     kernel = Kernel(group.name, buffers, nest, panels, work, unroll=False)
     special = {"acc": BufferRef("scratch", 0)} if int32_sums else {}

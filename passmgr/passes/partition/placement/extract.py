@@ -20,7 +20,7 @@ picked node also takes a label); this module says what the labels and costs are.
 
 The e-graph program prices launches per entering value and copies at `per_byte` (a
 region's launch and routed link costs are not linear over e-nodes); PlaceTargets then
-places the program it picks under the whole model (place_solve.py) and keeps it only
+places the program it picks under the whole model (solve.py) and keeps it only
 when that beats the input program's placement.
 
 A rewrite is therefore kept only where a target pays for it: with no target taking the

@@ -1,4 +1,4 @@
-"""The placement cost model, without the pass or its integer program (place_solve.py).
+"""The placement cost model, without the pass or its integer program (solve.py).
 
 The cost of a placement (`placement_cost`, also used by the tests' brute force):
 

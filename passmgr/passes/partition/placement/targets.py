@@ -1,15 +1,15 @@
 """PlaceTargets: every call on the target where the whole program costs least, chosen
 exactly (an integer program) instead of AnnotateTarget's first-supporting-target rule.
 
-The cost model is in place_model.py, its integer program in place_solve.py, the report
-of what was chosen and why in place_report.py. The placement is then annotated, regions
+The cost model is in model.py, its integer program in solve.py, the report
+of what was chosen and why in report.py. The placement is then annotated, regions
 merged (without cycles) and partitioned as by the rest of the flow. Functions with Let
 or If are left to the host.
 
 Two steps refine this: the function is also saturated with rules that expose offloads
-and placed by one integer program over the e-graph (place_extract.py), kept when cheaper;
+and placed by one integer program over the e-graph (extract.py), kept when cheaper;
 and a cost model that can measure has its answer checked against real runs of the
-candidate placements (place_measured.py).
+candidate placements (measured.py).
 """
 
 from __future__ import annotations

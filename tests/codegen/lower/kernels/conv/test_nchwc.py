@@ -1,4 +1,4 @@
-"""conv2d_nchwc kernels on channel-blocked data (codegen/lower/kernels/conv/nchwc.py) and the layout
+"""conv2d_nchwc kernels on channel-blocked data (codegen/lower/kernels/conv/nchwc_*.py) and the layout
 conversions around them: every form they take equals the interpreter, fused epilogues
 included, and runs natively (no host fallback)."""
 
@@ -14,8 +14,8 @@ import egraph_ir as ir
 import passmgr as pm
 from codegen.lower.kernels.conv.nchwc_depthwise import BlockedDepthwise
 from codegen.lower.kernels.conv.nchwc_pointwise import BlockedPointwise
+from codegen.lower.kinds import Unsupported
 from codegen.lower.select import CHOOSERS
-from codegen.lower.strategy import Unsupported
 from egraph_ir import op
 from egraph_ir.testing import assert_allclose
 

@@ -1,5 +1,5 @@
 """PlaceTargets with a cost model that can measure: candidates are run, the model is
-calibrated from the runs, and the fastest placement wins (place_measured.py). The runs here
+calibrated from the runs, and the fastest placement wins (passmgr/passes/partition/placement/measured.py). The runs here
 are a known "true" cost of the partitioned module, so the expected choice is exact."""
 
 from __future__ import annotations

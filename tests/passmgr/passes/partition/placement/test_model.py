@@ -1,5 +1,5 @@
 """The placement model's launches per region, link costs with routes, memory budgets and
-the host's lines in the report (the brute-force property is in test_place_targets.py)."""
+the host's lines in the report (the brute-force property is in test_targets.py)."""
 
 from __future__ import annotations
 
