@@ -131,7 +131,7 @@ class Bin(LExpr):
     """Arithmetic (add sub mul div rem min max pow; maxnum: max that skips NaN),
     comparisons (lt le gt ge eq ne) and logic (and or); comparisons have dtype bool."""
 
-    op: BinOp
+    op: str  # a BinOp (StrEnum) once built: a plain name is checked and converted
     a: LExpr
     b: LExpr
 
@@ -144,7 +144,7 @@ class Un(LExpr):
     """neg abs exp log sqrt tanh sigmoid erf floor ceil round sin cos not sign; lanes_sum
     adds the lanes of a vector (a power-of-two count) into a scalar."""
 
-    op: UnOp
+    op: str  # a UnOp once built
     a: LExpr
 
     def __post_init__(self) -> None:

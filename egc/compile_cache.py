@@ -30,7 +30,7 @@ from typing import Any
 
 from .options import CompileRequest, unwritable
 
-FORMAT = 1
+FORMAT = 2  # 2: reports written by egc/report.py (CompileReport.to_json)
 DEFAULT_MAX_BYTES = 2 << 30
 PACKAGES = ("egraph_ir", "rules", "passmgr", "codegen", "egc")
 

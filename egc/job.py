@@ -1,9 +1,9 @@
 """The main job behind `egc compile` and `egc demo`: import, optimise, run, check, report.
 
-The report is a plain dict (so `--json` prints it as is); `render_text` formats it for a
-terminal. Programs are compiled with codegen.build (LLVM) and checked against the reference
-interpreter; for ONNX files, ONNX Runtime's latency and results are measured in the same
-process for comparison.
+The report is a frozen CompileReport (egc/report.py; `to_json()` for `--json` and the compile
+cache); `render_text` formats it for a terminal. Programs are compiled with codegen.build (LLVM) and
+checked against the reference interpreter; for ONNX files, ONNX Runtime's latency and results are
+measured in the same process for comparison.
 """
 
 from __future__ import annotations
@@ -27,10 +27,15 @@ from egraph_ir.errors import did_you_mean, require
 from egraph_ir.summary import input_types, summarize
 
 from .options import JobOptions
-
-RUN_KEYS = (
-    "backend", "latency_ms", "check_original", "onnxruntime", "profile", "choices", "saved",
-)  # fmt: skip
+from .report import (
+    CompileReport,
+    EqSatLine,
+    InterpreterCheck,
+    MemoryReport,
+    OrtCheck,
+    PassesReport,
+    ProgramSummary,
+)
 
 
 class Progress:
@@ -114,8 +119,8 @@ def _max_error(actual: Any, expected: Any) -> tuple[float, bool]:
     return worst, ok
 
 
-def _collect(run: pm.PassRun, timing: pm.PassTimingInstrument) -> dict[str, Any]:
-    """The run's typed reports as plain data for the report (EqSat ones in a table)."""
+def _collect(run: pm.PassRun, timing: pm.PassTimingInstrument) -> PassesReport:
+    """The run's typed reports for the job's report (EqSat ones as lines of a table)."""
     eqsat = []
     other: dict[str, list[str]] = {}
     for name, rep in run.records:
@@ -123,19 +128,19 @@ def _collect(run: pm.PassRun, timing: pm.PassTimingInstrument) -> dict[str, Any]
             if rep.skipped or not rep.stop_reason:
                 continue
             eqsat.append(
-                {
-                    "pass": name,
-                    "rules_applied": rep.rules_applied,
-                    "enodes": rep.enodes,
-                    "stop": rep.stop_reason,
-                    "extractor": f"{rep.extractor} ({rep.status})",
-                    "cost_before": rep.cost_before,
-                    "cost_after": rep.cost_after,
-                }
+                EqSatLine(
+                    name,
+                    rep.rules_applied,
+                    rep.enodes,
+                    str(rep.stop_reason),
+                    f"{rep.extractor} ({rep.status})",
+                    rep.cost_before,
+                    rep.cost_after,
+                )
             )
         elif summary := rep.summary():
             other.setdefault(name, []).append(summary)
-    return {"timing": timing.to_dict(), "eqsat": eqsat, "statistics": other}
+    return PassesReport(timing.to_dict(), tuple(eqsat), other)
 
 
 class _ShowPass(pm.PassInstrument):
@@ -164,7 +169,7 @@ def _context(
 
 def compile_model(
     mod: ir.IRModule, opts: JobOptions, show: Callable[[str], None] = lambda step: None
-) -> tuple[Executable, dict[str, Any]]:
+) -> tuple[Executable, PassesReport]:
     """codegen.build under the job's context (user rule files as extra EqSat passes);
     `show` hears each pass and compile stage as it starts."""
     timing = pm.PassTimingInstrument()
@@ -183,90 +188,84 @@ def compile_model(
     return exe, _collect(ctx.run, timing)
 
 
-def _program_summary(mod: ir.IRModule) -> dict[str, Any]:
+def _program_summary(mod: ir.IRModule) -> ProgramSummary:
     s = summarize(mod)
-    return {
-        "op_calls": s.num_calls,
-        "flops": s.flops,
-        "bytes_moved": s.bytes_moved,
-        "ops": dict(s.ops.most_common()),
-        "parameters": s.constant_elements,
-    }
+    return ProgramSummary(
+        s.num_calls, s.flops, s.bytes_moved, dict(s.ops.most_common()), s.constant_elements
+    )
 
 
 def run_job(
     source: str, opts: JobOptions, progress: Progress | None = None
-) -> tuple[dict[str, Any], Executable]:
+) -> tuple[CompileReport, Executable]:
     """Import, optimise and compile one model; with `opts.check` also run it against the
     reference interpreter (and ONNX Runtime for an ONNX file), with `opts.repeats` time it.
     Returns the report and the executable (whose modules the command line prints and draws)."""
     progress = progress or Progress(enabled=False)
-    report: dict[str, Any] = {"model": source, "opt_level": opts.opt_level}
     with progress.stage("importing"):
         t0 = time.perf_counter()
         mod, kind, inputs = load_model(source, opts.shapes)
-        report["import_ms"] = 1e3 * (time.perf_counter() - t0)
-    report["kind"] = kind
-    report["inputs"] = {k: str(t) for k, t in input_types(mod).items()}
-    report["before"] = _program_summary(mod)
+        import_ms = 1e3 * (time.perf_counter() - t0)
     with progress.stage("optimising") as update:
         t0 = time.perf_counter()
         exe, passes = compile_model(mod, opts, update)
-        report["compile_ms"] = 1e3 * (time.perf_counter() - t0)
-    report["compile_stages_ms"] = {k: 1e3 * v for k, v in exe.compile_seconds.items()}
+        compile_ms = 1e3 * (time.perf_counter() - t0)
     assert exe.module is not None  # a built (not loaded) executable keeps its IR
-    report["after"] = _program_summary(exe.module)
-    report["passes"] = passes
-    report["kernels"] = exe.kernel_kinds()
-    report["regions"] = exe.regions()
     plan = exe.memory_plan
-    report["memory"] = {
-        "arena_bytes": plan.bytes,
-        "lower_bound": plan.lower_bound,
-        "naive_bytes": plan.naive,
-        "method": plan.method,
-    }
-    report["ok"] = True
-    run_checks(report, exe, (mod, kind, inputs), opts, progress)
-    return report, exe
+    report = CompileReport(
+        model=source,
+        kind=kind,
+        opt_level=opts.opt_level,
+        inputs={k: str(t) for k, t in input_types(mod).items()},
+        import_ms=import_ms,
+        compile_ms=compile_ms,
+        compile_stages_ms={k: 1e3 * v for k, v in exe.compile_seconds.items()},
+        before=_program_summary(mod),
+        after=_program_summary(exe.module),
+        passes=passes,
+        kernels=exe.kernel_kinds(),
+        regions=exe.regions(),
+        memory=MemoryReport(plan.bytes, plan.lower_bound, plan.naive, plan.method),
+    )
+    return run_checks(report, exe, (mod, kind, inputs), opts, progress), exe
 
 
 def run_checks(
-    report: dict[str, Any],
+    report: CompileReport,
     exe: Executable,
     model: tuple[ir.IRModule, str, dict[str, np.ndarray] | None],
     opts: JobOptions,
     progress: Progress,
-) -> None:
-    """What the options ask beyond compiling, into `report`: `check` compares the compiled
+) -> CompileReport:
+    """The report with what the options ask beyond compiling: `check` compares the compiled
     program with the reference interpreter (and ONNX Runtime for an ONNX file) and clears
-    `report["ok"]` on any disagreement; `repeats` times the runs (ours, and ORT's when it is
-    compared)."""
+    `ok` on any disagreement; `repeats` times the runs (ours, and ORT's when compared)."""
     if not (opts.check or opts.repeats):
-        return
+        return report
     mod, kind, inputs = model
     inputs = inputs if inputs is not None else random_inputs(mod, opts.seed)
-    report["backend"] = f"llvm ({exe.threads} threads)"
+    changes: dict[str, Any] = {"backend": f"llvm ({exe.threads} threads)"}
     with progress.stage("running"):
         out = exe.run(**inputs)
         if opts.repeats:
-            report["latency_ms"] = _median_ms(lambda: exe.run(**inputs), opts.repeats)
+            changes["latency_ms"] = _median_ms(lambda: exe.run(**inputs), opts.repeats)
+    ok = report.ok
     if opts.check:
         typed = ir.infer_type(mod)
         quanta = _output_quanta(typed)
         with progress.stage("running the reference interpreter"):
             reference = ir.interpret(_integer_forms(typed), **inputs)
-            err, ok = _max_error(out, reference)
+            err, within = _max_error(out, reference)
         exactness = _exactness(_listed(out), _listed(reference), quanta)
-        ok = ok or exactness != "tolerance"  # a quantised model may be a quantum off
-        report["check_original"] = {"max_abs_error": err, "within_tolerance": ok}
-        report["check_original"]["exactness"] = exactness
-        report["ok"] = report["ok"] and ok
+        within = within or exactness != "tolerance"  # a quantised model may be a quantum off
+        changes["check_original"] = InterpreterCheck(err, within, exactness)
+        ok = ok and within
         if kind == "onnx":
             with progress.stage("running onnxruntime"):
-                ort = _onnxruntime(report["model"], inputs, out, opts.repeats, quanta)
-            report["onnxruntime"] = ort
-            report["ok"] = report["ok"] and ort["agrees"]
+                ort = _onnxruntime(report.model, inputs, out, opts.repeats, quanta)
+            changes["onnxruntime"] = ort
+            ok = ok and ort.agrees
+    return report.with_(ok=ok, **changes)
 
 
 def _integer_forms(mod: ir.IRModule) -> ir.IRModule:
@@ -293,19 +292,16 @@ def _onnxruntime(
     out: Any,
     repeats: int,
     quanta: list[float | None],
-) -> dict[str, Any]:
+) -> OrtCheck:
     ort = require("onnxruntime", "egc compile --check of an ONNX file")
     session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
     expected = session.run(None, inputs)
     ours = list(out) if isinstance(out, tuple) else [out]
     err, ok = _max_error(ours, expected)
-    result: dict[str, Any] = {"max_abs_error": err, "agrees": ok}
-    result["exactness"] = _exactness(ours, expected, quanta)
-    if result["exactness"] != "tolerance":
-        result["agrees"] = True  # a quantised model may be a quantum off (and says so)
-    if repeats:
-        result["latency_ms"] = _median_ms(lambda: session.run(None, inputs), repeats)
-    return result
+    exactness = _exactness(ours, expected, quanta)
+    ok = ok or exactness != "tolerance"  # a quantised model may be a quantum off (and says so)
+    latency = _median_ms(lambda: session.run(None, inputs), repeats) if repeats else None
+    return OrtCheck(err, ok, exactness, latency)
 
 
 def _output_quanta(mod: ir.IRModule) -> list[float | None]:
@@ -343,84 +339,74 @@ def _exactness(ours: list[Any], expected: list[Any], quanta: list[float | None])
     return "within one quantum"
 
 
-def render_text(report: dict[str, Any], time_passes: bool = False) -> str:
+def render_text(report: CompileReport, time_passes: bool = False) -> str:
     """The report for a terminal."""
-    b, a = report["before"], report["after"]
-    lines = [f"model: {report['model']} ({report['kind']}), opt level {report['opt_level']}"]
-    lines += [f"  input %{k}: {t}" for k, t in report["inputs"].items()]
+    b, a = report.before, report.after
+    lines = [f"model: {report.model} ({report.kind}), opt level {report.opt_level}"]
+    lines += [f"  input %{k}: {t}" for k, t in report.inputs.items()]
+    for label, s in (("before:", b), ("after: ", a)):
+        ops = ", ".join(f"{k} x{v}" for k, v in s.ops.items())
+        lines.append(f"  {label} {s.op_calls} op calls, {_si(s.flops)}FLOP; {ops}")
+    stages = ", ".join(f"{k} {v:.0f} ms" for k, v in report.compile_stages_ms.items())
     lines.append(
-        f"  before: {b['op_calls']} op calls, {_si(b['flops'])}FLOP; "
-        + ", ".join(f"{k} x{v}" for k, v in b["ops"].items())
+        f"time: import {report.import_ms:.1f} ms, compile {report.compile_ms:.0f} ms ({stages})"
     )
-    lines.append(
-        f"  after:  {a['op_calls']} op calls, {_si(a['flops'])}FLOP; "
-        + ", ".join(f"{k} x{v}" for k, v in a["ops"].items())
-    )
-    stages = ", ".join(f"{k} {v:.0f} ms" for k, v in report["compile_stages_ms"].items())
-    lines.append(
-        f"time: import {report['import_ms']:.1f} ms, compile {report['compile_ms']:.0f} ms "
-        f"({stages})"
-    )
-    passes = report["passes"]
     if time_passes:
         lines.append("passes:")
-        lines += ["  " + line for line in _timing_lines(passes["timing"])]
-    for e in passes["eqsat"]:
+        lines += ["  " + line for line in _timing_lines(report.passes.timing)]
+    for e in report.passes.eqsat:
         lines.append(
-            f"  {e['pass']}: {e['rules_applied']} rewrites, {e['enodes']} e-nodes, "
-            f"stopped: {e['stop']}, extracted by {e['extractor']}, cost "
-            f"{e['cost_before']:.4g} -> {e['cost_after']:.4g}"
+            f"  {e.pass_name}: {e.rules_applied} rewrites, {e.enodes} e-nodes, "
+            f"stopped: {e.stop}, extracted by {e.extractor}, cost "
+            f"{e.cost_before:.4g} -> {e.cost_after:.4g}"
         )
-    for name, summaries in passes["statistics"].items():
+    for name, summaries in report.passes.statistics.items():
         lines.append(f"  {name}: " + " | ".join(summaries))
-    kernels = ", ".join(f"{k} x{v}" for k, v in report["kernels"].items())
+    kernels = ", ".join(f"{k} x{v}" for k, v in report.kernels.items())
     lines.append(
         f"kernels: {kernels} (loops: JIT nests; gemm: JIT product on packed weights; "
         "blas: BLAS GEMM + JIT epilogue; conv: JIT convolution (or GEMM); host: numpy; "
         "external: a region run by another target)"
     )
-    for r in report.get("regions", []):
+    for r in report.regions:
         lines.append(
             f"  region {r['name']} on {r['target']}: {len(r['ops'])} ops, "
             f"{len(r['inputs'])} inputs, {len(r['outputs'])} outputs"
         )
-    m = report["memory"]
-    over = m["arena_bytes"] / m["lower_bound"] - 1 if m["lower_bound"] else 0.0
+    m = report.memory
+    over = m.arena_bytes / m.lower_bound - 1 if m.lower_bound else 0.0
     lines.append(
-        f"memory: {m['method']} {m['arena_bytes'] / 2**20:.2f} MiB, lower bound "
-        f"{m['lower_bound'] / 2**20:.2f} MiB (+{over:.1%}), one buffer each "
-        f"{m['naive_bytes'] / 2**20:.2f} MiB"
+        f"memory: {m.method} {m.arena_bytes / 2**20:.2f} MiB, lower bound "
+        f"{m.lower_bound / 2**20:.2f} MiB (+{over:.1%}), one buffer each "
+        f"{m.naive_bytes / 2**20:.2f} MiB"
     )
-    if report.get("cache") == "hit":
+    if report.cache == "hit":
         lines.append("cache: the compile above was reused (egc compile --no-cache compiles)")
     lines += _run_lines(report)
-    lines.append("result: " + ("ok" if report["ok"] else "FAILED"))
+    lines.append("result: " + ("ok" if report.ok else "FAILED"))
     return "\n".join(lines)
 
 
-def _agreement(check: dict[str, Any]) -> str:
-    exactness = check.get("exactness", "tolerance")
+def _agreement(exactness: str) -> str:
     return f" (agrees{'' if exactness == 'tolerance' else ', ' + exactness})"
 
 
-def _run_lines(report: dict[str, Any]) -> list[str]:
+def _run_lines(report: CompileReport) -> list[str]:
     """The timing and check lines (only what the options asked for)."""
     lines = []
-    if "latency_ms" in report:
-        lines.append(f"run: {report['backend']}: {report['latency_ms']:.3f} ms (median)")
-    if "check_original" in report:
-        c = report["check_original"]
+    if report.latency_ms is not None:
+        lines.append(f"run: {report.backend}: {report.latency_ms:.3f} ms (median)")
+    if (c := report.check_original) is not None:
         lines.append(
-            f"check: max |compiled - reference interpreter| {c['max_abs_error']:.2e}"
-            + (_agreement(c) if c["within_tolerance"] else "  MISMATCH")
+            f"check: max |compiled - reference interpreter| {c.max_abs_error:.2e}"
+            + (_agreement(c.exactness) if c.within_tolerance else "  MISMATCH")
         )
-    if "onnxruntime" in report:
-        o = report["onnxruntime"]
-        line = f"check: max |compiled - onnxruntime| {o['max_abs_error']:.2e}"
-        line += _agreement(o) if o["agrees"] else "  MISMATCH"
-        if "latency_ms" in o and "latency_ms" in report:
-            ratio = report["latency_ms"] / o["latency_ms"] if o["latency_ms"] else float("nan")
-            line += f"; onnxruntime {o['latency_ms']:.3f} ms (median), ours/ORT {ratio:.2f}x"
+    if (o := report.onnxruntime) is not None:
+        line = f"check: max |compiled - onnxruntime| {o.max_abs_error:.2e}"
+        line += _agreement(o.exactness) if o.agrees else "  MISMATCH"
+        if o.latency_ms is not None and report.latency_ms is not None:
+            ratio = report.latency_ms / o.latency_ms if o.latency_ms else float("nan")
+            line += f"; onnxruntime {o.latency_ms:.3f} ms (median), ours/ORT {ratio:.2f}x"
         lines.append(line)
     return lines
 

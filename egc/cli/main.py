@@ -2,7 +2,7 @@
 
 Parsing is light (standard library only) and the compiler is imported when a command needs
 it, so `egc compile` answered from the compile cache and `egc --help` start in a blink.
-The commands themselves live in egc/commands.py (compile, demo, opt, rules, list) and
+The commands themselves live in egc/cli/commands.py (compile, demo, opt, rules, list) and
 egc/cli/run.py (run, tune).
 """
 
@@ -280,7 +280,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         from . import run as cli_run
 
         return cli_run.run_saved(args) if args.command == "run" else cli_run.tune_model(args)
-    from .. import commands
+    from . import commands
 
     if args.command == "keygen":
         return commands.keygen(args.name)

@@ -1,5 +1,5 @@
 """The command line's output helpers (tables, reports, files) and rule sources, shared by
-the commands in egc/commands.py and egc/cli/run.py."""
+the commands in egc/cli/commands.py and egc/cli/run.py."""
 
 from __future__ import annotations
 

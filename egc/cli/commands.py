@@ -24,12 +24,8 @@ from egraph_ir.support import supported_ops
 from passmgr.names import check_pass_names
 from passmgr.registry import pass_factory
 
-from . import compile_cache
-from .cli.args import compile_request
-from .cli.run import choice_summary, print_choices, print_profile, write_trace
-from .cli.values import print_report, print_table, read_text, rule_source, write_text
-from .job import (
-    RUN_KEYS,
+from .. import compile_cache
+from ..job import (
     JobOptions,
     Progress,
     load_model,
@@ -38,7 +34,11 @@ from .job import (
     run_checks,
     run_job,
 )
-from .options import unwritable
+from ..options import unwritable
+from ..report import CompileReport
+from .args import compile_request
+from .run import choice_summary, print_choices, print_profile, write_trace
+from .values import print_report, print_table, read_text, rule_source, write_text
 
 
 def demo(model: str, show_ir: int) -> int:
@@ -50,7 +50,7 @@ def demo(model: str, show_ir: int) -> int:
         lines = exe.optimized_module.astext(show_meta=False).splitlines()
         print(f"\noptimised IR ({len(lines)} lines, first {min(show_ir, len(lines))}):")
         print("\n".join(lines[:show_ir]))
-    return 0 if report["ok"] else 1
+    return 0 if report.ok else 1
 
 
 def compile_model(args: argparse.Namespace) -> int:
@@ -74,70 +74,67 @@ def compile_model(args: argparse.Namespace) -> int:
         report, exe = run_job(args.model, opts, progress)
     if args.output:
         exe.save(args.output, key=key)
-        report["saved"] = args.output
+        report = report.with_(saved=args.output)
     if cache_key and cached is None:
         _store(cache_key, exe, report, args.output if args.output and not key else None)
-    _write_ir_files(args, exe, opts, report)
+    report = _write_ir_files(args, exe, opts, report)
     profile = None
     if args.profile or args.trace or args.report:
         inputs = _job_inputs(args.model, opts)
         profile = exe.profile(inputs, repeats=args.repeats or 10)
-        report["profile"] = [vars(k) for k in profile]
-        if args.report:
-            report["choices"] = choice_summary(profile)
+        choices = choice_summary(profile) if args.report else None
+        report = report.with_(profile=[vars(k) for k in profile], choices=choices)
         write_trace(profile, args.trace)
     if args.json:
-        print(json.dumps(report, indent=2, default=str))
-        return 0 if report["ok"] else 1
+        print(json.dumps(report.to_json(), indent=2, default=str))
+        return 0 if report.ok else 1
     print_report(render_text(report, time_passes=args.time_passes))
-    for name in ("saved", "onnx"):
-        if name in report:
-            print(f"wrote {report[name]}")
+    for written in (report.saved, report.onnx):
+        if written:
+            print(f"wrote {written}")
     if profile is not None and args.profile:
         print_profile(profile, args.top)
     if profile is not None and args.report:
         print_choices(profile)
-    return 0 if report["ok"] else 1
+    return 0 if report.ok else 1
 
 
 def _from_cache(
     model: str, cached: tuple[Path, dict[str, Any]], opts: JobOptions, progress: Progress
-) -> tuple[dict[str, Any], Executable]:
+) -> tuple[CompileReport, Executable]:
     """A cache hit that runs (--check, --repeats, a profile, a signed -o): the stored
     report, the cached executable loaded, the runs done on it."""
     artifact, stored = cached
     exe = load(str(artifact))
-    report = dict(stored["report"], cache="hit", ok=True)
-    if opts.check or opts.repeats:
-        run_checks(report, exe, load_model(model, opts.shapes), opts, progress)
+    report = CompileReport.from_json(stored["report"]).with_(cache="hit", ok=True)
+    report = run_checks(report, exe, load_model(model, opts.shapes), opts, progress)
     return report, exe
 
 
-def _store(key: str, exe: Executable, report: dict[str, Any], saved: str | None) -> None:
+def _store(key: str, exe: Executable, report: CompileReport, saved: str | None) -> None:
     """The compile into the cache: its executable (the unsigned -o file when there is one)
     and its report without what one run measured."""
-    kept = {k: v for k, v in report.items() if k not in RUN_KEYS}
-    kept["ok"] = True
+    kept = report.without_run()
     text = render_text(kept)
     if saved:
-        compile_cache.store(key, Path(saved), kept, text)
+        compile_cache.store(key, Path(saved), kept.to_json(), text)
         return
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "model.egc"
         exe.save(str(path))
-        compile_cache.store(key, path, kept, text)
+        compile_cache.store(key, path, kept.to_json(), text)
 
 
 def _write_ir_files(
-    args: argparse.Namespace, exe: Executable, opts: JobOptions, report: dict[str, Any]
-) -> None:
+    args: argparse.Namespace, exe: Executable, opts: JobOptions, report: CompileReport
+) -> CompileReport:
     """--dot, --egraph-dot, --emit-onnx: the optimised IR and main's e-graph as files."""
     if args.dot and exe.optimized_module is not None:
         write_text(args.dot, module_to_dot(exe.optimized_module))
-        report["dot"] = args.dot
+        report = report.with_(dot=args.dot)
     if args.egraph_dot:
         write_text(args.egraph_dot, _egraph_dot(args.model, opts.rules, opts.shapes))
-        report["egraph_dot"] = args.egraph_dot
+        report = report.with_(egraph_dot=args.egraph_dot)
     if args.emit_onnx:
         from egraph_ir.frontend import to_onnx
 
@@ -146,7 +143,8 @@ def _write_ir_files(
             Path(args.emit_onnx).write_bytes(to_onnx(exe.optimized_module).SerializeToString())
         except OSError as exc:
             raise CompilerError(f"{args.emit_onnx}: cannot write ({exc.strerror})") from None
-        report["onnx"] = args.emit_onnx
+        report = report.with_(onnx=args.emit_onnx)
+    return report
 
 
 def _job_inputs(model: str, opts: JobOptions) -> dict[str, np.ndarray]:
