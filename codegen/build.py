@@ -97,7 +97,7 @@ def collector_paused() -> Iterator[None]:
     """Python's cyclic garbage collector off while a build runs: the build allocates
     millions of small objects (IR, loop IR, llvmlite's), each full collection walks them
     all, and the garbage a build leaves is mostly freed by reference counts anyway; it
-    was 15-20% of ResNet-18's and EfficientNet-B0's compile (2.6 -> 2.2 s, 3.6 -> 3.0)."""
+    was 15-20% of a CNN's compile (docs/performance.md)."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -153,9 +153,11 @@ def _build(
         times.update({f"llvm {k}": v for k, v in library.seconds.items()})
     t0 = time.perf_counter()
     types, names = outputs_of(fused["main"])
-    exe = Executable(program, library, types, names, options, source, times, optimised, fused)
+    reused = cache.hits + shared
+    exe = Executable(
+        program, library, types, names, options, source, times, optimised, fused, reused
+    )
     times["bind"] = time.perf_counter() - t0
-    exe.kernels_reused = cache.hits + shared
     return exe
 
 
@@ -213,17 +215,20 @@ def outputs_of(fn: Function) -> tuple[list[Type], list[str]]:
 
 
 class _Clock:
-    """Times each stage into `times` under its name."""
+    """Times each stage into `times` under its name; a stage returns what its function
+    returns (typed: `clock("fuse", fuse, mod)` is an IRModule)."""
 
     def __init__(self, times: dict[str, float], on_stage: Callable[[str], None] | None) -> None:
         self.times = times
         self.on_stage = on_stage
 
-    def __call__(self, stage: str, fn: Any, *args: Any) -> Any:
+    def __call__[**P, R](
+        self, stage: str, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs
+    ) -> R:
         if self.on_stage is not None:
             self.on_stage(STAGE_NAMES.get(stage, stage))
         t0 = time.perf_counter()
-        result = fn(*args)
+        result = fn(*args, **kwargs)
         self.times[stage] = time.perf_counter() - t0
         return result
 

@@ -61,6 +61,13 @@ class UnknownOpError(CompilerError, KeyError):
         return str(self.args[0])
 
 
+class UnknownNameError(CompilerError, KeyError):
+    """A name the user gave (a built-in model, a kernel) that is not one of the known ones."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
+
+
 class AttrError(CompilerError, TypeError):
     """An unknown, missing or ill-typed op attribute."""
 

@@ -209,6 +209,26 @@ def children(e: Expr) -> tuple[Expr, ...]:
             return ()
 
 
+def operands(e: Expr) -> tuple[Expr, ...]:
+    """What a dataflow node computes from: a call's arguments (and its callee where that is
+    an expression), a tuple's fields, a projection's tuple; nothing for every other node
+    (functions, lets and ifs hold scopes and branches, not operands)."""
+    match e:
+        case Call():
+            return (e.op, *e.args) if isinstance(e.op, Expr) else e.args
+        case Tuple():
+            return e.fields
+        case TupleGetItem():
+            return (e.tuple_value,)
+        case _:
+            return ()
+
+
+def op_name(e: Expr) -> str | None:
+    """The registered op a call applies, by name; None for anything else."""
+    return e.op.name if isinstance(e, Call) and isinstance(e.op, Op) else None
+
+
 def short_repr(e: Expr) -> str:
     """A one-line description of a node for error messages (no recursion into children)."""
     match e:

@@ -24,6 +24,7 @@ from .expr import (
     Tuple,
     TupleGetItem,
     Var,
+    operands,
     short_repr,
 )
 from .loops import carried_count, is_loop, run_loop
@@ -141,7 +142,7 @@ class _Machine:
                         continue
                     memo[node] = memo[node.body]
                 case _:
-                    kids = _operands(node)
+                    kids = operands(node)
                     pending = [k for k in kids if k not in memo]
                     if pending:
                         stack.extend(reversed(pending))
@@ -193,14 +194,3 @@ class _Machine:
             return tuple(self.eval(fn.body, _Frame(env, frame)))
 
         return run_loop(step, args, carried_count(fn))
-
-
-def _operands(node: Expr) -> tuple[Expr, ...]:
-    match node:
-        case Call():
-            return (node.op, *node.args) if isinstance(node.op, Expr) else node.args
-        case Tuple():
-            return node.fields
-        case TupleGetItem():
-            return (node.tuple_value,)
-    return ()

@@ -13,6 +13,7 @@ from collections.abc import Callable
 import numpy as np
 
 from . import op
+from .errors import UnknownNameError, did_you_mean
 from .expr import Constant, Expr, Function, TupleGetItem, Var, var
 from .module import IRModule
 
@@ -148,17 +149,23 @@ _BUILDERS: dict[str, Callable[[], tuple[IRModule, dict[str, np.ndarray]]]] = {
 }
 
 
+def _check(name: str) -> None:
+    if name not in _BUILDERS:
+        raise UnknownNameError(
+            f"unknown model '{name}'{did_you_mean(name, NAMES)}; built-in models: "
+            f"{', '.join(NAMES)}"
+        )
+
+
 def get(name: str) -> IRModule:
     """A built-in model by name (one of NAMES)."""
-    if name not in _BUILDERS:
-        raise KeyError(f"unknown model '{name}'; built-in models: {', '.join(NAMES)}")
+    _check(name)
     return _BUILDERS[name]()[0]
 
 
 def example_inputs(name: str) -> dict[str, np.ndarray]:
     """The seeded input the reference ONNX files were checked with."""
-    if name not in _BUILDERS:
-        raise KeyError(f"unknown model '{name}'; built-in models: {', '.join(NAMES)}")
+    _check(name)
     return _BUILDERS[name]()[1]
 
 

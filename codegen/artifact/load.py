@@ -210,7 +210,7 @@ def _node(
             return AliasNode(*common)
         case "field":
             return FieldNode(*common, d["index"])
-    raise ValueError(f"node {d['id']} of unknown kind {d['op']!r}")
+    raise CodegenError(f"program.json: node {d['id']} of unknown kind {d['op']!r}")
 
 
 def _program_from_json(

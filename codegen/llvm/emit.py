@@ -127,9 +127,9 @@ def _loop_id(module: ir.Module, unroll: bool, vectorize: bool, masked: bool) -> 
     """A fresh loop ID (its self-reference is made in the text) asking LLVM not to unroll
     and/or to vectorise (then not unrolled either: full unrolling runs first and would
     leave nothing to vectorise; the vectoriser interleaves instead), `masked`: the whole
-    loop as masked vectors. A row shorter than a vector is one masked step (576x14x14
-    depthwise: 48 -> 43 us); a longer one runs whole vectors and a short tail, which beats
-    masking every step (28 wide: 78 -> 66 us, 56 wide with stride 2: 264 -> 248 us)."""
+    loop as masked vectors. A row shorter than a vector is one masked step; a longer one
+    runs whole vectors and a short tail, which beats masking every step (the measurements:
+    docs/performance.md)."""
     hints = []
     if not unroll or vectorize:
         hints.append(module.add_metadata([ir.MetaDataString(module, "llvm.loop.unroll.disable")]))

@@ -37,9 +37,9 @@ from .group import Group
 def elementwise_nest(group: Group, root: Expr, rolled: bool = False) -> list[Stmt]:
     """One loop per output axis, except that trailing axes every tensor of the group reads
     whole (or not at all) are one loop: a 14x14 plane is a run of 196 to vectorise, not
-    14 rows of 14 (a per-channel scale over 672x14x14: 68 -> 20 us). Channel-blocked data
+    14 rows of 14 (docs/performance.md: measured changes). Channel-blocked data
     (NCHW16c) keeps its lanes as the innermost, vectorised loop, and the axes before them
-    merge the same way (a per-channel gate over 144x56x56: 306 -> 50 us). `rolled`: LLVM
+    merge the same way. `rolled`: LLVM
     must not unroll the loops outside the innermost one (see the driver)."""
     shape = _shape(root)
     first = merged_from(group, root)
@@ -263,8 +263,8 @@ def _lane_reduction(
     group: Group, call: Call, op: str, axes: tuple[int, ...], in_t: TensorType
 ) -> list[Stmt]:
     """One 16-lane accumulator per output vector: the reduced axes are consecutive runs of
-    whole vectors (a 144x56x56 blocked mean: 205 -> 20 us; the lanes had been summed one
-    at a time, 16 floats apart)."""
+    whole vectors (where the lanes had been summed one at a time, 16 floats apart: ten
+    times faster, docs/performance.md)."""
     source = group.buffers[call.args[0]].name
     count = int(np.prod([in_t.shape[a] for a in axes], dtype=np.int64))
     outer = in_t.shape[: axes[0]]

@@ -74,8 +74,8 @@ def max_pool_rows(group: Group, call: Call) -> list[Stmt]:
     (plain loads at a fixed stride, which LLVM vectorises along the row) and the few at
     its ends that reach into the padding (clamped loads, -inf or an integer type's least
     value outside); a window row outside the input is one test per row (it had updated
-    the output row once per tap). ResNet's 3x3 /2 pool over 64x112x112, one thread:
-    452 -> 226 us with numpy's max as a compare and select (llvm/emit.py)."""
+    the output row once per tap); numpy's max is a compare and select (llvm/emit.py).
+    Twice as fast as a window per output (docs/performance.md)."""
     src, in_t, out_t = _pool_types(call)
     _, _, h, w = in_t.shape
     ow = out_t.shape[3]

@@ -66,8 +66,13 @@ class KernelDB:
             return KernelDB(path)
         try:
             data = json.loads(path.read_text())
-            if data.get("format") != FORMAT or not isinstance(data.get("kernels"), dict):
-                raise ValueError(f"not a kernel database of format {FORMAT}")
+        except (OSError, ValueError) as exc:
+            raise CodegenError(f"kernel database {path}: {exc}") from None
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise CodegenError(f"kernel database {path}: not a kernel database of format {FORMAT}")
+        if not isinstance(data.get("kernels"), dict):
+            raise CodegenError(f"kernel database {path}: no 'kernels' table")
+        try:
             times = {
                 str(k): {str(c): float(s) for c, s in v.items()} for k, v in data["kernels"].items()
             }

@@ -176,6 +176,7 @@ class Executable:
         times: dict[str, float] | None = None,
         optimised: IRModule | None = None,
         fused: IRModule | None = None,
+        kernels_reused: int = 0,
     ) -> None:
         self.program = program
         self.graph = program.graph
@@ -195,7 +196,7 @@ class Executable:
         ]
         self.options = options  # how it was built; the run-time half may differ after load
         self.runtime = Runtime(program, library, options.threads, options.check_devices)
-        self.kernels_reused = 0  # fused groups that reused another group's compiled code
+        self.kernels_reused = kernels_reused  # fused groups that reused another's compiled code
 
     # ------------------------------------------------------------ running
     def run(self, /, *args: Any, **inputs: Any) -> Any:

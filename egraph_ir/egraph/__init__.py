@@ -18,7 +18,7 @@ from .extract import EXTRACTORS, ExtractionResult, extract, translate
 from .graph import Snapshot, TensorEGraph
 from .kernel_cost import KernelCost
 from .pattern import AttrVar, Match, PCall, PGet, PLit, PVar, Rewrite
-from .saturate import Limits, SaturationReport, StopReason, saturate
+from .saturate import Limits, SaturationReport, Stop, StopReason, saturate
 from .spans import class_spans
 
 OBSERVERS: list[Callable[[TensorEGraph, Snapshot, object, CostModel], None]] = []
@@ -95,6 +95,7 @@ __all__ = [
     "Rewrite",
     "SaturationReport",
     "Snapshot",
+    "Stop",
     "StopReason",
     "egraph_to_dot",
     "optimize",

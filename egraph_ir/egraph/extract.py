@@ -180,7 +180,7 @@ def greedy_dag(
     its dearest child's set already reach its class's best: the union cannot be cheaper.
 
     The work list first runs smallest sets first, close to bottom-up, so a long chain is
-    relaxed about once (a QDQ EfficientNet-B0's 2,000 e-nodes: 2.0 -> 0.2 s), where a
+    relaxed about once (ten times faster on a QDQ EfficientNet-B0: docs/performance.md), where a
     stack re-relaxed its upper part after every improvement below it; past
     ORDERED_STEPS relaxations per node it starts over as a stack, which some e-graphs
     suit better (extraction-gym's `constructed`: 1.2 s as a stack, out of time ordered)."""

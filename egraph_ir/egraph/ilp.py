@@ -136,7 +136,7 @@ def solve(
     not on the many small solves of the neighbourhood search. They are added only after a
     solve without them (QUICK_SHARE of the time) has not proved its answer: on e-graphs
     close to trees (the pipeline's) that proof is immediate and the rows, quadratic in the
-    classes, cost seconds for nothing (EfficientNet-B0's pipeline: 2.2 -> 0.4 s)."""
+    classes, cost seconds for nothing (docs/performance.md has the measurement)."""
     if time_limit < MIN_SOLVE_SECONDS:
         return IlpOutcome(warm, "time-out", None, None)
     classes = prune(by_class, own, root)

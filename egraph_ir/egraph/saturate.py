@@ -43,11 +43,31 @@ EXPENSIVE = "expensive"  # rules with this tag only run in the bounded explore p
 CHUNK = 2000  # queued actions between flushes: bounds limit overshoot and time between checks
 
 
-class StopReason(enum.Enum):
+class Stop(enum.Enum):
+    """Why a saturation run ended: a fixpoint, or one of its limits."""
+
     SATURATED = "saturated"
     ITERATION_LIMIT = "iteration limit"
     NODE_LIMIT = "e-node limit"
     TIME_LIMIT = "time limit"
+
+
+@dataclass(frozen=True)
+class StopReason:
+    """Why a run stopped and, for a limit, the limit it reached (iterations of the phase,
+    e-nodes, seconds): "iteration limit (30)"."""
+
+    kind: Stop
+    limit: float | None = None
+
+    def __str__(self) -> str:
+        if self.limit is None:
+            return self.kind.value
+        unit = " s" if self.kind is Stop.TIME_LIMIT else ""
+        return f"{self.kind.value} ({self.limit:g}{unit})"
+
+
+SATURATED = StopReason(Stop.SATURATED)
 
 
 @dataclass(frozen=True)
@@ -83,7 +103,7 @@ class Limits:
 class SaturationReport:
     """What a run did: matches and applications per rule, sizes, stop reason, time."""
 
-    stop_reason: StopReason = StopReason.SATURATED
+    stop_reason: StopReason = SATURATED
     iterations: int = 0
     matches: Counter[str] = field(default_factory=Counter)
     applied: Counter[str] = field(default_factory=Counter)
@@ -99,7 +119,7 @@ class SaturationReport:
         fired = ", ".join(f"{k} x{v}" for k, v in self.applied.most_common(8)) or "none"
         size = self.enodes_per_iteration[-1] if self.enodes_per_iteration else 0
         return (
-            f"{self.iterations} iteration(s), stopped: {self.stop_reason.value}; "
+            f"{self.iterations} iteration(s), stopped: {self.stop_reason}; "
             f"{size} e-nodes; {self.seconds * 1e3:.1f} ms; rules applied: {fired}"
         )
 
@@ -198,7 +218,7 @@ class Saturator:
                 before = rep.iterations
                 reason = self._phase(active, iterations)
                 rep.phases.append(
-                    (name, rep.iterations - before, time.perf_counter() - t0, reason.value)
+                    (name, rep.iterations - before, time.perf_counter() - t0, reason.kind.value)
                 )
                 rep.stop_reason = reason
         except _Stop as stop:
@@ -216,7 +236,7 @@ class Saturator:
         rep, lim = self.report, self.limits
         rules = [self.rules[i] for i in active]
         if not rules and not self.fold_constants:
-            return StopReason.SATURATED
+            return SATURATED
         schedule = " ".join(f"(run {r.ruleset})" for r in rules)
         for _ in range(iterations):
             it = rep.iterations
@@ -237,14 +257,14 @@ class Saturator:
             rep.enodes_per_iteration.append(after.num_enodes)
             rep.classes_per_iteration.append(after.num_classes)
             if after.num_enodes > lim.nodes:
-                raise _Stop(StopReason.NODE_LIMIT)
+                raise _Stop(StopReason(Stop.NODE_LIMIT, self.limits.nodes))
             if not grew and not any(u > it for u in self.banned_until.values()):
-                return StopReason.SATURATED
-        return StopReason.ITERATION_LIMIT
+                return SATURATED
+        return StopReason(Stop.ITERATION_LIMIT, iterations)
 
     def _check_time(self) -> None:
         if time.perf_counter() > self.deadline:
-            raise _Stop(StopReason.TIME_LIMIT)
+            raise _Stop(StopReason(Stop.TIME_LIMIT, self.limits.seconds))
 
     # ---------------------------------------------------------------- rule application
     def _apply_matches(self, snap: Snapshot, it: int, rules: list[_CompiledRewrite]) -> int:
@@ -276,7 +296,7 @@ class Saturator:
                     self._check_time()
                     size = self.g.count_enodes()
                     if size >= lim.nodes:
-                        raise _Stop(StopReason.NODE_LIMIT)
+                        raise _Stop(StopReason(Stop.NODE_LIMIT, self.limits.nodes))
         return applied
 
     def _apply_one(self, rule: _CompiledRewrite, row: tuple[Value, ...], snap: Snapshot) -> int:

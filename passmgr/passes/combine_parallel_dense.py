@@ -21,11 +21,10 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from egraph_ir import op
-from egraph_ir.errors import Span
-from egraph_ir.expr import Call, Constant, Expr, Function, TupleGetItem, Var, children
+from egraph_ir.errors import ConfigError, Span
+from egraph_ir.expr import Call, Constant, Expr, Function, TupleGetItem, Var, children, op_name
 from egraph_ir.infer import infer_type
 from egraph_ir.module import IRModule
-from egraph_ir.registry import Op
 from egraph_ir.types import TensorType
 from egraph_ir.visitor import ExprMutator, post_order
 
@@ -48,9 +47,6 @@ class _Group:
     kind: str  # "dense" or "matmul"
     branches: list[_Branch] = field(default_factory=list)
 
-
-def _op_name(e: Expr) -> str | None:
-    return e.op.name if isinstance(e, Call) and isinstance(e.op, Op) else None
 
 
 def _tensor(e: Expr) -> TensorType | None:
@@ -80,7 +76,7 @@ class _Finder:
         return isinstance(e, Constant) or (isinstance(e, Var) and e in self.params)
 
     def key(self, node: Expr) -> tuple[object, ...] | None:
-        name = _op_name(node)
+        name = op_name(node)
         if name not in ("dense", "matmul"):
             return None
         assert isinstance(node, Call)
@@ -95,7 +91,7 @@ class _Finder:
 
     def bias_of(self, head: Call) -> tuple[Call, Expr, int] | None:
         users = self.users[head]
-        if len(users) != 1 or _op_name(users[0]) not in ("add", "bias_add"):
+        if len(users) != 1 or op_name(users[0]) not in ("add", "bias_add"):
             return None
         tail = users[0]
         assert isinstance(tail, Call)
@@ -108,7 +104,7 @@ class _Finder:
             return None
         if tb.shape != (th.shape[-1],) or tb.dtype != th.dtype:
             return None
-        if _op_name(tail) == "bias_add" and (
+        if op_name(tail) == "bias_add" and (
             pos != 0 or tail.attrs["axis"] % th.ndim != th.ndim - 1
         ):
             return None
@@ -194,7 +190,10 @@ class CombineParallelDense(FunctionPass):
 
     def __post_init__(self) -> None:
         if self.min_num_branches < 2:
-            raise ValueError(f"min_num_branches must be at least 2, got {self.min_num_branches}")
+            raise ConfigError(
+                f"CombineParallelDense: min_num_branches must be at least 2, got "
+                f"{self.min_num_branches}"
+            )
 
     def transform_function(self, fn: Function, mod: IRModule, ctx: PassContext) -> Function:
         if not fn.body.has_type:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import rules as rules_lib
-from egraph_ir.egraph import EXTRACTORS, CostModel, Limits, get_cost_model, optimize
+from egraph_ir.egraph import EXTRACTORS, CostModel, Limits, StopReason, get_cost_model, optimize
 from egraph_ir.egraph.encode import merge_equal
 from egraph_ir.egraph.graph import ENode
 from egraph_ir.egraph.pattern import PCall, PGet, PLit, Rewrite
@@ -146,7 +146,7 @@ class EqSat(FunctionPass):
         extraction = result.extraction
         record(
             EqSatReport(
-                stop_reason=rep.stop_reason.value,
+                stop_reason=rep.stop_reason,
                 iterations=rep.iterations,
                 enodes=max(rep.enodes_per_iteration),
                 rules_applied=sum(rep.applied.values()),
@@ -172,7 +172,7 @@ class EqSatReport(PassReport):
     what the extractor compared. `skipped`: no rule could match, nothing ran; `merged`: the
     hash-consing-only run (no rules) merged that many equal computations."""
 
-    stop_reason: str = ""  # "saturated", "iteration limit", "e-node limit", "time limit"
+    stop_reason: StopReason | None = None  # None: the pass skipped the run
     iterations: int = 0
     enodes: int = 0
     rules_applied: int = 0

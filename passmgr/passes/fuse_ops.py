@@ -28,7 +28,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from egraph_ir.errors import ConfigError
-from egraph_ir.expr import Call, Constant, Expr, Function, If, TupleGetItem, Var, children
+from egraph_ir.expr import Call, Constant, Expr, Function, If, TupleGetItem, Var, children, op_name
 from egraph_ir.infer import infer_type
 from egraph_ir.inline import inline_lets
 from egraph_ir.module import IRModule
@@ -193,8 +193,8 @@ def _epilogue_keeps(m: Call, anchor: Call) -> bool:
     return (
         mt.dtype == at.dtype
         or pattern_of(anchor) == OpPattern.COMM_REDUCE
-        or _op_name(anchor) in ROW_ANCHORS
-        or _op_name(anchor) in SCRATCH_ANCHORS
+        or op_name(anchor) in ROW_ANCHORS
+        or op_name(anchor) in SCRATCH_ANCHORS
     )
 
 
@@ -203,7 +203,7 @@ def split_to_slices(fn: Function) -> Function:
     consumers, where a tuple-valued split would stand alone and copy every piece."""
     memo: dict[Expr, Expr] = {}
     for n in post_order(fn.body):
-        if isinstance(n, TupleGetItem) and _op_name(n.tuple_value) == "split":
+        if isinstance(n, TupleGetItem) and op_name(n.tuple_value) == "split":
             call = n.tuple_value
             assert isinstance(call, Call)
             data = memo[call.args[0]]
@@ -219,9 +219,6 @@ def split_to_slices(fn: Function) -> Function:
     body = memo[fn.body]
     return fn if body is fn.body else Function(fn.params, body, fn.ret_type, fn.attrs, fn.span)
 
-
-def _op_name(e: Expr) -> str | None:
-    return e.op.name if isinstance(e, Call) and isinstance(e.op, Op) else None
 
 
 def fuse_function(fn: Function, max_depth: int) -> tuple[Function, int]:

@@ -8,7 +8,7 @@ form of its own; this one rounds the product straight to int32 and adds the zero
 and saturates in integers: LLVM makes it 5 vector instructions per 16 values (convert,
 multiply, convert rounding, max, saturating narrow store) where the float form took 11 (a
 second pair of clamps, the zero point and the conversion in floats), about a third of an
-int8 pointwise convolution's instructions (16 -> 96 channels at 112x112: 173 -> 147 us).
+int8 pointwise convolution's instructions (docs/performance.md: measured changes).
 Exact because the multiplier is a
 constant of at most MAX_MULTIPLIER: the rounded product of an int32 stays well inside
 int32, so the conversion cannot overflow, and within the 8-bit range the float and

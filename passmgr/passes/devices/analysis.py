@@ -40,6 +40,7 @@ from egraph_ir.expr import (
     Tuple,
     TupleGetItem,
     Var,
+    op_name,
     short_repr,
 )
 from egraph_ir.highs import Row, add_columns, add_rows, new_highs
@@ -67,9 +68,6 @@ def device_polymorphic(call: Call, mod: IRModule) -> bool:
         callee = mod[callee.name_hint]
     return isinstance(callee, Op) or is_opaque_function(callee)
 
-
-def op_name(e: Expr) -> str | None:
-    return e.op.name if isinstance(e, Call) and isinstance(e.op, Op) else None
 
 
 def _type(e: Expr) -> Type | None:

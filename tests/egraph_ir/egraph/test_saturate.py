@@ -10,7 +10,7 @@ import pytest
 import egraph_ir as ir
 import rules
 from egraph_ir import op
-from egraph_ir.egraph import Limits, StopReason, optimize
+from egraph_ir.egraph import Limits, Stop, optimize
 from egraph_ir.testing import assert_structural_equal
 
 AC = rules.parse("""
@@ -49,7 +49,7 @@ def test_rewrites_guards_literals_and_folding() -> None:
     expected = ir.parse("def @main(%x: Tensor[(2, 3), float32]) { add(%x, 6f) }")
     assert_structural_equal(ir.IRModule({"main": result.function}), expected)
     rep = result.report
-    assert rep.stop_reason is StopReason.SATURATED
+    assert rep.stop_reason.kind is Stop.SATURATED
     assert rep.applied["double-negative"] >= 1 and rep.applied["transpose-transpose"] >= 1
     assert rep.folded >= 1 and result.cost_after < result.cost_before
 
@@ -92,7 +92,7 @@ def test_node_limit_holds_on_a_2000_node_program_under_commutativity_and_associa
     fn = random_program(2000)
     result = optimize(fn, AC.rewrites(), Limits(nodes=20_000, seconds=120, iterations=50))
     rep = result.report
-    assert rep.stop_reason is StopReason.NODE_LIMIT
+    assert rep.stop_reason.kind is Stop.NODE_LIMIT
     assert 20_000 <= rep.enodes_per_iteration[-1] <= 20_000 * 1.1
     x = {
         p.name_hint: np.random.default_rng(0).standard_normal(4).astype("float32")
@@ -126,7 +126,7 @@ def test_time_limit_is_kept_within_twenty_percent(monkeypatch: pytest.MonkeyPatc
         AC.rewrites(),
         Limits(nodes=10**7, seconds=1.5, iterations=10**6),
     )
-    assert result.report.stop_reason is StopReason.TIME_LIMIT
+    assert result.report.stop_reason.kind is Stop.TIME_LIMIT
     reads = round(clock.now / clock.step)  # the clock's reads, no seconds of the machine
     limit_reads = round(1.5 / clock.step)
     assert limit_reads <= reads <= limit_reads * 1.2  # stopped within 20% past the limit
@@ -136,7 +136,7 @@ def test_iteration_limit_and_back_off() -> None:
     result = optimize(
         random_program(200), AC.rewrites(), Limits(iterations=2, match_limit=50, ban_length=1)
     )
-    assert result.report.stop_reason is StopReason.ITERATION_LIMIT
+    assert result.report.stop_reason.kind is Stop.ITERATION_LIMIT
     assert result.report.iterations == 2
     assert sum(result.report.applied.values()) <= 2 * 50 * len(AC.rewrites()) + 100
 

@@ -107,5 +107,5 @@ def test_random_groups_compute_the_same(
 
 
 def test_min_num_branches_below_two_is_refused() -> None:
-    with pytest.raises(ValueError, match="min_num_branches"):
+    with pytest.raises(ir.CompilerError, match="min_num_branches must be at least 2"):
         pm.passes.CombineParallelDense(min_num_branches=1)

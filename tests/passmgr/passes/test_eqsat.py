@@ -12,6 +12,7 @@ import egraph_ir as ir
 import passmgr as pm
 import rules
 from egraph_ir import models, op
+from egraph_ir.egraph import Stop
 from egraph_ir.summary import summarize
 from egraph_ir.testing import assert_same_outputs, assert_structural_equal, programs
 
@@ -83,7 +84,8 @@ def test_config_keys_limit_eqsat_and_bad_rule_names_fail_early() -> None:
     _, ctx = run(
         mod, pm.passes.EqSat(rules="algebraic", fast_math=True), config={"eqsat.iter_limit": 1}
     )
-    assert ctx.run.last("EqSat").stop_reason == "iteration limit"
+    stopped = ctx.run.last("EqSat").stop_reason
+    assert stopped.kind is Stop.ITERATION_LIMIT and str(stopped).startswith("iteration limit (")
     with pytest.raises(ir.RuleError, match="no built-in rule set 'nope'"):
         pm.passes.EqSat(rules="nope")
     with pytest.raises(ir.ConfigError, match=r"unknown config key 'eqsat.node_limt'"):

@@ -66,7 +66,7 @@ def channel_block(
     With `flat_planes` (the anchor's result is in the output, rows end to end) each
     channel's plane is one loop: a 7x7 plane is 49 elements to vectorise, not 7 rows of 7.
     Rows narrower than `masked_below` run as masked vectors without a scalar remainder
-    (an int8 epilogue's row of 28: 178 -> 142 us; at 56 the remainder is cheaper)."""
+    (faster for an int8 epilogue's row of 28; at 56 the remainder is cheaper)."""
     shape = group.out_type.shape
     n, channels, oh, ow = shape
     p, b, y, x = (LoopVar(INDEX, k) for k in ("ep", "eb", "ey", "ex"))
