@@ -29,6 +29,7 @@ from egraph_ir.errors import CodegenError
 from egraph_ir.expr import Constant, Expr, Function, Var
 from egraph_ir.frontend import from_onnx
 from egraph_ir.infer import infer_type
+from egraph_ir.measured import KernelTimes
 from egraph_ir.module import IRModule
 from egraph_ir.types import FuncType, TensorType, Type, tensor_types
 from egraph_ir.visitor import post_order, rebuild
@@ -110,7 +111,7 @@ def collector_paused() -> Iterator[None]:
 def _build(
     mod: IRModule,
     options: BuildOptions,
-    kernel_db: tuning.KernelDB | None,
+    kernel_db: KernelTimes | None,
     params: Mapping[str, np.ndarray] | None,
     extra_passes: Sequence[pm.Pass],
     on_stage: Callable[[str], None] | None,

@@ -7,10 +7,10 @@ in codegen/lower/ builds the chosen strategy and decides nothing.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from egraph_ir.egraph.kernel_cost import call_key
 from egraph_ir.expr import Call, Constant, Function, Var
 from egraph_ir.registry import Op, OpPattern
 from egraph_ir.types import TensorType
@@ -234,10 +234,9 @@ CONV_CANDIDATES = (DirectConv.NAME, ChannelConv.NAME)
 
 
 def tuning_key(anchor: Call) -> str:
-    """What a measured choice depends on: the op, every size and attribute, the dtype."""
-    g = ConvShape.of(anchor)
-    sizes = ",".join(str(v) for v in dataclasses.astuple(g))
-    return f"{anchor.op.name}({sizes},groups={anchor.attrs['groups']})"  # type: ignore[union-attr]
+    """What a measured choice depends on: the op, every size and attribute, the dtype (the
+    store's shape key, which the layout cost model reads too)."""
+    return call_key(anchor)
 
 
 def tunable(anchor: Call) -> tuple[str, tuple[str, ...]] | None:

@@ -24,10 +24,11 @@ import numpy as np
 
 import passmgr as pm
 from egraph_ir.egraph.encode import canonical_attrs
-from egraph_ir.egraph.kernel_cost import conv_kind, kernel_key, save_measured
+from egraph_ir.egraph.kernel_cost import call_key, conv_kind, kernel_key
 from egraph_ir.expr import Call, Constant, Function, Var
 from egraph_ir.frontend import from_onnx
 from egraph_ir.infer import infer_type
+from egraph_ir.measured import KernelTimes, default_path
 from egraph_ir.module import IRModule
 from egraph_ir.op import call as op_call
 from egraph_ir.types import TensorType
@@ -42,9 +43,10 @@ BLOCKED, PLAIN = "NCHW16c", "NCHW"
 
 @dataclass
 class KernelRates:
-    """Seconds per kernel key, GFLOP/s per kind (median over its layers), where saved."""
+    """Seconds per shape key and kernel NAME, GFLOP/s per kind (median over its layers),
+    where saved."""
 
-    times: dict[str, float] = field(default_factory=dict)
+    times: dict[str, dict[str, float]] = field(default_factory=dict)
     rates: dict[str, float] = field(default_factory=dict)
     layers: dict[str, list[float]] = field(default_factory=dict)
     path: Path | None = None
@@ -125,15 +127,16 @@ def _alone(name: str, shape: tuple[int, ...], w: Constant, attrs: Mapping[str, A
     return fn.body
 
 
-def _runner(call: Call) -> Callable[[], Any]:
-    """One run of the call alone, on random input."""
+def _runner(call: Call) -> tuple[Callable[[], Any], str]:
+    """One run of the call alone, on random input, and the NAME of the kernel it runs."""
     x = call.args[0]
     assert isinstance(x, Var)
     exe = build(Function((x,), call))
     t = x.checked_type
     assert isinstance(t, TensorType)
     inputs = {"x": np.random.default_rng(0).standard_normal(t.shape).astype("float32")}
-    return partial(exe.run, **inputs)
+    names = [k.kernel_name for k in exe.graph.kernels() if k.kind == "conv"]
+    return partial(exe.run, **inputs), names[0] if names else "host"
 
 
 def _key(call: Call) -> tuple[str, str, float]:
@@ -143,7 +146,7 @@ def _key(call: Call) -> tuple[str, str, float]:
     assert isinstance(out, TensorType)
     name = call.op.name  # type: ignore[union-attr]
     flops = 2.0 * float(np.prod(out.shape)) * float(np.prod(w_t.shape[1:]))
-    return kernel_key(name, x_t, w_t, call.attrs), conv_kind(name, x_t, w_t, call.attrs), flops
+    return call_key(call), conv_kind(name, x_t, w_t, call.attrs), flops
 
 
 def measure(model: Any, rounds: int = 5) -> KernelRates:
@@ -154,19 +157,28 @@ def measure(model: Any, rounds: int = 5) -> KernelRates:
     result = KernelRates()
     for conv in convolutions(mod):
         calls = forms(conv)
-        runs = {k: _runner(c) for k, c in enumerate(calls)}
+        runners = [_runner(c) for c in calls]
+        runs = {k: run for k, (run, _) in enumerate(runners)}
         measured = interleaved_medians(runs, rounds=rounds, per_round=20)
         for k, call in enumerate(calls):
             key, kind, flops = _key(call)
             seconds = measured[k]
-            result.times[key] = seconds
+            result.times.setdefault(key, {})[runners[k][1]] = seconds
             result.layers.setdefault(kind, []).append(flops / seconds / 1e9)
     result.rates = {kind: statistics.median(v) for kind, v in result.layers.items()}
     return result
 
 
-def measure_and_save(model: Any, rounds: int = 5) -> KernelRates:
-    """`measure`, then merged into this CPU's measurements, which later compiles read."""
+def measure_and_save(
+    model: Any, rounds: int = 5, path: str | Path | None = None
+) -> KernelRates:
+    """`measure`, then merged into this CPU's store of kernel timings (or the store at
+    `path`), which later compiles read."""
     result = measure(model, rounds)
-    result.path = save_measured(result.rates, result.times)
+    store = KernelTimes.open(Path(path) if path is not None else default_path())
+    for key, seconds in result.times.items():
+        store.record(key, seconds)
+    store.rates.update(result.rates)
+    store.save()
+    result.path = store.path
     return result

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from egraph_ir.expr import Call, Constant, Function, Var
+from egraph_ir.measured import KernelTimes, default_path
 from egraph_ir.module import IRModule
 from egraph_ir.visitor import post_order
 
@@ -84,15 +85,15 @@ def tune(model: Any, db_path: str | Path | None = None) -> TuneReport:
     """Measure every tunable anchor of `model` (what `codegen.build` takes) under the
     current PassContext (its thread budget) and record the times in the kernel database
     (db_path, default this CPU's file in the user cache). Returns what was measured."""
-    path = Path(db_path) if db_path is not None else tuning.default_path()
-    db = tuning.KernelDB.open(path)
+    path = Path(db_path) if db_path is not None else default_path()
+    db = KernelTimes.open(path)
     exe = build(model)
     assert exe.module is not None
     measured = []
     for key, (anchor, candidates) in anchors(exe.module).items():
         fn, inputs = _alone(anchor)
         result = tuning.measure(key, candidates, partial(build, fn), inputs)
-        db.times[key] = result.seconds
+        db.record(key, result.seconds)
         measured.append(TunedKernel(key, result.seconds, result.best, _rule_choice(anchor)))
     db.save()
     return TuneReport(path, measured)

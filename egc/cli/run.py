@@ -182,7 +182,7 @@ def tune_model(args: argparse.Namespace) -> int:
         from codegen.measure.kernel_rates import measure_and_save
 
         with pm.PassContext(opt_level=3, config=config):
-            rates = measure_and_save(mod)
+            rates = measure_and_save(mod, path=args.db)
         print_table("convolutions by kind and layout (median GFLOP/s)", rates.HEADER, rates.rows())
         print(f"recorded {len(rates.times)} convolution form(s) in {rates.path}")
     return 0

@@ -2,9 +2,10 @@
 that extraction can weigh a layout conversion (bytes moved) against a faster kernel in the
 other layout.
 
-A convolution costs what it was measured to take on this CPU when `egc tune` timed its
-exact shape and layouts (codegen/measure/kernel_rates.py writes `kernel_times.json` beside the
-roofline's machine.json), else its FLOPs at the measured rate of its kind: the kernel
+A convolution costs what its fastest kernel was measured to take on this CPU when `egc
+tune` timed its exact shape and layouts (this CPU's store of kernel timings,
+egraph_ir/measured.py, which the kernel chooser reads too), else its FLOPs at the measured
+rate of its kind: the kernel
 (conv2d in NCHW, conv2d_nchwc), its form (depthwise, strided depthwise, pointwise, other)
 and, for a pointwise conv2d_nchwc, which side is blocked. The default rates are medians
 over MobileNetV2's and EfficientNet-B0's layers on this project's machine (2 threads,
@@ -16,17 +17,18 @@ copy that reads and writes every element; a product runs at its measured rate.
 
 from __future__ import annotations
 
-import json
 import platform
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cache
 from pathlib import Path
 from typing import Any
 
+from ..expr import Call
+from ..measured import this_cpu
 from ..registry import Op, OpPattern
 from ..types import TensorType, Type
-from .cost import COST_MODELS, Machine, load_machine, machine_file
+from .cost import COST_MODELS, Machine, load_machine
+from .encode import canonical_attrs
 from .graph import ENode, ctor_op, decode_attr
 
 # GFLOP/s by kind (two FLOPs per multiply-add): medians over MobileNetV2's and
@@ -89,39 +91,6 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
-def times_file() -> Path:
-    return machine_file().with_name("kernel_times.json")
-
-
-@cache
-def load_measured(path: Path | None = None) -> tuple[dict[str, float], dict[str, float]]:
-    """(rates by kind, seconds by kernel key) measured on this CPU, or empty ones."""
-    try:
-        data = json.loads((path or times_file()).read_text())
-        if data.get("cpu") != cpu_name():
-            return {}, {}
-        return dict(data.get("rates", {})), dict(data.get("times", {}))
-    except (OSError, ValueError, TypeError, AttributeError):
-        return {}, {}
-
-
-def save_measured(
-    rates: Mapping[str, float], times: Mapping[str, float], path: Path | None = None
-) -> Path:
-    """Merge new measurements into this CPU's file (later ones win)."""
-    target = path or times_file()
-    old_rates, old_times = load_measured(target)
-    data = {
-        "cpu": cpu_name(),
-        "rates": {**old_rates, **rates},
-        "times": {**old_times, **times},
-    }
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(json.dumps(data, indent=1, sort_keys=True))
-    load_measured.cache_clear()
-    return target
-
-
 def conv_kind(name: str, x: Type, w: Type, attrs: Mapping[str, Any]) -> str:
     """'conv2d/depthwise', 'conv2d_nchwc/pointwise-out@large', ...: the kernel, its form,
     for a pointwise conv2d_nchwc with one plain side which one, and whether its input map
@@ -160,6 +129,14 @@ def kernel_key(name: str, x: TensorType, w: TensorType, attrs: Mapping[str, Any]
     return f"{name}({','.join(parts)})"
 
 
+def call_key(call: Call) -> str:
+    """kernel_key of a typed convolution call, its attributes in the encoder's canonical
+    form: the key the cost model, `egc tune` and the kernel chooser share."""
+    x, w = (a.checked_type for a in call.args[:2])
+    assert isinstance(x, TensorType) and isinstance(w, TensorType) and isinstance(call.op, Op)
+    return kernel_key(call.op.name, x, w, canonical_attrs(call))
+
+
 @dataclass
 class KernelCost:
     """Estimated microseconds per e-node (see the module docstring)."""
@@ -172,9 +149,9 @@ class KernelCost:
 
     def __post_init__(self) -> None:
         if self.measured:
-            rates, times = load_measured()
-            self.gflops = {**self.gflops, **rates}
-            self.times = {**times, **self.times}
+            store = this_cpu()
+            self.gflops = {**self.gflops, **store.rates}
+            self.times = {**store.best_seconds(), **self.times}
 
     def __call__(self, node: ENode, child_types: list[Type], out_type: Type) -> float:
         if not node.ctor.startswith("op_"):

@@ -14,8 +14,8 @@ import codegen
 import egraph_ir as ir
 import passmgr as pm
 from codegen.lower.select import tuning_key
-from codegen.measure import tuning
 from egraph_ir import op
+from egraph_ir.measured import KernelTimes
 from egraph_ir.testing import assert_allclose
 
 
@@ -32,8 +32,8 @@ def _variants(exe: codegen.Executable) -> list[str]:
 
 
 def _write_db(path: Path, key: str, direct: float, channels: float) -> None:
-    db = tuning.KernelDB(path)
-    db.times[key] = {"conv/direct": direct, "conv/channels": channels}
+    db = KernelTimes(path)
+    db.record(key, {"conv/direct": direct, "conv/channels": channels})
     db.save()
 
 
@@ -53,7 +53,7 @@ def test_a_measurement_overrides_the_shape_rule(tmp_path: Path) -> None:
 
 
 def test_a_database_missing_a_candidate_leaves_the_rule(tmp_path: Path) -> None:
-    db = tuning.KernelDB(tmp_path / "k.json", times={"k": {"direct": 1.0}})
+    db = KernelTimes(tmp_path / "k.json", times={"k": {"direct": 1.0}})
     assert db.fastest("k", ["direct", "channels"]) is None
     assert db.fastest("k", ["direct"]) == "direct"
     assert db.fastest("other", ["direct"]) is None
@@ -62,7 +62,7 @@ def test_a_database_missing_a_candidate_leaves_the_rule(tmp_path: Path) -> None:
 def test_bad_databases_are_clean_errors(tmp_path: Path) -> None:
     missing, broken, foreign = (tmp_path / n for n in ("none.json", "broken.json", "x.json"))
     broken.write_text("{ not json")
-    foreign.write_text(json.dumps({"format": 1, "cpu": "another-cpu", "kernels": {}}))
+    foreign.write_text(json.dumps({"format": 2, "cpu": "another-cpu", "times": {}}))
     for path, problem in [
         (missing, "egc tune"),
         (broken, r"broken\.json"),

@@ -11,9 +11,9 @@ import pytest
 import codegen
 import egraph_ir as ir
 import passmgr as pm
-from codegen.measure import tuning
 from egc.cli.main import main as egc_main
 from egraph_ir import models
+from egraph_ir.measured import KernelTimes, cpu_id
 from egraph_ir.testing import assert_allclose
 
 
@@ -30,13 +30,16 @@ def test_egc_tune_measures_every_candidate_and_the_compile_reads_it(
     out = capsys.readouterr().out
     assert "direct" in out and "channels" in out and str(path) in out
     data = json.loads(path.read_text())
-    assert data["cpu"] == tuning.cpu_id() and data["kernels"]
-    for seconds in data["kernels"].values():
-        assert set(seconds) == {"conv/direct", "conv/channels"} and all(s > 0 for s in seconds.values())
-    db = tuning.KernelDB.open(path)
+    assert data["cpu"] == cpu_id() and data["times"]
+    choices = [s for s in data["times"].values() if set(s) == {"conv/direct", "conv/channels"}]
+    assert choices and all(s > 0 for seconds in choices for s in seconds.values())
+    assert data["rates"]  # the layouts' rates in the same store
+    db = KernelTimes.open(path)
     with pm.PassContext(config={"codegen.kernel_db": str(path)}):
         exe = codegen.build(models.cnn())
-    expected = [db.fastest(k, ["conv/direct", "conv/channels"]) for k in db.times]
+    expected = [
+        name for k in db.times if (name := db.fastest(k, ["conv/direct", "conv/channels"]))
+    ]
     conv = [k.kernel_name for k in exe.graph.kernels() if k.kind == "conv"]
     assert sorted(conv) == sorted(expected)
     inputs = models.example_inputs("cnn")

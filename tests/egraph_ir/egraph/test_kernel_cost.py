@@ -5,7 +5,6 @@ the bytes they move, measurements for another CPU ignored."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,9 +16,8 @@ from egraph_ir.egraph.cost import Machine
 from egraph_ir.egraph.kernel_cost import (
     conv_kind,
     kernel_key,
-    load_measured,
-    save_measured,
 )
+from egraph_ir.measured import KernelTimes, default_path, this_cpu
 from egraph_ir.registry import get_op
 from egraph_ir.types import TensorType
 
@@ -95,11 +93,17 @@ def test_a_measured_time_wins_over_the_rate_and_a_conversion_costs_its_bytes() -
     assert model.estimate(shape, _types(call)[:1], flat, {"newshape": (1, -1)}) < 0.1
 
 
-def test_measurements_of_another_cpu_are_ignored(tmp_path: Path) -> None:
-    path = tmp_path / "kernel_times.json"
-    save_measured({"conv2d": 123.0}, {"k": 1e-6}, path)
-    assert load_measured(path) == ({"conv2d": 123.0}, {"k": 1e-6})
-    data = json.loads(path.read_text())
-    path.write_text(json.dumps({**data, "cpu": "some other processor"}))
-    load_measured.cache_clear()
-    assert load_measured(path) == ({}, {})
+def test_the_cost_model_reads_this_cpus_store_and_ignores_another_cpus() -> None:
+    store = KernelTimes(default_path(), rates={"conv2d": 123.0})
+    store.record("k", {"conv/direct": 2e-6, "conv/channels": 1e-6})
+    store.save()
+    try:
+        model = KernelCost()
+        assert model.times["k"] == 1e-6 and model.gflops["conv2d"] == 123.0  # the fastest
+        data = json.loads(default_path().read_text())
+        default_path().write_text(json.dumps({**data, "cpu": "some other processor"}))
+        this_cpu.cache_clear()
+        assert "k" not in KernelCost().times
+    finally:
+        default_path().unlink()
+        this_cpu.cache_clear()
