@@ -44,7 +44,7 @@ from .llvm.modules import emit_modules
 from .loop_ir import Kernel
 from .lower.cache import KernelCache
 from .lower.kinds import ExternalKernel
-from .measure import tuning
+from .measure import choices
 from .options import BuildOptions
 from .plan.devices import assign_devices, mentions_devices, plan_devices
 from .plan.graph import Graph, build_graph, output_leaves
@@ -88,7 +88,7 @@ def build(
     if "main" not in dict(mod.items()):
         raise CodegenError("the module has no 'main' function")
     options = BuildOptions.from_context()
-    kernel_db = tuning.resolve(options.kernel_db)  # a bad path fails before any work
+    kernel_db = choices.resolve(options.kernel_db)  # a bad path fails before any work
     with collector_paused():
         return _build(mod, options, kernel_db, params, extra_passes, on_stage)
 
@@ -127,7 +127,7 @@ def _build(
     refuse_function_values(optimised["main"])  # typed by the passes, before any lowering
     placed = clock("devices", plan_devices, optimised) if mentions_devices(optimised) else optimised
     fused = clock("fuse", fuse, placed)
-    with tuning.using(kernel_db):
+    with choices.using(kernel_db):
         graph, cache = clock("lower", lower, fused, options.host_fallback, externals)
     devices = assign_devices(graph, fused["main"])
     plan = clock("plan", plan_graph, graph, devices, options.memory_planner, options.pools)

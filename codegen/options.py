@@ -130,7 +130,7 @@ class BuildOptions:
     memory_planner: str = "arena"
     memory_pools: str = ""
     check_devices: bool = False
-    kernel_db: str = "auto"  # where lowering reads measured choices (codegen/measure/tuning.py)
+    kernel_db: str = "auto"  # where lowering reads measured choices (codegen/measure/choices.py)
     external_options: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     memory_budget: dict[str, int] = dataclasses.field(default_factory=dict)  # device -> bytes
 

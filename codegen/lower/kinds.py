@@ -3,7 +3,7 @@
 Each kind is a small type that lists the loop-IR kernels it needs compiled (`jit_kernels`),
 the scratch buffers it needs planned (`scratches`), and how it runs: `native_calls()` gives
 the launches and GEMMs the native runtime (codegen/runtime/runner.py) strings into one entry
-function, with buffers named by `Ref` (a group input, a constant, the output, the scratch);
+function, with buffers named by `BufferRef` (a group input, a constant, the output, the scratch);
 kinds that cannot run natively give a Python step instead (`python_step`).
 
 - `LoopKernel`: one JIT loop nest (elementwise groups, reductions, softmax, pooling, small
@@ -36,7 +36,7 @@ Operand = int | np.ndarray  # a group parameter's index, or a constant array
 
 
 @dataclass(frozen=True, eq=False)
-class Ref:
+class BufferRef:
     """A buffer a native call reads or writes: `input` i of the group, a `constant`, the
     group's `out`put or its `scratch`."""
 
@@ -45,13 +45,13 @@ class Ref:
     array: np.ndarray | None = None
 
     @staticmethod
-    def operand(value: Operand) -> Ref:
+    def operand(value: Operand) -> BufferRef:
         if isinstance(value, int):
-            return Ref("input", value)
-        return Ref("constant", array=np.require(value, requirements="C"))  # keeps 0-d
+            return BufferRef("input", value)
+        return BufferRef("constant", array=np.require(value, requirements="C"))  # keeps 0-d
 
 
-OUT, SCRATCH = Ref("out"), Ref("scratch", 0)
+OUT, SCRATCH = BufferRef("out"), BufferRef("scratch", 0)
 
 
 @dataclass
@@ -59,7 +59,7 @@ class Launch:
     """A JIT kernel over its outer extent, buffers in the kernel's order."""
 
     kernel: Kernel
-    buffers: list[Ref]
+    buffers: list[BufferRef]
 
 
 @dataclass
@@ -67,9 +67,9 @@ class Gemm:
     """c = a @ b as described by `product` (BLAS dtypes only)."""
 
     product: blas.Product
-    a: Ref
-    b: Ref
-    c: Ref
+    a: BufferRef
+    b: BufferRef
+    c: BufferRef
 
 
 NativeCall = Launch | Gemm
@@ -110,7 +110,7 @@ class LoopKernel(CompiledKernel):
     ops: list[str]
     kernel: Kernel
     constants: dict[str, np.ndarray] = field(default_factory=dict)  # buffer name -> array
-    special: dict[str, Ref] = field(default_factory=dict)  # other named buffers (scratch)
+    special: dict[str, BufferRef] = field(default_factory=dict)  # other named buffers (scratch)
 
     def jit_kernels(self) -> list[Kernel]:
         return [self.kernel]
@@ -119,13 +119,13 @@ class LoopKernel(CompiledKernel):
         refs = []
         for k, b in enumerate(self.kernel.buffers):
             if b.name in self.constants:
-                refs.append(Ref("constant", array=self.constants[b.name]))
+                refs.append(BufferRef("constant", array=self.constants[b.name]))
             elif b.name == "out":
                 refs.append(OUT)
             elif b.name in self.special:
                 refs.append(self.special[b.name])
             else:
-                refs.append(Ref("input", k))
+                refs.append(BufferRef("input", k))
         return [Launch(self.kernel, refs)]
 
 
@@ -160,7 +160,7 @@ class GemmKernel(CompiledKernel):
         return self.epilogue.jit_kernels() if self.epilogue else []
 
     def native_calls(self) -> list[NativeCall]:
-        a, b = (Ref.operand(x) for x in self.operands)
+        a, b = (BufferRef.operand(x) for x in self.operands)
         return [Gemm(self.product, a, b, OUT), *_epilogue(self.epilogue)]
 
 
@@ -188,7 +188,7 @@ class ConvKernel(CompiledKernel):
         return own + (self.epilogue.jit_kernels() if self.epilogue else [])
 
     def native_calls(self) -> list[NativeCall]:
-        source, weights = Ref("input", self.source), Ref.operand(self.weights)
+        source, weights = BufferRef("input", self.source), BufferRef.operand(self.weights)
         calls: list[NativeCall] = []
         if self.prologue is not None:
             calls.append(Launch(self.prologue, [source, SCRATCH]))

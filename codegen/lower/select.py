@@ -15,7 +15,7 @@ from egraph_ir.expr import Call, Constant, Function, Var
 from egraph_ir.registry import Op, OpPattern
 from egraph_ir.types import TensorType
 
-from ..measure import tuning
+from ..measure import choices
 from ..runtime import blas
 from .kernels.conv import channels, int8, winograd
 from .kernels.conv.channels import ChannelConv
@@ -155,7 +155,7 @@ def _conv2d(anchor: Call) -> Strategy:
     loop nest per phase, a huge kernel for LLVM: im2col and a GEMM instead. A uniform grid of phases
     (a ViT's 16x16 non-overlapping patches) is one loop and stays direct. Where output channels can
     fill the vector lanes instead (kernels/conv/channels.py), the kernel database's measurement for
-    this shape decides (codegen/measure/tuning.py, `egc tune`), else the shape rule that measured
+    this shape decides (codegen/measure/choices.py, `egc tune`), else the shape rule that measured
     faster here."""
     _materialised(anchor)
     if not direct_fits(anchor):
@@ -166,7 +166,7 @@ def _conv2d(anchor: Call) -> Strategy:
         return LibraryConv()
     if not channels.can_take(anchor):
         return DirectConv(wide)
-    measured = tuning.choose(tuning_key(anchor), CONV_CANDIDATES)
+    measured = choices.choose(tuning_key(anchor), CONV_CANDIDATES)
     if measured == ChannelConv.NAME or (measured is None and channels.worth_it(anchor, wide)):
         return ChannelConv(channels.layout(anchor, wide))
     return DirectConv(wide)
@@ -246,7 +246,7 @@ def tunable(anchor: Call) -> tuple[str, tuple[str, ...]] | None:
     if not (isinstance(anchor.op, Op) and anchor.op.name == "conv2d"):
         return None
     try:
-        with tuning.forcing(ChannelConv.NAME):
+        with choices.forcing(ChannelConv.NAME):
             chosen = _conv2d(anchor)
     except Unsupported:
         return None

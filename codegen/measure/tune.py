@@ -1,5 +1,5 @@
 """`codegen.measure.tune`: measure the kernel candidates of one model's anchors on this machine and
-record them in the kernel database that every later compile reads (codegen/measure/tuning.py).
+record them in the kernel database that every later compile reads (codegen/measure/choices.py).
 
 Each anchor whose kernel is a measured choice (codegen/lower/select.py `tunable`) is built
 alone — the same input type, weights and attributes — once per candidate, and timed with
@@ -24,7 +24,7 @@ from egraph_ir.visitor import post_order
 from ..build import build
 from ..lower.select import CHOOSERS, tunable
 from ..lower.strategy import NativeKernel
-from . import tuning
+from . import choices
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ def _alone(anchor: Call) -> tuple[Function, dict[str, np.ndarray]]:
 
 
 def _rule_choice(anchor: Call) -> str:
-    with tuning.using(None):
+    with choices.using(None):
         strategy = CHOOSERS[anchor.op.name](anchor)  # type: ignore[union-attr]
     return strategy.name if isinstance(strategy, NativeKernel) else type(strategy).__name__
 
@@ -92,7 +92,7 @@ def tune(model: Any, db_path: str | Path | None = None) -> TuneReport:
     measured = []
     for key, (anchor, candidates) in anchors(exe.module).items():
         fn, inputs = _alone(anchor)
-        result = tuning.measure(key, candidates, partial(build, fn), inputs)
+        result = choices.measure(key, candidates, partial(build, fn), inputs)
         db.record(key, result.seconds)
         measured.append(TunedKernel(key, result.seconds, result.best, _rule_choice(anchor)))
     db.save()

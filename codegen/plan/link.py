@@ -19,7 +19,7 @@ from llvmlite import ir
 
 from ..llvm.entries import EntryEmitter, GemmCall, LaunchCall
 from ..llvm.native import emit_pool
-from ..lower.kinds import Gemm, Launch, NativeCall, PythonStep, Ref
+from ..lower.kinds import BufferRef, Gemm, Launch, NativeCall, PythonStep
 from ..runtime.blas import Product
 from .devices import DevicePlan
 from .graph import Graph, KernelNode, Node, ParamNode, storage_root
@@ -130,7 +130,7 @@ def link(graph: Graph, devices: DevicePlan, plan: MemoryPlan, threads: int) -> P
             )
             program.arena_keys.append(tid)
 
-        def resolve(ref: Ref, node: Node = n, scratch_slots: list[int] = scratches) -> int:
+        def resolve(ref: BufferRef, node: Node = n, scratch_slots: list[int] = scratches) -> int:
             copy_source = devices.source_of(node.id)
             reads_on = copy_source if copy_source >= 0 else devices.of(node.id)
             if ref.kind == "input":
@@ -153,7 +153,7 @@ def link(graph: Graph, devices: DevicePlan, plan: MemoryPlan, threads: int) -> P
 
 
 def _resolve(
-    call: NativeCall, resolve: Callable[[Ref], int], program: Program
+    call: NativeCall, resolve: Callable[[BufferRef], int], program: Program
 ) -> LaunchCall | GemmCall:
     """A native call with its buffers as slots, cut into chunks or GEMM blocks."""
     threads = program.threads

@@ -48,8 +48,7 @@ from ....loop_ir import (
 )
 from ...compute.definitions import Index
 from ...group import Group
-from ...kinds import ConvKernel
-from ...kinds import Ref as BufferRef
+from ...kinds import BufferRef, ConvKernel
 from ...strategy import NativeKernel
 from .direct import pointwise
 from .epilogue import channel_block, micro_kernel

@@ -22,8 +22,7 @@ from ....loop_ir import (
 )
 from ...compute.definitions import Index
 from ...group import Group
-from ...kinds import ConvKernel
-from ...kinds import Ref as BufferRef
+from ...kinds import BufferRef, ConvKernel
 from ...strategy import NativeKernel
 from .direct import direct_block, direct_macs, wide_rows_load
 from .epilogue import INT8_MASKED_ROWS, channel_block, micro_kernel

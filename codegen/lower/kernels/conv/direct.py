@@ -49,8 +49,7 @@ from ....loop_ir import (
 from ....runtime.blas import Product
 from ...compute.definitions import Index
 from ...group import Group
-from ...kinds import ConvKernel, Unsupported
-from ...kinds import Ref as BufferRef
+from ...kinds import BufferRef, ConvKernel, Unsupported
 from ...strategy import NativeKernel
 from .epilogue import channel_block, micro_kernel
 from .prologue import phase_kernel, phase_shape, private_copy

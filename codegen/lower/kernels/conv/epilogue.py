@@ -25,8 +25,7 @@ from ....loop_ir import (
 )
 from ...compute.definitions import Index
 from ...group import Group
-from ...kinds import ConvKernel, LoopKernel, operand
-from ...kinds import Ref as BufferRef
+from ...kinds import BufferRef, ConvKernel, LoopKernel, operand
 from .shape import Wide
 
 

@@ -42,8 +42,7 @@ from ....loop_ir import (
 )
 from ...compute.definitions import Index
 from ...group import Group
-from ...kinds import ConvKernel
-from ...kinds import Ref as BufferRef
+from ...kinds import BufferRef, ConvKernel
 from ...strategy import NativeKernel
 from .channels import accumulator_budget, panels_of
 from .epilogue import lanes_epilogue, micro_kernel

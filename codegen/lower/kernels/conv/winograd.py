@@ -55,8 +55,7 @@ from ....loop_ir import (
     within,
 )
 from ...group import Group
-from ...kinds import ConvKernel
-from ...kinds import Ref as BufferRef
+from ...kinds import BufferRef, ConvKernel
 from ...strategy import NativeKernel
 from .channels import accumulator_budget
 from .epilogue import lanes_epilogue, micro_kernel

@@ -41,8 +41,7 @@ from ....loop_ir import (
 )
 from ...compute.definitions import Index
 from ...group import Group
-from ...kinds import JitGemmKernel, LoopKernel
-from ...kinds import Ref as BufferRef
+from ...kinds import BufferRef, JitGemmKernel, LoopKernel
 from ...strategy import NativeKernel
 from ..conv.shape import FLOAT_SUMS, Accumulation, zero
 

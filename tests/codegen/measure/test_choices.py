@@ -1,4 +1,4 @@
-"""Kernel choices by measured time (codegen/measure/tuning.py, codegen.measure.tune, `egc tune`): the
+"""Kernel choices by measured time (codegen/measure/choices.py, codegen.measure.tune, `egc tune`): the
 database decides where it measured every candidate, the shape rules elsewhere; bad or
 foreign databases are clean errors."""
 
