@@ -31,6 +31,7 @@ from egraph_ir.frontend import from_onnx
 from egraph_ir.infer import infer_type
 from egraph_ir.measured import KernelTimes
 from egraph_ir.module import IRModule
+from egraph_ir.specialize import symbolic_names
 from egraph_ir.types import FuncType, TensorType, Type, tensor_types
 from egraph_ir.visitor import post_order, rebuild
 from passmgr.standard import standard_pipeline
@@ -87,6 +88,12 @@ def build(
         mod = from_onnx(mod)
     if "main" not in dict(mod.items()):
         raise CodegenError("the module has no 'main' function")
+    if names := symbolic_names(mod["main"]):
+        raise CodegenError(
+            f"main has symbolic dimensions ({', '.join(names)}): native code is compiled for "
+            "static shapes so far; give their sizes with egraph_ir.specialize(mod, "
+            "{name: size}) or from_onnx(..., shapes=...) (egc: --shape)"
+        )
     options = BuildOptions.from_context()
     kernel_db = choices.resolve(options.kernel_db)  # a bad path fails before any work
     with collector_paused():

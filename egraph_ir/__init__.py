@@ -9,6 +9,7 @@ from __future__ import annotations
 from . import frontend, op
 from .attrs import Attrs
 from .device import VirtualDevice
+from .dims import Dim, size_var
 from .errors import (
     AttrError,
     CodegenError,
@@ -41,6 +42,7 @@ from .infer import infer_type
 from .interp import interpret
 from .module import IRModule
 from .registry import Cost, Op, OpPattern
+from .specialize import specialize
 from .structural import structural_equal, structural_hash
 from .text.parser import parse
 from .text.printer import print_expr  # also makes str(expr) print the text format
@@ -57,6 +59,7 @@ __all__ = [
     "ConfigError",
     "Constant",
     "Cost",
+    "Dim",
     "Expr",
     "ExprFunctor",
     "ExprMutator",
@@ -87,6 +90,8 @@ __all__ = [
     "const",
     "infer_type",
     "interpret",
+    "size_var",
+    "specialize",
     "frontend",
     "op",
     "parse",

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from .dims import bind
 from .errors import CompilerError, TypeInferenceError, UnboundVariableError
 from .expr import (
     Call,
@@ -89,15 +90,18 @@ def _bind_inputs(
     if missing:
         raise TypeError(f"missing input(s): {', '.join(missing)}")
     env: dict[Var, Value] = {}
+    sizes: dict[str, int] = {}  # the size variables the inputs bind (symbolic dimensions)
     for p in fn.params:
         value = values[p.name_hint]
         ann = p.type_annotation
         if isinstance(ann, TensorType):
             value = np.asarray(value)
-            if value.shape != ann.shape or str(value.dtype) != ann.dtype:
+            if str(value.dtype) != ann.dtype or (ann.is_static and value.shape != ann.shape):
                 raise TypeInferenceError(
                     f"input %{p.name_hint} expects {ann}, got shape {value.shape} {value.dtype}"
                 )
+            if not ann.is_static:
+                bind(ann.shape, value.shape, sizes, f"input %{p.name_hint} ({ann})")
         env[p] = value
     return env
 

@@ -1,4 +1,5 @@
-"""Types of IR values: tensors with static shapes, tuples and functions."""
+"""Types of IR values: tensors (a dimension is an int or a symbolic size, egraph_ir/dims.py),
+tuples and functions."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from dataclasses import dataclass
 import ml_dtypes  # noqa: F401  (registers bfloat16, float8, float4 and int4 with numpy)
 import numpy as np
 
+from .dims import as_dim, is_static
 from .errors import TypeInferenceError
 
 # storage formats numpy knows through ml_dtypes: the interpreter computes with them (numpy
@@ -41,14 +43,15 @@ class Type:
 
 @dataclass(frozen=True, slots=True)
 class TensorType(Type):
-    """A tensor of a static shape and a dtype; shape () is a scalar."""
+    """A tensor of a shape and a dtype; shape () is a scalar. A dimension is an int or a
+    symbolic size (a Dim; a name given as a str becomes one): `(batch, seq, 768)`."""
 
-    shape: tuple[int, ...]
+    shape: tuple[int, ...]  # an entry may be a Dim where the type is symbolic (is_static)
     dtype: str = "float32"
 
     def __post_init__(self) -> None:
-        shape = tuple(int(d) for d in self.shape)
-        if any(d < 0 for d in shape):
+        shape = tuple(as_dim(d) for d in self.shape)
+        if any(isinstance(d, int) and d < 0 for d in shape):
             raise TypeInferenceError(f"negative dimension in shape {shape}")
         object.__setattr__(self, "shape", shape)
         check_dtype(self.dtype)
@@ -58,7 +61,13 @@ class TensorType(Type):
         return len(self.shape)
 
     @property
+    def is_static(self) -> bool:
+        """Every dimension a number (no size variable)."""
+        return is_static(self.shape)
+
+    @property
     def size(self) -> int:
+        """The element count (a Dim where the shape is symbolic)."""
         return math.prod(self.shape)
 
     @property

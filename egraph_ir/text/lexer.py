@@ -37,7 +37,7 @@ _TOKEN = re.compile(
   | (?P<local>%[A-Za-z0-9_]+) | (?P<global>@[A-Za-z0-9_]+)
   | (?P<string>"(?:[^"\\\n]|\\.)*")
   | (?P<ident>[A-Za-z_][A-Za-z0-9_]*)
-  | (?P<arrow>->) | (?P<punct>[(){}\[\],;=:.?])
+  | (?P<arrow>->) | (?P<punct>[(){}\[\],;=:.?*+-])
   | (?P<bad>.)
     """,
     re.VERBOSE | re.DOTALL,

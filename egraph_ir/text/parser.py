@@ -16,6 +16,7 @@ import numpy as np
 
 from ..attrs import Attrs
 from ..device import VirtualDevice
+from ..dims import DimLike, size_var
 from ..errors import CompilerError, ParseError, Span, did_you_mean
 from ..expr import (
     Call,
@@ -454,19 +455,16 @@ class Parser:
         if self.accept("Tensor"):
             self.expect("[")
             self.expect("(")
-            dims: list[int] = []
-            while self.tok.kind == "number":
-                d = self.take("number", "a dimension")
-                if not d.text.isdigit():
-                    raise self.error(f"dimension must be a non-negative integer, got {d.text}", d)
-                dims.append(int(d.text))
+            dims: list[DimLike] = []
+            while self.tok.kind in ("number", "ident") or self.at("("):
+                dims.append(self.dim())
                 if not self.accept(","):
                     break
             self.expect(")")
             self.expect(",")
             dtype = self.dtype()
             self.expect("]")
-            return TensorType(tuple(dims), dtype)
+            return TensorType(tuple(dims), dtype)  # type: ignore[arg-type]  # Dims allowed
         if self.at("("):
             self.i += 1
             fields: list[Type] = []
@@ -492,6 +490,52 @@ class Parser:
         if tok.kind == "ident" and tok.text in DTYPES:
             return TensorType((), self.dtype())
         raise self.error(f"expected a type, found '{tok.text or 'end of input'}'")
+
+    def dim(self) -> DimLike:
+        """A dimension: a non-negative integer, a size variable, or an expression of them
+        with + - * and floordiv(d, n) (`seq + 1`, `batch * seq`, `floordiv(seq, 2)`)."""
+        value = self._dim_term()
+        while True:
+            if self.accept("+"):
+                value = value + self._dim_term()
+            elif self.accept("-"):
+                value = value - self._dim_term()
+            elif self.tok.kind == "number" and self.tok.text[:1] in "+-":  # "seq +1"
+                value = value + self._dim_atom()
+            else:
+                return value
+
+    def _dim_term(self) -> DimLike:
+        value = self._dim_atom()
+        while self.accept("*"):
+            value = value * self._dim_atom()
+        return value
+
+    def _dim_atom(self) -> DimLike:
+        tok = self.tok
+        if tok.kind == "number":
+            self.i += 1
+            text = tok.text.lstrip("+")
+            if not text.lstrip("-").isdigit():
+                raise self.error(f"dimension must be an integer, got {tok.text}", tok)
+            return int(text)
+        if self.accept("("):
+            value = self.dim()
+            self.expect(")")
+            return value
+        name = self.take("ident", "a dimension")
+        if name.text == "floordiv" and self.accept("("):
+            numerator = self.dim()
+            self.expect(",")
+            divisor = self._dim_atom()
+            self.expect(")")
+            if not isinstance(divisor, int):
+                raise self.error(f"floordiv divides by a number, got {divisor}", name)
+            try:
+                return numerator // divisor
+            except CompilerError as exc:
+                raise self.error(str(exc), name) from None
+        return size_var(name.text)
 
     def dtype(self) -> str:
         tok = self.take("ident", "a dtype")

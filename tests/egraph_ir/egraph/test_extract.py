@@ -154,7 +154,7 @@ def test_calibration_is_measured_once_and_cached(tmp_path, monkeypatch) -> None:
     assert not load_machine().measured
     machine = calibrate()
     assert machine.peak_flops > 1e8 and machine.bandwidth > 1e8 and machine.overhead_s > 0
-    cached = json.loads((tmp_path / "egc" / "machine.json").read_text())
+    cached = json.loads((tmp_path / "egraph-compiler" / "machine.json").read_text())
     assert cached["peak_flops"] == machine.peak_flops and load_machine().measured
 
 

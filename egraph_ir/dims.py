@@ -1,0 +1,249 @@
+"""Symbolic dimensions: a size known by name until the program runs (`batch`, `seq`), and
+integer expressions over such names (`seq + 1`, `batch * seq`, `floordiv(seq, 2)`).
+
+A `Dim` is a polynomial with integer coefficients over atoms, each atom a size variable or
+an exact floor quotient `floordiv(p, n)` of another polynomial by a positive constant.
+Polynomials are kept in one normal form, so two dimensions are equal exactly when their
+forms are: two tensors that share `seq` are known to have equal sizes there, and `seq + 1`
+built twice is the same dimension. Every operation whose result is a constant returns a
+plain int, so static shapes never hold a Dim.
+
+Sizes are never negative: `d >= 0` holds for every Dim and `d < 0` never does; any other
+order between a Dim and a number is not decided (a ShapeError says so), because the
+compiler must not choose by a comparison that holds for some sizes only.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from .errors import TypeInferenceError
+
+Monomial = tuple["Atom", ...]  # atoms of a product, sorted by their text
+NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+class ShapeDecisionError(TypeInferenceError):
+    """A comparison of symbolic sizes that does not hold for every value they may take."""
+
+
+@dataclass(frozen=True, slots=True)
+class Quotient:
+    """floordiv(numerator, divisor): an atom whose value is known once its inputs are."""
+
+    numerator: Dim
+    divisor: int
+
+    def __str__(self) -> str:
+        return f"floordiv({self.numerator}, {self.divisor})"
+
+
+Atom = str | Quotient
+
+
+def _key(atom: Atom) -> str:
+    return atom if isinstance(atom, str) else str(atom)
+
+
+@dataclass(frozen=True, slots=True)
+class Dim:
+    """A symbolic size: sum of coefficient * product of atoms (see the module doc)."""
+
+    terms: tuple[tuple[Monomial, int], ...]  # sorted, no zero coefficient, () the constant
+
+    # ------------------------------------------------------------ construction
+    @staticmethod
+    def of(terms: Mapping[Monomial, int]) -> int | Dim:
+        """The normal form of a polynomial: an int when it has no atom."""
+        kept = sorted(
+            ((m, c) for m, c in terms.items() if c != 0),
+            key=lambda t: (t[0] == (), [_key(a) for a in t[0]]),  # the constant last
+        )
+        if not kept:
+            return 0
+        if len(kept) == 1 and kept[0][0] == ():
+            return kept[0][1]
+        return Dim(tuple(kept))
+
+    @staticmethod
+    def lift(value: int | Dim) -> Dim:
+        """A number as a constant polynomial (for arithmetic)."""
+        return value if isinstance(value, Dim) else Dim((((), int(value)),))
+
+    def _table(self) -> dict[Monomial, int]:
+        return dict(self.terms)
+
+    # ------------------------------------------------------------ arithmetic
+    def __add__(self, other: int | Dim) -> int | Dim:
+        if not isinstance(other, int | Dim):
+            return NotImplemented
+        table = self._table()
+        for m, c in Dim.lift(other).terms:
+            table[m] = table.get(m, 0) + c
+        return Dim.of(table)
+
+    __radd__ = __add__
+
+    def __neg__(self) -> int | Dim:
+        return Dim.of({m: -c for m, c in self.terms})
+
+    def __sub__(self, other: int | Dim) -> int | Dim:
+        if not isinstance(other, int | Dim):
+            return NotImplemented
+        return self + (-other)
+
+    def __rsub__(self, other: int) -> int | Dim:
+        return -self + other
+
+    def __mul__(self, other: int | Dim) -> int | Dim:
+        if not isinstance(other, int | Dim):
+            return NotImplemented
+        table: dict[Monomial, int] = {}
+        for m1, c1 in self.terms:
+            for m2, c2 in Dim.lift(other).terms:
+                m = tuple(sorted(m1 + m2, key=_key))
+                table[m] = table.get(m, 0) + c1 * c2
+        return Dim.of(table)
+
+    __rmul__ = __mul__
+
+    def __floordiv__(self, other: int | Dim) -> int | Dim:
+        if isinstance(other, Dim):
+            raise ShapeDecisionError(f"cannot divide {self} by the symbolic size {other}")
+        if not isinstance(other, int) or other <= 0:
+            raise ShapeDecisionError(f"cannot divide {self} by {other}")
+        if all(c % other == 0 for _, c in self.terms):
+            return Dim.of({m: c // other for m, c in self.terms})
+        return Dim.of({(Quotient(self, other),): 1})
+
+    def __mod__(self, other: int) -> int | Dim:
+        return self - (self // other) * other
+
+    # ------------------------------------------------------------ order
+    def __ge__(self, other: int | Dim) -> bool:
+        if other == 0 and self.nonnegative():
+            return True
+        raise ShapeDecisionError(f"cannot decide {self} >= {other} for every size")
+
+    def __lt__(self, other: int | Dim) -> bool:
+        return not self >= other
+
+    def __gt__(self, other: int | Dim) -> bool:
+        if isinstance(other, int) and other < 0:
+            return True
+        raise ShapeDecisionError(f"cannot decide {self} > {other} for every size")
+
+    def __le__(self, other: int | Dim) -> bool:
+        return not self > other
+
+    def __index__(self) -> int:
+        raise ShapeDecisionError(f"the size {self} is only known when the program runs")
+
+    def nonnegative(self) -> bool:
+        """Every coefficient positive (sizes are): the value is never negative."""
+        return all(c > 0 for _, c in self.terms)
+
+    # ------------------------------------------------------------ names and values
+    @property
+    def names(self) -> set[str]:
+        """The size variables this dimension depends on."""
+        found: set[str] = set()
+        for m, _ in self.terms:
+            for atom in m:
+                found |= {atom} if isinstance(atom, str) else atom.numerator.names
+        return found
+
+    def evaluate(self, sizes: Mapping[str, int]) -> int:
+        """The value once every size variable is known."""
+        total = 0
+        for m, c in self.terms:
+            value = c
+            for atom in m:
+                if isinstance(atom, str):
+                    value *= sizes[atom]
+                else:
+                    value *= evaluate(atom.numerator, sizes) // atom.divisor
+            total += value
+        return total
+
+    def __str__(self) -> str:
+        parts = []
+        for m, c in self.terms:
+            atoms = " * ".join(_key(a) for a in m)
+            if not atoms:
+                body = str(abs(c))
+            elif abs(c) == 1:
+                body = atoms
+            else:
+                body = f"{abs(c)} * {atoms}"
+            sign = "-" if c < 0 else "+"
+            parts.append((sign, body))
+        first_sign, first = parts[0]
+        text = ("-" if first_sign == "-" else "") + first
+        return text + "".join(f" {s} {b}" for s, b in parts[1:])
+
+    def __repr__(self) -> str:  # shapes print as (batch, seq + 1, 768) in messages too
+        return str(self)
+
+
+DimLike = int | Dim
+
+
+def size_var(name: str) -> Dim:
+    """The dimension named `name` (a size known when the program runs)."""
+    if not NAME.fullmatch(name):
+        raise TypeInferenceError(f"a size variable is a name (letters, digits, _), got {name!r}")
+    return Dim((((name,), 1),))
+
+
+def as_dim(value: object) -> DimLike:
+    """A shape entry: an int (numpy ints too), a Dim, or a name read as a size variable."""
+    if isinstance(value, Dim):
+        return value
+    if isinstance(value, str):
+        return size_var(value)
+    return int(value)  # type: ignore[call-overload]
+
+
+def evaluate(d: DimLike, sizes: Mapping[str, int]) -> int:
+    return d if isinstance(d, int) else d.evaluate(sizes)
+
+
+def is_static(shape: Iterable[DimLike]) -> bool:
+    return all(isinstance(d, int) for d in shape)
+
+
+def bind(
+    declared: tuple[DimLike, ...], actual: tuple[int, ...], sizes: dict[str, int], where: str
+) -> None:
+    """Learn the size variables `declared` names from an array of shape `actual` into
+    `sizes`, checking every dimension against what is already known: a disagreement (seq
+    37 in one input, 40 in another) is one clear error naming the dimension."""
+    if len(declared) != len(actual):
+        raise TypeInferenceError(
+            f"{where}: rank {len(actual)} where the program expects "
+            f"({', '.join(map(str, declared))})"
+        )
+    pending = []
+    for d, n in zip(declared, actual, strict=True):
+        if isinstance(d, Dim) and len(d.terms) == 1 and d.terms[0][1] == 1:
+            (monomial, _), = d.terms
+            if len(monomial) == 1 and isinstance(monomial[0], str):
+                name = monomial[0]
+                if sizes.setdefault(name, n) != n:
+                    raise TypeInferenceError(
+                        f"{where}: dimension '{name}' is {n} here but {sizes[name]} in an "
+                        "earlier input"
+                    )
+                continue
+        pending.append((d, n))
+    for d, n in pending:
+        if isinstance(d, Dim) and not d.names <= sizes.keys():
+            continue  # an expression of sizes no input names alone: checked once they are
+        want = evaluate(d, sizes)
+        if want != n:
+            raise TypeInferenceError(
+                f"{where}: dimension {d} is {want}, but the input has {n} there"
+            )

@@ -1,0 +1,62 @@
+"""A module with symbolic dimensions made static: `specialize(mod, {"batch": 2, "seq": 37})`
+gives main's parameters those sizes and infers every type anew. What the code generator
+needs until it compiles symbolic programs (issue #49), and what `shapes=` does on import."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from .dims import Dim, evaluate
+from .errors import TypeInferenceError, did_you_mean
+from .expr import Expr, Function, Var
+from .infer import infer_type
+from .module import IRModule
+from .types import TensorType, Type
+from .visitor import post_order, rebuild
+
+
+def symbolic_names(fn: Function) -> list[str]:
+    """The size variables main's parameters name, in order of first appearance."""
+    seen: dict[str, None] = {}
+    for p in fn.params:
+        t = p.type_annotation
+        if isinstance(t, TensorType):
+            for d in t.shape:
+                if isinstance(d, Dim):
+                    seen.update(dict.fromkeys(sorted(d.names)))
+    return list(seen)
+
+
+def _static(t: Type | None, sizes: Mapping[str, int]) -> Type | None:
+    if not isinstance(t, TensorType) or t.is_static:
+        return t
+    return TensorType(tuple(evaluate(d, sizes) for d in t.shape), t.dtype)
+
+
+def specialize(mod: IRModule, sizes: Mapping[str, int]) -> IRModule:
+    """main with every size variable of its parameters replaced by its value in `sizes`
+    (each one must be given; an unknown name is an error naming the known ones)."""
+    fn = mod["main"]
+    names = symbolic_names(fn)
+    unknown = sorted(set(sizes) - set(names))
+    if unknown:
+        hint = did_you_mean(unknown[0], names)
+        raise TypeInferenceError(
+            f"specialize: no size variable {unknown}{hint}; main's are {names or 'none'}"
+        )
+    missing = [n for n in names if n not in sizes]
+    if missing:
+        raise TypeInferenceError(f"specialize: give a size for {', '.join(missing)}")
+    if any(not isinstance(v, int) or v < 0 for v in sizes.values()):
+        raise TypeInferenceError(f"specialize: sizes are non-negative integers, got {dict(sizes)}")
+    memo: dict[Expr, Expr] = {}
+    params = []
+    for p in fn.params:
+        new = Var(p.name_hint, _static(p.type_annotation, sizes))
+        memo[p] = new
+        params.append(new)
+    for node in post_order(fn.body):
+        if node not in memo:
+            memo[node] = node if isinstance(node, Var) else rebuild(node, memo)
+    main = Function(tuple(params), memo[fn.body], None, fn.attrs)
+    return infer_type(mod.with_function("main", main))
