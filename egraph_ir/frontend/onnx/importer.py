@@ -11,12 +11,14 @@ ones are converted up). Every unsupported op is reported in one error, with its 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ...attrs import Attrs
+from ...dims import Dim, size_var
 from ...errors import CompilerError, ConstantInputError, FrontendError, Span
 from ...expr import Call, Constant, Expr, Function, Tuple, TupleGetItem, Var
 from ...fold import fold
@@ -34,8 +36,17 @@ OLDEST_OPSET = 7  # older models are converted up to MIN_OPSET by onnx.version_c
 
 
 # ---------------------------------------------------------------- entry point
+def _size_name(dim_param: str) -> str:
+    """An ONNX dim_param as a size variable's name (letters, digits and _ only)."""
+    name = re.sub(r"\W", "_", dim_param)
+    return name if name[:1].isalpha() or name[:1] == "_" else f"d_{name}"
+
+
 def from_onnx(model_or_path: Any, shapes: dict[str, tuple[int, ...]] | None = None) -> IRModule:
-    """Import an ONNX model. `shapes` fixes graph inputs whose dimensions are symbolic."""
+    """Import an ONNX model. An input's symbolic dimensions (dim_param) become size
+    variables of the IR (egraph_ir/dims.py); `shapes` fixes them instead. Shape arithmetic
+    over symbolic sizes (a Shape node of such a tensor) is not imported yet: there the
+    error asks for `shapes`."""
     onnx = _onnx()
     model = _load(model_or_path, onnx)
     _check(model, onnx)
@@ -320,15 +331,13 @@ class Importer:
             )
         if value_info.name in self.shapes:
             return TensorType(tuple(self.shapes[value_info.name]), dtype)
-        dims = []
-        for d in t.shape.dim:
-            if not d.HasField("dim_value"):
-                raise FrontendError(
-                    f"input '{value_info.name}' has a symbolic dimension "
-                    f"'{d.dim_param or '?'}'; pass shapes={{'{value_info.name}': (...)}}"
-                )
-            dims.append(d.dim_value)
-        return TensorType(tuple(dims), dtype)
+        dims: list[int | Dim] = []
+        for axis, d in enumerate(t.shape.dim):
+            if d.HasField("dim_value"):
+                dims.append(d.dim_value)
+            else:  # a dim_param is a size variable; an unnamed one gets a name of its own
+                dims.append(size_var(_size_name(d.dim_param or f"{value_info.name}_dim{axis}")))
+        return TensorType(tuple(dims), dtype)  # type: ignore[arg-type]  # Dims allowed
 
     def _convert(self, node: Node) -> None:
         try:

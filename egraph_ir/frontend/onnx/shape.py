@@ -23,16 +23,28 @@ def _constant(n: Node) -> Expr:
     raise FrontendError(f"Constant with attributes {sorted(n.attrs)} is not supported")
 
 
+def _static_shape(n: Node) -> tuple[int, ...]:
+    """The input's shape, which the importer computes with only where it is static."""
+    t = n.type()
+    if not t.is_static:
+        raise FrontendError(
+            f"{n.proto.op_type} of {t}: shape arithmetic over symbolic sizes is computed at "
+            "run time, which the importer does not do yet (issue #49); pass shapes= "
+            "(egc: --shape NAME=D1,D2,...) to fix them"
+        )
+    return t.shape
+
+
 @converter("Shape")
 def _shape(n: Node) -> Expr:
-    shape = n.type().shape
+    shape = _static_shape(n)
     start, end = n.attr("start", 0), n.attr("end", None)
     return Constant(np.asarray(shape[start:end], dtype=np.int64))
 
 
 @converter("Size")
 def _size(n: Node) -> Expr:
-    return Constant(np.asarray(int(np.prod(n.type().shape)), dtype=np.int64))
+    return Constant(np.asarray(int(np.prod(_static_shape(n))), dtype=np.int64))
 
 
 @converter("Reshape")

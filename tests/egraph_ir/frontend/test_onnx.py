@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+import codegen
 import egraph_ir as ir
 from egraph_ir import models
 from egraph_ir.frontend import from_onnx, supported_ops
@@ -413,11 +414,22 @@ def test_shape_errors_name_the_node() -> None:
         from_onnx(model)
 
 
-def test_symbolic_dimensions_need_shapes(tmp_path: Path) -> None:
+def test_symbolic_dimensions_import_as_size_variables(tmp_path: Path) -> None:
+    """dim_params become size variables: one import runs at any batch in the interpreter;
+    the code generator asks for sizes; shape arithmetic over them still needs shapes=."""
     nodes = [helper.make_node("Relu", ["x"], ["y"])]
     model = _graph_model(nodes, [_vi("x", ["batch", 3])], [_vi("y", None)])
-    with pytest.raises(ir.FrontendError, match=r"symbolic dimension 'batch'.*shapes="):
-        from_onnx(model)
+    symbolic = from_onnx(model)
+    assert str(symbolic["main"].params[0].type_annotation) == "Tensor[(batch, 3), float32]"
+    for batch in (1, 4):
+        x = np.linspace(-1, 1, batch * 3, dtype=np.float32).reshape(batch, 3)
+        np.testing.assert_array_equal(ir.interpret(symbolic, x), np.maximum(x, 0))
+    with pytest.raises(ir.CodegenError, match=r"symbolic dimensions \(batch\).*specialize"):
+        codegen.build(symbolic)
+    shaped = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Reshape", ["x", "s"], ["y"])]
+    model2 = _graph_model(shaped, [_vi("x", ["batch", 3])], [_vi("y", None)])
+    with pytest.raises(ir.FrontendError, match=r"Shape of Tensor\[\(batch, 3\).*shapes="):
+        from_onnx(model2)
     mod = from_onnx(model, shapes={"x": (5, 3)})
     assert mod["main"].params[0].type_annotation == ir.TensorType((5, 3), "float32")
     # a static dimension cannot be changed (ONNX Runtime failed later with a raw error),
