@@ -28,6 +28,7 @@ from ..expr import (
     Tuple,
     TupleGetItem,
     Var,
+    operands,
     set_printer,
 )
 from ..registry import Op
@@ -246,16 +247,7 @@ def _is_leaf(e: Expr) -> bool:
 
 def _operands(e: Expr) -> tuple[Expr, ...]:
     """Children printed in the same block (branches and bodies open blocks of their own)."""
-    match e:
-        case Call():
-            return (e.op, *e.args) if isinstance(e.op, Expr) else e.args
-        case Tuple():
-            return e.fields
-        case TupleGetItem():
-            return (e.tuple_value,)
-        case If():
-            return (e.cond,)
-    return ()
+    return (e.cond,) if isinstance(e, If) else operands(e)
 
 
 def _nested(items: list[str], shape: tuple[int, ...]) -> str:
