@@ -5,6 +5,7 @@ splits, merges and regroupings, around transposes and slices (a transformer's he
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -74,3 +75,18 @@ def test_image_patches_are_cut_as_whole_rows() -> None:
     value = np.random.default_rng(0).standard_normal((1, 3, 224, 224)).astype("float32")
     expected = value.reshape(1, 3, 14, 16, 14, 16).transpose(0, 2, 4, 1, 3, 5).reshape(196, 768)
     np.testing.assert_array_equal(codegen.build(fn).run(x=value), expected)
+
+
+@pytest.mark.parametrize("num_newaxis", [1, 2, 3])
+def test_a_0d_tensor_given_axes_of_extent_1_reads_its_one_element(num_newaxis: int) -> None:
+    """A 0-d parameter through expand_dims (or a reshape) into a broadcast: the output's
+    axes of extent 1 map to no input axis (repro reliability-4 zero_d_expand_dims: a raw
+    ValueError from the index arithmetic)."""
+    mod = ir.parse(f"""def @main(%p0: Tensor[(4, 3), int64], %p1: int64) {{
+  %0 = expand_dims(%p1, axis=0, num_newaxis={num_newaxis});
+  %1 = add(-1i64, %0);
+  %2 = reshape(%p1, newshape=[1, 1]);
+  add(add(zeros_like(%1), %1), multiply(%p0, %2))
+}}""")
+    args = (np.arange(12, dtype=np.int64).reshape(4, 3), np.array(5, np.int64))
+    np.testing.assert_array_equal(codegen.build(mod).run(*args), ir.interpret(mod, *args))

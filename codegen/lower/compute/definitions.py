@@ -313,6 +313,8 @@ def _reshape(ctx: Ctx) -> LExpr:
     out = ctx.index.multi()
     multi: list[LExpr] = []
     for in_axes, out_axes in axis_groups(in_shape, out_shape):
+        if not in_axes:  # axes of extent 1 around a 0-d input: no input index to compute
+            continue
         within = Index(tuple(out_shape[k] for k in out_axes), multi=[out[k] for k in out_axes])
         dims = tuple(in_shape[k] for k in in_axes)
         multi += Index(dims, flat=within.flat()).multi() if len(dims) > 1 else [within.flat()]
