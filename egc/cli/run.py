@@ -110,6 +110,13 @@ def read_inputs(args: argparse.Namespace, types: dict[str, Any]) -> dict[str, np
         rng = np.random.default_rng(args.seed)
         for name, t in types.items():
             inputs.setdefault(name, rng.standard_normal(t.shape).astype(t.dtype))
+    missing = [name for name in types if name not in inputs]
+    if missing:
+        given = ", ".join(f"{n}: {types[n]}" for n in missing)
+        raise CompilerError(
+            f"no value for input(s) {given}; give them with --input NAME=FILE.npy "
+            "(or one .npz) or --random"
+        )
     return inputs
 
 

@@ -298,6 +298,10 @@ def test_run_benchmarks_with_warmup_percentiles_and_json(tmp_path: Path) -> None
     assert 0 < lat["min"] <= lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["max"]
     assert lat["throughput_per_s"] == pytest.approx(1 / lat["mean"])
     assert report["outputs"] == {"output": {"dtype": "float32", "shape": [64, 10]}}
+    # no inputs and no --random: say how to give them (not the executable's own wording)
+    bare = egc("run", "m.egc", "--repeats", "10", cwd=tmp_path)
+    assert bare.returncode == 2 and "--input NAME=FILE.npy" in bare.stderr
+    assert "--random" in bare.stderr and "x: Tensor[(64, 784), float32]" in bare.stderr
     r = egc("run", "m.egc", "--random", "--duration", "0.2", cwd=tmp_path)
     assert r.returncode == 0 and "latency over" in r.stdout and "p99" in r.stdout
     r = egc("run", "m.egc", "--random", "--duration", "-1", cwd=tmp_path)
