@@ -187,7 +187,7 @@ def _function(text: str) -> Function:
 def _node(
     d: dict[str, Any], kernels: dict[int, CompiledKernel], value: Callable[[int], np.ndarray]
 ) -> Node:
-    """A saved node (artifact_write._node_json) back, with its kernel or constant."""
+    """A saved node (write.py's _node_json) back, with its kernel or constant."""
     shape = tuple(d["shape"]) if d["shape"] is not None else None
     common = (d["id"], d["name"], tuple(d["inputs"]), shape, d["dtype"])
     match d["op"]:

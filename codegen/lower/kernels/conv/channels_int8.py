@@ -19,8 +19,7 @@ from ...compute.definitions import Index
 from ...group import Group
 from ...kinds import BufferRef, ConvKernel
 from ...strategy import NativeKernel
-from . import channels as conv_channels
-from . import int8 as conv_int8
+from . import channels, int8
 from .channels import ChannelLayout, tile_load, tile_shape
 from .epilogue import channel_block, micro_kernel
 from .int8 import ByteWords, offsets, pack_kernel, packed_input_shape
@@ -42,9 +41,9 @@ def int8_channel_conv(
     scratches = [packed_input_shape(anchor, lay.wide), tile]
     panel = LoopVar(INDEX, "panel")
     arithmetic = ByteWords(offsets=offset)
-    stmts = conv_channels.panel_block(anchor, lay, panel, "xpad", packed, "tile", arithmetic)
+    stmts = channels.panel_block(anchor, lay, panel, "xpad", packed, "tile", arithmetic)
     stmts += channel_block(group, panel, lay.width, flat_planes=True)
-    macs, loop = conv_channels.macs(anchor) // conv_int8.WORD, ("panel", g.o // lay.width)
+    macs, loop = channels.macs(anchor) // int8.WORD, ("panel", g.o // lay.width)
     return micro_kernel(
         group, anchor, ops, stmts, loop, macs, special, scratches, pad, Int8ChannelConv.NAME
     )

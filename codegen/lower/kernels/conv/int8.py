@@ -15,7 +15,7 @@ than 0 would need the input's window sums too; such calls keep the float path). 
 and the channels that fill the last word hold zx, whose share that constant removes, so
 the int32 sums are exactly qnn_conv2d's, as ONNX Runtime's QLinearConv computes them.
 
-On small maps the same words feed conv_channels' kernel (output channels in the lanes:
+On small maps the same words feed channels.py's kernel (output channels in the lanes:
 channel_layout). Depthwise calls have no four channels to pack together: the direct
 kernel's depthwise path reads their bytes as exact floats (depthwise_fits).
 """
@@ -107,7 +107,7 @@ def layout(call: Call) -> Wide:
 
 
 def channel_layout(call: Call, wide: Wide) -> ChannelLayout:
-    """conv_channels' blocking (output channels in the lanes) over the packed input words:
+    """channels.py's blocking (output channels in the lanes) over the packed input words:
     panels of W output channels hold, per input word and tap, W weight words."""
     xv, pr = blocking(ConvShape.of(call))
     packed, _ = packed_weights(call)
@@ -175,7 +175,7 @@ def pack_kernel(call: Call, lay: Wide, name: str) -> Kernel:
     """xpad[n, word, phase plane, y, x] = the four input channels of the word at the
     padded input's row y * sh + a - top, column x * sw + b - left for phase (a, b), as
     unsigned bytes; the zero point outside the input and past the last channel. Rows and
-    columns outside are plain fill loops (conv_prologue.span), the interior a copy
+    columns outside are plain fill loops (prologue.span), the interior a copy
     without bounds checks, which vectorises."""
     g = ConvShape.of(call)
     c4, planes = words(g.c), len(lay.phases)

@@ -1,4 +1,4 @@
-"""The cheapest placement under place_model's cost, by one integer program (HiGHS).
+"""The cheapest placement under model.py's cost, by one integer program (HiGHS).
 
 - x[c, t] binary: call c runs on target t, one target per call; a result computed on t
   adds its copy back to the host to x's cost;
