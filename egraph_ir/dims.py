@@ -216,32 +216,56 @@ def is_static(shape: Iterable[DimLike]) -> bool:
 
 
 def bind(
-    declared: tuple[DimLike, ...], actual: tuple[int, ...], sizes: dict[str, int], where: str
+    declared: tuple[DimLike, ...],
+    actual: tuple[int, ...],
+    sizes: dict[str, int],
+    where: str,
+    pending: list[tuple[DimLike, int, str]] | None = None,
 ) -> None:
     """Learn the size variables `declared` names from an array of shape `actual` into
     `sizes`, checking every dimension against what is already known: a disagreement (seq
-    37 in one input, 40 in another) is one clear error naming the dimension."""
+    37 in one input, 40 in another) is one clear error naming the dimension. A dimension
+    that is an expression of sizes not known yet goes to `pending` (check_pending checks
+    it once every input is bound); without `pending` it is checked now."""
     if len(declared) != len(actual):
         raise TypeInferenceError(
             f"{where}: rank {len(actual)} where the program expects "
             f"({', '.join(map(str, declared))})"
         )
-    pending = []
+    later = []
     for d, n in zip(declared, actual, strict=True):
-        if isinstance(d, Dim) and len(d.terms) == 1 and d.terms[0][1] == 1:
-            (monomial, _), = d.terms
-            if len(monomial) == 1 and isinstance(monomial[0], str):
-                name = monomial[0]
-                if sizes.setdefault(name, n) != n:
-                    raise TypeInferenceError(
-                        f"{where}: dimension '{name}' is {n} here but {sizes[name]} in an "
-                        "earlier input"
-                    )
-                continue
-        pending.append((d, n))
-    for d, n in pending:
-        if isinstance(d, Dim) and not d.names <= sizes.keys():
-            continue  # an expression of sizes no input names alone: checked once they are
+        name = _plain_name(d)
+        if name is None:
+            later.append((d, n, where))
+        elif sizes.setdefault(name, n) != n:
+            raise TypeInferenceError(
+                f"{where}: dimension '{name}' is {n} here but {sizes[name]} in an earlier input"
+            )
+    if pending is None:
+        check_pending(later, sizes)
+    else:
+        pending.extend(later)
+
+
+def _plain_name(d: DimLike) -> str | None:
+    """The name of a dimension that is one size variable, else None."""
+    if isinstance(d, Dim) and len(d.terms) == 1 and d.terms[0][1] == 1:
+        monomial = d.terms[0][0]
+        if len(monomial) == 1 and isinstance(monomial[0], str):
+            return monomial[0]
+    return None
+
+
+def check_pending(pending: list[tuple[DimLike, int, str]], sizes: Mapping[str, int]) -> None:
+    """Each (dimension, size, where) against the sizes the inputs bound: an expression of a
+    size no input gives alone cannot be checked, which is an error naming it."""
+    for d, n, where in pending:
+        unknown = sorted(d.names - sizes.keys()) if isinstance(d, Dim) else []
+        if unknown:
+            raise TypeInferenceError(
+                f"{where}: the dimension {d} names {', '.join(unknown)}, which no input "
+                "gives on its own; give it as a plain size in some input"
+            )
         want = evaluate(d, sizes)
         if want != n:
             raise TypeInferenceError(

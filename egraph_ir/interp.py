@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from .dims import bind
+from .dims import bind, check_pending
 from .errors import CompilerError, TypeInferenceError, UnboundVariableError
 from .expr import (
     Call,
@@ -91,6 +91,7 @@ def _bind_inputs(
         raise TypeError(f"missing input(s): {', '.join(missing)}")
     env: dict[Var, Value] = {}
     sizes: dict[str, int] = {}  # the size variables the inputs bind (symbolic dimensions)
+    pending: list[Any] = []  # dimensions that are expressions: checked once all are bound
     for p in fn.params:
         value = values[p.name_hint]
         ann = p.type_annotation
@@ -101,8 +102,9 @@ def _bind_inputs(
                     f"input %{p.name_hint} expects {ann}, got shape {value.shape} {value.dtype}"
                 )
             if not ann.is_static:
-                bind(ann.shape, value.shape, sizes, f"input %{p.name_hint} ({ann})")
+                bind(ann.shape, value.shape, sizes, f"input %{p.name_hint} ({ann})", pending)
         env[p] = value
+    check_pending(pending, sizes)
     return env
 
 

@@ -131,6 +131,21 @@ def test_inputs_that_disagree_are_one_error_naming_the_dimension() -> None:
         ir.interpret(mod, x, np.zeros((2, 37, 1), "float32"), kv)
 
 
+def test_an_expression_is_checked_once_every_input_is_bound() -> None:
+    """(past + 1) in the first input is checked against `past` the second one gives; a
+    size only an expression names cannot be learned, which is said."""
+    total, past = ir.var("total", shape=(ir.size_var("past") + 1,)), ir.var("p", shape=("past",))
+    mod = ir.infer_type(ir.IRModule.from_expr(ir.Function([total, past], op.sum(total))))
+    assert ir.interpret(mod, np.ones(4, "float32"), np.ones(3, "float32")) == 4.0
+    with pytest.raises(
+        ir.TypeInferenceError, match=r"dimension past \+ 1 is 4, but the input has 5"
+    ):
+        ir.interpret(mod, np.ones(5, "float32"), np.ones(3, "float32"))
+    alone = ir.infer_type(ir.IRModule.from_expr(ir.Function([total], op.sum(total))))
+    with pytest.raises(ir.TypeInferenceError, match="names past, which no input gives"):
+        ir.interpret(alone, np.ones(4, "float32"))
+
+
 def test_shapes_that_cannot_agree_are_refused_at_inference() -> None:
     a, b = ir.var("a", shape=("batch", "seq")), ir.var("b", shape=("batch", "other"))
     with pytest.raises(ir.TypeInferenceError, match=r"cannot broadcast \(batch, seq\)"):
