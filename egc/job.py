@@ -8,7 +8,6 @@ measured in the same process for comparison.
 
 from __future__ import annotations
 
-import statistics
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -21,6 +20,7 @@ import numpy as np
 import egraph_ir as ir
 import passmgr as pm
 from codegen.build import Executable, build, optimise
+from codegen.measure.timer import interleaved_medians
 from egraph_ir import models
 from egraph_ir.compare import mismatch
 from egraph_ir.errors import did_you_mean, require
@@ -92,12 +92,9 @@ def random_inputs(mod: ir.IRModule, seed: int) -> dict[str, np.ndarray]:
 
 
 def _median_ms(fn: Callable[[], Any], repeats: int) -> float:
-    times = []
-    for _ in range(max(repeats, 1)):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return 1e3 * statistics.median(times)
+    """Milliseconds per run: the one timer's statistic (codegen/measure/timer.py) over
+    `repeats` runs after one warm-up run."""
+    return 1e3 * interleaved_medians({0: fn}, rounds=1, per_round=max(repeats, 1))[0]
 
 
 def _max_error(actual: Any, expected: Any) -> tuple[float, bool]:

@@ -220,31 +220,26 @@ def bind(
     actual: tuple[int, ...],
     sizes: dict[str, int],
     where: str,
-    pending: list[tuple[DimLike, int, str]] | None = None,
+    pending: list[tuple[DimLike, int, str]],
 ) -> None:
     """Learn the size variables `declared` names from an array of shape `actual` into
     `sizes`, checking every dimension against what is already known: a disagreement (seq
     37 in one input, 40 in another) is one clear error naming the dimension. A dimension
-    that is an expression of sizes not known yet goes to `pending` (check_pending checks
-    it once every input is bound); without `pending` it is checked now."""
+    that is an expression goes to `pending`: check_pending checks it once every input is
+    bound."""
     if len(declared) != len(actual):
         raise TypeInferenceError(
             f"{where}: rank {len(actual)} where the program expects "
             f"({', '.join(map(str, declared))})"
         )
-    later = []
     for d, n in zip(declared, actual, strict=True):
         name = _plain_name(d)
         if name is None:
-            later.append((d, n, where))
+            pending.append((d, n, where))
         elif sizes.setdefault(name, n) != n:
             raise TypeInferenceError(
                 f"{where}: dimension '{name}' is {n} here but {sizes[name]} in an earlier input"
             )
-    if pending is None:
-        check_pending(later, sizes)
-    else:
-        pending.extend(later)
 
 
 def _plain_name(d: DimLike) -> str | None:

@@ -75,6 +75,11 @@ class Gemm:
 NativeCall = Launch | Gemm
 
 
+def kernel_label(kind: str, variant: str) -> str:
+    """A kernel's NAME from its kind and variant ("conv" + "direct": "conv/direct")."""
+    return f"{kind}/{variant}" if variant else kind
+
+
 class CompiledKernel(ABC):
     """A lowered fused group."""
 
@@ -97,8 +102,7 @@ class CompiledKernel(ABC):
     @property
     def kernel_name(self) -> str:
         """The kernel's NAME as profiles and reports show it ("conv/direct", "loops")."""
-        variant = getattr(self, "variant", "")
-        return f"{self.kind}/{variant}" if variant else self.kind
+        return kernel_label(self.kind, getattr(self, "variant", ""))
 
 
 @dataclass

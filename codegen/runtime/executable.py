@@ -21,7 +21,7 @@ from egraph_ir.types import TensorType, Type, tensor_types
 
 from ..artifact.write import save
 from ..llvm import JitLibrary
-from ..lower.kinds import ExternalKernel
+from ..lower.kinds import ExternalKernel, kernel_label
 from ..options import BuildOptions
 from ..plan.graph import AliasNode, KernelNode
 from ..plan.link import Program
@@ -64,7 +64,7 @@ class KernelTime:
     @property
     def label(self) -> str:
         """Its kind and variant, as tables and traces show them (conv/direct, loops)."""
-        return f"{self.kind}/{self.variant}" if self.variant else self.kind
+        return kernel_label(self.kind, self.variant)
 
     @property
     def gflops_per_s(self) -> float:

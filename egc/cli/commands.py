@@ -58,7 +58,7 @@ def compile_model(args: argparse.Namespace) -> int:
     request = compile_request(args)
     opts = request.options
     opts.rules = [rule_source(r) for r in opts.rules]
-    opts.targets = targets_value(args.targets)
+    check_targets(opts.targets)
     check_pass_names("--disable", opts.disabled)
     check_pass_names("--print-ir-after", opts.print_ir_after)
     for path in (args.output, args.dot, args.egraph_dot, args.emit_onnx, args.trace):
@@ -243,11 +243,8 @@ def list_things(what: str) -> int:
     return 0
 
 
-def targets_value(text: str | None) -> list[str]:
+def check_targets(names: list[str]) -> None:
     """--targets a,b: external targets with a code generator, in priority order."""
-    if not text:
-        return []
-    names = [t.strip() for t in text.split(",") if t.strip()]
     known = list_externals()
     for t in names:
         if t not in known:
@@ -255,7 +252,6 @@ def targets_value(text: str | None) -> list[str]:
                 f"--targets: unknown external target '{t}'{did_you_mean(t, known)}; "
                 f"known: {', '.join(known)}"
             )
-    return names
 
 
 def keygen(name: str) -> int:

@@ -343,11 +343,12 @@ def macs(conv: Call) -> int:
 
 
 def blocked_winograd(
-    group: Group, anchor: Call, ops: list[str], lay: WinogradLayout
+    group: Group, anchor: Call, ops: list[str], lay: WinogradLayout, name: str
 ) -> ConvKernel:
     """conv2d_winograd: a loop over (rows of tiles, part of the panels); per batch item
     the input transform of its tiles, then per panel the n^2 products, the output
-    transform and the epilogue of its output rows from the thread's scratch."""
+    transform and the epilogue of its output rows from the thread's scratch. `name`: the
+    kernel's NAME with its tile size, as the profile shows it."""
     g = WinogradShape.of(anchor)
     source = group.buffers[anchor.args[0]].name
     packed = group.buffer_of(Constant(lay.packed))
@@ -383,7 +384,7 @@ def blocked_winograd(
     loop = ("work", work_items(anchor, lay))
     return micro_kernel(
         group, anchor, ops, stmts, loop, macs(anchor), special,
-        scratch_shapes(anchor, lay), None, f"{BlockedWinograd.NAME}-{g.tile}x{g.tile}",
+        scratch_shapes(anchor, lay), None, name,
     )  # fmt: skip
 
 
@@ -400,4 +401,4 @@ class BlockedWinograd(NativeKernel):
         return f"{self.NAME}-{self.tile}x{self.tile}"
 
     def build(self, group: Group, anchor: Call, ops: list[str]) -> ConvKernel:
-        return blocked_winograd(group, anchor, ops, self.layout)
+        return blocked_winograd(group, anchor, ops, self.layout, self.name)
