@@ -43,6 +43,10 @@ class Quotient:
 Atom = str | Quotient
 
 
+def _constant(d: Dim) -> int:
+    return dict(d.terms).get((), 0)
+
+
 def _key(atom: Atom) -> str:
     return atom if isinstance(atom, str) else str(atom)
 
@@ -123,16 +127,26 @@ class Dim:
 
     # ------------------------------------------------------------ order
     def __ge__(self, other: int | Dim) -> bool:
-        if other == 0 and self.nonnegative():
+        difference = self - other
+        if isinstance(difference, int):
+            return difference >= 0
+        if difference.nonnegative():
             return True
+        if Dim.lift(-difference).nonnegative() and _constant(difference) < 0:
+            return False
         raise ShapeDecisionError(f"cannot decide {self} >= {other} for every size")
 
     def __lt__(self, other: int | Dim) -> bool:
         return not self >= other
 
     def __gt__(self, other: int | Dim) -> bool:
-        if isinstance(other, int) and other < 0:
+        difference = self - other
+        if isinstance(difference, int):
+            return difference > 0
+        if difference.nonnegative() and _constant(difference) > 0:
             return True
+        if Dim.lift(-difference).nonnegative():
+            return False
         raise ShapeDecisionError(f"cannot decide {self} > {other} for every size")
 
     def __le__(self, other: int | Dim) -> bool:
@@ -266,3 +280,75 @@ def check_pending(pending: list[tuple[DimLike, int, str]], sizes: Mapping[str, i
             raise TypeInferenceError(
                 f"{where}: dimension {d} is {want}, but the input has {n} there"
             )
+
+
+def divide_exact(total: DimLike, part: DimLike) -> DimLike | None:
+    """total / part when the division leaves no remainder for every size (the -1 of a
+    reshape: 128 * past + 128 elements in rows of past + 1), else None. Polynomial long
+    division under a graded order, where a product's leading term is the product of the
+    leading terms, so an exact quotient is always found."""
+    if isinstance(part, int):
+        if part == 0:
+            return None
+        if isinstance(total, int):
+            return total // part if total % part == 0 else None
+        return total // part if all(c % part == 0 for _, c in total.terms) else None
+    quotient: DimLike = 0
+    rest: DimLike = total
+    for _ in range(64):  # a bound on the terms a size expression has
+        if rest == 0:
+            return quotient
+        rest_m, rest_c = _leading(Dim.lift(rest))
+        part_m, part_c = _leading(part)
+        factor = _divide_monomial(rest_m, part_m)
+        if factor is None or rest_c % part_c:
+            return None
+        step = Dim.of({factor: rest_c // part_c})
+        quotient = quotient + step
+        rest = rest - step * part
+    return None
+
+
+def _leading(d: Dim) -> tuple[Monomial, int]:
+    return max(d.terms, key=lambda t: (len(t[0]), [_key(a) for a in t[0]]))
+
+
+def _divide_monomial(m: Monomial, by: Monomial) -> Monomial | None:
+    left = list(m)
+    for atom in by:
+        if atom not in left:
+            return None
+        left.remove(atom)
+    return tuple(left)
+
+
+def equal_sizes(a: DimLike, b: DimLike) -> bool:
+    """a == b for every value of the sizes (ONNX shape code compares a size with -1, the
+    "infer this axis" marker): true for one normal form, false where the difference can
+    never be 0 (a size against a negative number); anything else is not decided."""
+    if isinstance(a, int) and isinstance(b, int):
+        return a == b
+    difference = Dim.lift(a) - b
+    if difference == 0:
+        return True
+    if isinstance(difference, Dim):
+        one_sign = difference.nonnegative() or Dim.lift(-difference).nonnegative()
+        if _constant(difference) != 0 and one_sign:
+            return False
+    raise ShapeDecisionError(f"cannot decide {a} == {b} for every size")
+
+
+def substitute(value: object, sizes: Mapping[str, int]) -> object:
+    """An attribute value with every Dim in it replaced by its value (tuples walked)."""
+    if isinstance(value, Dim):
+        return value.evaluate(sizes)
+    if isinstance(value, tuple):
+        return tuple(substitute(v, sizes) for v in value)
+    return value
+
+
+def holds_dims(value: object) -> bool:
+    """Some Dim is in this attribute value (tuples walked)."""
+    if isinstance(value, Dim):
+        return True
+    return isinstance(value, tuple) and any(holds_dims(v) for v in value)

@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from .dims import bind, check_pending
+from .attrs import Attrs
+from .dims import bind, check_pending, holds_dims, substitute
 from .errors import CompilerError, TypeInferenceError, UnboundVariableError
 from .expr import (
     Call,
@@ -68,14 +69,16 @@ def interpret(target: IRModule | Function | Expr, /, *args: Any, **kwargs: Any) 
     if not isinstance(fn, Function):
         if args or kwargs:
             raise TypeError("an expression that is not a function takes no inputs")
-        return _Machine(mod).eval(fn, _Frame({}, None))
-    env = _bind_inputs(fn, args, kwargs)
-    return _Machine(mod).eval(fn.body, _Frame(env, None))
+        return _Machine(mod, {}).eval(fn, _Frame({}, None))
+    sizes: dict[str, int] = {}
+    env = _bind_inputs(fn, args, kwargs, sizes)
+    return _Machine(mod, sizes).eval(fn.body, _Frame(env, None))
 
 
 def _bind_inputs(
-    fn: Function, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+    fn: Function, args: tuple[Any, ...], kwargs: Mapping[str, Any], sizes: dict[str, int]
 ) -> dict[Var, Value]:
+    """The parameters' values; the size variables they bind go into `sizes`."""
     names = [p.name_hint for p in fn.params]
     if len(args) > len(names):
         raise TypeError(f"expected {len(names)} input(s) ({', '.join(names)}), got {len(args)}")
@@ -90,7 +93,6 @@ def _bind_inputs(
     if missing:
         raise TypeError(f"missing input(s): {', '.join(missing)}")
     env: dict[Var, Value] = {}
-    sizes: dict[str, int] = {}  # the size variables the inputs bind (symbolic dimensions)
     pending: list[Any] = []  # dimensions that are expressions: checked once all are bound
     for p in fn.params:
         value = values[p.name_hint]
@@ -109,8 +111,9 @@ def _bind_inputs(
 
 
 class _Machine:
-    def __init__(self, mod: IRModule | None) -> None:
+    def __init__(self, mod: IRModule | None, sizes: Mapping[str, int]) -> None:
         self.mod = mod
+        self.sizes = sizes  # what the inputs bound: attributes that are Dims read them
 
     def eval(self, expr: Expr, frame: _Frame) -> Value:
         memo: dict[Expr, Value] = {}
@@ -177,7 +180,10 @@ class _Machine:
                         raise CompilerError(
                             f"{node.op.name}: argument {short_repr(a)} is not a tensor"
                         )
-                return node.op.evaluate(args, node.attrs)
+                attrs = node.attrs
+                if any(holds_dims(v) for v in attrs.values()):
+                    attrs = Attrs({k: substitute(v, self.sizes) for k, v in attrs.items()})
+                return node.op.evaluate(args, attrs)
             case Call():
                 callee = memo[node.op]  # type: ignore[index]
                 if not isinstance(callee, Closure):

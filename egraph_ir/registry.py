@@ -16,6 +16,7 @@ import numpy as np
 
 from .attrs import Attrs, freeze
 from .device import VirtualDevice, as_device
+from .dims import Dim
 from .errors import AttrError, CompilerError, TypeInferenceError, UnknownOpError, did_you_mean
 from .types import DTYPES, TensorType, Type, tensor_types
 
@@ -62,6 +63,8 @@ ATTR_KINDS = (
     "pairs",
     "ints?",
     "device",
+    "dim",
+    "dims",
 )
 
 
@@ -103,6 +106,8 @@ _KIND_DOC = {
     "pairs": "a tuple of (before, after) int pairs",
     "ints?": "None or a tuple of ints",
     "device": "a VirtualDevice (or its short form, e.g. 'cpu:1')",
+    "dim": "an int or a size expression (a Dim)",
+    "dims": "a tuple of ints and size expressions (Dims)",
 }
 
 
@@ -110,9 +115,22 @@ def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
+def _is_dim(v: Any) -> bool:
+    return _is_int(v) or isinstance(v, Dim)
+
+
+_SCALAR_KINDS: dict[str, Callable[[Any], bool]] = {
+    "int": _is_int,
+    "str": lambda v: isinstance(v, str),
+    "dtype": lambda v: isinstance(v, str) and v in DTYPES,
+    "int?": lambda v: v is None or _is_int(v),
+    "dim": _is_dim,
+}
+
+
 def _convert(kind: str, v: Any) -> tuple[bool, Any]:
-    if kind == "int":
-        return _is_int(v), v
+    if kind in _SCALAR_KINDS:
+        return _SCALAR_KINDS[kind](v), v
     if kind == "float":
         ok = isinstance(v, int | float) and not isinstance(v, bool)
         return ok, float(v) if ok else v
@@ -120,20 +138,15 @@ def _convert(kind: str, v: Any) -> tuple[bool, Any]:
         if _is_int(v) and v in (0, 1):
             return True, bool(v)
         return isinstance(v, bool), v
-    if kind == "str":
-        return isinstance(v, str), v
-    if kind == "dtype":
-        return isinstance(v, str) and v in DTYPES, v
-    if kind == "ints":
-        if _is_int(v):
+    if kind in ("ints", "dims"):
+        one = _is_int if kind == "ints" else _is_dim
+        if one(v):
             return True, (v,)
-        return isinstance(v, tuple) and all(_is_int(x) for x in v), v
+        return isinstance(v, tuple) and all(one(x) for x in v), v
     if kind in ("axes", "ints?"):
         if v is None:
             return True, None
         return _convert("ints", v)
-    if kind == "int?":
-        return v is None or _is_int(v), v
     if kind == "int|ints":
         if _is_int(v):
             return True, v

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .dims import Dim, evaluate
+from .attrs import Attrs
+from .dims import Dim, evaluate, holds_dims, substitute
 from .errors import TypeInferenceError, did_you_mean
-from .expr import Expr, Function, Var
+from .expr import Call, Constant, Expr, Function, Var
 from .infer import infer_type
 from .module import IRModule
+from .registry import Op
 from .types import TensorType, Type
 from .visitor import post_order, rebuild
 
@@ -31,6 +33,17 @@ def _static(t: Type | None, sizes: Mapping[str, int]) -> Type | None:
     if not isinstance(t, TensorType) or t.is_static:
         return t
     return TensorType(tuple(evaluate(d, sizes) for d in t.shape), t.dtype)
+
+
+def _static_call(node: Expr, sizes: Mapping[str, int]) -> Expr:
+    """A call whose attributes hold sizes with their values in; the sizes that are values
+    (dim_values) become a constant."""
+    if not isinstance(node, Call) or not any(holds_dims(v) for v in node.attrs.values()):
+        return node
+    attrs = {k: substitute(v, sizes) for k, v in node.attrs.items()}
+    if isinstance(node.op, Op) and node.op.name == "dim_values":
+        return Constant(node.op.evaluate([], Attrs(attrs)), node.span)
+    return Call(node.op, node.args, Attrs(attrs), node.span)
 
 
 def specialize(mod: IRModule, sizes: Mapping[str, int]) -> IRModule:
@@ -57,6 +70,6 @@ def specialize(mod: IRModule, sizes: Mapping[str, int]) -> IRModule:
         params.append(new)
     for node in post_order(fn.body):
         if node not in memo:
-            memo[node] = node if isinstance(node, Var) else rebuild(node, memo)
+            memo[node] = node if isinstance(node, Var) else _static_call(rebuild(node, memo), sizes)
     main = Function(tuple(params), memo[fn.body], None, fn.attrs)
     return infer_type(mod.with_function("main", main))

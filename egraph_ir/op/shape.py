@@ -8,6 +8,7 @@ import ml_dtypes
 import numpy as np
 
 from ..attrs import Attrs
+from ..dims import Dim, DimLike, divide_exact
 from ..registry import AttrSpec, OpPattern, ShapeError
 from ..types import NARROW_FLOATS, NARROW_INTS, TensorType, TupleType, Type
 from ._common import INTEGER, norm_axis, per_output_element, register_anchor, same_dtype, size_of
@@ -21,17 +22,19 @@ def _reg(name, inputs, infer, ref, attrs=(), pattern=OpPattern.INJECTIVE, doc=""
 
 # ---------------------------------------------------------------- reshape
 def reshape_target(shape: tuple[int, ...], newshape: tuple[int, ...]) -> tuple[int, ...]:
-    """Resolve one -1 in newshape; the element count must match."""
+    """Resolve one -1 in newshape; the element count must match (for every size, when
+    the shapes are symbolic: entries may be Dims, as in TensorType.shape)."""
     if sum(1 for d in newshape if d == -1) > 1:
         raise ShapeError(f"newshape {newshape} has more than one -1")
-    if any(d < -1 for d in newshape):
+    if any(isinstance(d, int) and d < -1 for d in newshape):
         raise ShapeError(f"newshape {newshape} has a negative dimension")
     total = size_of(shape)
     known = size_of([d for d in newshape if d != -1])
     if -1 in newshape:
-        if known == 0 or total % known:
+        inferred = divide_exact(total, known)
+        if inferred is None:
             raise ShapeError(f"cannot reshape {shape} to {newshape}")
-        newshape = tuple(total // known if d == -1 else d for d in newshape)
+        newshape = tuple(inferred if d == -1 else d for d in newshape)  # type: ignore[misc]
     if size_of(newshape) != total:
         raise ShapeError(f"cannot reshape {shape} ({total} elements) to {newshape}")
     return newshape
@@ -46,7 +49,7 @@ _reg(
     ("data",),
     _reshape_infer,
     lambda x, newshape: np.reshape(x, reshape_target(x.shape, newshape)),
-    (AttrSpec("newshape", "ints"),),
+    (AttrSpec("newshape", "dims"),),
     doc="same elements in row-major order; one -1 is inferred",
 )
 
@@ -135,7 +138,7 @@ _reg(
     ("data",),
     _broadcast_to_infer,
     lambda x, shape: np.broadcast_to(x, shape).copy(),
-    (AttrSpec("shape", "ints"),),
+    (AttrSpec("shape", "dims"),),
     OpPattern.BROADCAST,
 )
 
@@ -229,8 +232,32 @@ def slice_spec(shape, begin, end, strides, axes) -> list[slice]:
 def _slice_infer(args: list[TensorType], attrs: Attrs) -> Type:
     t = args[0]
     sl = slice_spec(t.shape, attrs["begin"], attrs["end"], attrs["strides"], attrs["axes"])
-    shape = tuple(len(range(*s.indices(d))) for s, d in zip(sl, t.shape, strict=True))
-    return TensorType(shape, t.dtype)
+    shape = tuple(_slice_extent(s, d) for s, d in zip(sl, t.shape, strict=True))
+    return TensorType(shape, t.dtype)  # type: ignore[arg-type]  # Dims allowed
+
+
+def _slice_extent(s: slice, dim: DimLike) -> DimLike:
+    """How many elements a slice keeps. With sizes in it (x[:seq] of a table of 512 rows,
+    x[-1:] of a symbolic axis) only steps of 1 are decided: a bound that is a size is
+    taken to lie within the axis, as the exporter's shape code ensures; negative numbers
+    count from the end, and an end past a symbolic axis stops at it."""
+    values = (s.start, s.stop, s.step, dim)
+    if all(isinstance(v, int) or v is None for v in values):
+        return len(range(*s.indices(dim)))
+    if s.step not in (None, 1):
+        raise ShapeError(f"a slice of step {s.step} with sizes in it ({s}, axis {dim})")
+
+    def place(v: DimLike | None, default: DimLike) -> DimLike:
+        if v is None:
+            return default
+        if isinstance(v, int) and v < 0:
+            return dim + v
+        if isinstance(v, int) and (v >= 2**31 if isinstance(dim, Dim) else v > dim):
+            return dim  # INT64_MAX and other ends past the axis: to its end
+        return v
+
+    begin, end = place(s.start, 0), place(s.stop, dim)
+    return end - begin
 
 
 _reg(
@@ -239,8 +266,8 @@ _reg(
     _slice_infer,
     lambda x, begin, end, strides, axes: x[tuple(slice_spec(x.shape, begin, end, strides, axes))],
     (
-        AttrSpec("begin", "ints"),
-        AttrSpec("end", "ints"),
+        AttrSpec("begin", "dims"),
+        AttrSpec("end", "dims"),
         AttrSpec("strides", "ints?", None),
         AttrSpec("axes", "ints?", None),
     ),

@@ -371,6 +371,11 @@ class Parser(TypeReader):
             return tuple(items)
         if tok.kind == "ident" and tok.text == "VirtualDevice":
             return self.virtual_device()
+        if tok.kind == "ident" and tok.text == "dim" and self.toks[self.i + 1].text == "(":
+            self.i += 2  # dim(seq + 1): a size expression
+            value = self.dim()
+            self.expect(")")
+            return value
         if tok.kind == "ident":
             self.i += 1
             return {"True": True, "False": False, "None": None, "true": True, "false": False}.get(
@@ -402,4 +407,3 @@ class Parser(TypeReader):
             raise self.error(f"bad VirtualDevice: {exc}", start) from None
         except CompilerError as exc:
             raise self.error(str(exc), start) from None
-

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..device import VirtualDevice
+from ..dims import Dim
 from ..expr import (
     Call,
     Constant,
@@ -83,6 +84,8 @@ def attr_text(v: Any) -> str:
         return "[" + ", ".join(attr_text(x) for x in v) + "]"
     if isinstance(v, VirtualDevice):
         return v.text()
+    if isinstance(v, Dim):
+        return f"dim({v})"
     raise TypeError(f"cannot print attribute value {v!r}")
 
 

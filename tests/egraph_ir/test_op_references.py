@@ -536,6 +536,23 @@ def test_creation_ops() -> None:
     close(ir.interpret(ir.infer_type(mod)), np.full((3,), 2.5, "float32"))
 
 
+@pytest.mark.parametrize("start, stop, step", [(0, 5, 1), (2, 9, 3), (7, 1, -2), (4, 4, 1)])
+def test_arange_and_dim_values_against_numpy(start: int, stop: int, step: int) -> None:
+    """Static bounds give numpy's arange; bounds that are sizes take their values from
+    the inputs when the program runs, and so do dim_values."""
+    close(ir_eval("arange", [], start=start, stop=stop, step=step), np.arange(start, stop, step))
+    past = ir.size_var("past")
+    x = ir.var("x", shape=(1, past), dtype="float32")
+    positions = op.arange(start=past, stop=past + 1, step=1, dtype="int64")
+    sizes = op.dim_values(values=(past, past + step), shape=(2,), dtype="int64")
+    mod = ir.infer_type(ir.IRModule.from_expr(ir.Function([x], ir.Tuple([positions, sizes]))))
+    assert str(mod["main"].body.checked_type.fields[0]) == "Tensor[(1,), int64]"
+    for n in (0, 6):
+        got = ir.interpret(mod, np.zeros((1, n), np.float32))
+        np.testing.assert_array_equal(got[0], [n])
+        np.testing.assert_array_equal(got[1], [n, n + step])
+
+
 @pytest.mark.parametrize(
     "name, ufunc, identity", [("cumsum", np.add, 0), ("cumprod", np.multiply, 1)]
 )
@@ -714,6 +731,8 @@ COVERED = (
         "zeros_like",
         "ones_like",
         "full_like",
+        "arange",
+        "dim_values",
         *ANNOTATION_ATTRS,
         "cumsum",
         "cumprod",

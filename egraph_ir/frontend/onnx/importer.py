@@ -28,6 +28,7 @@ from ...types import DTYPES, TensorType
 from .control import loop_globals
 from .functions import expand, function_schema
 from .node import CONVERTERS, Node, op_key
+from .sizes import SizeValues, evaluate, size_node
 
 MIN_OPSET, MAX_OPSET = 13, 21  # the opsets the converters are written against
 
@@ -237,7 +238,7 @@ class Importer:
     ) -> None:
         self.onnx, self.graph, self.opset, self.shapes = onnx, graph, opset, shapes
         self.function_opset = function_opset  # the model's own: function bodies are built at it
-        self.env: dict[str, Expr] = {}
+        self.env: dict[str, Expr | SizeValues] = {}  # SizeValues: sizes.py
         self.expansions = 0
 
     def run(self) -> IRModule:
@@ -279,7 +280,8 @@ class Importer:
         for out in graph.output:
             if out.name not in self.env:
                 raise FrontendError(f"graph output '{out.name}' is not produced by any node")
-            outputs.append(self.env[out.name])
+            value = self.env[out.name]
+            outputs.append(value.expr() if isinstance(value, SizeValues) else value)
         return outputs
 
     def _nodes(self, nodes: Any) -> None:
@@ -310,7 +312,9 @@ class Importer:
             raise FrontendError(f"{where}{body_of}: unsupported ONNX op {node.op_type}")
         types: list[TensorType | None] = []
         for name in node.input:
-            t = infer_new_nodes(self.env[name]).checked_type if name in self.env else None
+            value = self.env.get(name)
+            value = value.expr() if isinstance(value, SizeValues) else value
+            t = infer_new_nodes(value).checked_type if value is not None else None
             types.append(t if isinstance(t, TensorType) else None)
         self.expansions += 1
         try:
@@ -339,8 +343,22 @@ class Importer:
                 dims.append(size_var(_size_name(d.dim_param or f"{value_info.name}_dim{axis}")))
         return TensorType(tuple(dims), dtype)  # type: ignore[arg-type]  # Dims allowed
 
+    def _size_arithmetic(self, node: Node) -> SizeValues | Constant | None:
+        """The node's value when it computes with sizes of symbolic shapes (sizes.py)."""
+        if node.proto.domain not in ("", "ai.onnx") or len(node.proto.output) != 1:
+            return None
+        inputs = [node.raw(i) for i in range(len(node.proto.input))]
+        if not inputs:
+            return None
+        value = size_node(node.op_type, inputs[0], node.attrs)
+        return value if value is not None else evaluate(node.op_type, inputs, node.attrs)
+
     def _convert(self, node: Node) -> None:
         try:
+            folded = self._size_arithmetic(node)
+            if folded is not None:
+                self.env[node.proto.output[0]] = folded
+                return
             result = CONVERTERS[op_key(node.proto)](node)
             results = result if isinstance(result, list) else [result]
             results = [fold(infer_new_nodes(r)) for r in results]  # shape arithmetic resolves

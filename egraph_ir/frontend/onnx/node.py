@@ -16,6 +16,7 @@ from ...expr import Constant, Expr
 from ...infer import infer_new_nodes
 from ...types import TensorType
 from ...visitor import free_vars
+from .sizes import SizeValues
 
 Converter = Callable[["Node"], Expr | list[Expr]]
 
@@ -26,7 +27,7 @@ class Scope(Protocol):
 
     onnx: Any
     opset: int
-    env: dict[str, Expr]
+    env: dict[str, Expr | SizeValues]
 
     def run_graph(self, graph: Any, bindings: dict[str, Expr]) -> list[Expr]: ...
 
@@ -79,13 +80,18 @@ class Node:
             elif isinstance(v, importer.onnx.TensorProto):
                 self.attrs[k] = importer.onnx.numpy_helper.to_array(v)
 
-    def input(self, i: int) -> Expr | None:
+    def raw(self, i: int) -> Expr | SizeValues | None:
+        """Input i as the importer holds it: IR, or shape values (sizes.py)."""
         names = self.proto.input
         if i >= len(names) or not names[i]:
             return None
         if names[i] not in self.importer.env:
             raise FrontendError(f"input '{names[i]}' is not defined before this node")
         return self.importer.env[names[i]]
+
+    def input(self, i: int) -> Expr | None:
+        value = self.raw(i)
+        return value.expr() if isinstance(value, SizeValues) else value
 
     def x(self, i: int = 0) -> Expr:
         e = self.input(i)
@@ -97,10 +103,13 @@ class Node:
         return [self.x(i) for i in range(len(self.proto.input)) if self.proto.input[i]]
 
     def const(self, i: int, default: Any = None) -> Any:
-        """A constant input's value (shapes, axes, bounds); None when absent."""
-        e = self.input(i)
+        """A constant input's value (shapes, axes, bounds); None when absent. Sizes
+        computed from symbolic shapes come as an object array of ints and Dims."""
+        e = self.raw(i)
         if e is None:
             return default
+        if isinstance(e, SizeValues):
+            return e.data  # ints and Dims (sizes.dims_of reads them as a shape)
         if not isinstance(e, Constant):
             raise ConstantInputError(
                 f"input {i} ('{self.proto.input[i]}') must be a constant: it sets a static "

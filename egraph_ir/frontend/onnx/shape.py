@@ -9,9 +9,11 @@ import math
 import numpy as np
 
 from ... import op
+from ...dims import is_static
 from ...errors import FrontendError
 from ...expr import Constant, Expr, TupleGetItem
 from .node import Node, axes_of, converter, scalar
+from .sizes import dims_of
 
 
 @converter("Constant")
@@ -23,34 +25,23 @@ def _constant(n: Node) -> Expr:
     raise FrontendError(f"Constant with attributes {sorted(n.attrs)} is not supported")
 
 
-def _static_shape(n: Node) -> tuple[int, ...]:
-    """The input's shape, which the importer computes with only where it is static."""
-    t = n.type()
-    if not t.is_static:
-        raise FrontendError(
-            f"{n.proto.op_type} of {t}: shape arithmetic over symbolic sizes is computed at "
-            "run time, which the importer does not do yet (issue #49); pass shapes= "
-            "(egc: --shape NAME=D1,D2,...) to fix them"
-        )
-    return t.shape
-
-
 @converter("Shape")
 def _shape(n: Node) -> Expr:
-    shape = _static_shape(n)
+    """Of a static shape (Shape of a symbolic one is shape arithmetic: sizes.py)."""
+    shape = n.type().shape
     start, end = n.attr("start", 0), n.attr("end", None)
     return Constant(np.asarray(shape[start:end], dtype=np.int64))
 
 
 @converter("Size")
 def _size(n: Node) -> Expr:
-    return Constant(np.asarray(int(np.prod(_static_shape(n))), dtype=np.int64))
+    return Constant(np.asarray(int(np.prod(n.type().shape)), dtype=np.int64))
 
 
 @converter("Reshape")
 def _reshape(n: Node) -> Expr:
     t = n.type()
-    shape = [int(d) for d in n.const(1)]
+    shape = dims_of(n.const(1))
     if not n.attr("allowzero", 0):
         shape = [t.shape[i] if d == 0 else d for i, d in enumerate(shape)]
     return op.reshape(n.x(), newshape=tuple(shape))
@@ -112,8 +103,8 @@ def _split(n: Node) -> list[Expr]:
 
 @converter("Slice")
 def _slice(n: Node) -> Expr:
-    starts = [int(v) for v in n.const(1)]
-    ends = [int(v) for v in n.const(2)]
+    starts = dims_of(n.const(1))
+    ends = dims_of(n.const(2))
     axes = n.const(3)
     steps = n.const(4)
     return op.strided_slice(
@@ -141,20 +132,22 @@ def _gather_elements(n: Node) -> Expr:
 
 @converter("ConstantOfShape")
 def _constant_of_shape(n: Node) -> Expr:
-    shape = tuple(int(d) for d in np.asarray(n.const(0)).reshape(-1))
-    if any(d < 0 for d in shape):
+    shape = tuple(dims_of(n.const(0)))
+    if any(isinstance(d, int) and d < 0 for d in shape):
         raise FrontendError(f"negative dimension in shape {list(shape)}")
     value = n.attr("value")
     fill = np.zeros(1, np.float32) if value is None else np.asarray(value).reshape(-1)
     if fill.size != 1:
         raise FrontendError(f"value must hold one element, got {fill.size}")
+    if not is_static(shape):  # sizes known when the program runs
+        return op.full(fill_value=float(fill[0]), shape=shape, dtype=str(fill.dtype))
     return Constant(np.full(shape, fill[0], dtype=fill.dtype))
 
 
 @converter("Expand")
 def _expand(n: Node) -> Expr:
     t = n.type()
-    target = tuple(int(d) for d in n.const(1))
+    target = tuple(dims_of(n.const(1)))
     ndim = max(len(target), t.ndim)
     a = (1,) * (ndim - t.ndim) + t.shape
     b = (1,) * (ndim - len(target)) + target
@@ -184,6 +177,9 @@ def _range(n: Node) -> Expr:
     if any(v is None for v in given):
         raise FrontendError("start, limit and delta are required")
     start, limit, delta = (np.asarray(v).reshape(()) for v in given)  # scalars, or 1 value
+    if start.dtype == object or limit.dtype == object:  # bounds that are sizes
+        dtype = str(n.type(0).dtype)
+        return op.arange(start=start.item(), stop=limit.item(), step=int(delta), dtype=dtype)
     if float(delta) == 0:
         raise FrontendError("delta must not be 0")
     count = max(math.ceil((float(limit) - float(start)) / float(delta)), 0)
