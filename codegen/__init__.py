@@ -4,14 +4,15 @@
 current PassContext, lowers each fused group to loops (or a library anchor plus a JIT
 epilogue), plans memory, emits LLVM with llvmlite, JIT-compiles it and returns an
 `Executable`, which `save` writes to one file that `load` runs elsewhere without
-compiling. The `egc` command line and the compile job live above it, in the `egc` package.
+compiling. A program with symbolic dimensions gives a `SymbolicExecutable` (symbolic.py),
+which runs every consistent shape. The `egc` command line and the compile job live above it, in the `egc` package.
 """
 
 from __future__ import annotations
 
 from .artifact.check import new_signing_key, public_key
 from .artifact.load import load
-from .build import Executable, KernelTime, Profile, bind_params, build
+from .build import Executable, KernelTime, Profile, SymbolicExecutable, bind_params, build
 from .external import list_externals, register_external, write_outputs
 from .external.host import ExternalFallbackWarning
 from .measure.placement_costs import measured_cost
@@ -25,6 +26,7 @@ __all__ = [
     "ExternalFallbackWarning",
     "KernelTime",
     "Profile",
+    "SymbolicExecutable",
     "bind_params",
     "build",
     "list_externals",

@@ -53,6 +53,7 @@ from .plan.link import link
 from .plan.memory import plan_graph
 from .runtime import blas
 from .runtime.executable import Executable, KernelTime, Profile
+from .symbolic import SymbolicExecutable
 
 TARGETS = ("llvm",)
 STAGE_NAMES = {  # what progress shows while a stage runs
@@ -70,11 +71,13 @@ def build(
     params: Mapping[str, np.ndarray] | None = None,
     extra_passes: Sequence[pm.Pass] = (),
     on_stage: Callable[[str], None] | None = None,
-) -> Executable:
+) -> Executable | SymbolicExecutable:
     """Compile `mod` (its main function) for `target`: an IR module or function, or an
     ONNX model (a path or a ModelProto, imported with `from_onnx`). `params` binds inputs
     to constants; `extra_passes` (e.g. EqSat over a user's rule file) run after the
-    standard pipeline; `on_stage` hears the name of each stage as it starts (progress)."""
+    standard pipeline; `on_stage` hears the name of each stage as it starts (progress).
+    A program with symbolic dimensions gives a SymbolicExecutable, which runs any
+    consistent shape (codegen/symbolic.py)."""
     if target not in TARGETS:
         raise CodegenError(f"unknown target '{target}'; supported: {', '.join(TARGETS)}")
     if isinstance(mod, Function):
@@ -88,16 +91,37 @@ def build(
         mod = from_onnx(mod)
     if "main" not in dict(mod.items()):
         raise CodegenError("the module has no 'main' function")
-    if names := symbolic_names(mod["main"]):
-        raise CodegenError(
-            f"main has symbolic dimensions ({', '.join(names)}): native code is compiled for "
-            "static shapes so far; give their sizes with egraph_ir.specialize(mod, "
-            "{name: size}) or from_onnx(..., shapes=...) (egc: --shape)"
-        )
     options = BuildOptions.from_context()
     kernel_db = choices.resolve(options.kernel_db)  # a bad path fails before any work
+    if symbolic_names(mod["main"]):
+        return _symbolic(mod, options, kernel_db, params, extra_passes)
     with collector_paused():
         return _build(mod, options, kernel_db, params, extra_passes, on_stage)
+
+
+def _symbolic(
+    mod: IRModule,
+    options: BuildOptions,
+    kernel_db: KernelTimes | None,
+    params: Mapping[str, np.ndarray] | None,
+    extra_passes: Sequence[pm.Pass],
+) -> SymbolicExecutable:
+    """A program with size variables: one executable for every shape (codegen/symbolic.py),
+    whose specialisations are built later under the PassContext of this call."""
+    mod = infer_type(mod)
+    context = pm.PassContext.current()
+
+    def compile_static(static: IRModule) -> Executable:
+        with context, collector_paused():
+            return _build(static, options, kernel_db, params, extra_passes, None)
+
+    return SymbolicExecutable(mod, compile_static, outputs_of(mod["main"]), options)
+
+
+def symbolic_executable(mod: IRModule, options: BuildOptions) -> SymbolicExecutable:
+    """A saved symbolic program loaded again (codegen/artifact/load.py): other sizes
+    compile with the options it was built with, under the caller's PassContext."""
+    return _symbolic(mod, options, choices.resolve(options.kernel_db), None, ())
 
 
 @contextmanager
@@ -328,4 +352,12 @@ def bind_params(mod: IRModule, params: Mapping[str, np.ndarray]) -> IRModule:
     return infer_type(mod.with_function("main", new))
 
 
-__all__ = ["Executable", "KernelTime", "Profile", "bind_params", "build", "optimise"]
+__all__ = [
+    "Executable",
+    "KernelTime",
+    "Profile",
+    "SymbolicExecutable",
+    "bind_params",
+    "build",
+    "optimise",
+]

@@ -36,7 +36,7 @@ import llvmlite.binding as llvm
 import numpy as np
 
 from egraph_ir.device import VirtualDevice
-from egraph_ir.errors import CodegenError
+from egraph_ir.errors import CodegenError, CompilerError
 from egraph_ir.expr import Function
 from egraph_ir.infer import infer_type
 from egraph_ir.text.parser import parse
@@ -52,6 +52,7 @@ from ..plan.link import Program, Segment
 from ..plan.memory import MemoryPlan
 from ..runtime import blas
 from ..runtime.executable import Executable
+from ..symbolic import SymbolicExecutable
 from .check import (
     MANIFEST,
     check_program,
@@ -68,7 +69,7 @@ def load(
     threads: int | None = None,
     check_devices: bool | None = None,
     trusted_keys: Sequence[Any] | None = None,
-) -> Executable:
+) -> Executable | SymbolicExecutable:
     """An executable saved by `Executable.save`, ready to run (nothing is recompiled).
     `threads` and `check_devices` override the saved run-time options (None: the
     EGC_NUM_THREADS variable, else as saved, at most one thread per core; threads=0: every
@@ -90,6 +91,8 @@ def load(
         if trusted_keys is not None:
             check_signature(path, zf, manifest_bytes, list(trusted_keys))
         members = read_members(path, zf, manifest)
+    if manifest.get("symbolic"):
+        return _load_symbolic(path, manifest, members, threads, check_devices)
     data = _json(path, "program.json", members.get("program.json", b""))
     constants = {
         int(Path(name).stem): _array(path, name, blob)
@@ -122,6 +125,31 @@ def load(
         arenas = program.plan.arena_bytes
         raise CodegenError(f"{path}: its arenas ({arenas} bytes) do not fit in memory") from None
     exe.compile_seconds = {"load": time.perf_counter() - t0}
+    return exe
+
+
+def _load_symbolic(
+    path: str | Path,
+    manifest: dict[str, Any],
+    members: dict[str, bytes],
+    threads: int | None,
+    check_devices: bool | None,
+) -> SymbolicExecutable:
+    """A program with size variables (write.save_symbolic): its module parsed again, and
+    its saved specialisations loaded; other sizes compile with the saved options."""
+    from ..build import symbolic_executable  # build sits above the artifact reader
+
+    try:
+        module = parse(members["symbolic/module.txt"].decode())
+        options = BuildOptions.from_json(manifest["options"])
+    except (KeyError, ValueError, CompilerError) as exc:
+        raise CodegenError(f"{path}: damaged symbolic program ({exc})") from None
+    exe = symbolic_executable(module, options)
+    sizes_list = _json(path, "symbolic/sizes.json", members.get("symbolic/sizes.json", b"[]"))
+    for k, sizes in enumerate(sizes_list):
+        blob = members.get(f"symbolic/{k}.egc", b"")
+        static = load(io.BytesIO(blob), threads, check_devices)  # type: ignore[arg-type]
+        exe.adopt(sizes, static)
     return exe
 
 

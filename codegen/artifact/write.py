@@ -65,16 +65,48 @@ def save(
     for k, data in enumerate(library.objects if library is not None else []):
         members[f"code/{k}.o"] = data
     members["source.ll"] = source.encode()
-    manifest = {
+    manifest = _manifest(options, members, blas=program.uses_blas)
+    write_archive(path, manifest, members, key)
+
+
+def save_symbolic(
+    path: str | Path,
+    module_text: str,
+    specializations: list[tuple[dict[str, int], bytes]],
+    options: BuildOptions,
+    key: Any = None,
+) -> None:
+    """Write a program with size variables (codegen/symbolic.py): its IR as text, to
+    compile other sizes after loading, and each specialisation compiled so far as a saved
+    executable of its own (members symbolic/<k>.egc, their sizes in symbolic/sizes.json)."""
+    members: dict[str, bytes] = {"symbolic/module.txt": module_text.encode()}
+    members["symbolic/sizes.json"] = json.dumps([sizes for sizes, _ in specializations]).encode()
+    for k, (_, blob) in enumerate(specializations):
+        members[f"symbolic/{k}.egc"] = blob
+    manifest = _manifest(options, members, symbolic=True)
+    write_archive(path, manifest, members, key)
+
+
+def _manifest(options: BuildOptions, members: dict[str, bytes], **extra: Any) -> dict[str, Any]:
+    """What load checks before it reads anything: the format, the machine the code is
+    for, the options (their threads: the count the kernels were split for), the digests."""
+    return {
         "format": FORMAT,
         "project_version": project_version(),
         "triple": llvm.get_process_triple(),
         "cpu": llvm.get_host_cpu_name(),
         "features": sorted(host_features()),
-        "options": options.to_json(),  # its threads: the count the kernels were split for
-        "blas": program.uses_blas,
+        "options": options.to_json(),
+        **extra,
         "digests": digests(members),
     }
+
+
+def write_archive(
+    path: str | Path, manifest: dict[str, Any], members: dict[str, bytes], key: Any
+) -> None:
+    """The manifest (signed with `key` if given) and the members, as one zip file that
+    appears whole or not at all."""
     manifest_bytes = json.dumps(manifest, indent=1).encode()
     signature = sign(manifest_bytes, key) if key is not None else None
     target = Path(path)
@@ -85,7 +117,7 @@ def save(
             if signature is not None:
                 zf.writestr(SIGNATURE, signature)
             for name, data in members.items():
-                packed = name.endswith((".json", ".o", ".ll"))
+                packed = name.endswith((".json", ".o", ".ll", ".txt"))
                 zf.writestr(name, data, zipfile.ZIP_DEFLATED if packed else zipfile.ZIP_STORED)
         os.replace(partial, target)  # a failed write leaves the old file as it was
     except OSError as exc:
