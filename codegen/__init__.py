@@ -5,7 +5,8 @@ current PassContext, lowers each fused group to loops (or a library anchor plus 
 epilogue), plans memory, emits LLVM with llvmlite, JIT-compiles it and returns an
 `Executable`, which `save` writes to one file that `load` runs elsewhere without
 compiling. A program with symbolic dimensions gives a `SymbolicExecutable` (symbolic.py),
-which runs every consistent shape. The `egc` command line and the compile job live above it, in the `egc` package.
+which runs every consistent shape. The `egc` command line and the compile job live above
+it, in the `egc` package.
 """
 
 from __future__ import annotations

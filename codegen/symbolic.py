@@ -148,9 +148,15 @@ class SymbolicExecutable:
         """Executable.profile of the specialisation these inputs run (at their sizes)."""
         return self.for_inputs(inputs).profile(inputs, repeats)
 
-    def benchmark(self, inputs: Mapping[str, Any], **kwargs: Any) -> Latency:
+    def benchmark(
+        self,
+        inputs: Mapping[str, Any],
+        repeats: int = 100,
+        warmup: int = 5,
+        duration: float | None = None,
+    ) -> Latency:
         """Executable.benchmark at the inputs' sizes (compiling first, untimed)."""
-        return self.for_inputs(inputs).benchmark(inputs, **kwargs)
+        return self.for_inputs(inputs).benchmark(inputs, repeats, warmup, duration)
 
     def save(self, path: str, key: Any = None) -> None:
         """One file that `codegen.load` turns into a SymbolicExecutable again: the program,
@@ -165,6 +171,23 @@ class SymbolicExecutable:
         save_symbolic(path, str(self.module), blobs, self.options, key)
 
     # ------------------------------------------------------------ inspecting
+    def latest(self) -> Executable:
+        """The specialisation used last (what profiles, reports and drawings show)."""
+        if not self._built:
+            raise CodegenError(
+                "no specialisation is compiled yet: run the program or call specialization()"
+            )
+        return next(reversed(self._built.values()))
+
+    @property
+    def optimized_module(self) -> IRModule | None:
+        """The optimised IR of the specialisation used last."""
+        return self.latest().optimized_module
+
+    @property
+    def threads(self) -> int:
+        return self.options.threads
+
     def outputs(self) -> tuple[list[Type], list[str]]:
         return self.output_types, self.output_names
 

@@ -77,6 +77,7 @@ def key_for(request: CompileRequest) -> str | None:
         "disabled": sorted(opts.disabled),
         "config": config,
         "shapes": sorted((k, list(v)) for k, v in opts.shapes.items()),
+        "dims": sorted(opts.dims.items()),  # a symbolic program's report and specialisation
         "targets": ",".join(opts.targets) or None,
         "place": opts.place,
         "kernel_db": _kernel_db_digest(opts.config.get("codegen.kernel_db", "auto")),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -19,11 +19,12 @@ import numpy as np
 
 import egraph_ir as ir
 import passmgr as pm
-from codegen.build import Executable, build, optimise
+from codegen.build import Executable, SymbolicExecutable, build, optimise
 from codegen.measure.timer import interleaved_medians
 from egraph_ir import models
 from egraph_ir.compare import mismatch
 from egraph_ir.errors import did_you_mean, require
+from egraph_ir.specialize import sizes_or_one, static_type
 from egraph_ir.summary import input_types, summarize
 
 from .options import JobOptions
@@ -78,10 +79,17 @@ def load_model(
     return ir.frontend.from_onnx(source, shapes=shapes or None), "onnx", None
 
 
-def random_inputs(mod: ir.IRModule, seed: int) -> dict[str, np.ndarray]:
+def random_inputs(
+    mod: ir.IRModule, seed: int, dims: Mapping[str, int] | None = None
+) -> dict[str, np.ndarray]:
+    """Seeded inputs of main's types; size variables take their values from `dims` (1
+    where not given)."""
     rng = np.random.default_rng(seed)
     out = {}
-    for name, t in input_types(mod).items():
+    sizes = sizes_or_one(input_types(mod).values(), dims or {})
+    for name, symbolic in input_types(mod).items():
+        t = static_type(symbolic, sizes)
+        assert isinstance(t, ir.TensorType)
         if np.dtype(t.dtype).kind == "f":
             out[name] = rng.standard_normal(t.shape).astype(t.dtype)
         elif t.dtype == "bool":
@@ -166,7 +174,7 @@ def _context(
 
 def compile_model(
     mod: ir.IRModule, opts: JobOptions, show: Callable[[str], None] = lambda step: None
-) -> tuple[Executable, PassesReport]:
+) -> tuple[Executable | SymbolicExecutable, PassesReport]:
     """codegen.build under the job's context (user rule files as extra EqSat passes);
     `show` hears each pass and compile stage as it starts."""
     timing = pm.PassTimingInstrument()
@@ -182,6 +190,8 @@ def compile_model(
             else:
                 mod = pm.passes.partition_for(opts.targets)(mod)
         exe = build(mod, extra_passes=extra, on_stage=show)
+        if isinstance(exe, SymbolicExecutable):  # checked, timed, reported at --dim sizes
+            exe.specialization(**sizes_or_one(input_types(mod).values(), opts.dims))
     return exe, _collect(ctx.run, timing)
 
 
@@ -194,7 +204,7 @@ def _program_summary(mod: ir.IRModule) -> ProgramSummary:
 
 def run_job(
     source: str, opts: JobOptions, progress: Progress | None = None
-) -> tuple[CompileReport, Executable]:
+) -> tuple[CompileReport, Executable | SymbolicExecutable]:
     """Import, optimise and compile one model; with `opts.check` also run it against the
     reference interpreter (and ONNX Runtime for an ONNX file), with `opts.repeats` time it.
     Returns the report and the executable (whose modules the command line prints and draws)."""
@@ -207,8 +217,10 @@ def run_job(
         t0 = time.perf_counter()
         exe, passes = compile_model(mod, opts, update)
         compile_ms = 1e3 * (time.perf_counter() - t0)
-    assert exe.module is not None  # a built (not loaded) executable keeps its IR
-    plan = exe.memory_plan
+    sizes = sizes_or_one(input_types(mod).values(), opts.dims) or None  # 1 where not given
+    shown = exe.latest() if isinstance(exe, SymbolicExecutable) else exe
+    assert shown.module is not None  # a built (not loaded) executable keeps its IR
+    plan = shown.memory_plan
     report = CompileReport(
         model=source,
         kind=kind,
@@ -216,20 +228,21 @@ def run_job(
         inputs={k: str(t) for k, t in input_types(mod).items()},
         import_ms=import_ms,
         compile_ms=compile_ms,
-        compile_stages_ms={k: 1e3 * v for k, v in exe.compile_seconds.items()},
-        before=_program_summary(mod),
-        after=_program_summary(exe.module),
+        compile_stages_ms={k: 1e3 * v for k, v in shown.compile_seconds.items()},
+        before=_program_summary(ir.specialize(mod, sizes) if sizes else mod),
+        after=_program_summary(shown.module),
         passes=passes,
-        kernels=exe.kernel_kinds(),
-        regions=exe.regions(),
+        kernels=shown.kernel_kinds(),
+        regions=shown.regions(),
         memory=MemoryReport(plan.bytes, plan.lower_bound, plan.naive, plan.method),
+        sizes=sizes,
     )
     return run_checks(report, exe, (mod, kind, inputs), opts, progress), exe
 
 
 def run_checks(
     report: CompileReport,
-    exe: Executable,
+    exe: Executable | SymbolicExecutable,
     model: tuple[ir.IRModule, str, dict[str, np.ndarray] | None],
     opts: JobOptions,
     progress: Progress,
@@ -240,7 +253,7 @@ def run_checks(
     if not (opts.check or opts.repeats):
         return report
     mod, kind, inputs = model
-    inputs = inputs if inputs is not None else random_inputs(mod, opts.seed)
+    inputs = inputs if inputs is not None else random_inputs(mod, opts.seed, opts.dims)
     changes: dict[str, Any] = {"backend": f"llvm ({exe.threads} threads)"}
     with progress.stage("running"):
         out = exe.run(**inputs)
@@ -341,6 +354,12 @@ def render_text(report: CompileReport, time_passes: bool = False) -> str:
     b, a = report.before, report.after
     lines = [f"model: {report.model} ({report.kind}), opt level {report.opt_level}"]
     lines += [f"  input %{k}: {t}" for k, t in report.inputs.items()]
+    if report.sizes:
+        at = ", ".join(f"{k}={v}" for k, v in report.sizes.items())
+        lines.append(
+            f"  symbolic: one executable for every shape; compiled, checked and measured at "
+            f"{at} (--dim); each new set of sizes compiles on its first run"
+        )
     for label, s in (("before:", b), ("after: ", a)):
         ops = ", ".join(f"{k} x{v}" for k, v in s.ops.items())
         lines.append(f"  {label} {s.op_calls} op calls, {_si(s.flops)}FLOP; {ops}")

@@ -5,7 +5,9 @@
     suite = onnx.backend.test.BackendTest(EgcBackend, __name__)
 
 `prepare` imports the model (`from_onnx`, honouring `shapes=`) and compiles it
-(`codegen.build`); with `mode="interpret"` it runs the reference interpreter instead.
+(`codegen.build`); with `mode="interpret"` it runs the reference interpreter instead. A
+model with symbolic dimensions stays symbolic without `shapes=`: one prepared model runs
+inputs of every consistent shape (codegen.SymbolicExecutable).
 `run_node` runs one NodeProto. Devices other than the CPU are refused. Inputs are matched to the
 graph's inputs by position (initialisers listed as inputs are skipped), outputs come back
 as a list in the graph's order, as the runner expects. `run_model`, which sees the inputs,
@@ -57,7 +59,7 @@ class EgcBackend(Backend):
     @classmethod
     def prepare(cls, model: Any, device: str = "CPU", **kwargs: Any) -> EgcRep:
         """Import and compile; `shapes={"input": (1, 3, 224, 224)}` fixes symbolic
-        dimensions (as `from_onnx(shapes=)`)."""
+        dimensions (as `from_onnx(shapes=)`), which otherwise stay symbolic."""
         _check_device(device)
         super().prepare(model, device, **kwargs)
         mod = from_onnx(model, shapes=kwargs.get("shapes"))

@@ -24,6 +24,8 @@ class JobOptions:
     seed: int = 0
     config: dict[str, Any] = field(default_factory=dict)  # PassContext config keys
     shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)  # symbolic input dims
+    # sizes a symbolic program is checked, timed and reported at (--dim; 1 where not given)
+    dims: dict[str, int] = field(default_factory=dict)
     targets: list[str] = field(default_factory=list)  # external targets to partition for
     place: str | None = None  # "measured" or "model": PlaceTargets instead of first fit
 

@@ -92,6 +92,7 @@ class CompileReport:
     regions: list[dict[str, Any]]
     memory: MemoryReport
     ok: bool = True
+    sizes: dict[str, int] | None = None  # a symbolic program: the sizes reported and run at
     # what a run measured (--check, --repeats): never kept in the compile cache
     backend: str | None = None
     latency_ms: float | None = None

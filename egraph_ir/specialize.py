@@ -4,7 +4,7 @@ needs until it compiles symbolic programs (issue #49), and what `shapes=` does o
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from .attrs import Attrs
 from .dims import Dim, evaluate, holds_dims, substitute
@@ -17,11 +17,21 @@ from .types import TensorType, Type
 from .visitor import post_order, rebuild
 
 
+def sizes_or_one(types: Iterable[Type | None], given: Mapping[str, int]) -> dict[str, int]:
+    """A value for each size variable the types name: the given one, else 1 (where egc
+    checks, times and reports a symbolic program without --dim)."""
+    return {name: int(given.get(name, 1)) for name in size_names(types)}
+
+
 def symbolic_names(fn: Function) -> list[str]:
     """The size variables main's parameters name, in order of first appearance."""
+    return size_names(p.type_annotation for p in fn.params)
+
+
+def size_names(types: Iterable[Type | None]) -> list[str]:
+    """The size variables the types name, in order of first appearance."""
     seen: dict[str, None] = {}
-    for p in fn.params:
-        t = p.type_annotation
+    for t in types:
         if isinstance(t, TensorType):
             for d in t.shape:
                 if isinstance(d, Dim):
@@ -29,7 +39,8 @@ def symbolic_names(fn: Function) -> list[str]:
     return list(seen)
 
 
-def _static(t: Type | None, sizes: Mapping[str, int]) -> Type | None:
+def static_type(t: Type | None, sizes: Mapping[str, int]) -> Type | None:
+    """t with its size variables given their values (other types as they are)."""
     if not isinstance(t, TensorType) or t.is_static:
         return t
     return TensorType(tuple(evaluate(d, sizes) for d in t.shape), t.dtype)
@@ -65,7 +76,7 @@ def specialize(mod: IRModule, sizes: Mapping[str, int]) -> IRModule:
     memo: dict[Expr, Expr] = {}
     params = []
     for p in fn.params:
-        new = Var(p.name_hint, _static(p.type_annotation, sizes))
+        new = Var(p.name_hint, static_type(p.type_annotation, sizes))
         memo[p] = new
         params.append(new)
     for node in post_order(fn.body):

@@ -149,6 +149,8 @@ def _load_symbolic(
     for k, sizes in enumerate(sizes_list):
         blob = members.get(f"symbolic/{k}.egc", b"")
         static = load(io.BytesIO(blob), threads, check_devices)  # type: ignore[arg-type]
+        if not isinstance(static, Executable):
+            raise CodegenError(f"{path}: damaged symbolic program (member {k})")
         exe.adopt(sizes, static)
     return exe
 

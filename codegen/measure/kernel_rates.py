@@ -34,7 +34,7 @@ from egraph_ir.op import call as op_call
 from egraph_ir.types import TensorType
 from egraph_ir.visitor import post_order
 
-from ..build import build, optimise
+from ..build import Executable, build, optimise
 from .timer import interleaved_medians
 
 BLOCK = 16
@@ -132,6 +132,7 @@ def _runner(call: Call) -> tuple[Callable[[], Any], str]:
     x = call.args[0]
     assert isinstance(x, Var)
     exe = build(Function((x,), call))
+    assert isinstance(exe, Executable)  # a probe of static shapes
     t = x.checked_type
     assert isinstance(t, TensorType)
     inputs = {"x": np.random.default_rng(0).standard_normal(t.shape).astype("float32")}
@@ -169,9 +170,7 @@ def measure(model: Any, rounds: int = 5) -> KernelRates:
     return result
 
 
-def measure_and_save(
-    model: Any, rounds: int = 5, path: str | Path | None = None
-) -> KernelRates:
+def measure_and_save(model: Any, rounds: int = 5, path: str | Path | None = None) -> KernelRates:
     """`measure`, then merged into this CPU's store of kernel timings (or the store at
     `path`), which later compiles read."""
     result = measure(model, rounds)

@@ -41,6 +41,22 @@ def shape_value(text: str) -> tuple[str, tuple[int, ...]]:
     return name, shape
 
 
+def dim_value(text: str) -> tuple[str, int]:
+    """NAME=N: the value of a size variable (a symbolic dimension such as seq)."""
+    name, sep, value = text.partition("=")
+    try:
+        if not sep or not name.strip():
+            raise ValueError
+        size = int(value)
+        if size < 0:
+            raise ValueError
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected NAME=N with a non-negative integer, got {text!r}"
+        ) from None
+    return name.strip(), size
+
+
 def input_value(text: str) -> tuple[str, str]:
     """NAME=FILE.npy, or FILE.npz (its arrays by name)."""
     name, sep, path = text.partition("=")
@@ -71,8 +87,6 @@ def seconds(text: str) -> float:
     return value
 
 
-
-
 # options that need the optimised IR, and options that run what was compiled
 IR_OPTIONS = ("dot", "egraph_dot", "emit_onnx", "print_ir_after", "time_passes")
 RUN_OPTIONS = ("check", "repeats", "profile", "report", "trace", "sign_key")
@@ -91,6 +105,7 @@ def compile_request(args: argparse.Namespace) -> CompileRequest:
         repeats=args.repeats,
         config=dict(args.config),
         shapes=dict(args.shape),
+        dims=dict(args.dim),
         targets=targets,
         place=args.place,
     )

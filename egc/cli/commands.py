@@ -17,6 +17,7 @@ from codegen.artifact.check import read_private_key, write_key_pair
 from codegen.artifact.load import load
 from codegen.external import list_externals
 from codegen.runtime.executable import Executable
+from codegen.symbolic import SymbolicExecutable
 from egraph_ir.dot import module_to_dot
 from egraph_ir.egraph import egraph_to_dot, optimize
 from egraph_ir.errors import CompilerError, did_you_mean
@@ -101,7 +102,7 @@ def compile_model(args: argparse.Namespace) -> int:
 
 def _from_cache(
     model: str, cached: tuple[Path, dict[str, Any]], opts: JobOptions, progress: Progress
-) -> tuple[CompileReport, Executable]:
+) -> tuple[CompileReport, Executable | SymbolicExecutable]:
     """A cache hit that runs (--check, --repeats, a profile, a signed -o): the stored
     report, the cached executable loaded, the runs done on it."""
     artifact, stored = cached
@@ -111,7 +112,9 @@ def _from_cache(
     return report, exe
 
 
-def _store(key: str, exe: Executable, report: CompileReport, saved: str | None) -> None:
+def _store(
+    key: str, exe: Executable | SymbolicExecutable, report: CompileReport, saved: str | None
+) -> None:
     """The compile into the cache: its executable (the unsigned -o file when there is one)
     and its report without what one run measured."""
     kept = report.without_run()
@@ -126,7 +129,10 @@ def _store(key: str, exe: Executable, report: CompileReport, saved: str | None) 
 
 
 def _write_ir_files(
-    args: argparse.Namespace, exe: Executable, opts: JobOptions, report: CompileReport
+    args: argparse.Namespace,
+    exe: Executable | SymbolicExecutable,
+    opts: JobOptions,
+    report: CompileReport,
 ) -> CompileReport:
     """--dot, --egraph-dot, --emit-onnx: the optimised IR and main's e-graph as files."""
     if args.dot and exe.optimized_module is not None:

@@ -13,7 +13,7 @@ import logging
 import sys
 from typing import Any
 
-from .args import config_value, count, input_value, seconds, shape_value
+from .args import config_value, count, dim_value, input_value, seconds, shape_value
 
 COMMANDS = """\
 commands:
@@ -149,6 +149,11 @@ def _add_compile_parser(sub: Any) -> None:
         help="fix an ONNX input's symbolic dimensions",
     )  # fmt: skip
     p.add_argument(
+        "--dim", action="append", type=dim_value, default=[], metavar="NAME=N",
+        help="a symbolic program stays symbolic; check, time and report it at this size "
+        "(1 where not given)",
+    )  # fmt: skip
+    p.add_argument(
         "--targets", metavar="T1,T2", help="offload to external targets (e.g. onnxruntime,blas)"
     )
     p.add_argument(
@@ -187,6 +192,10 @@ def _add_run_parser(sub: Any) -> None:
         help="an input array (.npy), or FILE.npz holding inputs by name",
     )  # fmt: skip
     p_run.add_argument("--random", action="store_true", help="random values for the rest")
+    p_run.add_argument(
+        "--dim", action="append", type=dim_value, default=[], metavar="NAME=N",
+        help="with --random: a size variable's value (1 where not given)",
+    )  # fmt: skip
     p_run.add_argument("--seed", type=count(0), default=0, help="for --random")
     p_run.add_argument("--output", metavar="OUT.npz", help="save the outputs by name")
     p_run.add_argument("--threads", type=count(0), help="threads (0: all; default: as saved)")

@@ -16,6 +16,7 @@ from codegen.artifact.check import read_public_key
 from codegen.artifact.load import load
 from egraph_ir.compare import leaves
 from egraph_ir.errors import CompilerError
+from egraph_ir.specialize import sizes_or_one, static_type
 
 from ..job import load_model
 from .values import print_table
@@ -108,8 +109,10 @@ def read_inputs(args: argparse.Namespace, types: dict[str, Any]) -> dict[str, np
             raise CompilerError(f"{path}: say which input it is (NAME={path})")
     if args.random:
         rng = np.random.default_rng(args.seed)
+        sizes = sizes_or_one(types.values(), dict(args.dim))  # a symbolic program's
         for name, t in types.items():
-            inputs.setdefault(name, rng.standard_normal(t.shape).astype(t.dtype))
+            shape = static_type(t, sizes).shape  # type: ignore[union-attr]
+            inputs.setdefault(name, rng.standard_normal(shape).astype(t.dtype))
     missing = [name for name in types if name not in inputs]
     if missing:
         given = ", ".join(f"{n}: {types[n]}" for n in missing)

@@ -22,6 +22,11 @@ from rules.bindings import draw_structure
 from ..hosts import VECTOR_FLOATS
 
 CREATION = {"zeros": {}, "ones": {}, "full": {"fill_value": 2.5}}
+# ops of attributes only (sizes as values: a static program has numbers there)
+FROM_ATTRS = {
+    "arange": {"start": 2, "stop": 9, "step": 3, "dtype": "float32"},
+    "dim_values": {"values": (4, 5, 6), "shape": (3,)},
+}
 # ops whose attributes the generic rule-driven generator cannot pick: shapes and attributes
 EXPLICIT = {
     "einsum": ([(3, 4), (4, 5)], {"equation": "ij,jk->ik"}),
@@ -53,6 +58,8 @@ def _single_op_cases(name: str, count: int = 2):
     o = get_op(name)
     if name in TYPED:
         return _typed_case(name)
+    if name in FROM_ATTRS:
+        return [(ir.Function([], op.call(name, **FROM_ATTRS[name])), {})]
     if name in CREATION:
         fn = ir.Function([], op.call(name, shape=(2, 3), **CREATION[name]))
         return [(fn, {})]

@@ -331,3 +331,32 @@ def test_an_unwritable_output_is_refused_before_compiling(tmp_path: Path) -> Non
     assert "optimising" not in r.stderr and "Traceback" not in r.stderr
     r = egc("compile", "mlp", "--trace", str(tmp_path))
     assert r.returncode == 2 and "(a folder)" in r.stderr
+
+
+def test_a_symbolic_model_compiles_without_shapes_and_runs_at_any_dim(tmp_path: Path) -> None:
+    """egc compile keeps size variables (no --shape), checks and reports at --dim sizes;
+    egc run --random --dim runs the saved program at other sizes."""
+    from onnx import helper, save
+
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Relu", ["x"], ["r"]),
+        helper.make_node("Reshape", ["r", "s"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", 1, ["batch", "seq", 8])],
+        [helper.make_tensor_value_info("y", 1, None)],
+    )  # fmt: skip
+    model = tmp_path / "dyn.onnx"
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(model))
+    out = tmp_path / "dyn.egc"
+    r = egc("compile", str(model), "--check", "--dim", "seq=5", "--no-cache", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "input %x: Tensor[(batch, seq, 8), float32]" in r.stdout
+    assert "compiled, checked and measured at batch=1, seq=5 (--dim)" in r.stdout
+    assert "onnxruntime" in r.stdout and "result: ok" in r.stdout
+    r = egc("run", str(out), "--random", "--dim", "batch=3", "--dim", "seq=2", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["outputs"]["y"]["shape"] == [3, 2, 8]
+    r = egc("run", str(out), "--random", "--dim", "seq=-1")
+    assert r.returncode == 2 and "NAME=N with a non-negative integer" in r.stderr
