@@ -16,22 +16,24 @@ stages receive whole and the executable keeps (and saves).
 from __future__ import annotations
 
 import gc
+import logging
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from functools import partial
 from os import PathLike
 from typing import Any
 
 import numpy as np
 
 import passmgr as pm
-from egraph_ir.errors import CodegenError
-from egraph_ir.expr import Constant, Expr, Function, Var
+from egraph_ir.errors import CodegenError, CompilerError
+from egraph_ir.expr import Constant, Expr, Function, If, Var
 from egraph_ir.frontend import from_onnx
 from egraph_ir.infer import infer_type
 from egraph_ir.measured import KernelTimes
 from egraph_ir.module import IRModule
-from egraph_ir.specialize import symbolic_names
+from egraph_ir.specialize import specialize, symbolic_names
 from egraph_ir.types import FuncType, TensorType, Type, tensor_types
 from egraph_ir.visitor import post_order, rebuild
 from passmgr.standard import standard_pipeline
@@ -41,7 +43,7 @@ from .external.host import compile_regions
 from .external.loop import lift_control_flow
 from .llvm import JitLibrary
 from .llvm.jit import Compilation, start_helpers
-from .llvm.modules import emit_modules
+from .llvm.modules import SharedModules, emit_modules
 from .loop_ir import Kernel
 from .lower.cache import KernelCache
 from .lower.kinds import ExternalKernel
@@ -55,6 +57,7 @@ from .runtime import blas
 from .runtime.executable import Executable, KernelTime, Profile
 from .symbolic import SymbolicExecutable
 
+log = logging.getLogger(__name__)
 TARGETS = ("llvm",)
 STAGE_NAMES = {  # what progress shows while a stage runs
     "external": "compiling external regions",
@@ -106,16 +109,41 @@ def _symbolic(
     params: Mapping[str, np.ndarray] | None,
     extra_passes: Sequence[pm.Pass],
 ) -> SymbolicExecutable:
-    """A program with size variables: one executable for every shape (codegen/symbolic.py),
-    whose specialisations are built later under the PassContext of this call."""
+    """A program with size variables: one executable for every shape (codegen/symbolic.py).
+    The pipeline runs once, on the symbolic program (its rules fire only where they hold
+    for every size); each specialisation then only fuses, lowers and compiles. A program
+    the symbolic pipeline does not take (control flow, external regions, devices, or a
+    pass that fails on sizes) is optimised per specialisation instead."""
     mod = infer_type(mod)
     context = pm.PassContext.current()
+    optimised = _optimise_once(mod, params, extra_passes)
+    shared = SharedModules()  # what the specialisations emit and compile, kept for the next
 
-    def compile_static(static: IRModule) -> Executable:
+    def compile_static(sizes: Mapping[str, int]) -> Executable:
         with context, collector_paused():
-            return _build(static, options, kernel_db, params, extra_passes, None)
+            if optimised is not None:
+                static = specialize(optimised, sizes)
+                return _build(static, options, kernel_db, None, (), None, True, shared)
+            static = specialize(mod, sizes)
+            return _build(static, options, kernel_db, params, extra_passes, None, False, shared)
 
-    return SymbolicExecutable(mod, compile_static, outputs_of(mod["main"]), options)
+    outputs = outputs_of(mod["main"])
+    return SymbolicExecutable(mod, compile_static, outputs, options, optimised is not None)
+
+
+def _optimise_once(
+    mod: IRModule, params: Mapping[str, np.ndarray] | None, extra_passes: Sequence[pm.Pass]
+) -> IRModule | None:
+    """The standard pipeline over a symbolic program, or None where it is not taken."""
+    simple = len(dict(mod.items())) == 1 and not mentions_devices(mod)
+    if not simple or any(isinstance(n, If) for n in post_order(mod["main"].body)):
+        return None
+    try:
+        with collector_paused():
+            return optimise(mod, params, extra_passes)
+    except CompilerError as exc:
+        log.info("the pipeline does not take the symbolic program (%s): per size instead", exc)
+        return None
 
 
 def symbolic_executable(mod: IRModule, options: BuildOptions) -> SymbolicExecutable:
@@ -146,17 +174,25 @@ def _build(
     params: Mapping[str, np.ndarray] | None,
     extra_passes: Sequence[pm.Pass],
     on_stage: Callable[[str], None] | None,
+    optimised: bool = False,
+    modules: SharedModules | None = None,
 ) -> Executable:
-    """build() once its arguments are checked."""
+    """build() once its arguments are checked. A symbolic program's specialisation says
+    `optimised` (mod has been through the pipeline, so it is only typed) and gives what
+    its earlier specialisations emitted and compiled (`modules`: a module per kernel, so
+    each kernel the sizes do not change is emitted and compiled once)."""
     threads = options.threads
     start_helpers(threads)  # compile helpers start while the passes run
     times: dict[str, float] = {}
     clock = _Clock(times, on_stage)
     mod = lift_control_flow(mod)  # data-dependent If and Loop: regions of compiled programs
     mod, externals = clock("external", compile_regions, mod, threads, options.external_options)
-    optimised = clock("optimise", optimise, mod, params, extra_passes)
-    refuse_function_values(optimised["main"])  # typed by the passes, before any lowering
-    placed = clock("devices", plan_devices, optimised) if mentions_devices(optimised) else optimised
+    if optimised:
+        mod = clock("optimise", infer_type, mod)
+    else:
+        mod = clock("optimise", optimise, mod, params, extra_passes)
+    refuse_function_values(mod["main"])  # typed by the passes, before any lowering
+    placed = clock("devices", plan_devices, mod) if mentions_devices(mod) else mod
     fused = clock("fuse", fuse, placed)
     with choices.using(kernel_db):
         graph, cache = clock("lower", lower, fused, options.host_fallback, externals)
@@ -167,10 +203,13 @@ def _build(
     program = clock("link", link, graph, devices, plan, threads)
     native = bool(program.calls)
     kernels = unique_kernels(graph)
-    compilation = Compilation(threads)  # each module compiles while the next is emitted
+    objects = modules.objects if modules is not None else None
+    compilation = Compilation(threads, objects)  # each compiles while the next is emitted
     try:
+        known = modules.texts if modules is not None else None
+        emit = partial(emit_modules, per_kernel=modules is not None, known=known)
         parts = (
-            clock("emit", emit_modules, kernels, program.extend, threads, compilation.send)
+            clock("emit", emit, kernels, program.extend, threads, compilation.send)
             if native
             else []
         )
@@ -187,7 +226,7 @@ def _build(
     types, names = outputs_of(fused["main"])
     reused = cache.hits + shared
     exe = Executable(
-        program, library, types, names, options, source, times, optimised, fused, reused
+        program, library, types, names, options, source, times, mod, fused, reused
     )
     times["bind"] = time.perf_counter() - t0
     return exe

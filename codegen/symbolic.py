@@ -4,8 +4,9 @@
 returns a `SymbolicExecutable`: it takes inputs of any consistent shape, binds the sizes
 from them (a disagreement is one error naming the dimension, as in the interpreter), and
 runs native code compiled for those sizes. Today that code is a specialisation: the first
-run at a new set of sizes compiles the program for them (`egraph_ir.specialize`, then the
-whole static pipeline), and later runs at those sizes reuse it; the most recently used
+run at a new set of sizes compiles the program for them (the rule pipeline ran once on
+the symbolic program; a specialisation fuses, lowers and JIT-compiles), and later runs at
+those sizes reuse it; the most recently used
 `capacity` specialisations stay. Kernels that take their extents at run time (issue #49)
 will replace the per-shape compile without changing this interface.
 """
@@ -24,7 +25,7 @@ import numpy as np
 from egraph_ir.dims import bind, check_pending
 from egraph_ir.errors import CodegenError, TypeInferenceError
 from egraph_ir.module import IRModule
-from egraph_ir.specialize import specialize, symbolic_names
+from egraph_ir.specialize import symbolic_names
 from egraph_ir.types import TensorType, Type
 
 from .artifact.write import save_symbolic
@@ -42,9 +43,10 @@ class SymbolicExecutable:
     def __init__(
         self,
         module: IRModule,
-        compile_static: Callable[[IRModule], Executable],
+        compile_static: Callable[[Mapping[str, int]], Executable],
         outputs: tuple[list[Type], list[str]],
         options: BuildOptions,
+        optimised_once: bool = False,
         capacity: int = 16,
     ) -> None:
         main = module["main"]
@@ -56,6 +58,8 @@ class SymbolicExecutable:
         self.output_types, self.output_names = outputs
         self.size_names = symbolic_names(main)
         self.options = options  # how each specialisation is built
+        # the rule pipeline ran once, on the symbolic program (else once per specialisation)
+        self.optimised_once = optimised_once
         self.capacity = capacity
         self.compiles: list[tuple[Sizes, float]] = []  # each specialisation and its seconds
         self._compile_static = compile_static
@@ -95,10 +99,9 @@ class SymbolicExecutable:
         if exe is None:
             t0 = time.perf_counter()
             try:
-                static = specialize(self.module, dict(key))
+                exe = self._compile_static(dict(key))
             except TypeInferenceError as exc:
                 raise CodegenError(f"at sizes {dict(key)}: {exc}") from None
-            exe = self._compile_static(static)
             self.compiles.append((key, time.perf_counter() - t0))
             self._built[key] = exe
             while len(self._built) > self.capacity:
@@ -198,5 +201,6 @@ class SymbolicExecutable:
         )
         return (
             f"<SymbolicExecutable ({ins}) -> ({outs}); sizes {', '.join(self.size_names)}; "
-            f"{len(self._built)} specialisation(s) compiled>"
+            f"{len(self._built)} specialisation(s) compiled; optimised "
+            f"{'once' if self.optimised_once else 'per specialisation'}>"
         )

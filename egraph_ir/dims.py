@@ -352,3 +352,57 @@ def holds_dims(value: object) -> bool:
     if isinstance(value, Dim):
         return True
     return isinstance(value, tuple) and any(holds_dims(v) for v in value)
+
+
+# ---------------------------------------------------------------- prices
+TYPICAL_SIZE = 64  # what a size variable is worth to cost models when nothing says otherwise
+_typical: dict[str, int] = {}
+
+
+def typical(d: DimLike) -> int:
+    """A dimension as a number to price work by (extraction, fusion choices): its value
+    at the typical sizes (`typical_sizes`), TYPICAL_SIZE for a size not named there. Only
+    costs read it; nothing that decides what a program computes does."""
+    if isinstance(d, int):
+        return d
+    return d.evaluate({name: _typical.get(name, TYPICAL_SIZE) for name in d.names})
+
+
+class typical_sizes:
+    """`with typical_sizes({"seq": 128}):` prices programs at these sizes."""
+
+    def __init__(self, sizes: Mapping[str, int]) -> None:
+        self.sizes = dict(sizes)
+
+    def __enter__(self) -> None:
+        self.saved = dict(_typical)
+        _typical.update(self.sizes)
+
+    def __exit__(self, *exc: object) -> None:
+        _typical.clear()
+        _typical.update(self.saved)
+
+
+# ---------------------------------------------------------------- as literals
+DIM_TAG = "<Dim>"
+
+
+def to_literal(d: Dim) -> tuple:
+    """A Dim as nested tuples of strs and ints (the e-graph keeps attributes as literal
+    text): (DIM_TAG, ((atoms, coefficient), ...)), a floordiv atom as (numerator, n)."""
+
+    def atom(a: Atom) -> object:
+        return a if isinstance(a, str) else (to_literal(a.numerator), a.divisor)
+
+    return (DIM_TAG, tuple((tuple(atom(a) for a in m), c) for m, c in d.terms))
+
+
+def from_literal(value: tuple) -> DimLike:
+    """The Dim to_literal wrote."""
+
+    def atom(a: str | tuple[tuple, int]) -> Atom:
+        if isinstance(a, str):
+            return a
+        return Quotient(Dim.lift(from_literal(a[0])), a[1])
+
+    return Dim.of({tuple(atom(a) for a in m): c for m, c in value[1]})

@@ -18,7 +18,7 @@ from .attrs import Attrs, freeze
 from .device import VirtualDevice, as_device
 from .dims import Dim
 from .errors import AttrError, CompilerError, TypeInferenceError, UnknownOpError, did_you_mean
-from .types import DTYPES, TensorType, Type, tensor_types
+from .types import DTYPES, TensorType, Type, priced, tensor_types
 
 
 class OpPattern(enum.IntEnum):
@@ -248,7 +248,10 @@ class Op:
         return np.asarray(result)
 
     def cost(self, arg_types: list[TensorType], out_type: Type, attrs: Attrs) -> Cost:
-        """FLOPs from the op's estimate; bytes = inputs read + outputs written."""
+        """FLOPs from the op's estimate; bytes = inputs read + outputs written. Symbolic
+        sizes count at their typical values (dims.typical)."""
+        arg_types = [priced(t) for t in arg_types]
+        out_type = priced(out_type)
         moved = sum(t.nbytes for t in arg_types) + sum(t.nbytes for t in tensor_types(out_type))
         return Cost(float(self.flops(arg_types, out_type, attrs)), float(moved))
 

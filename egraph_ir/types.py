@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import ml_dtypes  # noqa: F401  (registers bfloat16, float8, float4 and int4 with numpy)
 import numpy as np
 
-from .dims import as_dim, is_static
+from .dims import as_dim, is_static, typical
 from .errors import TypeInferenceError
 
 # storage formats numpy knows through ml_dtypes: the interpreter computes with them (numpy
@@ -39,6 +40,15 @@ class Type:
     """Base class of IR types (value objects, compared by value)."""
 
     __slots__ = ()
+
+
+def priced(t: Type) -> Any:
+    """t with each symbolic size at its typical value (what cost models read)."""
+    if isinstance(t, TensorType) and not t.is_static:
+        return TensorType(tuple(typical(d) for d in t.shape), t.dtype)
+    if isinstance(t, TupleType):
+        return TupleType(tuple(priced(f) for f in t.fields))
+    return t
 
 
 @dataclass(frozen=True, slots=True)

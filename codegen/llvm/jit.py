@@ -10,6 +10,7 @@ into the same engine. llvmlite holds one lock around LLVM, so threads could not 
 from __future__ import annotations
 
 import atexit
+import hashlib
 import logging
 import subprocess
 import sys
@@ -99,8 +100,9 @@ class Compilation:
     one text at a time: writing it a second while it writes a large object file back to
     a full pipe would leave both processes waiting on each other."""
 
-    def __init__(self, modules: int) -> None:
+    def __init__(self, modules: int, cache: dict[str, bytes] | None = None) -> None:
         start_helpers(modules)
+        self.cache = cache  # object code by module text digest, kept by the caller
         self.texts: dict[int, str] = {}
         self.objects: dict[int, bytes] = {}
         self.busy: dict[_Helper, int] = {}  # helper -> the module it compiles
@@ -109,6 +111,9 @@ class Compilation:
         """Module `index` to an idle helper (waiting for the oldest when none is idle),
         or compiled here when there is no helper."""
         self.texts[index] = text
+        if self.cache is not None and (known := self.cache.get(_digest(text))) is not None:
+            self.objects[index] = known
+            return
         if self.busy and len(self.busy) == len(_HELPERS):
             self._collect(next(iter(self.busy)))
         idle = [h for h in _HELPERS if h not in self.busy]
@@ -118,16 +123,21 @@ class Compilation:
             idle[0].send(text)
             self.busy[idle[0]] = index
         except OSError:
-            self.objects[index] = to_object(text)
+            self._done(index, to_object(text))
 
     def _collect(self, helper: _Helper) -> None:
         index = self.busy.pop(helper)
         try:
-            self.objects[index] = helper.receive()
+            self._done(index, helper.receive())
         except (RuntimeError, OSError) as exc:
             log.warning("compile helper failed (%s); compiling in this process", exc)
             helper.close()
-            self.objects[index] = to_object(self.texts[index])
+            self._done(index, to_object(self.texts[index]))
+
+    def _done(self, index: int, data: bytes) -> None:
+        self.objects[index] = data
+        if self.cache is not None:
+            self.cache[_digest(self.texts[index])] = data
 
     def finish(self) -> list[bytes]:
         """Every module's object file, in index order."""
@@ -142,6 +152,10 @@ class Compilation:
         for helper in self.busy:
             helper.close()
         self.busy.clear()
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _compile(texts: list[str]) -> list[bytes]:

@@ -4,6 +4,7 @@ thread), each handed on as soon as it is emitted."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from llvmlite import ir
 
@@ -11,16 +12,49 @@ from ..loop_ir import Kernel, statements
 from .emit import emit_module
 
 
+@dataclass
+class SharedModules:
+    """What the specialisations of one symbolic program share (codegen/symbolic.py): each
+    kernel's module text, by the kernel's loop IR, and each text's object code, by its
+    digest. A kernel the sizes do not change is emitted and compiled once."""
+
+    texts: dict[str, str] = field(default_factory=dict)
+    objects: dict[str, bytes] = field(default_factory=dict)
+
+
 def emit_modules(
     kernels: list[Kernel],
     extend: Callable[[ir.Module], None] | None,
     parts: int,
     emitted: Callable[[int, str], None] = lambda index, text: None,
+    per_kernel: bool = False,
+    known: dict[str, str] | None = None,
 ) -> list[str]:
     """The kernels dealt over `parts` modules that compile in parallel; the first also
     holds what `extend` adds and declares the kernels of the others. `emitted(index,
     text)` hears of each module as soon as it is made (the first last): a compiler can
-    start on it while the next is emitted."""
+    start on it while the next is emitted. `per_kernel`: a module of its own for each
+    kernel, the first holding only what `extend` adds, so that a kernel's module text
+    (and its object code, jit.Compilation's cache) repeats wherever the kernel does;
+    `known` keeps those texts by kernel, so a kernel seen before is not emitted again."""
+    shares = _per_kernel(kernels) if per_kernel else _dealt(kernels, parts)
+    parts = len(shares)
+    texts = {}
+    for index in [*range(1, parts), 0]:
+        rest = [k for share in shares[1:] for k in share] if index == 0 else []
+        key = repr(shares[index]) if index else ""  # the glue (module 0) is never the same
+        text = known.get(key) if known is not None and key else None
+        if text is None:
+            text = emit_module(shares[index], extend if index == 0 else None, rest)
+            if known is not None and key:
+                known[key] = text
+        texts[index] = text
+        emitted(index, text)
+    return [texts[index] for index in range(parts)]
+
+
+def _dealt(kernels: list[Kernel], parts: int) -> list[list[Kernel]]:
+    """Kernels over at most `parts` modules of about equal work, 4 kernels or more each."""
     parts = max(1, min(parts, len(kernels) // 4 or 1))
     sizes = [statements(k.body) for k in kernels]  # a proxy for LLVM's work
     loads = [0.0] * parts
@@ -29,9 +63,8 @@ def emit_modules(
         lightest = loads.index(min(loads))
         shares[lightest].append(k)
         loads[lightest] += size
-    texts = {}
-    for index in [*range(1, parts), 0]:
-        rest = [k for share in shares[1:] for k in share] if index == 0 else []
-        texts[index] = emit_module(shares[index], extend if index == 0 else None, rest)
-        emitted(index, texts[index])
-    return [texts[index] for index in range(parts)]
+    return shares
+
+
+def _per_kernel(kernels: list[Kernel]) -> list[list[Kernel]]:
+    return [[], *([k] for k in sorted(kernels, key=lambda k: k.name))]

@@ -22,6 +22,7 @@ from egglog import bindings
 
 from ..attrs import NAN
 from ..device import VirtualDevice
+from ..dims import DIM_TAG, Dim, from_literal, to_literal
 from ..errors import Span
 from ..expr import Constant, Expr
 from ..registry import Op, get_op
@@ -38,6 +39,7 @@ def encode_attr(value: Any) -> str:
     if isinstance(value, VirtualDevice):  # its fields as a tagged tuple of literals
         v = value
         value = (_DEVICE_TAG, v.device_type, v.device_id, v.target, v.memory_scope)
+    value = _dims_as_literals(value)
     text = repr(value)
     if '"' in text or "\\" in text:
         raise ValueError(f"attribute value {value!r} cannot be encoded")
@@ -50,6 +52,23 @@ def decode_attr(text: str) -> Any:
     value = _literal(ast.parse(text, mode="eval").body)
     if isinstance(value, tuple) and value[:1] == (_DEVICE_TAG,):
         return VirtualDevice(*value[1:])
+    return _dims_from_literals(value)
+
+
+def _dims_as_literals(value: Any) -> Any:
+    """Sizes (Dims) in an attribute as tagged tuples (dims.to_literal)."""
+    if isinstance(value, Dim):
+        return to_literal(value)
+    if isinstance(value, tuple):
+        return tuple(_dims_as_literals(v) for v in value)
+    return value
+
+
+def _dims_from_literals(value: Any) -> Any:
+    if isinstance(value, tuple):
+        if value[:1] == (DIM_TAG,):
+            return from_literal(value)
+        return tuple(_dims_from_literals(v) for v in value)
     return value
 
 

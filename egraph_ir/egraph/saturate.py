@@ -433,7 +433,9 @@ class Saturator:
                 if layout
                 else lim.fold_max_elements
             )
-            if not isinstance(out_type, TensorType) or out_type.size > limit:
+            if not isinstance(out_type, TensorType) or not out_type.is_static:
+                continue  # sizes known when the program runs are not folded
+            if out_type.size > limit:
                 continue
             self.seen_fold.add((n.ctor, n.eclass))
             value = _evaluate(n, [k.data for k in kids if k is not None])

@@ -37,6 +37,7 @@ def test_one_build_runs_every_shape_like_the_interpreter(tmp_path: Path) -> None
     assert isinstance(exe, codegen.SymbolicExecutable)
     assert str(exe.input_types["x"]) == "Tensor[(batch, seq, 16), float32]"
     assert exe.size_names == ["batch", "seq"]
+    assert exe.optimised_once  # the rule pipeline ran on the symbolic program
     rng = np.random.default_rng(1)
     shapes = [(1, 1), (2, 7), (3, 16), (2, 7)]
     for batch, seq in shapes:
@@ -55,6 +56,7 @@ def test_one_build_runs_every_shape_like_the_interpreter(tmp_path: Path) -> None
     x = rng.standard_normal((1, 5, 16)).astype("float32")  # a new size, after loading
     np.testing.assert_allclose(loaded(x), ir.interpret(mod, x), rtol=1e-5, atol=1e-5)
     assert len(loaded.compiles) == 1
+    assert loaded.optimised_once
 
 
 def test_inputs_that_disagree_on_a_size_are_one_clear_error() -> None:
