@@ -33,7 +33,8 @@ import numpy as np
 import codegen
 import passmgr as pm
 
-DEFAULT = Path(__file__).resolve().parents[1].parent / "shared/models/dynamic/gpt2_past_128_2_4.onnx"
+DYNAMIC = Path(__file__).resolve().parents[1].parent / "shared" / "models" / "dynamic"
+DEFAULT = DYNAMIC / "gpt2_past_128_2_4.onnx"
 
 Step = Callable[[dict[str, np.ndarray]], list[np.ndarray]]
 
