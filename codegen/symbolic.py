@@ -57,6 +57,9 @@ class SymbolicExecutable:
         }
         self.output_types, self.output_names = outputs
         self.size_names = symbolic_names(main)
+        self._binding = [  # per input: its dimensions and how an error names it
+            (name, t.shape, f"input '{name}' ({t})") for name, t in self.input_types.items()
+        ]
         self.options = options  # how each specialisation is built
         # the rule pipeline ran once, on the symbolic program (else once per specialisation)
         self.optimised_once = optimised_once
@@ -70,12 +73,11 @@ class SymbolicExecutable:
         """The size variables the inputs' shapes give (checked against each other)."""
         sizes: dict[str, int] = {}
         pending: list[Any] = []
-        for name, t in self.input_types.items():
+        for name, dims, where in self._binding:
             if name not in inputs:
-                raise CodegenError(f"missing input '{name}' ({t})")
-            shape = np.shape(inputs[name])
+                raise CodegenError(f"missing {where}")
             try:
-                bind(t.shape, shape, sizes, f"input '{name}' ({t})", pending)
+                bind(dims, np.shape(inputs[name]), sizes, where, pending)
             except TypeInferenceError as exc:
                 raise CodegenError(str(exc)) from None
         try:
@@ -139,13 +141,13 @@ class SymbolicExecutable:
     def run(self, /, *args: Any, **inputs: Any) -> Any:
         """Run on numpy inputs of any consistent shape (as Executable.run takes them)."""
         feeds = self.feeds(args, inputs)
-        return self.for_inputs(feeds).run(feeds)
+        return self.for_inputs(feeds).run(**feeds)  # by keyword: the executable's fast path
 
     __call__ = run
 
     def run_dict(self, /, *args: Any, **inputs: Any) -> dict[str, np.ndarray]:
         feeds = self.feeds(args, inputs)
-        return self.for_inputs(feeds).run_dict(feeds)
+        return self.for_inputs(feeds).run_dict(**feeds)
 
     def profile(self, inputs: Mapping[str, Any], repeats: int = 10) -> Any:
         """Executable.profile of the specialisation these inputs run (at their sizes)."""

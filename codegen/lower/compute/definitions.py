@@ -23,7 +23,7 @@ from egraph_ir.op.layout import parse_layout, split_factor
 from egraph_ir.op.shape import slice_spec
 from egraph_ir.types import TensorType
 
-from ...loop_ir import Bin, Cast, Const, LExpr, Select, Un, clamp, const, idx
+from ...loop_ir import INDEX, Bin, Cast, Const, LExpr, Select, Un, clamp, const, idx
 
 
 class Index:
@@ -253,6 +253,14 @@ def _ones(ctx: Ctx) -> LExpr:
 def _full(ctx: Ctx) -> LExpr:
     value = fill_element(float(ctx.attrs["fill_value"]), ctx.out.dtype)
     return ctx.c(value.item())
+
+
+@compute("arange")
+def _arange(ctx: Ctx) -> LExpr:
+    """start + i * step, in int64, then in the output's dtype (numpy's arange for
+    integer bounds; a specialised program has numbers for its bounds)."""
+    position = ctx.index.flat() * int(ctx.attrs["step"]) + int(ctx.attrs["start"])
+    return position if ctx.out.dtype == INDEX else Cast(ctx.out.dtype, position)
 
 
 # ---------------------------------------------------------------- binary
