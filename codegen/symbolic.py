@@ -67,6 +67,7 @@ class SymbolicExecutable:
         self.compiles: list[tuple[Sizes, float]] = []  # each specialisation and its seconds
         self._compile_static = compile_static
         self._built: OrderedDict[Sizes, Executable] = OrderedDict()
+        self._last: tuple[tuple[tuple[int, ...], ...], Executable] | None = None
 
     # ------------------------------------------------------------ sizes
     def sizes_of(self, inputs: Mapping[str, Any]) -> dict[str, int]:
@@ -135,8 +136,18 @@ class SymbolicExecutable:
         return {**dict(zip(names, args, strict=False)), **inputs}
 
     def for_inputs(self, inputs: Mapping[str, Any]) -> Executable:
-        """The specialisation that runs these inputs."""
-        return self.specialization(**self.sizes_of(inputs))
+        """The specialisation that runs these inputs. Inputs of the shapes the last run
+        had (a server's steady state) skip binding their sizes again."""
+        try:
+            shapes = tuple(inputs[name].shape for name, _, _ in self._binding)
+        except (KeyError, AttributeError):
+            shapes = None
+        if shapes is not None and self._last is not None and self._last[0] == shapes:
+            return self._last[1]
+        exe = self.specialization(**self.sizes_of(inputs))
+        if shapes is not None:
+            self._last = (shapes, exe)
+        return exe
 
     def run(self, /, *args: Any, **inputs: Any) -> Any:
         """Run on numpy inputs of any consistent shape (as Executable.run takes them)."""
