@@ -32,6 +32,7 @@ from .expr import (
 from .loops import carried_count, is_loop, run_loop
 from .module import IRModule
 from .registry import Op
+from .specialize import specialize
 from .types import TensorType
 
 Value = Any  # np.ndarray | tuple[Value, ...] | Closure
@@ -62,7 +63,9 @@ def interpret(target: IRModule | Function | Expr, /, *args: Any, **kwargs: Any) 
     """Run a module's main (or a function) on numpy inputs, given by position or by name.
 
     Inputs must match the parameters' annotated shapes and dtypes. Returns an array, or a
-    tuple for tuple results.
+    tuple for tuple results. A module with size variables runs as its specialisation to
+    the sizes the inputs give, so a size at which the program is not well typed (a mean
+    over an axis of 0) is the same clear error as at compile time.
     """
     mod = target if isinstance(target, IRModule) else None
     fn = target["main"] if isinstance(target, IRModule) else target
@@ -72,6 +75,13 @@ def interpret(target: IRModule | Function | Expr, /, *args: Any, **kwargs: Any) 
         return _Machine(mod, {}).eval(fn, _Frame({}, None))
     sizes: dict[str, int] = {}
     env = _bind_inputs(fn, args, kwargs, sizes)
+    if sizes and mod is not None and mod["main"] is fn:
+        try:
+            static = specialize(mod, sizes)["main"]
+        except TypeInferenceError as exc:
+            raise TypeInferenceError(f"at sizes {sizes}: {exc}") from None
+        env = {new: env[old] for old, new in zip(fn.params, static.params, strict=True)}
+        fn = static
     return _Machine(mod, sizes).eval(fn.body, _Frame(env, None))
 
 

@@ -19,6 +19,7 @@ from hypothesis.extra import numpy as hnp
 
 from . import op
 from .compare import tolerance  # re-exported: part of testing's API
+from .dims import Dim, as_dim, evaluate, typical
 from .errors import TypeInferenceError
 from .expr import Constant, Expr, Function, TupleGetItem, Var, var
 from .infer import infer_type
@@ -325,6 +326,74 @@ def programs(
         for i, p in enumerate(params)
     }
     return ProgramCase(infer_type(mod), inputs)
+
+
+SIZE_NAMES = ("n", "m")
+
+
+@dataclass(frozen=True)
+class SymbolicCase:
+    """A random program whose inputs have size variables, and sizes to run it at."""
+
+    mod: IRModule
+    sizes: list[dict[str, int]]
+
+    def inputs(self, sizes: dict[str, int], seed: int = 0) -> dict[str, np.ndarray]:
+        """Random inputs of main's types at these sizes."""
+        rng = np.random.default_rng(seed)
+        out = {}
+        for p in self.mod["main"].params:
+            t = p.checked_type
+            assert isinstance(t, TensorType)
+            shape = tuple(evaluate(d, sizes) for d in t.shape)
+            out[p.name_hint] = rng.uniform(-2, 2, shape).astype(t.dtype)
+        return out
+
+    def __repr__(self) -> str:
+        return f"SymbolicCase(sizes={self.sizes})\n{self.mod.astext(show_meta=False)}"
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(repr(self))
+
+
+@st.composite
+def symbolic_programs(draw, max_nodes: int = 8, runs: int = 2) -> SymbolicCase:
+    """A random well-typed function whose inputs have the size variables n and m among
+    their dimensions (the op mix of `programs`: what a guess cannot type with sizes, or
+    cannot build, is drawn again), and `runs` sets of sizes (0 to 6) to run it at."""
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    params: list[Var] = []
+    values: Values = []
+    for i in range(draw(st.integers(1, 3))):
+        dims = draw(st.lists(st.sampled_from((*SIZE_NAMES, 1, 3, 4)), min_size=1, max_size=3))
+        if not any(isinstance(d, str) for d in dims):
+            dims[0] = SIZE_NAMES[0]
+        t = TensorType(tuple(as_dim(d) for d in dims), "float32")
+        v = var(f"x{i}", shape=t.shape, dtype="float32")
+        params.append(v)
+        values.append((v, t))
+    wanted = len(values) + draw(st.integers(1, max_nodes))
+    for _ in range(4 * max_nodes):  # guesses sizes do not fit are drawn again
+        if len(values) >= wanted:
+            break
+        gen = draw(st.sampled_from(GENERATORS))
+        try:
+            e = gen(draw, values, rng)
+            if e is None:
+                continue
+            t = infer_type(e).checked_type
+            if isinstance(t, TensorType) and 0 < typical(t.size) <= 4096:
+                values.append((e, t))
+        except (TypeInferenceError, TypeError, ValueError):
+            continue  # a constant of a symbolic shape, a reshape sizes do not decide...
+    mod = infer_type(IRModule({"main": Function(tuple(params), values[-1][0])}))
+    names = sorted({n for p in params for d in p.checked_type.shape for n in _names(d)})
+    sizes = [{n: draw(st.integers(0, 6)) for n in names} for _ in range(runs)]
+    return SymbolicCase(mod, sizes)
+
+
+def _names(d: Any) -> set[str]:
+    return d.names if isinstance(d, Dim) else set()
 
 
 # ---------------------------------------------------------------- assertions

@@ -152,3 +152,28 @@ def test_the_shared_dynamic_models_compile_once_and_match_onnxruntime(
             got = exe.run_dict(feeds)
             for (out, value), want in zip(got.items(), session.run(None, feeds), strict=True):
                 np.testing.assert_allclose(value, want, rtol=1e-4, atol=1e-4, err_msg=out)
+
+
+@settings(max_examples=8, deadline=None)
+@given(ir.testing.symbolic_programs())
+def test_random_symbolic_programs_compile_once_and_match_the_interpreter(case) -> None:
+    """The op families of the random program generator over inputs with size variables
+    (n, m; 0 included): optimised once on the symbolic program, then run at two drawn
+    sets of sizes, each equal to the interpreter at those sizes; where the program is not
+    well typed at some sizes (a mean over an axis of 0), both refuse them with the same
+    message. The tolerance is the float32 one of the fixed-shape differential test
+    (egraph_ir.testing.assert_allclose)."""
+    exe = codegen.build(case.mod)
+    assert isinstance(exe, codegen.SymbolicExecutable)
+    for k, sizes in enumerate(case.sizes):
+        inputs = case.inputs(sizes, seed=k)
+        with np.errstate(all="ignore"):
+            try:
+                want = ir.interpret(case.mod, **inputs)
+            except ir.TypeInferenceError as exc:
+                with pytest.raises(ir.CodegenError) as refused:
+                    exe(**inputs)
+                assert str(exc).split(": ", 1)[1] in str(refused.value)
+                continue
+            got = exe(**inputs)
+        ir.testing.assert_allclose(got, want)
