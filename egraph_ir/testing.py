@@ -19,7 +19,7 @@ from hypothesis.extra import numpy as hnp
 
 from . import op
 from .compare import tolerance  # re-exported: part of testing's API
-from .dims import Dim, as_dim, evaluate, typical
+from .dims import Dim, evaluate, typical
 from .errors import TypeInferenceError
 from .expr import Constant, Expr, Function, TupleGetItem, Var, var
 from .infer import infer_type
@@ -368,7 +368,7 @@ def symbolic_programs(draw, max_nodes: int = 8, runs: int = 2) -> SymbolicCase:
         dims = draw(st.lists(st.sampled_from((*SIZE_NAMES, 1, 3, 4)), min_size=1, max_size=3))
         if not any(isinstance(d, str) for d in dims):
             dims[0] = SIZE_NAMES[0]
-        t = TensorType(tuple(as_dim(d) for d in dims), "float32")
+        t = TensorType(tuple(dims), "float32")  # a name is a size variable
         v = var(f"x{i}", shape=t.shape, dtype="float32")
         params.append(v)
         values.append((v, t))
@@ -387,7 +387,7 @@ def symbolic_programs(draw, max_nodes: int = 8, runs: int = 2) -> SymbolicCase:
         except (TypeInferenceError, TypeError, ValueError):
             continue  # a constant of a symbolic shape, a reshape sizes do not decide...
     mod = infer_type(IRModule({"main": Function(tuple(params), values[-1][0])}))
-    names = sorted({n for p in params for d in p.checked_type.shape for n in _names(d)})
+    names = sorted({n for _, t in values[: len(params)] for d in t.shape for n in _names(d)})
     sizes = [{n: draw(st.integers(0, 6)) for n in names} for _ in range(runs)]
     return SymbolicCase(mod, sizes)
 
