@@ -238,14 +238,23 @@ class Op:
         return Attrs(out)
 
     def evaluate(self, args: list[np.ndarray], attrs: Attrs) -> Any:
-        """Run the numpy reference (floating-point warnings silenced: inf/nan are values)."""
+        """Run the numpy reference (floating-point warnings silenced: inf/nan are values).
+        float16 follows one rule, the compiled code's too: an op computes in float32 and
+        rounds its float16 result once (products and sums accumulate in float32; for
+        + - * / and sqrt this is float16 arithmetic exactly, float32 having more than
+        twice its precision)."""
         if self.annotation:
             return args[0]
+        half = _half_op(args, attrs)
+        if half:
+            args = [a.astype(np.float32) if a.dtype == np.float16 else a for a in args]
         with np.errstate(all="ignore"):
             result = self.reference(*args, **attrs)
-        if isinstance(result, tuple):
-            return tuple(np.asarray(r) for r in result)
-        return np.asarray(result)
+            results = result if isinstance(result, tuple) else (result,)
+            arrays = tuple(np.asarray(r) for r in results)
+            if half:  # overflow to infinity is the rounding's, silently
+                arrays = tuple(a.astype(np.float16) if a.dtype == np.float32 else a for a in arrays)
+        return arrays if isinstance(result, tuple) else arrays[0]
 
     def cost(self, arg_types: list[TensorType], out_type: Type, attrs: Attrs) -> Cost:
         """FLOPs from the op's estimate; bytes = inputs read + outputs written. Symbolic
@@ -254,6 +263,14 @@ class Op:
         out_type = priced(out_type)
         moved = sum(t.nbytes for t in arg_types) + sum(t.nbytes for t in tensor_types(out_type))
         return Cost(float(self.flops(arg_types, out_type, attrs)), float(moved))
+
+
+def _half_op(args: list[np.ndarray], attrs: Attrs) -> bool:
+    """An op on float16 values (and no wider float) whose result dtype follows its inputs
+    (not a cast to an attribute's dtype)."""
+    dtypes = {a.dtype for a in args if isinstance(a, np.ndarray)}
+    wide = {np.dtype(np.float32), np.dtype(np.float64)}
+    return np.dtype(np.float16) in dtypes and not dtypes & wide and "dtype" not in attrs
 
 
 REGISTRY: dict[str, Op] = {}

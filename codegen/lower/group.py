@@ -13,6 +13,7 @@ from egraph_ir.types import TensorType
 from ..loop_ir import (
     INDEX,
     Buffer,
+    Cast,
     For,
     LExpr,
     Load,
@@ -113,7 +114,7 @@ class Group:
             values = [a.data if isinstance(a, Constant) else None for a in e.args]
             ctx = Ctx(e.attrs, in_types, e.checked_type, readers, index, values)  # type: ignore[arg-type]
             try:
-                return definition(ctx)
+                return _rounded(definition(ctx))
             except NotImplementedError as exc:
                 raise Unsupported(str(exc)) from None
         raise Unsupported(f"cannot inline {type(e).__name__}")
@@ -171,6 +172,14 @@ class Group:
             self.buffers[e] = buf
             self.constants[buf.name] = np.ascontiguousarray(e.data)
         return self.buffers[e].name
+
+
+def _rounded(value: LExpr) -> LExpr:
+    """A float16 result rounded to float16 now: values are float32 in registers, and the
+    rule is one rounding per op (Op.evaluate), not one per fused group."""
+    if value.dtype != "float16":
+        return value
+    return Cast("float16", Cast("float32", value))
 
 
 def _same_index(n: Expr, index: Index) -> bool:

@@ -16,8 +16,10 @@ pytest.importorskip("onnx.backend.test.case.node")
 
 from egc.conformance import cases, run
 
-# float16 graphs keep float32 intermediates inside a fused kernel, which rounds less often
-# than the expected values (computed step by step in float16): 1 float16 ulp apart
+# ONNX's reference computes these float16 graphs in float16 step by step, its products and
+# sums included; our rule (Op.evaluate, the interpreter and compiled code alike) computes
+# each op in float32 and rounds its result once, as ONNX Runtime does too: 1 float16 ulp
+# apart (ONNX Runtime misses the two causal-attention cases by the same 4.9e-4)
 ONE_ULP_FLOAT16 = {
     "test_attention_4d_causal_fp16",
     "test_attention_4d_causal_fp16_expanded",
@@ -35,7 +37,7 @@ def all_cases() -> list:
 @pytest.mark.onnx
 def test_conformance_through_the_interpreter(all_cases: list) -> None:
     passed, causes, wrong = run("interpret", all_cases)
-    assert not wrong, wrong
+    assert set(wrong) <= ONE_ULP_FLOAT16, wrong
     assert not [c for c in causes if c.startswith("CRASH")], causes
     assert passed >= 1600, (passed, causes.most_common(10))
 
