@@ -28,9 +28,10 @@ import numpy as np
 
 import passmgr as pm
 from egraph_ir.errors import CodegenError, CompilerError
-from egraph_ir.expr import Constant, Expr, Function, If, Var
+from egraph_ir.expr import Call, Constant, Expr, Function, If, Var
 from egraph_ir.frontend import from_onnx
 from egraph_ir.infer import infer_type
+from egraph_ir.inline import reduce_closures
 from egraph_ir.measured import KernelTimes
 from egraph_ir.module import IRModule
 from egraph_ir.specialize import specialize, symbolic_names
@@ -185,6 +186,7 @@ def _build(
     start_helpers(threads)  # compile helpers start while the passes run
     times: dict[str, float] = {}
     clock = _Clock(times, on_stage)
+    mod = without_closures(mod)
     mod = lift_control_flow(mod)  # data-dependent If and Loop: regions of compiled programs
     mod, externals = clock("external", compile_regions, mod, threads, options.external_options)
     if optimised:
@@ -230,6 +232,16 @@ def _build(
     )
     times["bind"] = time.perf_counter() - t0
     return exe
+
+
+def without_closures(mod: IRModule) -> IRModule:
+    """main with its function values reduced away (egraph_ir.inline.reduce_closures):
+    a let-bound or passed function called where it is known becomes plain data flow."""
+    main = mod["main"]
+    if not any(isinstance(e, Call) and isinstance(e.op, Var | Call) for e in post_order(main.body)):
+        return mod  # no function value is called
+    body = reduce_closures(main.body)
+    return infer_type(mod.with_function("main", Function(main.params, body, None, main.attrs)))
 
 
 def check_budget(used: Mapping[str, int], budget: Mapping[str, int]) -> None:

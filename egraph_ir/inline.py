@@ -106,3 +106,47 @@ def inline_lets(expr: Expr, functions_too: bool = False) -> Expr:
         else:
             memo[e] = rebuild(e, memo)
     return memo[expr]
+
+
+CLOSURE_ROUNDS = 32  # each round removes one level of functions passed or returned as values
+
+
+def reduce_closures(expr: Expr) -> Expr:
+    """expr with every call of a function value known where it is made inlined: a let-bound
+    function, a function passed to another (`twice(sigmoid)`), a closure a call returns
+    and then called (`twice(sg)(p)`). What a data-flow executor needs: no function values
+    at run time. Kernels, external regions and loops stay calls. A program whose closures
+    do not reduce in CLOSURE_ROUNDS rounds (a recursive let) is returned as it is."""
+    for _ in range(CLOSURE_ROUNDS):
+        expr = inline_lets(expr, functions_too=True) if _has_function_lets(expr) else expr
+        memo: dict[Expr, Expr] = {}
+        changed = False
+        for node in post_order(expr):
+            if isinstance(node, Var | Constant | GlobalVar):
+                memo[node] = node
+                continue
+            new = rebuild(node, memo)
+            if isinstance(new, Call) and isinstance(new.op, Function) and _is_plain_call(new.op):
+                new = _substitute(new.op.body, dict(zip(new.op.params, new.args, strict=True)))
+                changed = True
+            memo[node] = new
+        expr = memo[expr]
+        if not changed:
+            break
+    return expr
+
+
+def _has_function_lets(expr: Expr) -> bool:
+    from .expr import Let
+
+    return any(isinstance(e, Let) and isinstance(e.value, Function) for e in post_order(expr))
+
+
+def _substitute(body: Expr, values: dict[Var, Expr]) -> Expr:
+    """body with each variable of `values` replaced, inside nested functions too (variables
+    are objects: nothing can be captured by mistake)."""
+    memo: dict[Expr, Expr] = dict(values)
+    for node in post_order(body):
+        if node not in memo:
+            memo[node] = node if isinstance(node, Var | Constant | GlobalVar) else rebuild(node, memo)
+    return memo[body]

@@ -127,3 +127,28 @@ def test_a_returned_closure_is_a_clear_error_before_and_after_plan_devices() -> 
         "  %f = fn (%y: Tensor[(4,), float32]) { add(%x, %y) };\n  %f(%x)\n}"
     )
     np.testing.assert_array_equal(codegen.build(called)(np.ones(4, "float32")), np.full(4, 2.0))
+
+
+def test_higher_order_functions_reduce_to_data_flow_before_and_after_plan_devices() -> None:
+    """reliability-4: a let-bound function returning a closure (`twice(sg)(p)`) raised a
+    raw KeyError after PlanDevices ('free variable %twice' without it); closures known where
+    they are made are reduced away (egraph_ir.inline.reduce_closures), so it compiles."""
+    mod = ir.parse(
+        """def @main(%p: Tensor[(2, 6), float32], %q: Tensor[(2, 6), float32]) {
+    let %twice = fn (%u: fn(Tensor[(2, 6), float32]) -> Tensor[(2, 6), float32]) {
+      fn (%b: Tensor[(2, 6), float32]) { %0 = %u(%b); %u(%0) } };
+    let %sg = fn (%c: Tensor[(2, 6), float32]) { sigmoid(%c) };
+    %1 = %twice(%sg);
+    %2 = %1(%p);
+    multiply(%2, %q)
+  }"""
+    )
+    planned = pm.passes.PlanDevices(default=ir.VirtualDevice("cpu", 1))(ir.infer_type(mod))
+    rng = np.random.default_rng(0)
+    p, q = (rng.standard_normal((2, 6)).astype("float32") for _ in range(2))
+    want = ir.interpret(mod, p, q)
+    np.testing.assert_allclose(want, 1 / (1 + np.exp(-1 / (1 + np.exp(-p)))) * q, rtol=1e-6)
+    for program in (mod, planned):
+        exe = codegen.build(program)
+        assert exe.kernel_kinds() == {"loops": 1}  # sigmoid(sigmoid(p)) * q, fused
+        np.testing.assert_allclose(exe(p, q), want, rtol=1e-6, atol=1e-7)
