@@ -127,7 +127,8 @@ def reduce_closures(expr: Expr) -> Expr:
                 continue
             new = rebuild(node, memo)
             if isinstance(new, Call) and isinstance(new.op, Function) and _is_plain_call(new.op):
-                new = _substitute(new.op.body, dict(zip(new.op.params, new.args, strict=True)))
+                params: dict[Expr, Expr] = dict(zip(new.op.params, new.args, strict=True))
+                new = _substitute(new.op.body, params)
                 changed = True
             memo[node] = new
         expr = memo[expr]
@@ -142,11 +143,13 @@ def _has_function_lets(expr: Expr) -> bool:
     return any(isinstance(e, Let) and isinstance(e.value, Function) for e in post_order(expr))
 
 
-def _substitute(body: Expr, values: dict[Var, Expr]) -> Expr:
+def _substitute(body: Expr, values: Mapping[Expr, Expr]) -> Expr:
     """body with each variable of `values` replaced, inside nested functions too (variables
     are objects: nothing can be captured by mistake)."""
     memo: dict[Expr, Expr] = dict(values)
     for node in post_order(body):
-        if node not in memo:
-            memo[node] = node if isinstance(node, Var | Constant | GlobalVar) else rebuild(node, memo)
+        if node in memo:
+            continue
+        leaf = isinstance(node, Var | Constant | GlobalVar)
+        memo[node] = node if leaf else rebuild(node, memo)
     return memo[body]
