@@ -916,3 +916,22 @@ def test_routed_copies_cost_the_brute_force_minimum_on_random_dags(case, data) -
     planned = pm.passes.PlanDevices(default=C, links=links)(mod)
     best = _brute_force_bytes(mod["main"], pins, out_device, links)
     assert _copied_cost(planned, links) == pytest.approx(best)
+
+
+def test_an_annotated_parameter_moves_the_row_sums_not_itself() -> None:
+    """reliability-4 copy_follows_annotation: `on_device(%x, cpu0)` (result free) on a
+    parameter, the rest pinned to cpu1 by its outer annotation: the copy goes after the
+    reduction (4 KiB), as with param_virtual_devices, not before it (x's 4 MiB)."""
+    cpu0, cpu1 = ir.VirtualDevice("cpu", 0), ir.VirtualDevice("cpu", 1)
+    x = ir.var("x", shape=(1024, 1024), dtype="float32")
+    total = op.sum(op.exp(op.on_device(x, cpu0)), axis=[1])
+    body = op.on_device(op.multiply(total, ir.const(np.float32(2))), cpu1)
+    mod = ir.IRModule.from_expr(ir.Function([x], body))
+    planned = pm.passes.PlanDevices(default=cpu0)(pm.passes.InferType()(mod))
+    nodes = ir.post_order(planned["main"].body)
+    copies = [e for e in nodes if getattr(e, "op", None) is op.get("device_copy")]
+    assert len(copies) == 1 and copies[0].args[0].checked_type.shape == (1024,)
+    exe = codegen.build(planned)
+    ones = np.ones((1024, 1024), np.float32)
+    np.testing.assert_allclose(exe(ones), np.full(1024, 2 * 1024 * np.e, np.float32), rtol=1e-5)
+    assert exe.stats["copy_bytes_per_run"] == 4096
