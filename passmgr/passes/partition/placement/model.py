@@ -14,9 +14,10 @@ The cost of a placement (`placement_cost`, also used by the tests' brute force):
   cost per byte (`cost.links` per target pair, unlisted pairs `cost.per_byte`; a route may
   pass through other targets, A -> B -> C beating a dear A -> C);
 - a function result computed on a target is copied back to the host the same way;
-- `cost.budget[T]` bounds the bytes on T (the values its calls compute and the values
-  copied in): a placement over a budget costs infinity, so the solver spills calls to
-  other targets or the host, and a plan that cannot fit is a clear error.
+- `cost.budget[T]` bounds the bytes on T (the values its calls compute, the constants
+  bound into them and the values copied in): a placement over a budget costs infinity,
+  so the solver spills calls to other targets or the host, and a plan that cannot fit is
+  a clear error.
 """
 
 from __future__ import annotations
@@ -167,6 +168,9 @@ class Problem:
     outputs: list[Expr]  # values the function returns
     bytes_of: dict[Expr, int]
     homes: dict[Expr, Expr] = field(default_factory=dict)  # a tuple's field -> its producer
+    # call -> the bytes of the constants bound into its region (weights a target holds;
+    # a constant two calls read is counted with each)
+    constants_of: dict[Call, int] = field(default_factory=dict)
 
     def home(self, value: Expr) -> Expr:
         """The expression whose placement holds `value`: a field of a tuple-producing call
@@ -179,6 +183,7 @@ def problem_of(fn: Function, targets: Sequence[str], cost: PlacementCost) -> Pro
     choices: dict[Call, dict[str, float]] = {}
     readers: dict[Expr, list[Call]] = {}
     bytes_of: dict[Expr, int] = {}
+    constants_of: dict[Call, int] = {}
     for n in post_order(fn.body, into_functions=False):
         if isinstance(n, Call) and _placeable(n):
             host = cost.op(n, DEFAULT)
@@ -192,6 +197,8 @@ def problem_of(fn: Function, targets: Sequence[str], cost: PlacementCost) -> Pro
             for a in dict.fromkeys(n.args):
                 if not isinstance(a, Constant):  # constants are bound into the regions
                     readers.setdefault(a, []).append(n)
+            bound = [a for a in dict.fromkeys(n.args) if isinstance(a, Constant)]
+            constants_of[n] = sum(a.data.nbytes for a in bound)
         if isinstance(n, Call | Var | TupleGetItem):
             bytes_of[n] = sum(t.nbytes for t in tensor_types(n.checked_type))
     body = fn.body
@@ -203,7 +210,7 @@ def problem_of(fn: Function, targets: Sequence[str], cost: PlacementCost) -> Pro
             producer = producer.tuple_value
         if producer is not value and producer in choices:
             homes[value] = producer
-    return Problem(calls, choices, readers, outputs, bytes_of, homes)
+    return Problem(calls, choices, readers, outputs, bytes_of, homes, constants_of)
 
 
 def placement_cost(problem: Problem, place: Mapping[Expr, str], cost: PlacementCost) -> float:
@@ -285,11 +292,12 @@ def region_counts(
 def bytes_by_target(
     problem: Problem, place: Mapping[Expr, str], copied: Copied | None = None
 ) -> dict[str, int]:
-    """Bytes each target holds: the values its calls compute and the values copied in."""
+    """Bytes each target holds: the values its calls compute, the constants bound into
+    them (weights) and the values copied in."""
     held: dict[str, int] = {}
     for c in problem.calls:
         t = place.get(c, DEFAULT)
-        held[t] = held.get(t, 0) + problem.bytes_of.get(c, 0)
+        held[t] = held.get(t, 0) + problem.bytes_of.get(c, 0) + problem.constants_of.get(c, 0)
     copied = entries(problem, place) if copied is None else copied
     for value, targets in copied.items():
         for t in targets:

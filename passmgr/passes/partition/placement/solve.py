@@ -12,7 +12,8 @@
   launch) supplies up to the node count; flow only runs between active nodes, so each
   group of joined active nodes needs a root and one root feeds its whole group: the roots
   are the regions;
-- budgets: the bytes of the x and n on t are at most budget[t].
+- budgets: the bytes of the x (with the constants bound into each call) and n on t are at
+  most budget[t].
 """
 
 from __future__ import annotations
@@ -186,9 +187,15 @@ def _flows(
             lp.row(0.0, float("inf"), terms)
 
 
+def _held(problem: Problem, call: Expr) -> int:
+    """What placing `call` on a target puts there: its result and its bound constants."""
+    weights = problem.constants_of.get(call, 0) if isinstance(call, Call) else 0
+    return problem.bytes_of.get(call, 0) + weights
+
+
 def _budgets(problem: Problem, cost: PlacementCost, lp: _Program, x: Columns, n: Columns) -> None:
     for t, limit in cost.budget.items():
-        terms = [(col, float(problem.bytes_of.get(e, 0))) for (e, s), col in x.items() if s == t]
+        terms = [(col, float(_held(problem, e))) for (e, s), col in x.items() if s == t]
         terms += [(col, float(problem.bytes_of.get(e, 0))) for (e, s), col in n.items() if s == t]
         if terms:
             lp.row(-float("inf"), float(limit), terms)

@@ -73,6 +73,36 @@ def test_a_small_mlp_stays_on_the_host_and_a_large_one_sends_its_products_out() 
     assert_allclose(codegen.build(placed)(value), ir.interpret(large, value))
 
 
+def test_budgets_count_the_weights_a_target_holds() -> None:
+    """reliability-4: four products with 4, 2, 2 and 2 MiB of weights and a 6.5 MiB budget
+    on blas all went there (10 MiB of weights: the budget counted computed and copied
+    values only). Now what blas holds, weights included, stays within its budget: two or
+    three of the products go, never all four."""
+    rng = np.random.default_rng(0)
+    x = ir.var("x", shape=(64, 1024))
+    h: ir.Expr = x
+    width = 1024
+    for rows in (1024, 512, 1024, 512):  # weights of 4 MiB, then three of 2 MiB
+        h = op.dense(h, ir.const((rng.standard_normal((rows, width)) * 0.03).astype("float32")))
+        width = rows
+    mod = ir.infer_type(ir.IRModule.from_expr(ir.Function([x], h)))
+    budget = int(6.5 * 2**20)
+    with pm.PassContext() as ctx:
+        placed = pm.passes.PlaceTargets(["blas"], cost=COST, budget={"blas": budget})(mod)
+    regions = [fn for name, fn in placed.items() if name != "main"]
+    weights = [
+        sum(c.data.nbytes for c in ir.post_order(fn.body) if isinstance(c, ir.Constant))
+        for fn in regions
+    ]
+    products = sum(
+        isinstance(c, ir.Call) and c.op is op.get("dense")
+        for fn in regions
+        for c in ir.post_order(fn.body)
+    )
+    assert 2 <= products <= 3 and sum(weights) <= budget, weights
+    assert ctx.run.last("PlaceTargets", pm.passes.PlacementChoice).cost < float("inf")
+
+
 def test_the_report_names_each_region_and_its_best_rejected_alternative() -> None:
     report = pm.passes.placement_report(mlp_module(512), ["blas"], COST)
     assert [r.target for r in report.regions] == ["blas"] * 3
@@ -129,13 +159,16 @@ BINARY = ("add", "multiply", "subtract")
 
 @st.composite
 def _dags(draw, max_ops: int = 12) -> ir.Function:
-    """A random DAG of 4 to max_ops elementwise calls over two inputs; a value may feed
-    several calls; every call no other call reads is a result (a tuple of them)."""
+    """A random DAG of 4 to max_ops elementwise calls over two inputs, some reading a
+    constant (a weight the budgets count); a value may feed several calls; every call no
+    other call reads is a result (a tuple of them)."""
     xs = [ir.var("x0", shape=(2, 3)), ir.var("x1", shape=(2, 3))]
     values: list[ir.Expr] = list(xs)
     read: set[ir.Expr] = set()
     for _ in range(draw(st.integers(4, max_ops))):
         args = [draw(st.sampled_from(values)) for _ in range(draw(st.integers(1, 2)))]
+        if len(args) == 2 and draw(st.integers(0, 3)) == 0:  # a weight bound into the call
+            args[1] = ir.const(np.full((2, 3), draw(st.integers(1, 5)), "float32"))
         name = draw(st.sampled_from(UNARY if len(args) == 1 else BINARY))
         read.update(args)
         values.append(op.call(name, *args))
