@@ -41,11 +41,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import CompilerError
-from ..highs import Row, add_columns, add_rows, new_highs
+from ..highs import Row, add_columns, add_rows, new_highs, run_until
 from .cycles import cycles_of, reachable, strong_components
 from .graph import ENode, Value
 
 MIN_SOLVE_SECONDS = 0.01  # below this the solver cannot even start: keep the warm start
+PRESOLVE_NONZEROS_PER_S = 10_000  # full presolve only where it surely ends in time
+MIN_RUN_SECONDS = 0.1  # less left once the rows are built: loading them would overrun
 DOMINANCE_MAX_CLASS = 64  # pairwise dominance checks only in classes up to this size
 IMPLIED_LIMIT = 2_000_000  # set entries computed before implied-class rows are given up
 IMPLIED_MAX_NODES = 5_000  # e-nodes (after pruning) up to which they are added
@@ -177,7 +179,7 @@ def _solve(
     inf = highspy.kHighsInf
     negative = any(own[n] < 0 for n in nodes)
     rows = _choice_rows(classes, root, col, deadline, implied, negative)
-    if rows is None:
+    if rows is None or deadline - time.perf_counter() < MIN_RUN_SECONDS:
         return IlpOutcome(warm, "time-out", None, None, 0, len(nodes))
     h = new_highs()
     order = _order_columns(classes, len(nodes)) if ORDER_ROWS else {}
@@ -185,7 +187,9 @@ def _solve(
     costs = np.array([own[n] for n in nodes] + [0.0] * len(order))
     upper = [1.0] * len(nodes) + [float(size - 1) for _, size, _ in order.values()]
     add_columns(h, costs.tolist(), integral=len(nodes), upper=upper)
-    add_rows(h, rows + _order_rows(classes, col, order))
+    all_rows = rows + _order_rows(classes, col, order)
+    add_rows(h, all_rows)
+    nonzeros = sum(len(terms) for _, _, terms in all_rows)
 
     best, best_cost = warm, warm_cost
     lower: float | None = None
@@ -198,7 +202,12 @@ def _solve(
         solution.col_value = _start_vector(best, classes, own, col, order, root, n_cols)
         h.setSolution(solution)
         h.setOptionValue("time_limit", remaining)
-        h.run()
+        # HiGHS's full presolve is not interruptible: 166k nonzeros took 6.6 s of a 3.8 s
+        # limit on a 2-core VM; past what the time left allows, its light pass (0.3 s)
+        full = nonzeros <= PRESOLVE_NONZEROS_PER_S * remaining
+        h.setOptionValue("presolve_mode", 0 if full else 2)
+        if not run_until(h, deadline):
+            break  # still presolving or separating at the deadline: keep the best so far
         rounds += 1
         info = h.getInfo()
         if info.mip_dual_bound > -inf:  # costs may be negative: no floor at 0
@@ -241,7 +250,8 @@ def _proved_vector(h: Any, costs: Any, deadline: float) -> tuple[Any, Any] | Non
         return info, x
     h.clearSolver()
     h.setOptionValue("time_limit", max(deadline - time.perf_counter(), MIN_SOLVE_SECONDS))
-    h.run()
+    if not run_until(h, deadline):
+        return None
     info = h.getInfo()
     if info.primal_solution_status != 2:
         return None
@@ -283,7 +293,7 @@ def _choice_rows(
         if len(ns) > 1:
             rows.append((-inf, 1.0, [(col[n], 1.0) for n in ns]))
     for i, ns in enumerate(classes.values()):
-        if i % 1024 == 0 and time.perf_counter() > deadline:
+        if i % 128 == 0 and time.perf_counter() > deadline:
             return None
         needing: dict[Value, list[ENode]] = {}
         for n in ns:
@@ -405,9 +415,9 @@ def implied_classes(
     changed, entries = True, 0
     while changed:
         changed = False
-        if time.perf_counter() > deadline:
-            return {}
-        for c, nodes in classes.items():
+        for i, (c, nodes) in enumerate(classes.items()):
+            if i % 128 == 0 and time.perf_counter() > deadline:
+                return {}  # a sweep is long on a busy machine: look at the clock within it
             common: frozenset[Value] | None = None
             for n in nodes:
                 kids = [implied[k] for k in n.children]

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..highs import Row, add_columns, add_rows, new_highs
+from ..highs import Row, add_columns, add_rows, new_highs, run_until
 from .cycles import cycles_of
 from .graph import ENode, Value
 
@@ -130,8 +130,7 @@ def _cut_cycles(
         if remaining <= 0:
             return None
         h.setOptionValue("time_limit", remaining)
-        h.run()
-        if h.getInfo().primal_solution_status != 2:
+        if not run_until(h, deadline) or h.getInfo().primal_solution_status != 2:
             return None
         x = h.getSolution().col_value
         picked: dict[Value, tuple[ENode, str]] = {}

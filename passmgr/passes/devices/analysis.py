@@ -24,6 +24,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -43,7 +44,7 @@ from egraph_ir.expr import (
     op_name,
     short_repr,
 )
-from egraph_ir.highs import Row, add_columns, add_rows, new_highs
+from egraph_ir.highs import Row, add_columns, add_rows, new_highs, run_until
 from egraph_ir.module import IRModule
 from egraph_ir.registry import Op
 from egraph_ir.types import FuncType, Type, tensor_types
@@ -502,8 +503,8 @@ def multiway_cut(
                     row = [(copied, 1.0), (held, -1.0), (col[u] * k + b, -1.0)]
                     rows.append((-1.0, inf, row))
     add_rows(h, rows)
-    h.run()
-    if h.getInfo().primal_solution_status != 2:
+    finished = run_until(h, time.perf_counter() + CUT_TIME_LIMIT_S)
+    if not finished or h.getInfo().primal_solution_status != 2:
         return _nearest_pin(roots, pins, groups)
     x = h.getSolution().col_value
     return {r: devices[int(np.argmax(x[col[r] * k : col[r] * k + k]))] for r in roots}

@@ -18,11 +18,12 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Hashable
 
 from egraph_ir.errors import PassError
 from egraph_ir.expr import Call, Expr
-from egraph_ir.highs import Row, add_columns, add_rows, new_highs
+from egraph_ir.highs import Row, add_columns, add_rows, new_highs, run_until
 
 from ..regions import DEFAULT
 from .model import PlacementCost, Problem
@@ -79,7 +80,8 @@ def solve(problem: Problem, cost: PlacementCost) -> dict[Expr, str]:
     scale = 1.0 / max([abs(v) for v in lp.costs] + [1e-30])
     add_columns(h, [v * scale for v in lp.costs], integral=lp.integral, upper=lp.upper)
     add_rows(h, lp.rows)
-    h.run()
+    if not run_until(h, time.perf_counter() + TIME_LIMIT_S):
+        raise PassError("PlaceTargets: the placement program found no solution in time")
     if h.getModelStatus() == highspy.HighsModelStatus.kInfeasible:
         raise PassError(
             f"PlaceTargets: no placement fits the memory budgets {dict(cost.budget)} "
