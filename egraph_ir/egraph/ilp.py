@@ -201,12 +201,7 @@ def _solve(
         solution = highspy.HighsSolution()
         solution.col_value = _start_vector(best, classes, own, col, order, root, n_cols)
         h.setSolution(solution)
-        h.setOptionValue("time_limit", remaining)
-        # HiGHS's full presolve is not interruptible: 166k nonzeros took 6.6 s of a 3.8 s
-        # limit on a 2-core VM; past what the time left allows, its light pass (0.3 s)
-        full = nonzeros <= PRESOLVE_NONZEROS_PER_S * remaining
-        h.setOptionValue("presolve_mode", 0 if full else 2)
-        if not run_until(h, deadline):
+        if not _run_in_time(h, nonzeros, deadline):
             break  # still presolving or separating at the deadline: keep the best so far
         rounds += 1
         info = h.getInfo()
@@ -237,6 +232,17 @@ def _solve(
     gap = max(0.0, best_cost - lower) / max(abs(best_cost), 1e-30)
     status = "optimal" if gap <= 1e-9 else "feasible"
     return IlpOutcome(best, status, gap, lower, rounds, len(nodes))
+
+
+def _run_in_time(h: Any, nonzeros: int, deadline: float) -> bool:
+    """One run that returns by the deadline (False: abandoned, h is the run's now).
+    HiGHS's full presolve is not interruptible: 166k nonzeros took 6.6 s of a 3.8 s limit
+    on a 2-core VM; past what the time left allows, its light pass (0.3 s) runs."""
+    remaining = deadline - time.perf_counter()
+    h.setOptionValue("time_limit", remaining)
+    full = nonzeros <= PRESOLVE_NONZEROS_PER_S * remaining
+    h.setOptionValue("presolve_mode", 0 if full else 2)
+    return run_until(h, deadline)
 
 
 def _proved_vector(h: Any, costs: Any, deadline: float) -> tuple[Any, Any] | None:
