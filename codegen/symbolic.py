@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from egraph_ir.dims import bind, check_pending
+from egraph_ir.dims import bind_sizes
 from egraph_ir.errors import CodegenError, TypeInferenceError
 from egraph_ir.module import IRModule
 from egraph_ir.specialize import symbolic_names
@@ -72,20 +72,15 @@ class SymbolicExecutable:
     # ------------------------------------------------------------ sizes
     def sizes_of(self, inputs: Mapping[str, Any]) -> dict[str, int]:
         """The size variables the inputs' shapes give (checked against each other)."""
-        sizes: dict[str, int] = {}
-        pending: list[Any] = []
-        for name, dims, where in self._binding:
-            if name not in inputs:
-                raise CodegenError(f"missing {where}")
-            try:
-                bind(dims, np.shape(inputs[name]), sizes, where, pending)
-            except TypeInferenceError as exc:
-                raise CodegenError(str(exc)) from None
+        missing = [where for name, _, where in self._binding if name not in inputs]
+        if missing:
+            raise CodegenError(f"missing {', '.join(missing)}")
         try:
-            check_pending(pending, sizes)
+            return bind_sizes(
+                (dims, np.shape(inputs[name]), where) for name, dims, where in self._binding
+            )
         except TypeInferenceError as exc:
             raise CodegenError(str(exc)) from None
-        return sizes
 
     def specialization(self, **sizes: int) -> Executable:
         """The native code for these sizes: compiled now unless it already is (warm a

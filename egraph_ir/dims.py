@@ -8,9 +8,10 @@ forms are: two tensors that share `seq` are known to have equal sizes there, and
 built twice is the same dimension. Every operation whose result is a constant returns a
 plain int, so static shapes never hold a Dim.
 
-Sizes are never negative: `d >= 0` holds for every Dim and `d < 0` never does; any other
-order between a Dim and a number is not decided (a ShapeError says so), because the
-compiler must not choose by a comparison that holds for some sizes only.
+Sizes are never negative, so an order is decided where the difference's coefficients all
+have one sign (`seq >= 0`, `seq + 1 > 0`, `-seq - 1 < 0`); any other order is not (a
+ShapeDecisionError says so), because the compiler must not choose by a comparison that
+holds for some sizes only.
 """
 
 from __future__ import annotations
@@ -229,18 +230,29 @@ def is_static(shape: Iterable[DimLike]) -> bool:
     return all(isinstance(d, int) for d in shape)
 
 
-def bind(
+Binding = tuple[tuple[DimLike, ...], tuple[int, ...], str]  # declared, actual, where
+
+
+def bind_sizes(bindings: Iterable[Binding]) -> dict[str, int]:
+    """The size variables that arrays of the `actual` shapes give to the `declared` ones
+    (`where` names each in errors), every dimension checked: a disagreement (seq 37 in one
+    input, 40 in another) is one clear error naming the dimension. A dimension that is an
+    expression (past + 1) is checked once every input has bound its sizes."""
+    sizes: dict[str, int] = {}
+    pending: list[tuple[DimLike, int, str]] = []
+    for declared, actual, where in bindings:
+        _bind(declared, actual, sizes, where, pending)
+    _check_pending(pending, sizes)
+    return sizes
+
+
+def _bind(
     declared: tuple[DimLike, ...],
     actual: tuple[int, ...],
     sizes: dict[str, int],
     where: str,
     pending: list[tuple[DimLike, int, str]],
 ) -> None:
-    """Learn the size variables `declared` names from an array of shape `actual` into
-    `sizes`, checking every dimension against what is already known: a disagreement (seq
-    37 in one input, 40 in another) is one clear error naming the dimension. A dimension
-    that is an expression goes to `pending`: check_pending checks it once every input is
-    bound."""
     if len(declared) != len(actual):
         raise TypeInferenceError(
             f"{where}: rank {len(actual)} where the program expects "
@@ -265,7 +277,7 @@ def _plain_name(d: DimLike) -> str | None:
     return None
 
 
-def check_pending(pending: list[tuple[DimLike, int, str]], sizes: Mapping[str, int]) -> None:
+def _check_pending(pending: list[tuple[DimLike, int, str]], sizes: Mapping[str, int]) -> None:
     """Each (dimension, size, where) against the sizes the inputs bound: an expression of a
     size no input gives alone cannot be checked, which is an error naming it."""
     for d, n, where in pending:
@@ -324,17 +336,17 @@ def _divide_monomial(m: Monomial, by: Monomial) -> Monomial | None:
 
 def equal_sizes(a: DimLike, b: DimLike) -> bool:
     """a == b for every value of the sizes (ONNX shape code compares a size with -1, the
-    "infer this axis" marker): true for one normal form, false where the difference can
-    never be 0 (a size against a negative number); anything else is not decided."""
-    if isinstance(a, int) and isinstance(b, int):
-        return a == b
-    difference = Dim.lift(a) - b
-    if difference == 0:
-        return True
-    if isinstance(difference, Dim):
-        one_sign = difference.nonnegative() or Dim.lift(-difference).nonnegative()
-        if _constant(difference) != 0 and one_sign:
+    "infer this axis" marker): true for one normal form, false where the order decides
+    the difference is never 0 (a size against a negative number); anything else is not
+    decided."""
+    difference = a - b
+    if isinstance(difference, int):
+        return difference == 0
+    try:
+        if difference > 0 or difference < 0:
             return False
+    except ShapeDecisionError:
+        pass
     raise ShapeDecisionError(f"cannot decide {a} == {b} for every size")
 
 

@@ -213,15 +213,7 @@ def operands(e: Expr) -> tuple[Expr, ...]:
     """What a dataflow node computes from: a call's arguments (and its callee where that is
     an expression), a tuple's fields, a projection's tuple; nothing for every other node
     (functions, lets and ifs hold scopes and branches, not operands)."""
-    match e:
-        case Call():
-            return (e.op, *e.args) if isinstance(e.op, Expr) else e.args
-        case Tuple():
-            return e.fields
-        case TupleGetItem():
-            return (e.tuple_value,)
-        case _:
-            return ()
+    return children(e) if isinstance(e, Call | Tuple | TupleGetItem) else ()
 
 
 def op_name(e: Expr) -> str | None:

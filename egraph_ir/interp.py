@@ -12,8 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from .attrs import Attrs
-from .dims import bind, check_pending, holds_dims, substitute
+from .dims import Binding, bind_sizes
 from .errors import CompilerError, TypeInferenceError, UnboundVariableError
 from .expr import (
     Call,
@@ -32,7 +31,7 @@ from .expr import (
 from .loops import carried_count, is_loop, run_loop
 from .module import IRModule
 from .registry import Op
-from .specialize import specialize
+from .specialize import specialize, static_attrs
 from .types import TensorType
 
 Value = Any  # np.ndarray | tuple[Value, ...] | Closure
@@ -103,7 +102,7 @@ def _bind_inputs(
     if missing:
         raise TypeError(f"missing input(s): {', '.join(missing)}")
     env: dict[Var, Value] = {}
-    pending: list[Any] = []  # dimensions that are expressions: checked once all are bound
+    bindings: list[Binding] = []  # the symbolic parameters' shapes
     for p in fn.params:
         value = values[p.name_hint]
         ann = p.type_annotation
@@ -114,9 +113,9 @@ def _bind_inputs(
                     f"input %{p.name_hint} expects {ann}, got shape {value.shape} {value.dtype}"
                 )
             if not ann.is_static:
-                bind(ann.shape, value.shape, sizes, f"input %{p.name_hint} ({ann})", pending)
+                bindings.append((ann.shape, value.shape, f"input %{p.name_hint} ({ann})"))
         env[p] = value
-    check_pending(pending, sizes)
+    sizes.update(bind_sizes(bindings))
     return env
 
 
@@ -190,10 +189,7 @@ class _Machine:
                         raise CompilerError(
                             f"{node.op.name}: argument {short_repr(a)} is not a tensor"
                         )
-                attrs = node.attrs
-                if any(holds_dims(v) for v in attrs.values()):
-                    attrs = Attrs({k: substitute(v, self.sizes) for k, v in attrs.items()})
-                return node.op.evaluate(args, attrs)
+                return node.op.evaluate(args, static_attrs(node.attrs, self.sizes))
             case Call():
                 callee = memo[node.op]  # type: ignore[index]
                 if not isinstance(callee, Closure):

@@ -46,15 +46,24 @@ def static_type(t: Type | None, sizes: Mapping[str, int]) -> Type | None:
     return TensorType(tuple(evaluate(d, sizes) for d in t.shape), t.dtype)
 
 
+def static_attrs(attrs: Attrs, sizes: Mapping[str, int]) -> Attrs:
+    """attrs with every size in them given its value (the same object when none holds one)."""
+    if not any(holds_dims(v) for v in attrs.values()):
+        return attrs
+    return Attrs({k: substitute(v, sizes) for k, v in attrs.items()})
+
+
 def _static_call(node: Expr, sizes: Mapping[str, int]) -> Expr:
     """A call whose attributes hold sizes with their values in; the sizes that are values
     (dim_values) become a constant."""
-    if not isinstance(node, Call) or not any(holds_dims(v) for v in node.attrs.values()):
+    if not isinstance(node, Call):
         return node
-    attrs = {k: substitute(v, sizes) for k, v in node.attrs.items()}
+    attrs = static_attrs(node.attrs, sizes)
+    if attrs is node.attrs:
+        return node
     if isinstance(node.op, Op) and node.op.name == "dim_values":
-        return Constant(node.op.evaluate([], Attrs(attrs)), node.span)
-    return Call(node.op, node.args, Attrs(attrs), node.span)
+        return Constant(node.op.evaluate([], attrs), node.span)
+    return Call(node.op, node.args, attrs, node.span)
 
 
 def specialize(mod: IRModule, sizes: Mapping[str, int]) -> IRModule:

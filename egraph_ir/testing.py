@@ -290,6 +290,27 @@ GENERATORS: tuple[Gen, ...] = (
 )
 
 
+def _add_op(
+    draw: Callable[..., Any],
+    values: Values,
+    rng: np.random.Generator,
+    refused: tuple[type[Exception], ...],
+) -> None:
+    """One op drawn from GENERATORS over `values`, appended when it types (a guess that
+    raises one of `refused` is dropped) and holds 1 to 4,096 elements (at typical sizes
+    where symbolic): empty slices end a chain."""
+    gen = draw(st.sampled_from(GENERATORS))
+    try:
+        e = gen(draw, values, rng)
+        if e is None:
+            return
+        t = infer_type(e).checked_type
+    except refused:
+        return
+    if isinstance(t, TensorType) and 0 < typical(t.size) <= 4096:
+        values.append((e, t))
+
+
 @st.composite
 def programs(
     draw,
@@ -309,16 +330,7 @@ def programs(
         params.append(v)
         values.append((v, TensorType(shape, dtype)))
     for _ in range(draw(st.integers(1, max_nodes))):
-        gen = draw(st.sampled_from(GENERATORS))
-        try:
-            e = gen(draw, values, rng)
-            if e is None:
-                continue
-            t = infer_type(e).checked_type
-        except TypeInferenceError:
-            continue  # a generator's guess did not fit this shape: draw another op
-        if isinstance(t, TensorType) and 0 < t.size <= 4096:  # empty slices end a chain
-            values.append((e, t))
+        _add_op(draw, values, rng, (TypeInferenceError,))
     result = values[-1][0]
     mod = IRModule({"main": Function(tuple(params), result)})
     inputs = {
@@ -376,16 +388,8 @@ def symbolic_programs(draw, max_nodes: int = 8, runs: int = 2) -> SymbolicCase:
     for _ in range(4 * max_nodes):  # guesses sizes do not fit are drawn again
         if len(values) >= wanted:
             break
-        gen = draw(st.sampled_from(GENERATORS))
-        try:
-            e = gen(draw, values, rng)
-            if e is None:
-                continue
-            t = infer_type(e).checked_type
-            if isinstance(t, TensorType) and 0 < typical(t.size) <= 4096:
-                values.append((e, t))
-        except (TypeInferenceError, TypeError, ValueError):
-            continue  # a constant of a symbolic shape, a reshape sizes do not decide...
+        # also refused: a constant of a symbolic shape, a reshape sizes do not decide...
+        _add_op(draw, values, rng, (TypeInferenceError, TypeError, ValueError))
     mod = infer_type(IRModule({"main": Function(tuple(params), values[-1][0])}))
     names = sorted({n for _, t in values[: len(params)] for d in t.shape for n in _names(d)})
     sizes = [{n: draw(st.integers(0, 6)) for n in names} for _ in range(runs)]

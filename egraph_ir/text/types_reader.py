@@ -84,29 +84,29 @@ class TypeReader:
             return TensorType(tuple(dims), dtype)  # type: ignore[arg-type]  # Dims allowed
         if self.at("("):
             self.i += 1
-            fields: list[Type] = []
             with self.nested("tuple type"):
-                while not self.at(")"):
-                    fields.append(self.type_())
-                    if not self.accept(","):
-                        break
-            self.expect(")")
+                fields = self._types_until(")")
             return TupleType(tuple(fields))
         if self.accept("fn"):
             self.expect("(")
-            params: list[Type] = []
             with self.nested("function type"):
-                while not self.at(")"):
-                    params.append(self.type_())
-                    if not self.accept(","):
-                        break
-                self.expect(")")
+                params = self._types_until(")")
                 self.expect("->")
                 result = self.type_()
             return FuncType(tuple(params), result)
         if tok.kind == "ident" and tok.text in DTYPES:
             return TensorType((), self.dtype())
         raise self.error(f"expected a type, found '{tok.text or 'end of input'}'")
+
+    def _types_until(self, close: str) -> list[Type]:
+        """Comma-separated types up to `close`, which is taken too."""
+        types: list[Type] = []
+        while not self.at(close):
+            types.append(self.type_())
+            if not self.accept(","):
+                break
+        self.expect(close)
+        return types
 
     def dim(self) -> DimLike:
         """A dimension: a non-negative integer, a size variable, or an expression of them

@@ -88,8 +88,7 @@ class DeviceAnalysis:
     edges: list[SoftEdge] = field(default_factory=list)
     ignored: set[Expr] = field(default_factory=set)  # inner on_device of a nested pair
     fixed: set[Expr] = field(default_factory=set)  # on_device read as constrain_result=True
-    params: set[Expr] = field(default_factory=set)  # every function's parameters
-    free_params: list[SoftEdge] = field(default_factory=list)  # on_device(param) free result
+    free_results: list[SoftEdge] = field(default_factory=list)  # pinned body, free result
     order: dict[str, list[Expr]] = field(default_factory=dict)  # post-order per function
     assigned: dict[int, VirtualDevice] = field(default_factory=dict)  # leaf root -> device
     copied_bytes: int = 0  # copies the cut chose (once per value and destination)
@@ -110,7 +109,6 @@ class DeviceAnalysis:
                 continue
             nodes = list(post_order(fn, stop=is_opaque_function))
             self.order[name] = nodes
-            self.params.update(p for e in nodes if isinstance(e, Function) for p in e.params)
             self._mark_on_device_forms(nodes)
             for e in nodes:
                 self._visit(e, GlobalVar(name) if e is fn else None)
@@ -228,8 +226,8 @@ class DeviceAnalysis:
                 d.unify(body, self.dom[e], where)
             elif not body_pinned:  # free or result-only: a copy may go here if needed
                 self._soft(body, self.dom[e], e.args[0], annotation=True)
-            elif e.args[0] in self.params:  # see _connect_free_parameters
-                self.free_params.append(SoftEdge(body, self.dom[e], _bytes(e), True, e.args[0]))
+            else:  # a pinned body, its result free: see _connect_free_results
+                self.free_results.append(SoftEdge(body, self.dom[e], _bytes(e), True, e.args[0]))
             return
         if name == "device_copy":
             d.pin(self.dom[e.args[0]], e.attrs["src_virtual_device"], short_repr(e.args[0]))
@@ -275,26 +273,27 @@ class DeviceAnalysis:
         self.edges.append(SoftEdge(src, dst, _bytes(value), annotation, value))
 
     # ------------------------------------------------------------ 2.-3. solving
-    def _connect_free_parameters(self) -> None:
-        """A parameter annotated to a device with its result left free (`on_device(%x,
-        cpu0)`): where its users are pinned elsewhere, the copy may go anywhere between,
-        as for a parameter given by param_virtual_devices: the cut chooses (the row sums'
-        4 KiB move, not x's 4 MiB). Where nothing pins the users, they stay on the
-        default device and the copy at the annotation, as TVM plans it."""
+    def _connect_free_results(self) -> None:
+        """A value pinned to a device with its result left free (`on_device(%x, cpu0)`):
+        where its users are pinned to other devices, a copy is needed anyway, and the
+        value flows on to them so the cut places it (the row sums' 4 KiB move, not x's
+        4 MiB), as a parameter given by param_virtual_devices does. Where nothing pins
+        the users, they stay on the default device and the copy at the annotation, as
+        TVM plans it."""
         d = self.domains
         component = components([(d.find(e.src), d.find(e.dst)) for e in self.edges])
         pins: dict[int, set[VirtualDevice]] = {}
         for root, key in component.items():
             if (device := d.device[root]) is not None:
                 pins.setdefault(key, set()).add(device)
-        for edge in self.free_params:
+        for edge in self.free_results:
             result = d.find(edge.dst)
             users = pins.get(component.get(result, result), set())
             if users and d.device[d.find(edge.src)] not in users:
                 self.edges.append(edge)
 
     def solve(self) -> None:
-        self._connect_free_parameters()
+        self._connect_free_results()
         d = self.domains
         adjacency: dict[int, list[int]] = {}
         edges = []
