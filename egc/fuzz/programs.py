@@ -188,8 +188,7 @@ def differential(case: Case, build: Callable[[IRModule], Callable[..., object]])
         return None  # the reference refuses these values (e.g. an index out of range)
     run = build(case.mod)
     actual = run(**case.inputs)
-    if isinstance(expected, tuple):
-        actual = tuple(actual) if isinstance(actual, list | tuple) else actual
+    actual = _as_tuples(actual)
     problem = mismatch(actual, expected)
     if problem is not None and _within(actual, expected, coarsest_float(case.mod)):
         problem = None  # e.g. float32 math cast to float64: float32's tolerance applies
@@ -202,6 +201,13 @@ def differential(case: Case, build: Callable[[IRModule], Callable[..., object]])
     ):  # documented: infinities and huge values make sums order-dependent
         return _shapes_differ(actual, expected)
     return _beyond_fma(actual, expected, problem)
+
+
+def _as_tuples(value: object) -> object:
+    """A run's result with lists (as an executable may return them) as nested tuples."""
+    if isinstance(value, list | tuple):
+        return tuple(_as_tuples(v) for v in value)
+    return value
 
 
 def reinterprets_computed_floats(mod: IRModule) -> bool:
@@ -234,8 +240,7 @@ def _within(actual: object, expected: object, dtype: str | None) -> bool:
     if dtype is None:
         return False
     rtol, atol = tolerance(dtype)
-    a = actual if isinstance(actual, tuple) else (actual,)
-    e = expected if isinstance(expected, tuple) else (expected,)
+    a, e = flat(actual), flat(expected)
     for x, y in zip(a, e, strict=True):
         x, y = np.asarray(x), np.asarray(y)
         if x.shape != y.shape or x.dtype != y.dtype:
@@ -243,6 +248,19 @@ def _within(actual: object, expected: object, dtype: str | None) -> bool:
         if x.dtype.kind != "f" or not np.allclose(x, y, rtol=rtol, atol=atol, equal_nan=True):
             return False
     return True
+
+
+def flat(value: object) -> list[object]:
+    """The arrays of a value, nested tuples (or lists) flattened in order."""
+    found: list[object] = []
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, tuple | list):
+            stack.extend(reversed(v))
+        else:
+            found.append(v)
+    return found
 
 
 def _has_extremes(case: Case) -> bool:
@@ -255,8 +273,7 @@ def _has_extremes(case: Case) -> bool:
 
 
 def _shapes_differ(actual: object, expected: object) -> Failure:
-    a = actual if isinstance(actual, tuple) else (actual,)
-    e = expected if isinstance(expected, tuple) else (expected,)
+    a, e = flat(actual), flat(expected)
     for x, y in zip(a, e, strict=False):
         x, y = np.asarray(x), np.asarray(y)
         if x.shape != y.shape or x.dtype != y.dtype:
@@ -268,8 +285,7 @@ def _beyond_fma(actual: object, expected: object, problem: str) -> Failure:
     """The mismatch, unless every differing element is one side overflowing where the
     other stays finite within 16x of the largest value (a fused multiply-add skips the
     rounding of its product: documented in the README)."""
-    a = actual if isinstance(actual, tuple) else (actual,)
-    e = expected if isinstance(expected, tuple) else (expected,)
+    a, e = flat(actual), flat(expected)
     for x, y in zip(a, e, strict=True):
         x, y = np.asarray(x), np.asarray(y)
         if x.dtype.kind != "f" or x.shape != y.shape:

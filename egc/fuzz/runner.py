@@ -1,8 +1,9 @@
 """The fuzz runner behind `python -m egc.fuzz --seconds 600 [--out fuzz-failures]`:
-every fuzzer in turn (random programs compiled against the interpreter, malformed IR text,
-rule files and ONNX models, mutated saved executables), each case in a watched worker
-process (a crash or a case over 30 s is recorded, not fatal); failing cases are shrunk
-where possible and saved with what went wrong."""
+every fuzzer in turn (random programs from two generators compiled at opt levels 2 and 3
+against the interpreter, malformed IR text, rule files and ONNX models, mutated saved
+executables), each case in a watched worker process (a crash or a case over 30 s is
+recorded, not fatal); failing cases are shrunk where possible and saved with what went
+wrong."""
 
 from __future__ import annotations
 
@@ -17,35 +18,45 @@ from typing import Any
 
 import numpy as np
 
-KINDS = ("program", "program", "program", "ir-text", "rules", "onnx", "artifact")
+KINDS = ("program", "edges", "program", "edges", "ir-text", "rules", "onnx", "artifact")
+PROGRAM_KINDS = ("program", "edges")  # the two generators of compiled programs
+HALF_FLOATS = ("float16", "bfloat16")
 CASE_SECONDS = 30.0
 
 
-def run_case(kind: str, seed: int) -> tuple[str | None, Any]:
-    """(failure or None, the failing input) for one deterministic case."""
+def run_case(kind: str, seed: int) -> tuple[str | None, Any, str | None]:
+    """(failure or None, the failing input, a label) for one deterministic case. The label
+    of a program case says what it covered: "float16/bfloat16" when a value of the program
+    has one of those dtypes, "empty" when the generator made no program, else "other"."""
     from . import malformed
+    from .edges import edge_program
     from .programs import differential, random_program, shrink
 
     rng = np.random.default_rng(seed)
     if kind == "ir-text":
-        return malformed.ir_text_case(rng)
+        return (*malformed.ir_text_case(rng), None)
     if kind == "rules":
-        return malformed.rule_text_case(rng)
+        return (*malformed.rule_text_case(rng), None)
     if kind == "onnx":
-        return malformed.onnx_case(rng)
+        return (*malformed.onnx_case(rng), None)
     if kind == "artifact":
         from .artifacts import artifact_case
 
-        return artifact_case(rng)
+        return (*artifact_case(rng), None)
     import codegen
     import passmgr as pm
 
-    case = random_program(rng, extremes=bool(seed % 2))
+    if kind == "edges":
+        case = edge_program(rng)
+    else:
+        case = random_program(rng, extremes=bool(seed % 2))
     if case is None:
-        return None, None
+        return None, None, "empty"
+    label = "float16/bfloat16" if _has_half_floats(case.mod) else "other"
+    opt_level = 2 + (seed // 2) % 2  # both parities of seed meet both levels
 
     def build(mod: Any) -> Any:
-        with pm.PassContext(opt_level=3):
+        with pm.PassContext(opt_level=opt_level):
             return codegen.build(mod)
 
     def fails(c: Any) -> bool:
@@ -64,9 +75,21 @@ def run_case(kind: str, seed: int) -> tuple[str | None, Any]:
             return False
 
     if problem is None:
-        return None, None
+        return None, None, label
     small = shrink(case, fails, budget=50)
-    return problem, small
+    return f"opt level {opt_level}: {problem}", small, label
+
+
+def _has_half_floats(mod: Any) -> bool:
+    from egraph_ir.types import tensor_types
+    from egraph_ir.visitor import post_order
+
+    return any(
+        t.dtype in HALF_FLOATS
+        for n in post_order(mod["main"].body)
+        if n.has_type
+        for t in tensor_types(n.checked_type)
+    )
 
 
 def _worker(jobs: Any, results: Any) -> None:
@@ -78,11 +101,13 @@ def _worker(jobs: Any, results: Any) -> None:
             return
         kind, seed = job
         results.put(("start", kind, seed, None))
+        label = None
         try:
-            problem, data = run_case(kind, seed)
+            problem, data, label = run_case(kind, seed)
         except Exception:  # the fuzzer's own set-up failed on this case: report it
             problem, data = traceback.format_exc(limit=8), None
-        results.put(("done", kind, seed, (problem, _portable(data)) if problem else None))
+        payload = (problem, _portable(data)) if problem else None
+        results.put(("done", kind, seed, (payload, label)))
 
 
 def _portable(data: Any) -> Any:
@@ -104,22 +129,39 @@ def _save(out: Path, kind: str, seed: int, problem: str, data: Any) -> None:
         np.savez(stem.with_suffix(".npz"), **data["inputs"])
 
 
-def fuzz(seconds: float, out: Path, seed: int = 0, quiet: bool = False) -> Counter[str]:
-    """Run the fuzzers for `seconds`; returns counts of cases and failures by kind."""
+def fuzz(
+    seconds: float,
+    out: Path,
+    seed: int = 0,
+    quiet: bool = False,
+    kinds: tuple[str, ...] = KINDS,
+    cases: int | None = None,
+) -> Counter[str]:
+    """Run the fuzzers of `kinds` in turn for `seconds` (or until `cases` cases ran);
+    returns counts of cases and failures by kind, and of program cases by label
+    ("edges float16/bfloat16", ...)."""
+    unknown = sorted(set(kinds) - set(KINDS))
+    if unknown:
+        raise ValueError(f"unknown fuzzer {unknown}; known: {', '.join(sorted(set(KINDS)))}")
     ctx = mp.get_context("spawn")
     counts: Counter[str] = Counter()
     deadline = time.monotonic() + seconds
     n = seed
-    while time.monotonic() < deadline:
+
+    def more() -> bool:
+        done = sum(v for k, v in counts.items() if k in KINDS)
+        return time.monotonic() < deadline and (cases is None or done < cases)
+
+    while more():
         jobs, results = ctx.Queue(), ctx.Queue()
         proc = ctx.Process(target=_worker, args=(jobs, results), daemon=True)
         proc.start()
         current: tuple[str, int] | None = None
         started = time.monotonic()
         pending = 0
-        while time.monotonic() < deadline:
+        while more():
             while pending < 2:
-                jobs.put((KINDS[n % len(KINDS)], n))
+                jobs.put((kinds[n % len(kinds)], n))
                 n += 1
                 pending += 1
             try:
@@ -147,6 +189,9 @@ def fuzz(seconds: float, out: Path, seed: int = 0, quiet: bool = False) -> Count
             pending -= 1
             counts[kind] += 1
             current = None
+            payload, label = payload
+            if label is not None:
+                counts[f"{kind} {label}"] += 1
             if payload is not None:
                 counts[f"{kind} failure"] += 1
                 _save(out, kind, s, *payload)
@@ -158,3 +203,8 @@ def fuzz(seconds: float, out: Path, seed: int = 0, quiet: bool = False) -> Count
             proc.kill()
     del counts["started"]
     return counts
+
+
+def is_failure(key: str) -> bool:
+    """Is this key of fuzz()'s counts a failure (not a case count or a label)?"""
+    return key.endswith((" failure", " hang", " crash"))

@@ -269,7 +269,19 @@ _binary("multiply", _keep(np.multiply))
 _binary("divide", divide_ref, doc="true division for floats; integers truncate, x / 0 = 0")
 _binary("fmod", fmod_ref, doc="remainder with the dividend's sign (C fmod); ints: x fmod 0 = 0")
 _binary("mod", mod_ref, doc="remainder with the divisor's sign (Python %); ints: x mod 0 = 0")
-_binary("power", _keep(np.power), FLOAT_DTYPES, flops=TRANSCENDENTAL)
+
+
+def power_ref(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """C's pow (IEEE 754: pow(-inf, 0.5) = inf, pow(-0, 0.5) = +0), as compiled code
+    computes it. numpy's loop reads a uniform exponent of 0.5 (a scalar, or a broadcast
+    one) as sqrt, which differs at those two values, so both operands are laid out in
+    full, as one flat array each, before the loop sees them."""
+    a, b = np.broadcast_arrays(np.asarray(a), np.asarray(b))
+    flat = np.power(np.array(a).reshape(-1), np.array(b).reshape(-1))
+    return flat.reshape(a.shape).astype(np.result_type(a, b), copy=False)
+
+
+_binary("power", power_ref, FLOAT_DTYPES, flops=TRANSCENDENTAL)
 
 
 def _extremum(fn):

@@ -81,6 +81,8 @@ def scatter_nd_ref(
     data: np.ndarray, indices: np.ndarray, updates: np.ndarray, reduction: str
 ) -> np.ndarray:
     out = data.copy()
+    if out.size == 0:  # nowhere to write: an index into an empty axis has no place
+        return out
     k = indices.shape[-1]
     flat = indices.reshape(-1, k).astype(np.int64)
     rows = updates.reshape(flat.shape[0], *data.shape[k:])

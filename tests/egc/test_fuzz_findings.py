@@ -114,3 +114,34 @@ def test_fuzz_findings_of_the_third_round(kind: str, seed: int) -> None:
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")
         assert run_case(kind, seed)[0] is None
+
+
+def test_power_at_a_uniform_half_exponent_is_c_pow_not_sqrt() -> None:
+    """Fourth round, the second generator (edges seed 242): numpy's power loop reads a
+    scalar (or broadcast) exponent of 0.5 as sqrt, giving NaN for -inf and -0 for -0,
+    where C's pow, and the compiled code, give +inf and +0. The reference follows pow."""
+    import math
+
+    base = np.array([-np.inf, -0.0, 4.0, -1.0], np.float32)
+    text = "def @main(%x: Tensor[(4,), float32], %e: float32) { power(%x, %e) }"
+    mod = ir.parse(text)
+    half = np.float32(0.5)
+    expected = [math.pow(-math.inf, 0.5), 0.0, 2.0, math.nan]
+    reference = ir.interpret(mod, x=base, e=half)
+    np.testing.assert_array_equal(reference, np.array(expected, np.float32))
+    assert not np.signbit(reference[1])
+    both(text, base, half)
+    both(text.replace("float32", "float16"), base.astype(np.float16), np.float16(0.5))
+
+
+def test_scatter_nd_into_an_empty_tensor_writes_nothing() -> None:
+    """Fourth round (program seed 1000058): the reference raised a raw IndexError when an
+    index pointed into an axis of extent 0; there is nothing to write, as compiled.
+    (scatter_elements refuses such indices in type inference.)"""
+    text = (
+        "def @main(%d: Tensor[(2, 0, 1, 3), int32], %i: Tensor[(3,), int32], "
+        "%u: Tensor[(3,), int32]) { scatter_nd(%d, %i, %u) }"
+    )
+    params = ir.infer_type(ir.parse(text))["main"].params
+    inputs = [np.ones(p.checked_type.shape, p.checked_type.dtype) for p in params]
+    both(text, *inputs)

@@ -171,7 +171,9 @@ def test_compile_saves_and_run_loads_in_another_process(tmp_path: Path) -> None:
         np.load(tmp_path / "y.npz")["output"], expected, rtol=1e-4, atol=1e-5
     )
     r = egc("run", str(out))
-    assert r.returncode == 2 and "no value for input(s) x" in r.stderr and "Traceback" not in r.stderr
+    assert (
+        r.returncode == 2 and "no value for input(s) x" in r.stderr and "Traceback" not in r.stderr
+    )
 
 
 def test_keygen_sign_and_run_only_trusted_files(tmp_path: Path) -> None:

@@ -37,9 +37,7 @@ def test_egc_tune_measures_every_candidate_and_the_compile_reads_it(
     db = KernelTimes.open(path)
     with pm.PassContext(config={"codegen.kernel_db": str(path)}):
         exe = codegen.build(models.cnn())
-    expected = [
-        name for k in db.times if (name := db.fastest(k, ["conv/direct", "conv/channels"]))
-    ]
+    expected = [name for k in db.times if (name := db.fastest(k, ["conv/direct", "conv/channels"]))]
     conv = [k.kernel_name for k in exe.graph.kernels() if k.kind == "conv"]
     assert sorted(conv) == sorted(expected)
     inputs = models.example_inputs("cnn")

@@ -20,6 +20,8 @@ from egraph_ir.errors import PassError
 from egraph_ir.expr import Call, Function
 from egraph_ir.testing import assert_allclose, assert_structural_equal, programs
 
+from .brute_force import brute_force_cost, copied_bytes, copied_cost, value_nodes
+
 C = ir.VirtualDevice("cpu", 0)
 G = ir.VirtualDevice("cpu", 1)
 CPU0, CPU1 = C, G
@@ -746,61 +748,6 @@ def test_random_programs_with_random_pins_plan_run_and_match(case) -> None:
     assert_allclose(exe(**inputs), expected)
 
 
-def _copied_bytes(planned: ir.IRModule) -> int:
-    """Bytes the planned module copies per run: every device_copy's argument."""
-    from egraph_ir.types import tensor_types
-    from egraph_ir.visitor import post_order
-
-    return sum(
-        sum(t.nbytes for t in tensor_types(e.args[0].checked_type))
-        for e in post_order(planned["main"].body)
-        if isinstance(e, Call) and getattr(e.op, "name", "") == "device_copy"
-    )
-
-
-def _brute_force_bytes(
-    fn: Function, pins: dict[ir.Var, ir.VirtualDevice], out_device, links=None
-) -> float:
-    """The fewest bytes any placement of fn's values on the pinned devices copies: a value
-    counts once per device other than its own that one of its users (an op, a tuple, a
-    projection, the function's result) is on, times the cheapest route's cost per byte
-    with `links` (1 without)."""
-    import itertools
-
-    from egraph_ir.expr import Constant, Tuple, TupleGetItem
-    from egraph_ir.types import tensor_types
-    from egraph_ir.visitor import post_order
-
-    nodes = [
-        e for e in post_order(fn.body) if isinstance(e, Call | Constant | Tuple | TupleGetItem)
-    ]
-    uses: dict[ir.Expr, list[ir.Expr | None]] = {}  # None: the function's result
-    for e in nodes:
-        operands = (
-            e.args
-            if isinstance(e, Call)
-            else e.fields
-            if isinstance(e, Tuple)
-            else ((e.tuple_value,) if isinstance(e, TupleGetItem) else ())
-        )
-        for a in operands:
-            uses.setdefault(a, []).append(e)
-    uses.setdefault(fn.body, []).append(None)
-    size = {v: sum(t.nbytes for t in tensor_types(v.checked_type)) for v in uses}
-    devices = sorted({*pins.values(), out_device}, key=str)
-    route = links.route if links is not None else (lambda a, b: (float(a != b), [a, b]))
-    best = None
-    for choice in itertools.product(devices, repeat=len(nodes)):
-        where = {**pins, **dict(zip(nodes, choice, strict=True))}
-        total = 0.0
-        for v, users in uses.items():
-            reached = {out_device if u is None else where[u] for u in users} - {where[v]}
-            total += size[v] * sum(route(where[v], k)[0] for k in reached)
-        best = total if best is None else min(best, total)
-    assert best is not None
-    return best
-
-
 @settings(max_examples=200)
 @given(case=programs(max_nodes=8, max_inputs=2), data=st.data())
 def test_copies_move_the_fewest_bytes_on_random_dags(case, data) -> None:
@@ -809,13 +756,8 @@ def test_copies_move_the_fewest_bytes_on_random_dags(case, data) -> None:
     included: a copy may go before, inside or after the body, whichever moves least)."""
     from hypothesis import assume
 
-    from egraph_ir.expr import Constant, Tuple, TupleGetItem
-    from egraph_ir.visitor import post_order
-
     fn = case.mod["main"]
-    nodes = [
-        e for e in post_order(fn.body) if isinstance(e, Call | Constant | Tuple | TupleGetItem)
-    ]
+    nodes = value_nodes(fn)
     assume(3 <= len(nodes) <= 10)
     pins = {p: data.draw(st.sampled_from([CPU0, CPU1])) for p in fn.params}
     out_device = data.draw(st.sampled_from([CPU0, CPU1]))
@@ -825,7 +767,7 @@ def test_copies_move_the_fewest_bytes_on_random_dags(case, data) -> None:
     mod = ir.infer_type(ir.IRModule.from_expr(Function(fn.params, fn.body, fn.ret_type, attrs)))
     planned = pm.passes.PlanDevices(default=CPU0)(mod)
     event(f"values: {len(nodes)}")
-    assert _copied_bytes(planned) == _brute_force_bytes(mod["main"], pins, out_device)
+    assert copied_bytes(planned) == brute_force_cost(mod["main"], pins, out_device)
 
 
 def test_a_fused_function_runs_on_the_device_it_declares() -> None:
@@ -847,20 +789,6 @@ def test_a_fused_function_runs_on_the_device_it_declares() -> None:
     assert sorted(copies, key=str) == sorted([(C, G), (G, C)], key=str)
     inputs = random_inputs(mod)
     assert_allclose(ir.interpret(planned, **inputs), ir.interpret(mod, **inputs))
-
-
-def _copied_cost(planned: ir.IRModule, links) -> float:
-    """What the planned module's copies cost per run: each hop's bytes times its link."""
-    from egraph_ir.types import tensor_types
-    from egraph_ir.visitor import post_order
-
-    total = 0.0
-    for e in post_order(planned["main"].body):
-        if isinstance(e, Call) and getattr(e.op, "name", "") == "device_copy":
-            size = sum(t.nbytes for t in tensor_types(e.args[0].checked_type))
-            hop = (e.attrs["src_virtual_device"], e.attrs["dst_virtual_device"])
-            total += size * links.costs.get(hop, links.default)
-    return total
 
 
 def test_copies_take_the_cheapest_route_one_copy_per_hop() -> None:
@@ -894,15 +822,11 @@ def test_routed_copies_cost_the_brute_force_minimum_on_random_dags(case, data) -
     cost what the cheapest placement of every value costs, by brute force."""
     from hypothesis import assume
 
-    from egraph_ir.expr import Constant, Tuple, TupleGetItem
-    from egraph_ir.visitor import post_order
     from passmgr.passes.devices.links import Links
 
     devices = [C, G, ir.VirtualDevice("cpu", 2)]
     fn = case.mod["main"]
-    nodes = [
-        e for e in post_order(fn.body) if isinstance(e, Call | Constant | Tuple | TupleGetItem)
-    ]
+    nodes = value_nodes(fn)
     assume(3 <= len(nodes) <= 7)
     pins = {p: data.draw(st.sampled_from(devices)) for p in fn.params}
     out_device = data.draw(st.sampled_from(devices))
@@ -914,8 +838,8 @@ def test_routed_copies_cost_the_brute_force_minimum_on_random_dags(case, data) -
     )
     mod = ir.infer_type(ir.IRModule.from_expr(Function(fn.params, fn.body, fn.ret_type, attrs)))
     planned = pm.passes.PlanDevices(default=C, links=links)(mod)
-    best = _brute_force_bytes(mod["main"], pins, out_device, links)
-    assert _copied_cost(planned, links) == pytest.approx(best)
+    best = brute_force_cost(mod["main"], pins, out_device, links)
+    assert copied_cost(planned, links) == pytest.approx(best)
 
 
 def test_an_annotated_parameter_moves_the_row_sums_not_itself() -> None:
