@@ -14,7 +14,9 @@ div(a, b) the quotient rounded down and mul(a, b) the product; reshaped(?x, s) i
 shape reshape(?x, newshape=s) gives (its -1 resolved). The same calls compute a
 right-hand side's attribute values (`reshape(?x, newshape=[dim(?x, 0), -1])`).
 `identity` equals any identity permutation. Comparisons: == != < <= > >=; `is` tests a
-dtype's kind: float, int, signed, bool, quantised (int8 or uint8).
+dtype's kind: float, int, signed, bool, quantised (int8 or uint8), arithmetic (the dtypes
+add, multiply, sum and dense compute in: not bool and not the storage-only narrow
+floats and ints such as bfloat16, which only casts, data movement and the norms take).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import numpy as np
 from egraph_ir.egraph import Match
 from egraph_ir.op.shape import reshape_target
 from egraph_ir.registry import ShapeError
-from egraph_ir.types import FLOAT_DTYPES, INT_DTYPES
+from egraph_ir.types import DTYPES, FLOAT_DTYPES, INT_DTYPES, NARROW_FLOATS, NARROW_INTS
 
 
 class _Identity:
@@ -59,6 +61,7 @@ KINDS = {
     "bool": ("bool",),
     "signed": ("int8", "int16", "int32", "int64", *FLOAT_DTYPES),
     "quantised": ("int8", "uint8"),  # the 8-bit types of quantised tensors
+    "arithmetic": tuple(d for d in DTYPES if d not in ("bool", *NARROW_FLOATS, *NARROW_INTS)),
 }
 
 

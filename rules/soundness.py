@@ -38,7 +38,7 @@ from egraph_ir.expr import Constant, Expr, Function, TupleGetItem
 from egraph_ir.infer import infer_type
 from egraph_ir.interp import interpret
 from egraph_ir.op import call
-from egraph_ir.types import TensorType, Type
+from egraph_ir.types import FLOAT_DTYPES, TensorType, Type
 
 from .bindings import DTYPES, Structure, build_lhs, draw_structure
 from .rule import FAST_MATH, NSZ, QUANTIZE, Rule, RuleSet
@@ -132,6 +132,9 @@ def _check_rule(rule: Rule, max_examples: int, seed: int) -> SoundnessFailure | 
     probes = (np.random.default_rng(seed + i) for i in range(len(sides) * 3))
     if not any(draw_structure(rule, sides[i % len(sides)], rng) for i, rng in enumerate(probes)):
         return "no binding satisfies the types and guards"
+    ill_typed = _typing_sweep(rule, sides, seed)
+    if ill_typed is not None:
+        return ill_typed
 
     @hypothesis_seed(seed)
     @settings(
@@ -168,6 +171,35 @@ def _check_rule(rule: Rule, max_examples: int, seed: int) -> SoundnessFailure | 
         return "no binding satisfies the types and guards"
     if made[0] == 0:
         return "no binding satisfies the types and guards"
+    return None
+
+
+SWEPT_DTYPES = (*FLOAT_DTYPES[:3], "bfloat16", "int8", "uint8", "int32", "int64", "bool")
+
+
+def _typing_sweep(rule: Rule, sides: list[Pattern], seed: int) -> SoundnessFailure | None:
+    """Does the other side type wherever a side does, in every common dtype? Random
+    draws seldom pick a storage-only float (bfloat16), where ops such as sum are
+    undefined, so each dtype is tried once on purpose."""
+    for dtype in SWEPT_DTYPES:
+        for side in sides:
+            s = draw_structure(rule, side, np.random.default_rng(seed), tries=20, dtype=dtype)
+            if s is None:
+                continue
+            values = {name: np.ones(t.shape, t.dtype) for name, t in s.types.items()}
+            _apply_value_hints(rule, s, values)
+            if not _guards_hold(rule, s, values):
+                continue
+            lhs_type = infer_type(build_lhs(rule, side, s, values)).checked_type
+            consts = {name: Constant(v) for name, v in values.items()}
+            other = rule.rhs if side is rule.lhs else rule.lhs
+            try:
+                infer_type(_instantiate(other, consts, s.attrs, lhs_type))
+            except CompilerError as exc:
+                problem = f"the other side is ill-typed in {dtype}: {exc}"
+                return SoundnessFailure(
+                    rule.name, rule.location, problem, values, dict(s.attrs), None, None, {}
+                )
     return None
 
 

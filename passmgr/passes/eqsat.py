@@ -142,7 +142,7 @@ class EqSat(FunctionPass):
         kept = result.cost_after > result.cost_before  # the input stays: nothing cheaper
         out = fn if kept else result.function
         for name, why in rep.unsound.items():
-            log.warning("unsound rule %s refused: %s", name, why)
+            log.warning("rule %s refused where its two sides do not type alike: %s", name, why)
         extraction = result.extraction
         record(
             EqSatReport(

@@ -78,3 +78,19 @@ def test_signed_zeros_count_unless_the_rule_says_nsz() -> None:
     nsz = rules.parse(text.format(tag=", nsz"))
     assert rules.check_soundness(nsz, max_examples=200).ok
     assert not list(nsz.enabled(fast_math=False)) and list(nsz.enabled(fast_math=True))
+
+
+def test_a_right_side_that_does_not_type_in_bfloat16_is_reported() -> None:
+    """l2_normalize takes bfloat16, sum and multiply do not: unguarded, the decomposition
+    is ill-typed there (the e-graph refused it at every use); `dtype(?x) is arithmetic`
+    is the guard that says so. Random draws seldom pick bfloat16; the typing sweep does."""
+    rule = (
+        "rule l2 [fast-math]\n"
+        "    l2_normalize(?x, eps=?e, axis=?a) => "
+        "divide(?x, sqrt(maximum(sum(multiply(?x, ?x), axis=?a, keepdims=True), ?e)))\n"
+    )
+    report = rules.check_soundness(rules.parse(rule), max_examples=5)
+    assert [f.rule for f in report.failures] == ["l2"]
+    assert "ill-typed in bfloat16" in report.failures[0].problem
+    guarded = rules.parse(rule + "    where dtype(?x) is arithmetic\n")
+    assert rules.check_soundness(guarded, max_examples=5).ok
