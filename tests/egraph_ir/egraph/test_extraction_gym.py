@@ -51,3 +51,32 @@ def test_labels_on_the_benchmark_files_are_honest(name: str) -> None:
     assert result.lower_bound is None or result.lower_bound <= best + 1e-6 * abs(best)
     if name.startswith("maxsat"):
         assert cost <= 0.95 * best  # the negative nodes are bought (the old false optimum: -785)
+
+
+def _spin() -> None:
+    while True:
+        pass
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("extractor", ["ilp", "auto"])
+def test_a_limit_met_beside_a_busy_neighbour_still_gives_a_checked_answer(extractor: str) -> None:
+    """Issue #52: a CPU-bound process beside the extraction (both cores busy with this
+    suite's own work). The largest file cannot be solved in 1 s: the extractor stops at
+    its limit, says so, and the answer it keeps is valid and costs what it claims. How
+    long past the limit runs go is measured (benchmarks/deadlines.py), not asserted."""
+    import multiprocessing as mp
+
+    runner = _runner()
+    path = max(GYM.glob("*/*.json.gz"), key=lambda p: p.stat().st_size)
+    neighbour = mp.get_context("spawn").Process(target=_spin, daemon=True)
+    neighbour.start()
+    try:
+        result = extract_serialized(load(path), extractor, time_limit=1.0)
+    finally:
+        neighbour.terminate()
+        neighbour.join()
+    chosen = {c: n.literals[0] for c, n in result.choice.items() if c != ROOT}
+    assert runner.check(read_json(path), chosen) == pytest.approx(result.cost)
+    assert result.time_limit == 1.0
+    assert result.status != "optimal" or result.lower_bound == pytest.approx(result.cost)
