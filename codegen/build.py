@@ -48,6 +48,7 @@ from .llvm.modules import SharedModules, emit_modules
 from .loop_ir import Kernel
 from .lower.cache import KernelCache
 from .lower.kinds import ExternalKernel
+from .lower.symbolic import SymbolicKernels, fused_groups
 from .measure import choices
 from .options import BuildOptions
 from .plan.devices import assign_devices, mentions_devices, plan_devices
@@ -119,9 +120,17 @@ def _symbolic(
     context = pm.PassContext.current()
     optimised = _optimise_once(mod, params, extra_passes)
     shared = SharedModules()  # what the specialisations emit and compile, kept for the next
+    fused = _fuse_once(optimised)
+    kernels = SymbolicKernels(tuple(symbolic_names(mod["main"])))
+    groups = fused_groups(fused) if fused is not None else []
 
     def compile_static(sizes: Mapping[str, int]) -> Executable:
         with context, collector_paused():
+            if fused is not None:  # fused once: a group's kernel may serve every size
+                kernels.sizes, kernels.taken = dict(sizes), 0
+                static = specialize(fused, sizes)
+                prefused = (kernels, groups)
+                return _build(static, options, kernel_db, None, (), None, True, shared, prefused)
             if optimised is not None:
                 static = specialize(optimised, sizes)
                 return _build(static, options, kernel_db, None, (), None, True, shared)
@@ -144,6 +153,17 @@ def _optimise_once(
             return optimise(mod, params, extra_passes)
     except CompilerError as exc:
         log.info("the pipeline does not take the symbolic program (%s): per size instead", exc)
+        return None
+
+
+def _fuse_once(optimised: IRModule | None) -> IRModule | None:
+    """The optimised symbolic program fused, or None where that is not taken."""
+    if optimised is None:
+        return None
+    try:
+        return fuse(optimised)
+    except CompilerError as exc:
+        log.info("FuseOps does not take the symbolic program (%s): per size instead", exc)
         return None
 
 
@@ -177,11 +197,14 @@ def _build(
     on_stage: Callable[[str], None] | None,
     optimised: bool = False,
     modules: SharedModules | None = None,
+    prefused: tuple[SymbolicKernels, list[Function]] | None = None,
 ) -> Executable:
     """build() once its arguments are checked. A symbolic program's specialisation says
     `optimised` (mod has been through the pipeline, so it is only typed) and gives what
     its earlier specialisations emitted and compiled (`modules`: a module per kernel, so
-    each kernel the sizes do not change is emitted and compiled once)."""
+    each kernel the sizes do not change is emitted and compiled once); `prefused`: mod is
+    the symbolic program's fused module with the sizes put in, and each group takes the
+    kernel its symbolic group lowers to where it has one (codegen/lower/symbolic.py)."""
     threads = options.threads
     start_helpers(threads)  # compile helpers start while the passes run
     times: dict[str, float] = {}
@@ -195,14 +218,15 @@ def _build(
         mod = clock("optimise", optimise, mod, params, extra_passes)
     refuse_function_values(mod["main"])  # typed by the passes, before any lowering
     placed = clock("devices", plan_devices, mod) if mentions_devices(mod) else mod
-    fused = clock("fuse", fuse, placed)
+    fused = placed if prefused is not None else clock("fuse", fuse, placed)
     with choices.using(kernel_db):
-        graph, cache = clock("lower", lower, fused, options.host_fallback, externals)
+        graph, cache = clock("lower", lower, fused, options.host_fallback, externals, prefused)
     devices = assign_devices(graph, fused["main"])
     plan = clock("plan", plan_graph, graph, devices, options.memory_planner, options.pools)
     check_budget(plan.bytes_per_device, options.memory_budget)
     shared = share_identical_kernels(graph)
-    program = clock("link", link, graph, devices, plan, threads)
+    sizes = _sizes_of(prefused[0]) if prefused is not None else ()
+    program = clock("link", link, graph, devices, plan, threads, sizes)
     native = bool(program.calls)
     kernels = unique_kernels(graph)
     objects = modules.objects if modules is not None else None
@@ -227,9 +251,11 @@ def _build(
     t0 = time.perf_counter()
     types, names = outputs_of(fused["main"])
     reused = cache.hits + shared
+    every_size = prefused[0].taken if prefused is not None else 0
     exe = Executable(
-        program, library, types, names, options, source, times, mod, fused, reused
-    )
+        program, library, types, names, options, source, times, mod, fused, reused,
+        compilation.compiled, every_size,
+    )  # fmt: skip
     times["bind"] = time.perf_counter() - t0
     return exe
 
@@ -332,11 +358,18 @@ def fuse(mod: IRModule) -> IRModule:
 
 
 def lower(
-    fused: IRModule, host_fallback: bool = True, externals: Mapping[str, ExternalKernel] = {}
+    fused: IRModule,
+    host_fallback: bool = True,
+    externals: Mapping[str, ExternalKernel] = {},
+    prefused: tuple[SymbolicKernels, list[Function]] | None = None,
 ) -> tuple[Graph, KernelCache]:
     """The execution graph of the fused main function, every group lowered to a kernel;
     calls of external regions become their target's kernels."""
-    cache = KernelCache(host_fallback)
+    if prefused is not None:
+        kernels, groups = prefused
+        cache = KernelCache(host_fallback, kernels, kernels.pairs(groups, fused))
+    else:
+        cache = KernelCache(host_fallback)
 
     def external(name: str) -> ExternalKernel:
         if name not in externals:
@@ -347,6 +380,11 @@ def lower(
         return externals[name]
 
     return build_graph(fused["main"], cache.lower, external), cache
+
+
+def _sizes_of(kernels: SymbolicKernels) -> tuple[int, ...]:
+    """The specialisation's sizes in the order its kernels read them (egc_sizes)."""
+    return tuple(kernels.sizes[name] for name in kernels.size_names)
 
 
 def unique_kernels(graph: Graph) -> list[Kernel]:

@@ -16,8 +16,14 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from enum import StrEnum
 
+from egraph_ir.dims import Dim, Quotient
+
 INDEX = "int64"
 LANES = 16  # float32 lanes of the vectors kernels are written for (AVX-512)
+# the trip count a loop bound by a size variable is planned with (For.stop gives the real
+# one): "long", so nothing is unrolled or masked whole on a guess
+RUN_TIME_EXTENT = 1 << 30
+MAX_SIZES = 64  # size variables a program's kernels may read (the egc_sizes global)
 
 
 class BinOp(StrEnum):
@@ -118,6 +124,14 @@ class LoopVar(LExpr):
 # disjoint, so a scratch buffer indexed by it is private to the call: each touches only
 # its own slot, which stays in cache (the other slots are never used at the same time).
 THREAD_SLOT = LoopVar(INDEX, "start")
+
+
+@dataclass(frozen=True, eq=False)
+class Size(LExpr):
+    """The value of a size variable, read when the kernel runs: a kernel lowered from a
+    symbolic group (`Tensor[(1, 4, past, 32)]`) serves every size (codegen/symbolic.py)."""
+
+    name: str
 
 
 @dataclass(frozen=True, eq=False)
@@ -233,19 +247,41 @@ def _checked(kind: type[BinOp] | type[UnOp], op: str) -> BinOp | UnOp:
         raise ValueError(f"unknown loop-IR {kind.__name__} '{op}'; known: {known}") from None
 
 
-def _lift(value: LExpr | int | float, dtype: str) -> LExpr:
-    """A Python number as a constant of `dtype`; an expression as it is."""
+def _lift(value: LExpr | int | float | Dim, dtype: str) -> LExpr:
+    """A Python number as a constant of `dtype`, a symbolic size as the index expression
+    that computes it; an expression as it is."""
     if isinstance(value, LExpr):
         return value
+    if isinstance(value, Dim):
+        return dim_expr(value)
     return Const(dtype, value)
+
+
+def dim_expr(d: int | Dim) -> LExpr:
+    """The index expression of a (symbolic) size: its polynomial over Size reads, each
+    floordiv atom a division (both sides are never negative)."""
+    if not isinstance(d, Dim):
+        return Const(INDEX, int(d))
+    total: LExpr = idx(0)
+    for monomial, coefficient in d.terms:
+        term: LExpr = idx(coefficient)
+        for atom in monomial:
+            factor: LExpr
+            if isinstance(atom, Quotient):
+                factor = Bin(INDEX, "div", dim_expr(atom.numerator), idx(atom.divisor))
+            else:
+                factor = Size(INDEX, atom)
+            term = mul(term, factor)
+        total = add(total, term)
+    return total
 
 
 def const(value: float | int | bool, dtype: str) -> Const:
     return Const(dtype, value)
 
 
-def idx(value: int) -> Const:
-    return Const(INDEX, value)
+def idx(value: int | Dim) -> LExpr:
+    return dim_expr(value) if isinstance(value, Dim) else Const(INDEX, value)
 
 
 def add(a: LExpr, b: LExpr) -> LExpr:
@@ -285,7 +321,7 @@ class Stmt:
 @dataclass
 class For(Stmt):
     var: str
-    extent: int
+    extent: int  # a Dim given is made RUN_TIME_EXTENT, with `stop` its value
     body: list[Stmt]
     outer: bool = False  # runs over the thread's [start, end) instead of [0, extent)
     # False: LLVM must not unroll it (a micro-kernel's long reduction); None: as its kernel
@@ -302,6 +338,13 @@ class For(Stmt):
     masked: bool = False
     # where a loop from 0 stops when that is known at run time only (at most `extent`)
     stop: LExpr | None = None
+
+    def __post_init__(self) -> None:
+        """A symbolic extent (a loop of a symbolic group) stops at its run-time value."""
+        if isinstance(self.extent, Dim):
+            if self.stop is None:
+                self.stop = dim_expr(self.extent)
+            self.extent = RUN_TIME_EXTENT
 
 
 @dataclass
@@ -335,14 +378,23 @@ class Buffer:
 
 @dataclass
 class Kernel:
-    """One JIT function `name(buffers..., start, end)`; `extent` is the outer loop's size."""
+    """One JIT function `name(buffers..., start, end)`; `extent` is the outer loop's size.
+    A kernel of a symbolic group has symbolic extents and shapes, and its Size reads
+    take the size variables' values from the global `egc_sizes`, in `size_names` order."""
 
     name: str
     buffers: list[Buffer]
     body: list[Stmt]
-    extent: int
-    work: float = 0.0  # element operations, to decide whether threads are worth it
+    extent: int | Dim
+    work: float | Dim = 0.0  # element operations, to decide whether threads are worth it
     unroll: bool = True  # False: no loop of it is unrolled by LLVM (micro-kernels, copies)
+    size_names: tuple[str, ...] = ()
+
+    def code_key(self) -> str:
+        """What the emitted code depends on (codegen/llvm/emit.py): not the extent, work
+        or buffer shapes, which only the caller uses."""
+        buffers = [(b.name, b.dtype) for b in self.buffers]
+        return repr((self.name, buffers, self.body, self.unroll, self.size_names))
 
 
 def statements(body: list[Stmt]) -> int:

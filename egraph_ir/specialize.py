@@ -66,6 +66,21 @@ def _static_call(node: Expr, sizes: Mapping[str, int]) -> Expr:
     return Call(node.op, node.args, attrs, node.span)
 
 
+def _static_node(node: Expr, memo: dict[Expr, Expr], sizes: Mapping[str, int]) -> Expr:
+    """node rebuilt over its rebuilt children with static sizes: a variable's annotation
+    (the parameters of a fused group say `past` too) and a function's result type."""
+    if isinstance(node, Var):
+        t = node.type_annotation
+        return node if static_type(t, sizes) is t else Var(node.name_hint, static_type(t, sizes))
+    if isinstance(node, Function):
+        new = rebuild(node, memo)
+        ret = static_type(node.ret_type, sizes)
+        if ret is node.ret_type:
+            return new
+        return Function(new.params, new.body, ret, new.attrs, new.span)  # type: ignore[attr-defined]
+    return _static_call(rebuild(node, memo), sizes)
+
+
 def specialize(mod: IRModule, sizes: Mapping[str, int]) -> IRModule:
     """main with every size variable of its parameters replaced by its value in `sizes`
     (each one must be given; an unknown name is an error naming the known ones)."""
@@ -90,6 +105,6 @@ def specialize(mod: IRModule, sizes: Mapping[str, int]) -> IRModule:
         params.append(new)
     for node in post_order(fn.body):
         if node not in memo:
-            memo[node] = node if isinstance(node, Var) else _static_call(rebuild(node, memo), sizes)
+            memo[node] = _static_node(node, memo, sizes)
     main = Function(tuple(params), memo[fn.body], None, fn.attrs)
     return infer_type(mod.with_function("main", main))

@@ -23,6 +23,7 @@ import numpy as np
 from llvmlite import ir
 
 from ..loop_ir import (
+    MAX_SIZES,
     THREAD_SLOT,
     Assign,
     Bin,
@@ -39,6 +40,7 @@ from ..loop_ir import (
     Ref,
     Select,
     Shuffle,
+    Size,
     Splat,
     Stmt,
     Store,
@@ -119,6 +121,29 @@ def emit_module(
     return "\n".join(lines) + "\n" + VECTOR_ATTRS + "\n"
 
 
+SIZES_GLOBAL = "egc_sizes"
+SIZES_TYPE = ir.ArrayType(ir.IntType(64), MAX_SIZES)
+
+
+def sizes_global(module: ir.Module) -> ir.GlobalVariable:
+    """The size variables' values (`egc_sizes`, in the program's order): declared where a
+    kernel reads them, defined with the values by the glue module (codegen/plan/link.py)."""
+    try:
+        return module.get_global(SIZES_GLOBAL)
+    except KeyError:
+        return ir.GlobalVariable(module, SIZES_TYPE, SIZES_GLOBAL)
+
+
+def define_sizes(module: ir.Module, values: Sequence[int]) -> None:
+    """Define `egc_sizes` in module with these values (a specialisation's sizes)."""
+    if len(values) > MAX_SIZES:
+        raise ValueError(f"{len(values)} size variables; kernels read at most {MAX_SIZES}")
+    table = sizes_global(module)
+    padded = [*values, *[0] * (MAX_SIZES - len(values))]
+    table.initializer = ir.Constant(SIZES_TYPE, [ir.Constant(ir.IntType(64), v) for v in padded])
+    table.global_constant = True
+
+
 SELF = "egc.self"
 _LOOP_IDS = itertools.count()  # a distinct loop ID each (llvmlite merges equal metadata)
 
@@ -167,6 +192,7 @@ class _KernelEmitter:
         self.locals: dict[str, tuple[ir.Value, str]] = {}
         self.scopes: list[dict[int, ir.Value]] = [{}]
         self.pure: dict[int, bool] = {}
+        self.sizes: dict[str, ir.Value] = {}  # each size variable read once, on entry
 
     def emit(self) -> None:
         for s in self.kernel.body:
@@ -258,6 +284,8 @@ class _KernelEmitter:
             return self.constant(e.value, e.dtype)
         if isinstance(e, LoopVar):
             return self.loop_vars[e.name]
+        if isinstance(e, Size):
+            return self.size(e.name)
         if isinstance(e, Ref):
             slot, _ = self.locals[e.name]
             return b.load(slot)
@@ -288,6 +316,16 @@ class _KernelEmitter:
             value = self.math.tables.read(b, e.table, self.expr(e.index))
             return self.cast(value, "int32", e.dtype)
         raise TypeError(f"unknown expression {e!r}")
+
+    def size(self, name: str) -> ir.Value:
+        if name not in self.sizes:
+            if name not in self.kernel.size_names:
+                raise TypeError(f"kernel {self.kernel.name} reads size {name}, not one of its own")
+            i64 = ir.IntType(64)
+            slot = [ir.Constant(i64, 0), ir.Constant(i64, self.kernel.size_names.index(name))]
+            ptr = self.entry_builder.gep(sizes_global(self.fn.module), slot, inbounds=True)
+            self.sizes[name] = self.entry_builder.load(ptr, name=name)
+        return self.sizes[name]
 
     def constant(self, value: Any, dtype: str) -> ir.Constant:
         vec = vector_of(dtype)

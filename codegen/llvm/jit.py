@@ -106,6 +106,7 @@ class Compilation:
         self.texts: dict[int, str] = {}
         self.objects: dict[int, bytes] = {}
         self.busy: dict[_Helper, int] = {}  # helper -> the module it compiles
+        self.compiled = 0  # modules LLVM compiled (not found in the cache)
 
     def send(self, index: int, text: str) -> None:
         """Module `index` to an idle helper (waiting for the oldest when none is idle),
@@ -135,6 +136,7 @@ class Compilation:
             self._done(index, to_object(self.texts[index]))
 
     def _done(self, index: int, data: bytes) -> None:
+        self.compiled += 1
         self.objects[index] = data
         if self.cache is not None:
             self.cache[_digest(self.texts[index])] = data

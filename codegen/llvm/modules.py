@@ -10,6 +10,7 @@ from llvmlite import ir
 
 from ..loop_ir import Kernel, statements
 from .emit import emit_module
+from .objcompile import QUICK
 
 
 @dataclass
@@ -42,12 +43,15 @@ def emit_modules(
     texts = {}
     for index in [*range(1, parts), 0]:
         rest = [k for share in shares[1:] for k in share] if index == 0 else []
-        key = repr(shares[index]) if index else ""  # the glue (module 0) is never the same
+        # the glue (module 0) is never the same
+        key = "|".join(k.code_key() for k in shares[index]) if index else ""
         text = known.get(key) if known is not None and key else None
         if text is None:
             text = emit_module(shares[index], extend if index == 0 else None, rest)
             if known is not None and key:
                 known[key] = text
+        if index == 0 and not shares[0]:
+            text = f"{QUICK}\n{text}"
         texts[index] = text
         emitted(index, text)
     return [texts[index] for index in range(parts)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from egraph_ir.expr import Call, Constant, Expr, Function
@@ -11,6 +12,7 @@ from egraph_ir.visitor import post_order
 from .compute.gather import byte_table
 from .driver import lower, primitive_ops
 from .kinds import CompiledKernel
+from .symbolic import SymbolicKernels
 
 
 class KernelCache:
@@ -18,15 +20,29 @@ class KernelCache:
     compiled kernel, as TVM's compile engine does: the second one reuses the first one's
     JIT functions under their names, bound to its own constants."""
 
-    def __init__(self, host_fallback: bool = True) -> None:
+    def __init__(
+        self,
+        host_fallback: bool = True,
+        symbolic: SymbolicKernels | None = None,
+        counterparts: Mapping[Function, Function] | None = None,
+    ) -> None:
+        """`symbolic` and `counterparts` (a specialisation's groups and their symbolic
+        originals): a group takes the kernel lowered from its original where there is one
+        (codegen/lower/symbolic.py)."""
         self.host_fallback = host_fallback
         self.first: dict[tuple[Any, ...], CompiledKernel] = {}
         self.hits = 0
+        self.symbolic, self.counterparts = symbolic, counterparts or {}
 
     def lower(self, fn: Function, node_id: int) -> CompiledKernel:
         ops = primitive_ops(fn)
         name = f"k{node_id}_{'_'.join(ops[:3])}"
-        kernel = lower(fn, name, self.host_fallback)
+        original = self.counterparts.get(fn)
+        kernel = None
+        if self.symbolic is not None and original is not None:
+            kernel = self.symbolic.kernel(original, name)
+        if kernel is None:
+            kernel = lower(fn, name, self.host_fallback)
         first = self.first.setdefault(group_key(fn), kernel)
         if first is not kernel:
             for mine, theirs in zip(kernel.jit_kernels(), first.jit_kernels(), strict=True):

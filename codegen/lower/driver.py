@@ -3,6 +3,7 @@ library call it says, and fall back to the host's numpy where no native kernel e
 
 from __future__ import annotations
 
+from egraph_ir.dims import Dim
 from egraph_ir.errors import CodegenError
 from egraph_ir.expr import Call, Constant, Function
 from egraph_ir.registry import Op
@@ -12,7 +13,7 @@ from egraph_ir.visitor import post_order
 from ..loop_ir import Kernel, Stmt
 from ..runtime import blas
 from .convert import block_transpose
-from .group import Group
+from .group import Group, longer_than_one
 from .kernels.conv.library import conv_kernel
 from .kinds import CompiledKernel, GemmKernel, HostKernel, LoopKernel, Unsupported, operand
 from .nests import argmax_nest, before_reshapes, elementwise_nest, product_nest, reduction_nest
@@ -155,14 +156,14 @@ def _loops(
     anchor: Call | None = None,
 ) -> LoopKernel:
     """The nests as one JIT kernel; its work estimate sizes the thread split."""
-    work = float(group.out_type.size) * max(len(ops), 1)
+    work: int | Dim = group.out_type.size * max(len(ops), 1)  # a Dim in a symbolic group
     if anchor is not None:  # a reduction reads more than it writes
         work += _anchor_work(anchor)
     kernel = Kernel(group.name, group.kernel_buffers(), body, _outer_extent(extent), work)
     return LoopKernel(group.name, ops, kernel, dict(group.constants))
 
 
-def _anchor_work(anchor: Call) -> float:
+def _anchor_work(anchor: Call) -> int | Dim:
     """Element operations of a loop anchor: its input elements (reductions, pooling,
     softmax), or multiply-adds for a product."""
     out_t = anchor.checked_type
@@ -170,10 +171,10 @@ def _anchor_work(anchor: Call) -> float:
     if small_product(anchor):
         a_t = anchor.args[0].checked_type
         assert isinstance(a_t, TensorType)
-        return float(out_t.size * a_t.shape[-1])
+        return out_t.size * a_t.shape[-1]
     inputs = [a.checked_type for a in anchor.args]
-    return float(sum(t.size for t in inputs if isinstance(t, TensorType)))
+    return sum(t.size for t in inputs if isinstance(t, TensorType))
 
 
-def _outer_extent(shape: tuple[int, ...]) -> int:
-    return next((d for d in shape if d > 1), 1)
+def _outer_extent(shape: tuple[int | Dim, ...]) -> int | Dim:
+    return next((d for d in shape if longer_than_one(d)), 1)

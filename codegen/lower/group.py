@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from egraph_ir.dims import Dim
 from egraph_ir.expr import Call, Constant, Expr, Function, Var
 from egraph_ir.registry import Op, OpPattern
 from egraph_ir.types import TensorType
@@ -144,7 +145,7 @@ class Group:
         if not shape:
             return [For("i0", 1, inner([]), outer=True)]
         vars_ = [self.var() for _ in shape]
-        outer_axis = next((k for k, d in enumerate(shape) if d > 1), 0)
+        outer_axis = next((k for k, d in enumerate(shape) if longer_than_one(d)), 0)
         body: list[Stmt] = inner(list(vars_))
         for k in reversed(range(len(shape))):
             unroll = None if k == len(shape) - 1 else unroll_outer
@@ -172,6 +173,12 @@ class Group:
             self.buffers[e] = buf
             self.constants[buf.name] = np.ascontiguousarray(e.data)
         return self.buffers[e].name
+
+
+def longer_than_one(d: int | Dim) -> bool:
+    """Is this axis the one threads split? A symbolic size counts as long: the split is
+    only a matter of speed, and at a size of 1 one thread does the whole of it."""
+    return isinstance(d, Dim) or d > 1
 
 
 def _rounded(value: LExpr) -> LExpr:

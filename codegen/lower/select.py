@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from egraph_ir.dims import typical
 from egraph_ir.egraph.kernel_cost import call_key
 from egraph_ir.expr import Call, Constant, Function, Var
 from egraph_ir.registry import Op, OpPattern
@@ -127,7 +128,8 @@ def small_product(call: Call) -> bool:
         return False
     transposed = call.op.name == "batch_matmul" and call.attrs["transpose_a"]
     k = a_t.shape[-2] if transposed else a_t.shape[-1]
-    return out_t.size * k <= SMALL_PRODUCT or a_t.dtype not in blas.BLAS_DTYPES
+    # a symbolic product (a kernel for every size) is judged at the typical sizes
+    return typical(out_t.size * k) <= SMALL_PRODUCT or a_t.dtype not in blas.BLAS_DTYPES
 
 
 def _materialised(anchor: Call) -> None:

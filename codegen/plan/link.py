@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from llvmlite import ir
 
+from ..llvm.emit import define_sizes
 from ..llvm.entries import EntryEmitter, GemmCall, LaunchCall
 from ..llvm.native import emit_pool
 from ..lower.kinds import BufferRef, Gemm, Launch, NativeCall, PythonStep
@@ -57,6 +58,7 @@ class Program:
     schedule: list[Segment | int] = field(default_factory=list)  # a segment or a python node
     parallel: bool = False  # some call is split over threads
     uses_blas: bool = False  # some call is a BLAS product (its symbols must be registered)
+    sizes: tuple[int, ...] = ()  # a specialisation's sizes, which its kernels may read
 
     def new_slot(self) -> int:
         self.slot_count += 1
@@ -64,6 +66,8 @@ class Program:
 
     def extend(self, module: ir.Module) -> None:
         """Emit the pool, one function per native step and one per segment."""
+        if self.sizes:
+            define_sizes(module, self.sizes)
         entries = EntryEmitter(module, emit_pool(module))
         for item in self.schedule:
             if isinstance(item, Segment):
@@ -71,9 +75,12 @@ class Program:
                 entries.segment(item.index, steps)
 
 
-def link(graph: Graph, devices: DevicePlan, plan: MemoryPlan, threads: int) -> Program:
-    """Slots, native calls and the schedule for a planned graph."""
-    program = Program(graph, plan, max(1, threads), devices)
+def link(
+    graph: Graph, devices: DevicePlan, plan: MemoryPlan, threads: int, sizes: tuple[int, ...] = ()
+) -> Program:
+    """Slots, native calls and the schedule for a planned graph; `sizes`: the values of a
+    specialisation's size variables, which kernels of its symbolic groups read."""
+    program = Program(graph, plan, max(1, threads), devices, sizes=sizes)
     nodes = graph.nodes
     outputs = {storage_root(nodes, nodes[o]).id for o in graph.outputs}
     constant_slots: dict[tuple[int, int], int] = {}
@@ -159,6 +166,7 @@ def _resolve(
     threads = program.threads
     if isinstance(call, Launch):
         k = call.kernel
+        assert isinstance(k.extent, int), "a symbolic kernel is bound to its sizes before"
         chunks = 1
         if threads > 1 and k.extent > 1 and k.work >= PARALLEL_WORK:
             chunks = min(k.extent, threads * CHUNKS_PER_THREAD)

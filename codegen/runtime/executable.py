@@ -177,6 +177,8 @@ class Executable:
         optimised: IRModule | None = None,
         fused: IRModule | None = None,
         kernels_reused: int = 0,
+        modules_compiled: int = 0,
+        kernels_for_every_size: int = 0,
     ) -> None:
         self.program = program
         self.graph = program.graph
@@ -197,6 +199,9 @@ class Executable:
         self.options = options  # how it was built; the run-time half may differ after load
         self.runtime = Runtime(program, library, options.threads, options.check_devices)
         self.kernels_reused = kernels_reused  # fused groups that reused another's compiled code
+        self.modules_compiled = modules_compiled  # LLVM modules compiled by this build
+        # groups of a symbolic program's specialisation run by kernels with run-time extents
+        self.kernels_for_every_size = kernels_for_every_size
 
     # ------------------------------------------------------------ running
     def run(self, /, *args: Any, **inputs: Any) -> Any:

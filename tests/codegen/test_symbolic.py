@@ -177,3 +177,46 @@ def test_random_symbolic_programs_compile_once_and_match_the_interpreter(case) -
                 continue
             got = exe(**inputs)
         ir.testing.assert_allclose(got, want)
+
+
+def _decoder_step() -> ir.IRModule:
+    """One attention step of a decoder with its KV cache: the new key and value joined to
+    the cached ones (past rows), scores of the one query against past + 1 keys, softmax,
+    the weighted values; the presents are outputs too, fed back as the next past."""
+    past = ir.size_var("past")
+    heads, d = 2, 8
+    q = ir.var("q", shape=(1, heads, 1, d), dtype="float32")
+    k = ir.var("k", shape=(1, heads, 1, d), dtype="float32")
+    v = ir.var("v", shape=(1, heads, 1, d), dtype="float32")
+    past_k = ir.var("past_k", shape=(1, heads, past, d), dtype="float32")
+    past_v = ir.var("past_v", shape=(1, heads, past, d), dtype="float32")
+    keys = op.concatenate([past_k, k], axis=2)
+    values = op.concatenate([past_v, v], axis=2)
+    scores = op.multiply(
+        op.matmul(q, op.transpose(keys, axes=(0, 1, 3, 2))), ir.const(np.float32(d**-0.5))
+    )
+    out = op.matmul(op.softmax(scores, axis=-1), values)
+    fn = ir.Function([q, k, v, past_k, past_v], ir.Tuple([out, keys, values]))
+    return ir.infer_type(ir.IRModule.from_expr(fn))
+
+
+def test_a_new_past_length_compiles_no_kernel() -> None:
+    """Issue #49: the kernels of a decoder step take their extents at run time, so a
+    specialisation at a new past length compiles only its glue module; every length (0
+    included) equals the interpreter, generation style (the presents fed back)."""
+    mod = _decoder_step()
+    exe = codegen.build(mod)
+    rng = np.random.default_rng(3)
+    cache = {n: np.zeros((1, 2, 0, 8), "float32") for n in ("past_k", "past_v")}
+    for past in range(6):
+        new = {n: rng.standard_normal((1, 2, 1, 8)).astype("float32") for n in "qkv"}
+        feeds = {**new, **cache}
+        out, keys, values = exe(**feeds)
+        want = ir.interpret(mod, **feeds)
+        for got, expected in zip((out, keys, values), want, strict=True):
+            np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+        cache = {"past_k": keys, "past_v": values}
+        step = exe.specialization(past=past)
+        assert step.kernels_for_every_size >= 3  # the joins, the scores, softmax, the sum
+        if past > 0:
+            assert step.modules_compiled == 1, past  # the glue module only

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from egraph_ir.dims import ShapeDecisionError
 from egraph_ir.op.creation import fill_element
 from egraph_ir.op.elementwise import clip_bounds
 from egraph_ir.op.layout import parse_layout, split_factor
@@ -259,8 +260,20 @@ def _full(ctx: Ctx) -> LExpr:
 def _arange(ctx: Ctx) -> LExpr:
     """start + i * step, in int64, then in the output's dtype (numpy's arange for
     integer bounds; a specialised program has numbers for its bounds)."""
-    position = ctx.index.flat() * int(ctx.attrs["step"]) + int(ctx.attrs["start"])
+    position = ctx.index.flat() * int(ctx.attrs["step"]) + idx(ctx.attrs["start"])
     return position if ctx.out.dtype == INDEX else Cast(ctx.out.dtype, position)
+
+
+@compute("dim_values")
+def _dim_values(ctx: Ctx) -> LExpr:
+    """A few sizes as a tensor (ONNX Shape of a symbolic tensor): element i is the i-th
+    value, a number or a size read when the kernel runs."""
+    values = [idx(v) for v in ctx.attrs["values"]]
+    flat = ctx.index.flat()
+    value = values[-1]
+    for i in reversed(range(len(values) - 1)):
+        value = Select(INDEX, Bin("bool", "eq", flat, idx(i)), values[i], value)
+    return value if ctx.out.dtype == INDEX else Cast(ctx.out.dtype, value)
 
 
 # ---------------------------------------------------------------- binary
@@ -316,11 +329,15 @@ def _reshape(ctx: Ctx) -> LExpr:
     and that inside their group. A whole flat offset made every element of a transposed
     head split divide by 192 (ViT's q/k/v copies at 4.5 GB/s)."""
     in_shape, out_shape = ctx.in_types[0].shape, ctx.out.shape
-    if not ctx.index.has_multi() or 0 in in_shape:
+    try:
+        groups = axis_groups(in_shape, out_shape) if ctx.index.has_multi() else None
+    except ShapeDecisionError:  # symbolic sizes that no order settles: the flat offset
+        groups = None
+    if groups is None or 0 in in_shape:
         return ctx.readers[0](Index(in_shape, flat=ctx.index.flat()))
     out = ctx.index.multi()
     multi: list[LExpr] = []
-    for in_axes, out_axes in axis_groups(in_shape, out_shape):
+    for in_axes, out_axes in groups:
         if not in_axes:  # axes of extent 1 around a 0-d input: no input index to compute
             continue
         within = Index(tuple(out_shape[k] for k in out_axes), multi=[out[k] for k in out_axes])

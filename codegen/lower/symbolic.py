@@ -1,0 +1,109 @@
+"""Kernels with run-time extents: a fused group of a symbolic program (its tensors
+`Tensor[(1, 4, past, 32)]`) lowered once, its loops bound by the size variables' values
+read when it runs (loop_ir.Size), and reused by every specialisation of the program.
+
+A specialisation (codegen/symbolic.py) fuses nothing: it is the symbolic program's fused
+module with the sizes put in, so its groups pair one to one with the symbolic ones. For
+each pair the symbolic group is lowered first; a group whose lowering needs a decision no
+size settles (a tile that fits some sizes only, a comparison of a size with a number) or
+a strategy that is not a loop nest yet falls back to the static group, lowered for these
+sizes as before. Only loop-nest kernels are taken symbolically so far: products through
+BLAS, convolutions and micro-kernels stay per size.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+from egraph_ir.dims import Dim, evaluate, holds_dims
+from egraph_ir.expr import Call, Function
+from egraph_ir.module import IRModule
+from egraph_ir.types import TensorType
+from egraph_ir.visitor import post_order
+
+from ..llvm.emit import emit_module
+from ..loop_ir import Buffer
+from .driver import lower
+from .kinds import CompiledKernel, LoopKernel
+
+log = logging.getLogger(__name__)
+
+
+def fused_groups(mod: IRModule) -> list[Function]:
+    """The primitive functions main calls, in post order (as a specialisation pairs them)."""
+    return [
+        n.op
+        for n in post_order(mod["main"].body)
+        if isinstance(n, Call) and isinstance(n.op, Function)
+    ]
+
+
+def _symbolic(fn: Function) -> bool:
+    """Does the group depend on sizes (its tensors' shapes, or sizes in attributes)?"""
+    types = [p.checked_type for p in fn.params] + [fn.body.checked_type]
+    if any(isinstance(t, TensorType) and not t.is_static for t in types):
+        return True
+    calls = (n for n in post_order(fn.body) if isinstance(n, Call))
+    return any(holds_dims(v) for c in calls for v in c.attrs.values())
+
+
+@dataclass
+class SymbolicKernels:
+    """The kernels lowered from a symbolic program's groups, kept across its
+    specialisations; `sizes` are the values of the specialisation being built."""
+
+    size_names: tuple[str, ...]
+    sizes: dict[str, int] = field(default_factory=dict)
+    templates: dict[tuple[object, str], LoopKernel | None] = field(default_factory=dict)
+    taken: int = 0  # groups of the current specialisation given a shared kernel
+
+    def pairs(self, symbolic: list[Function], fused: IRModule) -> dict[Function, Function]:
+        """Each static group of `fused` (a specialisation) and its symbolic counterpart."""
+        static = fused_groups(fused)
+        if len(static) != len(symbolic):
+            return {}
+        return {s: g for s, g in zip(static, symbolic, strict=True) if _symbolic(g)}
+
+    def kernel(self, group: Function, name: str) -> CompiledKernel | None:
+        """The symbolic group's kernel bound to the current sizes, or None (lower the
+        static group instead)."""
+        from .cache import group_key
+
+        key = (group_key(group), name)
+        if key not in self.templates:
+            self.templates[key] = self._template(group, name)
+        template = self.templates[key]
+        if template is None:
+            return None
+        self.taken += 1
+        return _bound(template, self.sizes)
+
+    def _template(self, group: Function, name: str) -> LoopKernel | None:
+        """The group lowered with its sizes symbolic and emitted once on trial, or None."""
+        try:
+            kernel = lower(group, name, host_fallback=False)
+            if type(kernel) is not LoopKernel:
+                return None
+            kernel.kernel.size_names = self.size_names
+            emit_module([kernel.kernel])
+        except Exception as exc:  # any decision a size does not settle: per size instead
+            log.debug("group %s is lowered per size: %s: %s", name, type(exc).__name__, exc)
+            return None
+        return kernel
+
+
+def _bound(template: LoopKernel, sizes: Mapping[str, int]) -> LoopKernel:
+    """A copy of a symbolic kernel whose extent, work and buffer shapes are these sizes'
+    (what the caller plans with); its code, and so its compiled module, is the template's."""
+    k = template.kernel
+    buffers = [Buffer(b.name, b.dtype, _static(b.shape, sizes)) for b in k.buffers]
+    extent = evaluate(k.extent, sizes) if isinstance(k.extent, Dim) else k.extent
+    work = evaluate(k.work, sizes) if isinstance(k.work, Dim) else k.work
+    bound = replace(k, buffers=buffers, extent=extent, work=work)
+    return replace(template, kernel=bound)
+
+
+def _static(shape: tuple[int | Dim, ...], sizes: Mapping[str, int]) -> tuple[int, ...]:
+    return tuple(evaluate(d, sizes) if isinstance(d, Dim) else d for d in shape)
