@@ -79,31 +79,31 @@ class LExpr:
 
     dtype: str
 
-    def __add__(self, other: LExpr | int | float) -> LExpr:
+    def __add__(self, other: LExpr | int | float | Dim) -> LExpr:
         return add(self, _lift(other, self.dtype))
 
     def __radd__(self, other: int | float) -> LExpr:
         return add(_lift(other, self.dtype), self)
 
-    def __mul__(self, other: LExpr | int | float) -> LExpr:
+    def __mul__(self, other: LExpr | int | float | Dim) -> LExpr:
         return mul(self, _lift(other, self.dtype))
 
     def __rmul__(self, other: int | float) -> LExpr:
         return mul(_lift(other, self.dtype), self)
 
-    def __sub__(self, other: LExpr | int | float) -> LExpr:
+    def __sub__(self, other: LExpr | int | float | Dim) -> LExpr:
         return Bin(self.dtype, BinOp.SUB, self, _lift(other, self.dtype))
 
     def __rsub__(self, other: int | float) -> LExpr:
         return Bin(self.dtype, BinOp.SUB, _lift(other, self.dtype), self)
 
-    def __floordiv__(self, other: LExpr | int) -> LExpr:
+    def __floordiv__(self, other: LExpr | int | Dim) -> LExpr:
         return Bin(self.dtype, BinOp.DIV, self, _lift(other, self.dtype))
 
     def __rfloordiv__(self, other: int) -> LExpr:
         return Bin(self.dtype, BinOp.DIV, _lift(other, self.dtype), self)
 
-    def __mod__(self, other: LExpr | int) -> LExpr:
+    def __mod__(self, other: LExpr | int | Dim) -> LExpr:
         return Bin(self.dtype, BinOp.REM, self, _lift(other, self.dtype))
 
     def __rmod__(self, other: int) -> LExpr:
@@ -321,7 +321,7 @@ class Stmt:
 @dataclass
 class For(Stmt):
     var: str
-    extent: int  # a Dim given is made RUN_TIME_EXTENT, with `stop` its value
+    extent: int | Dim  # a Dim given is made RUN_TIME_EXTENT, with `stop` its value
     body: list[Stmt]
     outer: bool = False  # runs over the thread's [start, end) instead of [0, extent)
     # False: LLVM must not unroll it (a micro-kernel's long reduction); None: as its kernel
@@ -373,7 +373,7 @@ class Assign(Stmt):
 class Buffer:
     name: str
     dtype: str
-    shape: tuple[int, ...]
+    shape: tuple[int | Dim, ...]
 
 
 @dataclass

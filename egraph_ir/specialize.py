@@ -68,16 +68,17 @@ def _static_call(node: Expr, sizes: Mapping[str, int]) -> Expr:
 
 def _static_node(node: Expr, memo: dict[Expr, Expr], sizes: Mapping[str, int]) -> Expr:
     """node rebuilt over its rebuilt children with static sizes: a variable's annotation
-    (the parameters of a fused group say `past` too) and a function's result type."""
+    (the parameters of a fused group say `past` too); a function's result type, when it
+    has sizes in it, is inferred again."""
     if isinstance(node, Var):
         t = node.type_annotation
         return node if static_type(t, sizes) is t else Var(node.name_hint, static_type(t, sizes))
     if isinstance(node, Function):
         new = rebuild(node, memo)
-        ret = static_type(node.ret_type, sizes)
-        if ret is node.ret_type:
+        if static_type(node.ret_type, sizes) is node.ret_type:
             return new
-        return Function(new.params, new.body, ret, new.attrs, new.span)  # type: ignore[attr-defined]
+        # inferred anew: at some sizes a result has another rank (squeeze of an axis of 1)
+        return Function(new.params, new.body, None, new.attrs, new.span)  # type: ignore[attr-defined]
     return _static_call(rebuild(node, memo), sizes)
 
 

@@ -23,7 +23,6 @@ import numpy as np
 from llvmlite import ir
 
 from ..loop_ir import (
-    MAX_SIZES,
     THREAD_SLOT,
     Assign,
     Bin,
@@ -48,6 +47,7 @@ from ..loop_ir import (
     operands,
 )
 from .mathlib import MathLib, lane_mask
+from .sizes import sizes_global
 
 FLAGS = ("reassoc", "contract")  # on accumulator updates
 ELEMENTWISE_FLAGS = ("contract",)
@@ -119,29 +119,6 @@ def emit_module(
             line = re.sub(rf'!"{SELF}\.[0-9]+"', name, line).replace(" = !{", " = distinct !{", 1)
         lines.append(line)
     return "\n".join(lines) + "\n" + VECTOR_ATTRS + "\n"
-
-
-SIZES_GLOBAL = "egc_sizes"
-SIZES_TYPE = ir.ArrayType(ir.IntType(64), MAX_SIZES)
-
-
-def sizes_global(module: ir.Module) -> ir.GlobalVariable:
-    """The size variables' values (`egc_sizes`, in the program's order): declared where a
-    kernel reads them, defined with the values by the glue module (codegen/plan/link.py)."""
-    try:
-        return module.get_global(SIZES_GLOBAL)
-    except KeyError:
-        return ir.GlobalVariable(module, SIZES_TYPE, SIZES_GLOBAL)
-
-
-def define_sizes(module: ir.Module, values: Sequence[int]) -> None:
-    """Define `egc_sizes` in module with these values (a specialisation's sizes)."""
-    if len(values) > MAX_SIZES:
-        raise ValueError(f"{len(values)} size variables; kernels read at most {MAX_SIZES}")
-    table = sizes_global(module)
-    padded = [*values, *[0] * (MAX_SIZES - len(values))]
-    table.initializer = ir.Constant(SIZES_TYPE, [ir.Constant(ir.IntType(64), v) for v in padded])
-    table.global_constant = True
 
 
 SELF = "egc.self"

@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from egraph_ir.dims import Dim
 from egraph_ir.expr import Constant, Expr, Function, Var
 from egraph_ir.interp import interpret
 
@@ -86,7 +87,7 @@ class CompiledKernel(ABC):
     kind: ClassVar[str]
     name: str
     ops: list[str]
-    scratches: tuple[tuple[tuple[int, ...], str], ...] = ()  # shape and dtype of each scratch
+    scratches: tuple[tuple[tuple[int | Dim, ...], str], ...] = ()  # shape and dtype of each scratch
 
     @abstractmethod
     def jit_kernels(self) -> list[Kernel]:
@@ -140,7 +141,7 @@ class JitGemmKernel(LoopKernel):
     into an int32 scratch first."""
 
     kind: ClassVar[str] = "gemm"
-    scratches: tuple[tuple[tuple[int, ...], str], ...] = ()
+    scratches: tuple[tuple[tuple[int | Dim, ...], str], ...] = ()
     variant: str = ""  # "int8" for byte products
 
 
@@ -182,7 +183,7 @@ class ConvKernel(CompiledKernel):
     weights: Operand
     prologue: Kernel | None
     anchor: Kernel | None  # grouped_kernel's direct loops
-    scratches: tuple[tuple[tuple[int, ...], str], ...] = ()
+    scratches: tuple[tuple[tuple[int | Dim, ...], str], ...] = ()
     gemm: blas.Product | None = None
     epilogue: LoopKernel | None = None  # for the direct kernel: the convolution itself too
     variant: str = ""  # which convolution kernel: direct, channels, gemm, im2col, grouped

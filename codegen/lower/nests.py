@@ -31,7 +31,7 @@ from ..loop_ir import (
     idx,
 )
 from .compute.definitions import Index
-from .group import Group
+from .group import Group, longer_than_one
 
 
 def elementwise_nest(group: Group, root: Expr, rolled: bool = False) -> list[Stmt]:
@@ -118,7 +118,7 @@ def _merge_start(shape: tuple[int, ...], leaves: list[TensorType], end: int) -> 
     """The first of the axes before `end` that merge into one loop (None: fewer than two)."""
     # the axis threads split (the first longer than 1) stays whole: the kernel's extent,
     # and any anchor nest before this one in the kernel, are counted in it
-    outer = next((k for k, d in enumerate(shape) if d > 1), 0)
+    outer = next((k for k, d in enumerate(shape) if longer_than_one(d)), 0)
     first = end - 1
     while first > outer + 1:
         axes = range(first - 1, end)
@@ -249,7 +249,7 @@ def _over_blocked_lanes(
     before them longer than 1 (the one the threads split, as for every reduction)."""
     return (
         op in ("sum", "mean")
-        and any(d > 1 for d in in_t.shape[: in_t.ndim - 1 - len(axes)])
+        and any(longer_than_one(d) for d in in_t.shape[: in_t.ndim - 1 - len(axes)])
         and in_t.dtype == "float32"
         and isinstance(call.args[0], Var)
         and call is group.fn.body

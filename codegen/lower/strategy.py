@@ -24,8 +24,6 @@ if TYPE_CHECKING:
     from .kinds import CompiledKernel
 
 
-
-
 class NativeKernel(ABC):
     """A native kernel for a group's anchor with the group's epilogue fused into it."""
 

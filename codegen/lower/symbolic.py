@@ -20,13 +20,15 @@ from dataclasses import dataclass, field, replace
 from egraph_ir.dims import Dim, evaluate, holds_dims
 from egraph_ir.expr import Call, Function
 from egraph_ir.module import IRModule
-from egraph_ir.types import TensorType
+from egraph_ir.specialize import static_type
+from egraph_ir.types import TensorType, Type
 from egraph_ir.visitor import post_order
 
 from ..llvm.emit import emit_module
 from ..loop_ir import Buffer
 from .driver import lower
-from .kinds import CompiledKernel, LoopKernel
+from .keys import group_key
+from .kinds import CompiledKernel, JitGemmKernel, LoopKernel
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +51,10 @@ def _symbolic(fn: Function) -> bool:
     return any(holds_dims(v) for c in calls for v in c.attrs.values())
 
 
+def _types(fn: Function, sizes: Mapping[str, int]) -> list[Type | None]:
+    return [static_type(t.checked_type, sizes) for t in (*fn.params, fn.body)]
+
+
 @dataclass
 class SymbolicKernels:
     """The kernels lowered from a symbolic program's groups, kept across its
@@ -60,17 +66,21 @@ class SymbolicKernels:
     taken: int = 0  # groups of the current specialisation given a shared kernel
 
     def pairs(self, symbolic: list[Function], fused: IRModule) -> dict[Function, Function]:
-        """Each static group of `fused` (a specialisation) and its symbolic counterpart."""
+        """Each static group of `fused` (a specialisation) and its symbolic counterpart,
+        where the counterpart's types at these sizes are the group's (at some sizes an op
+        changes rank, squeeze of an axis that is 1: that group is lowered per size)."""
         static = fused_groups(fused)
         if len(static) != len(symbolic):
             return {}
-        return {s: g for s, g in zip(static, symbolic, strict=True) if _symbolic(g)}
+        return {
+            s: g
+            for s, g in zip(static, symbolic, strict=True)
+            if _symbolic(g) and _types(g, self.sizes) == _types(s, self.sizes)
+        }
 
     def kernel(self, group: Function, name: str) -> CompiledKernel | None:
         """The symbolic group's kernel bound to the current sizes, or None (lower the
         static group instead)."""
-        from .cache import group_key
-
         key = (group_key(group), name)
         if key not in self.templates:
             self.templates[key] = self._template(group, name)
@@ -84,7 +94,7 @@ class SymbolicKernels:
         """The group lowered with its sizes symbolic and emitted once on trial, or None."""
         try:
             kernel = lower(group, name, host_fallback=False)
-            if type(kernel) is not LoopKernel:
+            if not isinstance(kernel, LoopKernel) or not _taken(kernel):
                 return None
             kernel.kernel.size_names = self.size_names
             emit_module([kernel.kernel])
@@ -92,6 +102,13 @@ class SymbolicKernels:
             log.debug("group %s is lowered per size: %s: %s", name, type(exc).__name__, exc)
             return None
         return kernel
+
+
+def _taken(kernel: LoopKernel) -> bool:
+    """A loop nest, or a float product on packed weights (no scratch to plan per size)."""
+    if type(kernel) is LoopKernel:
+        return True
+    return isinstance(kernel, JitGemmKernel) and not kernel.scratches
 
 
 def _bound(template: LoopKernel, sizes: Mapping[str, int]) -> LoopKernel:

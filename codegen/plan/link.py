@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from llvmlite import ir
 
-from ..llvm.emit import define_sizes
 from ..llvm.entries import EntryEmitter, GemmCall, LaunchCall
 from ..llvm.native import emit_pool
+from ..llvm.sizes import define_sizes
 from ..lower.kinds import BufferRef, Gemm, Launch, NativeCall, PythonStep
 from ..runtime.blas import Product
 from .devices import DevicePlan
@@ -75,12 +75,9 @@ class Program:
                 entries.segment(item.index, steps)
 
 
-def link(
-    graph: Graph, devices: DevicePlan, plan: MemoryPlan, threads: int, sizes: tuple[int, ...] = ()
-) -> Program:
-    """Slots, native calls and the schedule for a planned graph; `sizes`: the values of a
-    specialisation's size variables, which kernels of its symbolic groups read."""
-    program = Program(graph, plan, max(1, threads), devices, sizes=sizes)
+def link(graph: Graph, devices: DevicePlan, plan: MemoryPlan, threads: int, sizes=()) -> Program:
+    """Slots, native calls and the schedule for a planned graph (`sizes`: Program's)."""
+    program = Program(graph, plan, max(1, threads), devices, sizes=tuple(sizes))
     nodes = graph.nodes
     outputs = {storage_root(nodes, nodes[o]).id for o in graph.outputs}
     constant_slots: dict[tuple[int, int], int] = {}

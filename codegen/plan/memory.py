@@ -438,7 +438,9 @@ def plan_graph(
             continue
         tensors = per_device[devices.of(n.id)]
         for k, (shape, dtype) in enumerate(n.kernel.scratches):
-            tensors.append(Tensor(scratch_id(n.id, k), nbytes(shape, dtype), step, step))
+            extents = tuple(d for d in shape if isinstance(d, int))
+            assert len(extents) == len(shape), "a kernel with scratch is lowered per size"
+            tensors.append(Tensor(scratch_id(n.id, k), nbytes(extents, dtype), step, step))
         if n.shape is None or n.id in outputs:
             continue
         size = nbytes(n.shape, n.dtype)  # type: ignore[arg-type]

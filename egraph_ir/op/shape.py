@@ -244,6 +244,13 @@ def _slice_extent(s: slice, dim: DimLike) -> DimLike:
     values = (s.start, s.stop, s.step, dim)
     if all(isinstance(v, int) or v is None for v in values):
         return len(range(*s.indices(dim)))
+    begin, end = symbolic_bounds(s, dim)
+    return end - begin
+
+
+def symbolic_bounds(s: slice, dim: DimLike) -> tuple[DimLike, DimLike]:
+    """Where a slice of step 1 with sizes in it (or of a symbolic axis) begins and ends
+    (see _slice_extent)."""
     if s.step not in (None, 1):
         raise ShapeError(f"a slice of step {s.step} with sizes in it ({s}, axis {dim})")
 
@@ -256,8 +263,7 @@ def _slice_extent(s: slice, dim: DimLike) -> DimLike:
             return dim  # INT64_MAX and other ends past the axis: to its end
         return v
 
-    begin, end = place(s.start, 0), place(s.stop, dim)
-    return end - begin
+    return place(s.start, 0), place(s.stop, dim)
 
 
 _reg(

@@ -48,7 +48,6 @@ class _Group:
     branches: list[_Branch] = field(default_factory=list)
 
 
-
 def _tensor(e: Expr) -> TensorType | None:
     t = e.checked_type
     return t if isinstance(t, TensorType) else None

@@ -220,7 +220,6 @@ def split_to_slices(fn: Function) -> Function:
     return fn if body is fn.body else Function(fn.params, body, fn.ret_type, fn.attrs, fn.span)
 
 
-
 def fuse_function(fn: Function, max_depth: int) -> tuple[Function, int]:
     """The function with its calls grouped into primitive functions; also the group count."""
     body = inline_lets(fn.body)  # let-bound values become shared dataflow nodes

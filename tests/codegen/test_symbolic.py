@@ -220,3 +220,25 @@ def test_a_new_past_length_compiles_no_kernel() -> None:
         assert step.kernels_for_every_size >= 3  # the joins, the scores, softmax, the sum
         if past > 0:
             assert step.modules_compiled == 1, past  # the glue module only
+
+
+def test_a_product_on_packed_weights_takes_its_rows_at_run_time() -> None:
+    """dense over batch * seq rows (a transformer's projection): the packed-weights
+    kernel runs whole 8-row blocks and then the last rows one at a time, however many
+    there are, from one compiled kernel (row counts under, at and over a block)."""
+    batch, seq = ir.size_var("batch"), ir.size_var("seq")
+    x = ir.var("x", shape=(batch, seq, 32), dtype="float32")
+    rng = np.random.default_rng(4)
+    w = ir.const(rng.standard_normal((48, 32)).astype("float32"))
+    b = ir.const(rng.standard_normal(48).astype("float32"))
+    mod = ir.infer_type(ir.IRModule.from_expr(ir.Function([x], op.add(op.dense(x, w), b))))
+    exe = codegen.build(mod)
+    for k, (n, s) in enumerate([(1, 1), (1, 8), (2, 9), (3, 7), (1, 0), (4, 33)]):
+        a = rng.standard_normal((n, s, 32)).astype("float32")
+        # float32 sums of 32 products, in blocks of another order than numpy's
+        np.testing.assert_allclose(exe(a), ir.interpret(mod, a), rtol=1e-5, atol=1e-5)
+        step = exe.specialization(batch=n, seq=s)
+        if s:
+            assert step.kernels_for_every_size == 1
+        if k and s:
+            assert step.modules_compiled == 1, (n, s)  # the glue module only

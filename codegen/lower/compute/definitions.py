@@ -17,11 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from egraph_ir.dims import ShapeDecisionError
+from egraph_ir.dims import Dim, ShapeDecisionError
 from egraph_ir.op.creation import fill_element
 from egraph_ir.op.elementwise import clip_bounds
 from egraph_ir.op.layout import parse_layout, split_factor
-from egraph_ir.op.shape import slice_spec
+from egraph_ir.op.shape import slice_spec, symbolic_bounds
 from egraph_ir.types import TensorType
 
 from ...loop_ir import INDEX, Bin, Cast, Const, LExpr, Select, Un, clamp, const, idx
@@ -57,9 +57,7 @@ class Index:
                     out.append(idx(0))
                     continue
                 q = self._flat if stride == 1 else self._flat // stride
-                out.append(
-                    q if stride * dim == math.prod(self.shape) else q % dim
-                )
+                out.append(q if stride * dim == math.prod(self.shape) else q % dim)
             self._multi = out
         return self._multi
 
@@ -404,18 +402,14 @@ def _layout_transform(ctx: Ctx) -> LExpr:
         if not factor:
             whole = out[position[letter]]
             split = split_factor(dst, letter)
-            primal[letter] = (
-                whole if split == 1 else whole * split + out[position[letter.lower()]]
-            )
+            primal[letter] = whole if split == 1 else whole * split + out[position[letter.lower()]]
     multi: list[LExpr] = []
     for letter, factor in src:
         if factor:
             multi.append(primal[letter.upper()] % factor)
             continue
         split = split_factor(src, letter)
-        multi.append(
-            primal[letter] if split == 1 else primal[letter] // split
-        )
+        multi.append(primal[letter] if split == 1 else primal[letter] // split)
     return ctx.readers[0](Index(ctx.in_types[0].shape, multi=multi))
 
 
@@ -425,9 +419,13 @@ def _strided_slice(ctx: Ctx) -> LExpr:
     a = ctx.attrs
     spec = slice_spec(in_shape, a["begin"], a["end"], a["strides"], a["axes"])
     multi = []
+    start: int | Dim
     for s, i, dim in zip(spec, ctx.index.multi(), in_shape, strict=True):
-        start, _, step = s.indices(dim)
-        multi.append(start + i * step)
+        if all(isinstance(v, int) or v is None for v in (s.start, s.stop, s.step, dim)):
+            start, _, step = s.indices(dim)
+        else:  # sizes in the bounds or the axis: a step of 1 (type inference says so)
+            start, step = symbolic_bounds(s, dim)[0], 1
+        multi.append(i * step + start)
     return ctx.readers[0](Index(in_shape, multi=multi))
 
 

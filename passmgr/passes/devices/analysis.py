@@ -66,7 +66,6 @@ def device_polymorphic(call: Call, mod: IRModule) -> bool:
     return isinstance(callee, Op) or is_opaque_function(callee)
 
 
-
 def _type(e: Expr) -> Type | None:
     return getattr(e, "_checked_type", None) or (e.type_annotation if isinstance(e, Var) else None)
 
@@ -275,11 +274,11 @@ class DeviceAnalysis:
     # ------------------------------------------------------------ 2.-3. solving
     def _connect_free_results(self) -> None:
         """A value pinned to a device with its result left free (`on_device(%x, cpu0)`):
-        where its users are pinned to other devices, a copy is needed anyway, and the
-        value flows on to them so the cut places it (the row sums' 4 KiB move, not x's
-        4 MiB), as a parameter given by param_virtual_devices does. Where nothing pins
-        the users, they stay on the default device and the copy at the annotation, as
-        TVM plans it."""
+        where anything its users connect to is pinned, the value flows on to them so the
+        cut places every copy (the row sums' 4 KiB move, not x's 4 MiB; an add computed
+        beside its pinned operand and its result moved, not both operands), as a
+        parameter given by param_virtual_devices does. Where nothing pins the users,
+        they stay on the default device and the copy at the annotation, as TVM plans it."""
         d = self.domains
         component = components([(d.find(e.src), d.find(e.dst)) for e in self.edges])
         pins: dict[int, set[VirtualDevice]] = {}
@@ -288,8 +287,7 @@ class DeviceAnalysis:
                 pins.setdefault(key, set()).add(device)
         for edge in self.free_results:
             result = d.find(edge.dst)
-            users = pins.get(component.get(result, result), set())
-            if users and d.device[d.find(edge.src)] not in users:
+            if pins.get(component.get(result, result)):
                 self.edges.append(edge)
 
     def solve(self) -> None:

@@ -224,9 +224,7 @@ def _pixel_block(
     acc = [[f"acc{r}_{v}" for v in range(lay.xv)] for r in range(rows)]
     body: list[Stmt] = [Declare(name, zero(vec)) for names in acc for name in names]
     channel = ch * _channel_size(g, lay)
-    starts = [
-        _input_offset(g, lay, channels, b, first + r) + channel for r in range(rows)
-    ]
+    starts = [_input_offset(g, lay, channels, b, first + r) + channel for r in range(rows)]
     weights_at = (panel * channels + ch) * (taps * lay.width)
     # With one phase plane, a loop over kernel rows with one row's taps unrolled: a fully
     # unrolled 3x3 block doubled LLVM's time for the layer and ran no faster. Strided
@@ -269,9 +267,7 @@ def macs(conv: Call) -> int:
     return g.n * g.o * g.oh * g.ow * g.c * g.kh * g.kw
 
 
-def channel_conv(
-    group: Group, anchor: Call, ops: list[str], lay: ChannelLayout
-) -> ConvKernel:
+def channel_conv(group: Group, anchor: Call, ops: list[str], lay: ChannelLayout) -> ConvKernel:
     """The channel-vector kernel (py) and the epilogue in one loop over
     panels of output channels: each panel's tile is still in cache when the epilogue
     writes its planes of the output from it."""
@@ -299,9 +295,7 @@ def channel_conv(
     )
 
 
-def tile_load(
-    group: Group, anchor: Call, lay: ChannelLayout
-) -> Callable[[Index], LExpr]:
+def tile_load(group: Group, anchor: Call, lay: ChannelLayout) -> Callable[[Index], LExpr]:
     """Where the epilogue reads the channel-vector convolution's result: the calling
     thread's tile, pixel by pixel (tile_at)."""
     ow = group.out_type.shape[3]

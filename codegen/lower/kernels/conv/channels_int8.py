@@ -26,9 +26,7 @@ from .int8 import ByteWords, offsets, pack_kernel, packed_input_shape
 from .shape import ConvShape
 
 
-def int8_channel_conv(
-    group: Group, anchor: Call, ops: list[str], lay: ChannelLayout
-) -> ConvKernel:
+def int8_channel_conv(group: Group, anchor: Call, ops: list[str], lay: ChannelLayout) -> ConvKernel:
     """qnn_conv2d with output channels in the lanes (channels.py over the packed
     input words of int8.py): the int32 tile per panel, then its epilogue."""
     g = ConvShape.of(anchor)

@@ -107,18 +107,6 @@ def columns_product(conv: Call) -> Product:
     return Product(g.dtype, g.o, spatial, k, False, False, items)
 
 
-
-
-
-
-
-
-
-
-
-
-
-
 def direct_block(
     conv: Call,
     lay: Wide,
@@ -151,17 +139,11 @@ def direct_block(
     group = first if og == 1 else first // og
     channel = group * cg + ch
     per_item = cg * groups  # input channels (or words of them) of one batch item
-    item = (
-        THREAD_SLOT * g.n + b
-        if private_source
-        else b * per_item + channel
-    )
+    item = THREAD_SLOT * g.n + b if private_source else b * per_item + channel
     base = item * (len(lay.phases) * lay.plane) + qb * (xv * LANES)
     body: list[Stmt] = [Declare(f"acc{p}_{k}", zero(vec)) for p in range(ob) for k in range(xv)]
     # the weights of output channel first + p, input channel ch: one base per p, shared
-    weights = [
-        (first + p) * (cg * kh * kw) + ch * (kh * kw) for p in range(ob)
-    ]
+    weights = [(first + p) * (cg * kh * kw) + ch * (kh * kw) for p in range(ob)]
     # taps unrolled (LLVM does not unroll these loops); a kernel row loop stays for large
     # kernels (7x7), where unrolling every tap only costs compile time
     unrolled = kh * kw <= 16

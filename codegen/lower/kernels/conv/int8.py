@@ -76,19 +76,9 @@ from .shape import Accumulation, ConvShape, Wide, int8_operands_fit, loop_var
 WORD = 4  # input channels per 32-bit word
 
 
-
-
 def fits(call: Call) -> bool:
     """A one-group qnn_conv2d this kernel computes (see int8_operands_fit)."""
     return int8_operands_fit(call) and int(call.attrs["groups"]) == 1
-
-
-
-
-
-
-
-
 
 
 def worth_it(call: Call) -> bool:
@@ -126,9 +116,7 @@ def channels_worth_it(call: Call, wide: Wide) -> bool:
         return False
     plane = g.oh * g.ow
     use = lane_use(call, wide)
-    return plane <= SMALL_PLANE or (
-        plane <= MAX_PLANE and use < LANE_USE
-    )
+    return plane <= SMALL_PLANE or (plane <= MAX_PLANE and use < LANE_USE)
 
 
 def words(channels: int) -> int:
@@ -203,8 +191,7 @@ def pack_kernel(call: Call, lay: Wide, name: str) -> Kernel:
         if c1 > c0:
             to = at(row, column)
             lanes: list[Stmt] = [
-                Store("out", to + v, _byte(g, fill, (b, word, v), y, x))
-                for v in range(WORD)
+                Store("out", to + v, _byte(g, fill, (b, word, v), y, x)) for v in range(WORD)
             ]
             inner.append(For(col.name, c1 - c0, lanes))
         body.append(For(r.name, r1 - r0, inner))
@@ -268,8 +255,6 @@ def macs(call: Call, lay: Wide) -> int:
 register_native_form("qnn_conv2d", worth_it)  # CanonicalizeQnn keeps these for this kernel
 
 
-
-
 def int8_conv(group: Group, anchor: Call, ops: list[str], lay: Wide) -> ConvKernel:
     """qnn_conv2d by the int8 kernel (py): the input packed as words of four
     unsigned bytes into scratch 0, the direct block over them into the calling thread's
@@ -287,9 +272,7 @@ def int8_conv(group: Group, anchor: Call, ops: list[str], lay: Wide) -> ConvKern
     row = lay.xv * LANES if by_block else lay.q  # a register block's tile, or rows
     scratches = [packed_input_shape(anchor, lay), ((g.n, g.o, row), "int32")]
     after = partial(block_epilogue, group, block, lay) if by_block else None
-    stmts = direct_block(
-        anchor, lay, block, "xpad", weight, "wide", False, True, arithmetic, after
-    )
+    stmts = direct_block(anchor, lay, block, "xpad", weight, "wide", False, True, arithmetic, after)
     if not by_block:
         stmts += channel_block(group, block, lay.ob, masked_below=INT8_MASKED_ROWS)
     words, loop = macs(anchor, lay) // WORD, ("ob", g.o // lay.ob)

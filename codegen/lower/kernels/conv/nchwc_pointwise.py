@@ -294,9 +294,7 @@ def blocked_pointwise(
             start = ((b * g.ob + blk) * pixels + first) * LANES
 
             def sums(p: LExpr, lane: LExpr, v: int = v) -> LExpr:
-                return Load(
-                    "float32", "tile", tile_at(lay, p, (v * LANES) + lane)
-                )
+                return Load("float32", "tile", tile_at(lay, p, (v * LANES) + lane))
 
             stmts += lanes_epilogue(group, start, lay.pr, first, blk, b, sums)
         return stmts

@@ -12,11 +12,13 @@ right after it, while its columns are still in cache.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
+from egraph_ir.dims import Dim
 from egraph_ir.expr import Call, Constant
 from egraph_ir.registry import Op
 from egraph_ir.types import TensorType
@@ -48,9 +50,10 @@ from ..conv.shape import FLOAT_SUMS, Accumulation, zero
 
 @dataclass(frozen=True)
 class Packed:
-    """C (M, N) = A (M, K) @ B (K, N), B constant and packed."""
+    """C (M, N) = A (M, K) @ B (K, N), B constant and packed; M may be a symbolic size
+    (the rows of batch * seq tokens), read when the kernel runs."""
 
-    m: int
+    m: int | Dim
     n: int
     k: int
     mr: int  # rows per register block (the last m % mr rows are one smaller block)
@@ -62,7 +65,7 @@ class Packed:
         return self.xv * LANES
 
     @property
-    def macs(self) -> int:
+    def macs(self) -> int | Dim:
         return self.m * self.n * self.k
 
 
@@ -92,9 +95,10 @@ def pack(call: Call) -> Packed:
     assert isinstance(weights, Constant)
     b = weights.data if call.op.name == "matmul" else weights.data.T  # (K, N)
     k, n = b.shape
-    m = int(np.prod(a_t.shape[:-1], dtype=np.int64))
+    m = math.prod(a_t.shape[:-1])
     xv = 2 if n % (2 * LANES) == 0 else 1
-    mr = min(8, m)  # 8 x XV accumulators (16 registers at most); the last m % 8 rows: a tail
+    # 8 x XV accumulators (16 registers at most); the last m % 8 rows: a tail
+    mr = 8 if isinstance(m, Dim) else min(8, m)
     width = xv * LANES
     panels = np.ascontiguousarray(b.reshape(k, n // width, width).transpose(1, 0, 2), "float32")
     return Packed(m, n, k, mr, xv, panels)
@@ -115,6 +119,11 @@ def panel_block(
     mb = LoopVar(INDEX, "mb")
     buffers = (a, packed, dest)
     main = _row_block(p, p.mr, mb * p.mr, panel, buffers, "", arithmetic)
+    if isinstance(p.m, Dim):  # rows known at run time: the tail's rows one at a time
+        tail = LoopVar(INDEX, "tr")
+        first = idx(p.m // p.mr * p.mr) + tail
+        last = _row_block(p, 1, first, panel, buffers, "t", arithmetic)
+        return [For("mb", p.m // p.mr, main), For(tail.name, p.m % p.mr, last)]
     stmts: list[Stmt] = [For("mb", p.m // p.mr, main)] if p.m >= p.mr else []
     rest = p.m % p.mr
     if rest:
@@ -177,7 +186,7 @@ def panel_kernel(
     scratches = (((p.m, p.n), "int32"),) if int32_sums else ()
     buffers = group.kernel_buffers([Buffer("acc", "int32", (p.m, p.n))] if int32_sums else [])
     panels = p.n // p.width
-    work = p.macs / LANES + group.out_type.size
+    work = p.macs // LANES + group.out_type.size
     nest: list[Stmt] = [For("panel", panels, stmts, outer=True)]
     kernel = Kernel(group.name, buffers, nest, panels, work, unroll=False)
     special = {"acc": BufferRef("scratch", 0)} if int32_sums else {}
@@ -185,9 +194,7 @@ def panel_kernel(
     return JitGemmKernel(group.name, ops, kernel, constants, special, scratches, variant)
 
 
-def panel_epilogue(
-    group: Group, panel: LExpr, p: Packed, sums: str | None = None
-) -> list[Stmt]:
+def panel_epilogue(group: Group, panel: LExpr, p: Packed, sums: str | None = None) -> list[Stmt]:
     """The epilogue over the columns of one panel, every row. With `sums` (an int8
     product's int32 scratch, (M, p.n)) the anchor is read from there; where p.n is the
     output's width rounded up to whole vectors, the last panel's extra columns redo the
