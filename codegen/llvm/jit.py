@@ -21,7 +21,15 @@ from pathlib import Path
 import llvmlite.binding as llvm
 
 from ..options import default_threads
-from .objcompile import host_target_machine, init, optimise, read_message, to_object, write_message
+from .objcompile import (
+    QUICK,
+    host_target_machine,
+    init,
+    optimise,
+    read_message,
+    to_object,
+    write_message,
+)
 
 log = logging.getLogger(__name__)
 
@@ -179,11 +187,11 @@ class JitLibrary:
         t0 = time.perf_counter()
         if isinstance(ir_text, Compilation):
             self.objects = ir_text.finish()
-            self._first: str | None = ir_text.texts[0]
+            texts = [ir_text.texts[k] for k in sorted(ir_text.texts)]
         else:
             texts = [ir_text] if isinstance(ir_text, str) else ir_text
             self.objects = _compile(texts)
-            self._first = texts[0]
+        self._texts: list[str] = texts
         self._optimized: str | None = None
         t1 = time.perf_counter()
         self._load(self.objects)
@@ -191,12 +199,14 @@ class JitLibrary:
 
     @property
     def optimized_ir(self) -> str:
-        """The first module after LLVM's optimisation, made here when first asked for."""
+        """The kernels' modules after LLVM's optimisation (the glue module left out), made
+        here when first asked for."""
         if self._optimized is None:
-            if self._first is None:
-                return ""
             tm = host_target_machine()
-            self._optimized = str(optimise(self._first, tm, llvm.create_context()))
+            kernels = [t for t in self._texts if not t.startswith(QUICK)]
+            self._optimized = "\n".join(
+                str(optimise(t, tm, llvm.create_context())) for t in kernels
+            )
         return self._optimized
 
     @classmethod
@@ -205,7 +215,7 @@ class JitLibrary:
         init()
         lib = cls.__new__(cls)
         t0 = time.perf_counter()
-        lib.objects, lib._first, lib._optimized = list(objects), None, None
+        lib.objects, lib._texts, lib._optimized = list(objects), [], None
         lib._load(lib.objects)
         lib.seconds = {"jit": time.perf_counter() - t0}
         return lib

@@ -31,14 +31,14 @@ def emit_modules(
     per_kernel: bool = False,
     known: dict[str, str] | None = None,
 ) -> list[str]:
-    """The kernels dealt over `parts` modules that compile in parallel; the first also
-    holds what `extend` adds and declares the kernels of the others. `emitted(index,
-    text)` hears of each module as soon as it is made (the first last): a compiler can
-    start on it while the next is emitted. `per_kernel`: a module of its own for each
-    kernel, the first holding only what `extend` adds, so that a kernel's module text
+    """The kernels dealt over `parts` modules that compile in parallel, after a first
+    module that holds only what `extend` adds (the glue, compiled unoptimised) and
+    declares the kernels. `emitted(index, text)` hears of each module as soon as it is
+    made (the first last): a compiler can start on it while the next is emitted.
+    `per_kernel`: a module of its own for each kernel, so that a kernel's module text
     (and its object code, jit.Compilation's cache) repeats wherever the kernel does;
     `known` keeps those texts by kernel, so a kernel seen before is not emitted again."""
-    shares = _per_kernel(kernels) if per_kernel else _dealt(kernels, parts)
+    shares = _per_kernel(kernels) if per_kernel else [[], *(s for s in _dealt(kernels, parts) if s)]
     parts = len(shares)
     texts = {}
     for index in [*range(1, parts), 0]:
