@@ -1,9 +1,10 @@
 """The loop IR: what a fused kernel is before it becomes LLVM.
 
-Expressions are scalar (one element): constants, loop variables, loads from buffers at a
-flat element index, arithmetic, math calls, selects and casts. Statements are loops (the
-outermost one of each nest runs over a [start, end) range the executor hands to each thread),
-stores, and local scalar variables for accumulators. Buffers are dense row-major arrays
+Expressions are scalar (one element): constants, loop variables, size variables read when
+the kernel runs (a symbolic group's extents: a Dim in a shape becomes them, `dim_expr`),
+loads from buffers at a flat element index, arithmetic, math calls, selects and casts.
+Statements are loops (the outermost one of each nest runs over a [start, end) range the
+executor hands to each thread), stores, and local scalar variables for accumulators. Buffers are dense row-major arrays
 passed to the kernel as pointers, in `Kernel.buffers` order; the last one is the output.
 
 Kept deliberately small: every op's compute definition
@@ -129,7 +130,8 @@ THREAD_SLOT = LoopVar(INDEX, "start")
 @dataclass(frozen=True, eq=False)
 class Size(LExpr):
     """The value of a size variable, read when the kernel runs: a kernel lowered from a
-    symbolic group (`Tensor[(1, 4, past, 32)]`) serves every size (codegen/symbolic.py)."""
+    symbolic group (`Tensor[(1, 4, past, 32)]`) serves every size
+    (codegen/lower/symbolic.py)."""
 
     name: str
 
