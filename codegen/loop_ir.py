@@ -4,8 +4,9 @@ Expressions are scalar (one element): constants, loop variables, size variables 
 the kernel runs (a symbolic group's extents: a Dim in a shape becomes them, `dim_expr`),
 loads from buffers at a flat element index, arithmetic, math calls, selects and casts.
 Statements are loops (the outermost one of each nest runs over a [start, end) range the
-executor hands to each thread), stores, and local scalar variables for accumulators. Buffers are dense row-major arrays
-passed to the kernel as pointers, in `Kernel.buffers` order; the last one is the output.
+executor hands to each thread), stores, and local scalar variables for accumulators.
+Buffers are dense row-major arrays passed to the kernel as pointers, in `Kernel.buffers`
+order; the last one is the output.
 
 Kept deliberately small: every op's compute definition
 (codegen/lower/compute/definitions.py) builds these nodes, codegen/llvm/emit.py turns them
