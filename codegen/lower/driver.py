@@ -106,7 +106,9 @@ def build_kernel(group: Group, calls: list[Call], ops: list[str]) -> CompiledKer
     match strategy:
         case LibraryProduct():
             a, b = (operand(x, group.fn.params) for x in anchor.args)
-            return GemmKernel(group.name, ops, blas.product_of(anchor), (a, b), loops)
+            static = all(t.is_static for t in _tensors(group.fn, [anchor]))
+            product = blas.product_of(anchor) if static else None  # bound per size
+            return GemmKernel(group.name, ops, product, (a, b), loops)
         case LibraryConv():
             return conv_kernel(group, anchor, ops, loops)
     assert loops is not None

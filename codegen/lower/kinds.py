@@ -157,7 +157,7 @@ class GemmKernel(CompiledKernel):
     kind: ClassVar[str] = "blas"
     name: str
     ops: list[str]
-    product: blas.Product
+    product: blas.Product | None  # None: a symbolic group's, given once the sizes are
     operands: tuple[Operand, Operand]
     epilogue: LoopKernel | None = None
 
@@ -165,6 +165,7 @@ class GemmKernel(CompiledKernel):
         return self.epilogue.jit_kernels() if self.epilogue else []
 
     def native_calls(self) -> list[NativeCall]:
+        assert self.product is not None, "a symbolic product is bound to its sizes first"
         a, b = (BufferRef.operand(x) for x in self.operands)
         return [Gemm(self.product, a, b, OUT), *_epilogue(self.epilogue)]
 

@@ -26,9 +26,11 @@ from egraph_ir.visitor import post_order
 
 from ..llvm.emit import emit_module
 from ..loop_ir import Buffer
+from ..runtime.blas import product_of
 from .driver import lower
 from .keys import group_key
-from .kinds import CompiledKernel, JitGemmKernel, LoopKernel
+from .kinds import CompiledKernel, GemmKernel, JitGemmKernel, LoopKernel
+from .select import PRODUCTS
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +64,9 @@ class SymbolicKernels:
 
     size_names: tuple[str, ...]
     sizes: dict[str, int] = field(default_factory=dict)
-    templates: dict[tuple[object, str], LoopKernel | None] = field(default_factory=dict)
+    templates: dict[tuple[object, str], LoopKernel | GemmKernel | None] = field(
+        default_factory=dict
+    )
     taken: int = 0  # groups of the current specialisation given a shared kernel
 
     def pairs(self, symbolic: list[Function], fused: IRModule) -> dict[Function, Function]:
@@ -78,9 +82,9 @@ class SymbolicKernels:
             if _symbolic(g) and _types(g, self.sizes) == _types(s, self.sizes)
         }
 
-    def kernel(self, group: Function, name: str) -> CompiledKernel | None:
-        """The symbolic group's kernel bound to the current sizes, or None (lower the
-        static group instead)."""
+    def kernel(self, group: Function, name: str, static: Function) -> CompiledKernel | None:
+        """The symbolic group's kernel bound to the current sizes (`static`: the group at
+        them), or None (lower the static group instead)."""
         key = (group_key(group), name)
         if key not in self.templates:
             self.templates[key] = self._template(group, name)
@@ -88,27 +92,42 @@ class SymbolicKernels:
         if template is None:
             return None
         self.taken += 1
+        if isinstance(template, GemmKernel):  # the BLAS call's shape is the sizes'
+            epilogue = _bound(template.epilogue, self.sizes) if template.epilogue else None
+            return replace(template, product=product_of(_product_call(static)), epilogue=epilogue)
         return _bound(template, self.sizes)
 
-    def _template(self, group: Function, name: str) -> LoopKernel | None:
+    def _template(self, group: Function, name: str) -> LoopKernel | GemmKernel | None:
         """The group lowered with its sizes symbolic and emitted once on trial, or None."""
         try:
             kernel = lower(group, name, host_fallback=False)
-            if not isinstance(kernel, LoopKernel) or not _taken(kernel):
+            loops = kernel.epilogue if isinstance(kernel, GemmKernel) else kernel
+            if not _taken(kernel) or (loops is not None and not isinstance(loops, LoopKernel)):
                 return None
-            kernel.kernel.size_names = self.size_names
-            emit_module([kernel.kernel])
+            if loops is not None:
+                loops.kernel.size_names = self.size_names
+                emit_module([loops.kernel])
         except Exception as exc:  # any decision a size does not settle: per size instead
             log.debug("group %s is lowered per size: %s: %s", name, type(exc).__name__, exc)
             return None
-        return kernel
+        return kernel  # type: ignore[return-value]
 
 
-def _taken(kernel: LoopKernel) -> bool:
-    """A loop nest, or a float product on packed weights (no scratch to plan per size)."""
-    if type(kernel) is LoopKernel:
+def _taken(kernel: CompiledKernel) -> bool:
+    """A loop nest, a float product on packed weights (no scratch to plan per size), or a
+    BLAS product (its call is planned per size anyway) with a loop-nest epilogue."""
+    if type(kernel) in (LoopKernel, GemmKernel):
         return True
     return isinstance(kernel, JitGemmKernel) and not kernel.scratches
+
+
+def _product_call(group: Function) -> Call:
+    """The product a BLAS group computes (its one dense, matmul or batch_matmul)."""
+    return next(
+        n
+        for n in post_order(group.body)
+        if isinstance(n, Call) and getattr(n.op, "name", "") in PRODUCTS
+    )
 
 
 def _bound(template: LoopKernel, sizes: Mapping[str, int]) -> LoopKernel:

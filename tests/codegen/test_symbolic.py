@@ -45,6 +45,9 @@ def test_one_build_runs_every_shape_like_the_interpreter(tmp_path: Path) -> None
         # float32 sums of 16 and of seq products in another order than numpy's
         np.testing.assert_allclose(exe(x), ir.interpret(mod, x), rtol=1e-5, atol=1e-5)
     assert len(exe.compiles) == 3  # (2, 7) twice: compiled once
+    # the dense on packed weights, the BLAS batch products' epilogues, softmax and the
+    # rest serve every size: a new one compiles only its glue module
+    assert exe.specialization(batch=3, seq=16).modules_compiled == 1
     assert exe.specialization(batch=2, seq=7) is exe.specializations[(("batch", 2), ("seq", 7))]
     path = tmp_path / "layer.egc"
     exe.save(str(path))
