@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 import passmgr as pm
+from egraph_ir.dims import typical_sizes
 from egraph_ir.errors import CodegenError, CompilerError
 from egraph_ir.expr import Call, Constant, Expr, Function, If, Var
 from egraph_ir.frontend import from_onnx
@@ -112,20 +113,30 @@ def _symbolic(
     extra_passes: Sequence[pm.Pass],
 ) -> SymbolicExecutable:
     """A program with size variables: one executable for every shape (codegen/symbolic.py).
-    The pipeline runs once, on the symbolic program (its rules fire only where they hold
-    for every size); each specialisation then only fuses, lowers and compiles. A program
-    the symbolic pipeline does not take (control flow, external regions, devices, or a
-    pass that fails on sizes) is optimised per specialisation instead."""
+    The pipeline and fusion run once, on the symbolic program (its rules fire only where
+    they hold for every size); each specialisation then lowers and compiles what its
+    sizes change. Choices over sizes are made for the upper bounds of
+    `codegen.size_bounds`. A program the symbolic pipeline does not take (control flow,
+    external regions, devices, or a pass that fails on sizes) is optimised per
+    specialisation instead."""
     mod = infer_type(mod)
     context = pm.PassContext.current()
-    optimised = _optimise_once(mod, params, extra_passes)
+    names = symbolic_names(mod["main"])
+    unknown = sorted(set(options.size_bounds) - set(names))
+    if unknown:
+        raise CodegenError(
+            f"codegen.size_bounds names {unknown}; the program's sizes are {', '.join(names)}"
+        )
+    largest = typical_sizes({n: high for n, (_, high) in options.size_bounds.items()})
+    with largest:  # choices over sizes are made for the upper bounds
+        optimised = _optimise_once(mod, params, extra_passes)
+        fused = _fuse_once(optimised)
     shared = SharedModules()  # what the specialisations emit and compile, kept for the next
-    fused = _fuse_once(optimised)
-    kernels = SymbolicKernels(tuple(symbolic_names(mod["main"])))
+    kernels = SymbolicKernels(tuple(names))
     groups = fused_groups(fused) if fused is not None else []
 
     def compile_static(sizes: Mapping[str, int]) -> Executable:
-        with context, collector_paused():
+        with context, collector_paused(), largest:
             if fused is not None:  # fused once: a group's kernel may serve every size
                 kernels.sizes, kernels.taken = dict(sizes), 0
                 static = specialize(fused, sizes)

@@ -115,6 +115,36 @@ pm.register_config(
 )
 
 
+def parse_bounds(value: Any) -> dict[str, tuple[int, int]]:
+    """{"seq": [1, 512]} or {"seq": "1..512"}: each size variable's lowest and highest
+    value, or a clear error."""
+    if not isinstance(value, dict):
+        raise ConfigError(f'codegen.size_bounds: give {{"seq": [1, 512]}}, got {value!r}')
+    bounds = {}
+    for name, bound in value.items():
+        pair = bound.split("..") if isinstance(bound, str) else bound
+        try:
+            low, high = (int(v) for v in pair)
+        except (TypeError, ValueError):
+            raise ConfigError(
+                f'codegen.size_bounds: {name}: give [low, high] or "low..high", got {bound!r}'
+            ) from None
+        if not 0 <= low <= high:
+            raise ConfigError(f"codegen.size_bounds: {name}: need 0 <= low <= high, got {bound!r}")
+        bounds[str(name)] = (low, high)
+    return bounds
+
+
+pm.register_config(
+    "codegen.size_bounds",
+    dict,
+    {},
+    'the values a symbolic program\'s sizes take, {"seq": [1, 512]} or {"seq": "1..512"}: '
+    "runs outside them are refused, and kernels are chosen for the upper bounds",
+    validate=parse_bounds,
+)
+
+
 def default_threads() -> int:
     """Every core this process may use."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
@@ -133,6 +163,8 @@ class BuildOptions:
     kernel_db: str = "auto"  # where lowering reads measured choices (codegen/measure/choices.py)
     external_options: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     memory_budget: dict[str, int] = dataclasses.field(default_factory=dict)  # device -> bytes
+    # a symbolic program's sizes: name -> (lowest, highest) (codegen.size_bounds)
+    size_bounds: dict[str, tuple[int, int]] = dataclasses.field(default_factory=dict)
 
     @staticmethod
     def from_context(ctx: pm.PassContext | None = None) -> BuildOptions:
@@ -149,6 +181,7 @@ class BuildOptions:
             kernel_db=str(ctx.get_config("codegen.kernel_db")),
             external_options=dict(ctx.get_config("codegen.external_options")),
             memory_budget=dict(ctx.get_config("codegen.memory_budget")),
+            size_bounds=parse_bounds(ctx.get_config("codegen.size_bounds")),
         )
 
     @property
@@ -161,7 +194,9 @@ class BuildOptions:
     @staticmethod
     def from_json(data: dict[str, Any]) -> BuildOptions:
         known = {f.name for f in dataclasses.fields(BuildOptions)}
-        return BuildOptions(**{k: v for k, v in data.items() if k in known})
+        given = {k: v for k, v in data.items() if k in known}
+        given["size_bounds"] = parse_bounds(given.get("size_bounds", {}))  # lists in JSON
+        return BuildOptions(**given)
 
     def at_run_time(
         self, threads: int | None = None, check_devices: bool | None = None

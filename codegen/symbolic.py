@@ -76,11 +76,18 @@ class SymbolicExecutable:
         if missing:
             raise CodegenError(f"missing {', '.join(missing)}")
         try:
-            return bind_sizes(
+            sizes = bind_sizes(
                 (dims, np.shape(inputs[name]), where) for name, dims, where in self._binding
             )
         except TypeInferenceError as exc:
             raise CodegenError(str(exc)) from None
+        for name, (low, high) in self.options.size_bounds.items():
+            if not low <= sizes[name] <= high:
+                raise CodegenError(
+                    f"size {name} is {sizes[name]} here, outside its bounds {low}..{high} "
+                    "(codegen.size_bounds, set when the program was built)"
+                )
+        return sizes
 
     def specialization(self, **sizes: int) -> Executable:
         """The native code for these sizes: compiled now unless it already is (warm a

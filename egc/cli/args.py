@@ -41,20 +41,38 @@ def shape_value(text: str) -> tuple[str, tuple[int, ...]]:
     return name, shape
 
 
-def dim_value(text: str) -> tuple[str, int]:
-    """NAME=N: the value of a size variable (a symbolic dimension such as seq)."""
+def dim_value(text: str) -> tuple[str, int | tuple[int, int]]:
+    """NAME=N: the value of a size variable (a symbolic dimension such as seq), or
+    NAME=LOW..HIGH: the range its values take (codegen.size_bounds)."""
     name, sep, value = text.partition("=")
     try:
         if not sep or not name.strip():
             raise ValueError
-        size = int(value)
-        if size < 0:
+        low, _, high = value.partition("..")
+        sizes = (int(low), int(high)) if high else (int(low), int(low))
+        if not 0 <= sizes[0] <= sizes[1]:
             raise ValueError
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"expected NAME=N with a non-negative integer, got {text!r}"
+            f"expected NAME=N or NAME=LOW..HIGH with non-negative integers, got {text!r}"
         ) from None
-    return name.strip(), size
+    return name.strip(), sizes if high else sizes[0]
+
+
+def split_dims(
+    given: list[tuple[str, int | tuple[int, int]]],
+) -> tuple[dict[str, int], dict[str, list[int]]]:
+    """--dim values as the sizes to check and time at (a range's upper bound) and the
+    bounds to build with (codegen.size_bounds)."""
+    sizes: dict[str, int] = {}
+    bounds: dict[str, list[int]] = {}
+    for name, value in given:
+        if isinstance(value, tuple):
+            bounds[name] = list(value)
+            sizes[name] = value[1]
+        else:
+            sizes[name] = value
+    return sizes, bounds
 
 
 def input_value(text: str) -> tuple[str, str]:
@@ -92,10 +110,17 @@ IR_OPTIONS = ("dot", "egraph_dot", "emit_onnx", "print_ir_after", "time_passes")
 RUN_OPTIONS = ("check", "repeats", "profile", "report", "trace", "sign_key")
 
 
+def _with_bounds(config: dict[str, Any], bounds: dict[str, list[int]]) -> dict[str, Any]:
+    if bounds:
+        config["codegen.size_bounds"] = {**config.get("codegen.size_bounds", {}), **bounds}
+    return config
+
+
 def compile_request(args: argparse.Namespace) -> CompileRequest:
     """`egc compile`'s arguments as the typed request everything below the command line
     takes (names unchecked: commands.py checks them where the compiler is imported)."""
     targets = [t.strip() for t in (args.targets or "").split(",") if t.strip()]
+    sizes, bounds = split_dims(args.dim)
     options = JobOptions(
         opt_level=args.opt_level,
         rules=list(args.rules),
@@ -103,9 +128,9 @@ def compile_request(args: argparse.Namespace) -> CompileRequest:
         print_ir_after=list(args.print_ir_after),
         check=args.check,
         repeats=args.repeats,
-        config=dict(args.config),
+        config=_with_bounds(dict(args.config), bounds),
         shapes=dict(args.shape),
-        dims=dict(args.dim),
+        dims=sizes,
         targets=targets,
         place=args.place,
     )

@@ -151,7 +151,8 @@ def _add_compile_parser(sub: Any) -> None:
     p.add_argument(
         "--dim", action="append", type=dim_value, default=[], metavar="NAME=N",
         help="a symbolic program stays symbolic; check, time and report it at this size "
-        "(1 where not given)",
+        "(1 where not given); NAME=LOW..HIGH: the sizes it runs at (refused outside), "
+        "kernels chosen and the check run at HIGH",
     )  # fmt: skip
     p.add_argument(
         "--targets", metavar="T1,T2", help="offload to external targets (e.g. onnxruntime,blas)"

@@ -19,6 +19,7 @@ from egraph_ir.errors import CompilerError
 from egraph_ir.specialize import sizes_or_one, static_type
 
 from ..job import load_model
+from .args import split_dims
 from .values import print_table
 
 
@@ -109,7 +110,7 @@ def read_inputs(args: argparse.Namespace, types: dict[str, Any]) -> dict[str, np
             raise CompilerError(f"{path}: say which input it is (NAME={path})")
     if args.random:
         rng = np.random.default_rng(args.seed)
-        sizes = sizes_or_one(types.values(), dict(args.dim))  # a symbolic program's
+        sizes = sizes_or_one(types.values(), split_dims(args.dim)[0])  # a symbolic program's
         for name, t in types.items():
             shape = static_type(t, sizes).shape  # type: ignore[union-attr]
             inputs.setdefault(name, rng.standard_normal(shape).astype(t.dtype))

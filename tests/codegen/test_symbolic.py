@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 import codegen
 import egraph_ir as ir
+import passmgr as pm
 from egraph_ir import op
 
 
@@ -245,3 +246,39 @@ def test_a_product_on_packed_weights_takes_its_rows_at_run_time() -> None:
             assert step.kernels_for_every_size == 1
         if k and s:
             assert step.modules_compiled == 1, (n, s)  # the glue module only
+
+
+def test_size_bounds_refuse_other_sizes_and_choose_kernels_for_the_largest(
+    tmp_path: Path,
+) -> None:
+    """codegen.size_bounds: runs outside the bounds are one clear error; products are
+    chosen for the upper bound (BLAS for 4096 rows, a loop nest for 4), and the bounds
+    are kept by save and load."""
+    n = ir.size_var("n")
+    a = ir.var("a", shape=(1, n, 64), dtype="float32")
+    b = ir.var("b", shape=(1, 64, n), dtype="float32")
+    fn = ir.Function([a, b], op.batch_matmul(a, b, transpose_b=False))
+    kinds = {}
+    for high in (4, 4096):
+        with pm.PassContext(config={"codegen.size_bounds": {"n": f"1..{high}"}}):
+            exe = codegen.build(fn)
+        x = np.ones((1, 3, 64), "float32")
+        np.testing.assert_allclose(exe(x, x.transpose(0, 2, 1).copy()), np.full((1, 3, 3), 64.0))
+        step = exe.specialization(n=3)
+        kinds[high] = {type(k).__name__ for k in step.graph.kernels()}
+        with pytest.raises(
+            ir.CodegenError, match=rf"size n is {high + 1} here, outside its bounds 1..{high}"
+        ):
+            y = np.ones((1, high + 1, 64), "float32")
+            exe(y, y.transpose(0, 2, 1).copy())
+    assert kinds == {4: {"LoopKernel"}, 4096: {"GemmKernel"}}
+    exe.save(str(tmp_path / "bounded.egc"))
+    loaded = codegen.load(str(tmp_path / "bounded.egc"))
+    with pytest.raises(ir.CodegenError, match=r"outside its bounds 1\.\.4096"):
+        y = np.ones((1, 5000, 64), "float32")
+        loaded(y, y.transpose(0, 2, 1).copy())
+    bad = pm.PassContext(config={"codegen.size_bounds": {"m": [1, 4]}})
+    with bad, pytest.raises(ir.CodegenError, match=r"names \['m'\]; the program's sizes are n"):
+        codegen.build(fn)
+    with pytest.raises(ir.ConfigError, match="need 0 <= low <= high"):
+        pm.PassContext(config={"codegen.size_bounds": {"n": [5, 2]}})

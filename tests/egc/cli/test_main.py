@@ -361,4 +361,11 @@ def test_a_symbolic_model_compiles_without_shapes_and_runs_at_any_dim(tmp_path: 
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["outputs"]["y"]["shape"] == [3, 2, 8]
     r = egc("run", str(out), "--random", "--dim", "seq=-1")
-    assert r.returncode == 2 and "NAME=N with a non-negative integer" in r.stderr
+    assert r.returncode == 2 and "NAME=N or NAME=LOW..HIGH with non-negative" in r.stderr
+    # a range: the bounds the program is built with, checked at the upper one
+    args = ("compile", str(model), "--check", "--dim", "seq=2..6", "--no-cache", "-o", str(out))
+    r = egc(*args)
+    assert r.returncode == 0, r.stderr
+    assert "measured at batch=1, seq=6 (--dim)" in r.stdout
+    r = egc("run", str(out), "--random", "--dim", "seq=7")
+    assert r.returncode != 0 and "size seq is 7 here, outside its bounds 2..6" in r.stderr
