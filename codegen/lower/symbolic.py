@@ -101,24 +101,26 @@ class SymbolicKernels:
         """The group lowered with its sizes symbolic and emitted once on trial, or None."""
         try:
             kernel = lower(group, name, host_fallback=False)
-            loops = kernel.epilogue if isinstance(kernel, GemmKernel) else kernel
-            if not _taken(kernel) or (loops is not None and not isinstance(loops, LoopKernel)):
+            if not isinstance(kernel, LoopKernel | GemmKernel) or not _taken(kernel):
                 return None
+            loops = kernel.epilogue if isinstance(kernel, GemmKernel) else kernel
             if loops is not None:
                 loops.kernel.size_names = self.size_names
                 emit_module([loops.kernel])
         except Exception as exc:  # any decision a size does not settle: per size instead
             log.debug("group %s is lowered per size: %s: %s", name, type(exc).__name__, exc)
             return None
-        return kernel  # type: ignore[return-value]
+        return kernel
 
 
-def _taken(kernel: CompiledKernel) -> bool:
+def _taken(kernel: LoopKernel | GemmKernel) -> bool:
     """A loop nest, a float product on packed weights (no scratch to plan per size), or a
     BLAS product (its call is planned per size anyway) with a loop-nest epilogue."""
-    if type(kernel) in (LoopKernel, GemmKernel):
-        return True
-    return isinstance(kernel, JitGemmKernel) and not kernel.scratches
+    if type(kernel) is GemmKernel:
+        return kernel.epilogue is None or type(kernel.epilogue) is LoopKernel
+    return type(kernel) is LoopKernel or (
+        isinstance(kernel, JitGemmKernel) and not kernel.scratches
+    )
 
 
 def _product_call(group: Function) -> Call:
