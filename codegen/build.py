@@ -236,7 +236,7 @@ def _build(
     plan = clock("plan", plan_graph, graph, devices, options.memory_planner, options.pools)
     check_budget(plan.bytes_per_device, options.memory_budget)
     shared = share_identical_kernels(graph)
-    sizes = _sizes_of(prefused[0]) if prefused is not None else ()
+    sizes = _sizes_of(prefused[0]) if prefused is not None else None
     program = clock("link", link, graph, devices, plan, threads, sizes)
     native = bool(program.calls)
     kernels = unique_kernels(graph)
@@ -244,7 +244,8 @@ def _build(
     compilation = Compilation(threads, objects)  # each compiles while the next is emitted
     try:
         known = modules.texts if modules is not None else None
-        emit = partial(emit_modules, per_kernel=modules is not None, known=known)
+        glue_key = program.glue_key() if program.size_names else ""
+        emit = partial(emit_modules, per_kernel=modules is not None, known=known, glue=glue_key)
         parts = (
             clock("emit", emit, kernels, program.extend, threads, compilation.send)
             if native
@@ -393,9 +394,9 @@ def lower(
     return build_graph(fused["main"], cache.lower, external), cache
 
 
-def _sizes_of(kernels: SymbolicKernels) -> tuple[int, ...]:
+def _sizes_of(kernels: SymbolicKernels) -> dict[str, int]:
     """The specialisation's sizes in the order its kernels read them (egc_sizes)."""
-    return tuple(kernels.sizes[name] for name in kernels.size_names)
+    return {name: kernels.sizes[name] for name in kernels.size_names}
 
 
 def unique_kernels(graph: Graph) -> list[Kernel]:

@@ -15,7 +15,7 @@ into LLVM IR, and LLVM does the vectorising.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
 
 from egraph_ir.dims import Dim, Quotient
@@ -392,12 +392,20 @@ class Kernel:
     work: float | Dim = 0.0  # element operations, to decide whether threads are worth it
     unroll: bool = True  # False: no loop of it is unrolled by LLVM (micro-kernels, copies)
     size_names: tuple[str, ...] = ()
+    # a bound symbolic kernel's extent and work as the sizes give them: the glue computes
+    # its launch from the sizes when it runs, so the glue too serves every size
+    symbolic: tuple[int | Dim, float | Dim] | None = None
+
+    body_key: str = field(default="", repr=False, compare=False)  # repr(body), kept
 
     def code_key(self) -> str:
         """What the emitted code depends on (codegen/llvm/emit.py): not the extent, work
-        or buffer shapes, which only the caller uses."""
+        or buffer shapes, which only the caller uses. The body's text is made once (a
+        symbolic kernel's copies for each size share it)."""
+        if not self.body_key:
+            self.body_key = repr(self.body)
         buffers = [(b.name, b.dtype) for b in self.buffers]
-        return repr((self.name, buffers, self.body, self.unroll, self.size_names))
+        return repr((self.name, buffers, self.unroll, self.size_names)) + self.body_key
 
 
 def statements(body: list[Stmt]) -> int:

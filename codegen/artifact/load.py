@@ -286,6 +286,8 @@ def _program_from_json(
     program.arena_keys = list(data["arena_keys"])  # kept, so a loaded program saves again
     program.slot_device = {int(k): v for k, v in data["slot_device"].items()}
     program.parallel, program.uses_blas = data["parallel"], data["uses_blas"]
+    sizes = data.get("sizes", {})  # a symbolic program's specialisation (its glue reads them)
+    program.size_names, program.sizes = tuple(sizes), tuple(int(v) for v in sizes.values())
     for item in data["schedule"]:
         if isinstance(item, dict):
             program.schedule.append(Segment(item["segment"], item["nodes"]))

@@ -208,6 +208,7 @@ def _program_json(program: Program, outputs: tuple[list[Type], list[str]]) -> di
         ],
         "parallel": program.parallel,
         "uses_blas": program.uses_blas,
+        "sizes": dict(zip(program.size_names, program.sizes, strict=True)),
         "host_steps": host,
         "external_steps": external,
         "output_types": [_type_json(t) for t in output_types],

@@ -14,7 +14,6 @@ their IEEE meaning (no `nnan`/`ninf`).
 
 from __future__ import annotations
 
-import itertools
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -46,6 +45,7 @@ from ..loop_ir import (
     Un,
     operands,
 )
+from .loop_hints import SELF, loop_id
 from .mathlib import MathLib, lane_mask
 from .sizes import sizes_global
 
@@ -121,27 +121,6 @@ def emit_module(
     return "\n".join(lines) + "\n" + VECTOR_ATTRS + "\n"
 
 
-SELF = "egc.self"
-_LOOP_IDS = itertools.count()  # a distinct loop ID each (llvmlite merges equal metadata)
-
-
-def _loop_id(module: ir.Module, unroll: bool, vectorize: bool, masked: bool) -> ir.Value:
-    """A fresh loop ID (its self-reference is made in the text) asking LLVM not to unroll
-    and/or to vectorise (then not unrolled either: full unrolling runs first and would
-    leave nothing to vectorise; the vectoriser interleaves instead), `masked`: the whole
-    loop as masked vectors. A row shorter than a vector is one masked step; a longer one
-    runs whole vectors and a short tail, which beats masking every step (the measurements:
-    docs/performance.md)."""
-    hints = []
-    if not unroll or vectorize:
-        hints.append(module.add_metadata([ir.MetaDataString(module, "llvm.loop.unroll.disable")]))
-    names = ("llvm.loop.vectorize.enable", "llvm.loop.vectorize.predicate.enable")
-    for name in names[: 2 if masked else 1] if vectorize else ():
-        flag = ir.Constant(ir.IntType(1), 1)
-        hints.append(module.add_metadata([ir.MetaDataString(module, name), flag]))
-    return module.add_metadata([ir.MetaDataString(module, f"{SELF}.{next(_LOOP_IDS)}"), *hints])
-
-
 def kernel_type(kernel: Kernel) -> ir.FunctionType:
     """void (T* buffers..., i64 start, i64 end)."""
     i64 = ir.IntType(64)
@@ -170,6 +149,7 @@ class _KernelEmitter:
         self.scopes: list[dict[int, ir.Value]] = [{}]
         self.pure: dict[int, bool] = {}
         self.sizes: dict[str, ir.Value] = {}  # each size variable read once, on entry
+        self.reads_bools = "bool" in self.dtypes.values()
 
     def emit(self) -> None:
         for s in self.kernel.body:
@@ -231,9 +211,13 @@ class _KernelEmitter:
         phi.add_incoming(nxt, self.b.block)
         latch = self.b.branch(header)
         unroll = not (s.unroll is False or (s.unroll is None and not self.kernel.unroll))
-        if not unroll or s.vectorize:
+        # a short loop over bools is left to unrolling and SLP: LLVM 22's loop vectoriser
+        # took 25 s on a 3x3x3x4 logical_and with a broadcast operand (fuzz seed 1008212)
+        scalar = not s.vectorize and s.stop is None and s.extent < 8 and self.reads_bools
+        if not unroll or s.vectorize or scalar:
             masked = s.masked or s.extent < VECTOR_LANES
-            latch.set_metadata("llvm.loop", _loop_id(self.fn.module, unroll, s.vectorize, masked))
+            hints = loop_id(self.fn.module, unroll, s.vectorize, masked, scalar)
+            latch.set_metadata("llvm.loop", hints)
         self.b.position_at_end(done)
 
     # ------------------------------------------------------------ expressions

@@ -8,17 +8,27 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
+from egraph_ir.dims import Dim, Quotient
+
 from .native import I8P, I32, I64, STATE, TASK, Pool, c64, serial_loop
+from .sizes import sizes_global
+
+PARALLEL_WORK = 1 << 15  # element-ops below which one thread beats a hand-off (~2 us)
+CHUNKS_PER_THREAD = 4  # finer chunks keep both cores busy when one is slowed down
 
 
 @dataclass
 class LaunchCall:
-    """kernel(buffers..., start, end) over [0, extent), in `chunks` pieces (1: inline)."""
+    """kernel(buffers..., start, end) over [0, extent), in `chunks` pieces (1: inline).
+    A symbolic kernel's launch (`chunks` None) computes its extent and work from the
+    sizes when it runs, and splits over `threads` where the work is worth it."""
 
     kernel: str
     slots: list[int]
-    extent: int
-    chunks: int
+    extent: int | Dim
+    chunks: int | None
+    work: float | Dim = 0
+    threads: int = 1
 
 
 @dataclass
@@ -53,8 +63,8 @@ class EntryEmitter:
     """Step and segment functions: `step_<i>(slots, state)` runs one kernel's calls,
     `segment_<j>(slots, state)` a run of steps; slots hold every buffer's address."""
 
-    def __init__(self, module: ir.Module, pool: Pool) -> None:
-        self.module, self.pool = module, pool
+    def __init__(self, module: ir.Module, pool: Pool, size_names: tuple[str, ...] = ()) -> None:
+        self.module, self.pool, self.size_names = module, pool, size_names
         self.chunk_fns: dict[str, ir.Function] = {}
         self.gemms = 0
         self.blas: dict[str, ir.Function] = {}
@@ -92,15 +102,66 @@ class EntryEmitter:
         kernel = self.module.get_global(call.kernel)
         types = [a.type for a in kernel.args[:-2]]
         addresses = [self._address(b, slots, s) for s in call.slots]
+        if call.chunks is None:
+            self._launch_sized(b, fn, state, call, kernel, types, addresses)
+            return
         if call.chunks <= 1:
             pointers = [b.inttoptr(a, t) for a, t in zip(addresses, types, strict=True)]
-            b.call(kernel, [*pointers, c64(0), c64(call.extent)])
+            b.call(kernel, [*pointers, c64(0), c64(call.extent)])  # type: ignore[arg-type]
             return
         data = b.alloca(ir.ArrayType(I64, len(addresses) + 2))
-        for k, value in enumerate([*addresses, c64(call.extent), c64(call.chunks)]):
+        for k, value in enumerate([*addresses, c64(call.extent), c64(call.chunks)]):  # type: ignore[arg-type]
             b.store(value, b.gep(data, [c64(0), c64(k)], inbounds=True))
         task = self._chunk_fn(call.kernel, kernel, types)
         b.call(self.pool.parallel, [state, task, b.bitcast(data, I8P), c64(call.chunks)])
+
+    def _launch_sized(
+        self,
+        b: ir.IRBuilder,
+        fn: ir.Function,
+        state: ir.Value,
+        call: LaunchCall,
+        kernel: ir.Function,
+        types: list[ir.Type],
+        addresses: list[ir.Value],
+    ) -> None:
+        """A symbolic kernel's launch: extent and work from the sizes, split over the
+        threads where there is more than one row and the work is worth a hand-off."""
+        extent = self._size(b, call.extent)
+        work = self._size(b, call.work)
+        split = b.and_(
+            b.icmp_signed(">", extent, c64(1)), b.icmp_signed(">=", work, c64(PARALLEL_WORK))
+        )
+        most = c64(call.threads * CHUNKS_PER_THREAD)
+        fewer = b.select(b.icmp_signed("<", extent, most), extent, most)
+        chunks = b.select(split, fewer, c64(1)) if call.threads > 1 else c64(1)
+        data = b.alloca(ir.ArrayType(I64, len(addresses) + 2))
+        for k, value in enumerate([*addresses, extent, chunks]):
+            b.store(value, b.gep(data, [c64(0), c64(k)], inbounds=True))
+        if call.threads > 1:
+            task = self._chunk_fn(call.kernel, kernel, types)
+            b.call(self.pool.parallel, [state, task, b.bitcast(data, I8P), chunks])
+            return
+        pointers = [b.inttoptr(a, t) for a, t in zip(addresses, types, strict=True)]
+        b.call(kernel, [*pointers, c64(0), extent])
+
+    def _size(self, b: ir.IRBuilder, d: float | Dim) -> ir.Value:
+        """The value of a (symbolic) size, from the `egc_sizes` global."""
+        if not isinstance(d, Dim):
+            return c64(int(d))
+        table = sizes_global(self.module)
+        total: ir.Value = c64(0)
+        for monomial, coefficient in d.terms:
+            term: ir.Value = c64(coefficient)
+            for atom in monomial:
+                if isinstance(atom, Quotient):
+                    factor = b.sdiv(self._size(b, atom.numerator), c64(atom.divisor))
+                else:
+                    slot = self.size_names.index(atom)
+                    factor = b.load(b.gep(table, [c64(0), c64(slot)], inbounds=True))
+                term = b.mul(term, factor)
+            total = b.add(total, term)
+        return total
 
     def _chunk_fn(self, name: str, kernel: ir.Function, types: list[ir.Type]) -> ir.Function:
         """name.chunk(data, c): the kernel over chunk c of data's [0, extent)."""

@@ -10,12 +10,14 @@ into the same engine. llvmlite holds one lock around LLVM, so threads could not 
 from __future__ import annotations
 
 import atexit
+import ctypes
 import hashlib
 import logging
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import llvmlite.binding as llvm
@@ -30,6 +32,7 @@ from .objcompile import (
     to_object,
     write_message,
 )
+from .sizes import SIZES_GLOBAL
 
 log = logging.getLogger(__name__)
 
@@ -226,6 +229,15 @@ class JitLibrary:
         for data in objects:
             self.engine.add_object_file(llvm.ObjectFileRef.from_data(data))
         self.engine.finalize_object()
+
+    def write_sizes(self, values: Sequence[int]) -> None:
+        """Give the kernels of a symbolic program's specialisation its sizes: the values
+        of `egc_sizes` (codegen/llvm/sizes.py), which its object code only declares."""
+        address = self.engine.get_global_value_address(SIZES_GLOBAL)
+        if not address:
+            raise KeyError(SIZES_GLOBAL)
+        table = (ctypes.c_int64 * len(values)).from_address(address)
+        table[:] = [int(v) for v in values]
 
     def address(self, name: str) -> int:
         address = self.engine.get_function_address(name)

@@ -30,6 +30,7 @@ def emit_modules(
     emitted: Callable[[int, str], None] = lambda index, text: None,
     per_kernel: bool = False,
     known: dict[str, str] | None = None,
+    glue: str = "",
 ) -> list[str]:
     """The kernels dealt over `parts` modules that compile in parallel, after a first
     module that holds only what `extend` adds (the glue, compiled unoptimised) and
@@ -37,20 +38,21 @@ def emit_modules(
     made (the first last): a compiler can start on it while the next is emitted.
     `per_kernel`: a module of its own for each kernel, so that a kernel's module text
     (and its object code, jit.Compilation's cache) repeats wherever the kernel does;
-    `known` keeps those texts by kernel, so a kernel seen before is not emitted again."""
+    `known` keeps those texts by kernel, so a kernel seen before is not emitted again,
+    and the glue's by `glue` where one is given."""
     shares = _per_kernel(kernels) if per_kernel else [[], *(s for s in _dealt(kernels, parts) if s)]
     parts = len(shares)
     texts = {}
     for index in [*range(1, parts), 0]:
         rest = [k for share in shares[1:] for k in share] if index == 0 else []
-        # the glue (module 0) is never the same
-        key = "|".join(k.code_key() for k in shares[index]) if index else ""
+        # the glue (module 0): the same where `glue` says so (a symbolic program's)
+        key = "|".join(k.code_key() for k in shares[index]) if index else glue
         text = known.get(key) if known is not None and key else None
         if text is None:
             text = emit_module(shares[index], extend if index == 0 else None, rest)
             if known is not None and key:
                 known[key] = text
-        if index == 0 and not shares[0]:
+        if index == 0 and not shares[0] and not text.startswith(QUICK):
             text = f"{QUICK}\n{text}"
         texts[index] = text
         emitted(index, text)

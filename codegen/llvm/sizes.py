@@ -5,8 +5,6 @@ object code is the same for every size; only the glue differs."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from llvmlite import ir
 
 from ..loop_ir import MAX_SIZES
@@ -24,11 +22,8 @@ def sizes_global(module: ir.Module) -> ir.GlobalVariable:
         return ir.GlobalVariable(module, SIZES_TYPE, SIZES_GLOBAL)
 
 
-def define_sizes(module: ir.Module, values: Sequence[int]) -> None:
-    """Define `egc_sizes` in module with these values (a specialisation's sizes)."""
-    if len(values) > MAX_SIZES:
-        raise ValueError(f"{len(values)} size variables; kernels read at most {MAX_SIZES}")
+def define_sizes(module: ir.Module) -> None:
+    """Define `egc_sizes` in module, zeros until the runtime writes a specialisation's
+    values into it (JitLibrary.write_sizes): the module is the same for every size."""
     table = sizes_global(module)
-    padded = [*values, *[0] * (MAX_SIZES - len(values))]
-    table.initializer = ir.Constant(SIZES_TYPE, [ir.Constant(ir.IntType(64), v) for v in padded])
-    table.global_constant = True
+    table.initializer = ir.Constant(SIZES_TYPE, [ir.Constant(ir.IntType(64), 0)] * MAX_SIZES)

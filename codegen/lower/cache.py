@@ -38,7 +38,7 @@ class KernelCache:
         original = self.counterparts.get(fn)
         kernel = None
         if self.symbolic is not None and original is not None:
-            kernel = self.symbolic.kernel(original, name, fn)
+            kernel = self.symbolic.kernel(original, name, fn, self.host_fallback)
         if kernel is None:
             kernel = lower(fn, name, self.host_fallback)
         first = self.first.setdefault(group_key(fn), kernel)

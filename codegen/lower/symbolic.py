@@ -68,6 +68,9 @@ class SymbolicKernels:
         default_factory=dict
     )
     taken: int = 0  # groups of the current specialisation given a shared kernel
+    # the kernels of groups whose types have no size in them, by group (kept with it)
+    fixed: dict[tuple[int, str], CompiledKernel] = field(default_factory=dict)
+    depends: dict[int, bool] = field(default_factory=dict)  # by group: sizes in its types
 
     def pairs(self, symbolic: list[Function], fused: IRModule) -> dict[Function, Function]:
         """Each static group of `fused` (a specialisation) and its symbolic counterpart,
@@ -79,12 +82,27 @@ class SymbolicKernels:
         return {
             s: g
             for s, g in zip(static, symbolic, strict=True)
-            if _symbolic(g) and _types(g, self.sizes) == _types(s, self.sizes)
+            if not self.symbolic(g) or _types(g, self.sizes) == _types(s, self.sizes)
         }
 
-    def kernel(self, group: Function, name: str, static: Function) -> CompiledKernel | None:
+    def symbolic(self, group: Function) -> bool:
+        """_symbolic(group), found once per group."""
+        known = self.depends.get(id(group))
+        if known is None:
+            known = self.depends[id(group)] = _symbolic(group)
+        return known
+
+    def kernel(
+        self, group: Function, name: str, static: Function, host_fallback: bool
+    ) -> CompiledKernel | None:
         """The symbolic group's kernel bound to the current sizes (`static`: the group at
-        them), or None (lower the static group instead)."""
+        them), or None (lower the static group instead). A group no size changes is
+        lowered once, for every specialisation."""
+        if not self.symbolic(group):
+            fixed = self.fixed.get((id(group), name))
+            if fixed is None:
+                fixed = self.fixed[(id(group), name)] = lower(group, name, host_fallback)
+            return fixed
         key = (group_key(group), name)
         if key not in self.templates:
             self.templates[key] = self._template(group, name)
@@ -136,10 +154,11 @@ def _bound(template: LoopKernel, sizes: Mapping[str, int]) -> LoopKernel:
     """A copy of a symbolic kernel whose extent, work and buffer shapes are these sizes'
     (what the caller plans with); its code, and so its compiled module, is the template's."""
     k = template.kernel
+    k.code_key()  # its body's text, made once and copied to every bound kernel
     buffers = [Buffer(b.name, b.dtype, _static(b.shape, sizes)) for b in k.buffers]
     extent = evaluate(k.extent, sizes) if isinstance(k.extent, Dim) else k.extent
     work = evaluate(k.work, sizes) if isinstance(k.work, Dim) else k.work
-    bound = replace(k, buffers=buffers, extent=extent, work=work)
+    bound = replace(k, buffers=buffers, extent=extent, work=work, symbolic=(k.extent, k.work))
     return replace(template, kernel=bound)
 
 

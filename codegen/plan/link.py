@@ -17,7 +17,13 @@ from dataclasses import dataclass, field
 import numpy as np
 from llvmlite import ir
 
-from ..llvm.entries import EntryEmitter, GemmCall, LaunchCall
+from ..llvm.entries import (
+    CHUNKS_PER_THREAD,
+    PARALLEL_WORK,
+    EntryEmitter,
+    GemmCall,
+    LaunchCall,
+)
 from ..llvm.native import emit_pool
 from ..llvm.sizes import define_sizes
 from ..lower.kinds import BufferRef, Gemm, Launch, NativeCall, PythonStep
@@ -26,9 +32,7 @@ from .devices import DevicePlan
 from .graph import Graph, KernelNode, Node, ParamNode, storage_root
 from .memory import MemoryPlan, scratch_id
 
-PARALLEL_WORK = 1 << 15  # element-ops below which one thread beats a hand-off (~2 us)
-PARALLEL_FLOPS = 1 << 19  # the same for a GEMM
-CHUNKS_PER_THREAD = 4  # finer chunks keep both cores busy when one is slowed down
+PARALLEL_FLOPS = 1 << 19  # the GEMM a hand-off is worth (PARALLEL_WORK: a loop nest's)
 
 
 @dataclass
@@ -59,25 +63,33 @@ class Program:
     parallel: bool = False  # some call is split over threads
     uses_blas: bool = False  # some call is a BLAS product (its symbols must be registered)
     sizes: tuple[int, ...] = ()  # a specialisation's sizes, which its kernels may read
+    size_names: tuple[str, ...] = ()  # their names, in egc_sizes order
 
     def new_slot(self) -> int:
         self.slot_count += 1
         return self.slot_count - 1
 
+    def glue_key(self) -> str:
+        """What the glue module's code depends on (not the sizes' values, which the
+        runtime writes): specialisations with the same key share its text and object."""
+        return repr((self.schedule, self.calls, self.threads, self.size_names))
+
     def extend(self, module: ir.Module) -> None:
         """Emit the pool, one function per native step and one per segment."""
-        if self.sizes:
-            define_sizes(module, self.sizes)
-        entries = EntryEmitter(module, emit_pool(module))
+        if self.size_names:
+            define_sizes(module)  # the runtime writes its values (JitLibrary.write_sizes)
+        entries = EntryEmitter(module, emit_pool(module), self.size_names)
         for item in self.schedule:
             if isinstance(item, Segment):
                 steps = [entries.step(n, self.calls[n]) for n in item.nodes]
                 entries.segment(item.index, steps)
 
 
-def link(graph: Graph, devices: DevicePlan, plan: MemoryPlan, threads: int, sizes=()) -> Program:
-    """Slots, native calls and the schedule for a planned graph (`sizes`: Program's)."""
-    program = Program(graph, plan, max(1, threads), devices, sizes=tuple(sizes))
+def link(graph: Graph, devices: DevicePlan, plan: MemoryPlan, threads: int, sizes=None) -> Program:
+    """Slots, native calls and the schedule for a planned graph; `sizes`: {name: value}."""
+    sizes = sizes or {}
+    program = Program(graph, plan, max(1, threads), devices)
+    program.sizes, program.size_names = tuple(sizes.values()), tuple(sizes)
     nodes = graph.nodes
     outputs = {storage_root(nodes, nodes[o]).id for o in graph.outputs}
     constant_slots: dict[tuple[int, int], int] = {}
@@ -163,12 +175,17 @@ def _resolve(
     threads = program.threads
     if isinstance(call, Launch):
         k = call.kernel
+        launch_slots = [resolve(r) for r in call.buffers]
+        if k.symbolic is not None:  # extent, work and split computed from the sizes
+            program.parallel |= threads > 1
+            extent, work = k.symbolic
+            return LaunchCall(k.name, launch_slots, extent, None, work, threads)
         assert isinstance(k.extent, int), "a symbolic kernel is bound to its sizes before"
         chunks = 1
         if threads > 1 and k.extent > 1 and k.work >= PARALLEL_WORK:
             chunks = min(k.extent, threads * CHUNKS_PER_THREAD)
             program.parallel = True
-        return LaunchCall(k.name, [resolve(r) for r in call.buffers], k.extent, chunks)
+        return LaunchCall(k.name, launch_slots, k.extent, chunks)
     assert isinstance(call, Gemm)
     p = call.product
     program.uses_blas = True

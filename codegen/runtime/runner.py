@@ -63,6 +63,8 @@ class Runtime:
         check_devices: bool = False,
     ) -> None:
         self.program, self.library = program, library
+        if program.size_names and library is not None:  # a symbolic program's sizes
+            library.write_sizes(program.sizes)
         graph = program.graph
         self.graph: Graph = graph
         plan = program.plan
