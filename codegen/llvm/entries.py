@@ -138,12 +138,16 @@ class EntryEmitter:
         data = b.alloca(ir.ArrayType(I64, len(addresses) + 2))
         for k, value in enumerate([*addresses, extent, chunks]):
             b.store(value, b.gep(data, [c64(0), c64(k)], inbounds=True))
-        if call.threads > 1:
-            task = self._chunk_fn(call.kernel, kernel, types)
-            b.call(self.pool.parallel, [state, task, b.bitcast(data, I8P), chunks])
-            return
         pointers = [b.inttoptr(a, t) for a, t in zip(addresses, types, strict=True)]
-        b.call(kernel, [*pointers, c64(0), extent])
+        if call.threads == 1:
+            b.call(kernel, [*pointers, c64(0), extent])
+            return
+        with b.if_else(b.icmp_signed(">", chunks, c64(1))) as (parallel, inline):
+            with parallel:  # split over the pool
+                task = self._chunk_fn(call.kernel, kernel, types)
+                b.call(self.pool.parallel, [state, task, b.bitcast(data, I8P), chunks])
+            with inline:  # one piece: called here, as a static launch of one chunk is
+                b.call(kernel, [*pointers, c64(0), extent])
 
     def _size(self, b: ir.IRBuilder, d: float | Dim) -> ir.Value:
         """The value of a (symbolic) size, from the `egc_sizes` global."""
