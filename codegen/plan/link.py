@@ -87,9 +87,8 @@ class Program:
 
 def link(graph: Graph, devices: DevicePlan, plan: MemoryPlan, threads: int, sizes=None) -> Program:
     """Slots, native calls and the schedule for a planned graph; `sizes`: {name: value}."""
-    sizes = sizes or {}
     program = Program(graph, plan, max(1, threads), devices)
-    program.sizes, program.size_names = tuple(sizes.values()), tuple(sizes)
+    program.sizes, program.size_names = tuple((sizes or {}).values()), tuple(sizes or {})
     nodes = graph.nodes
     outputs = {storage_root(nodes, nodes[o]).id for o in graph.outputs}
     constant_slots: dict[tuple[int, int], int] = {}
