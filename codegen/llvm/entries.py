@@ -103,14 +103,15 @@ class EntryEmitter:
         types = [a.type for a in kernel.args[:-2]]
         addresses = [self._address(b, slots, s) for s in call.slots]
         if call.chunks is None:
-            self._launch_sized(b, fn, state, call, kernel, types, addresses)
+            self._launch_sized(b, state, call, kernel, types, addresses)
             return
+        assert isinstance(call.extent, int)  # a static launch
         if call.chunks <= 1:
             pointers = [b.inttoptr(a, t) for a, t in zip(addresses, types, strict=True)]
-            b.call(kernel, [*pointers, c64(0), c64(call.extent)])  # type: ignore[arg-type]
+            b.call(kernel, [*pointers, c64(0), c64(call.extent)])
             return
         data = b.alloca(ir.ArrayType(I64, len(addresses) + 2))
-        for k, value in enumerate([*addresses, c64(call.extent), c64(call.chunks)]):  # type: ignore[arg-type]
+        for k, value in enumerate([*addresses, c64(call.extent), c64(call.chunks)]):
             b.store(value, b.gep(data, [c64(0), c64(k)], inbounds=True))
         task = self._chunk_fn(call.kernel, kernel, types)
         b.call(self.pool.parallel, [state, task, b.bitcast(data, I8P), c64(call.chunks)])
@@ -118,7 +119,6 @@ class EntryEmitter:
     def _launch_sized(
         self,
         b: ir.IRBuilder,
-        fn: ir.Function,
         state: ir.Value,
         call: LaunchCall,
         kernel: ir.Function,
