@@ -6,7 +6,8 @@ beside ONNX Runtime and beside our own build specialised to each shape.
 For BERT (batch, seq) and the GPT-2 decoder step (past) of ../shared/models/dynamic it
 prints per shape: the first run at that shape (the specialisation it builds: seconds and
 LLVM modules compiled, kernels that serve every size), then medians of warm runs of ours,
-ONNX Runtime and our static build of that shape, and the ratios. Machines are noisy:
+ONNX Runtime and our static build of that shape (engines.median_seconds: at least
+`--repeats` runs), and the ratios. Machines are noisy:
 compare ratios of one run and quote the load average printed.
 """
 
@@ -14,13 +15,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import numpy as np
+from engines import median_seconds  # benchmarks/engines.py, beside this script
 
 import codegen
 import passmgr as pm
@@ -46,17 +45,6 @@ def gpt2(past: int) -> dict[str, np.ndarray]:
     return feeds
 
 
-def median_ms(run: Callable[[], Any], repeats: int) -> float:
-    for _ in range(5):
-        run()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return 1e3 * statistics.median(times)
-
-
 def measure(path: Path, shapes: list[dict[str, np.ndarray]], threads: int, repeats: int) -> None:
     import onnxruntime as ort
 
@@ -77,9 +65,14 @@ def measure(path: Path, shapes: list[dict[str, np.ndarray]], threads: int, repea
         step = exe.for_inputs(feeds)
         with pm.PassContext(opt_level=3, config=config):
             static = codegen.build(from_onnx(path, shapes={k: v.shape for k, v in feeds.items()}))
-        ours = median_ms(lambda: exe.run(**feeds), repeats)  # noqa: B023
-        theirs = median_ms(lambda: session.run(None, feeds), repeats)  # noqa: B023
-        fixed = median_ms(lambda: static.run(**feeds), repeats)  # noqa: B023
+        ours, theirs, fixed = (
+            1e3 * median_seconds(run, least=repeats)
+            for run in (
+                lambda: exe.run(**feeds),  # noqa: B023
+                lambda: session.run(None, feeds),  # noqa: B023
+                lambda: static.run(**feeds),  # noqa: B023
+            )
+        )
         shape = "x".join(str(s) for s in next(iter(feeds.values())).shape)
         if "past_0_k" in feeds:
             shape = f"past {feeds['past_0_k'].shape[2]}"

@@ -49,7 +49,7 @@ from .llvm.modules import SharedModules, emit_modules
 from .loop_ir import Kernel
 from .lower.cache import KernelCache
 from .lower.kinds import ExternalKernel
-from .lower.symbolic import SymbolicKernels, fused_groups
+from .lower.symbolic import SymbolicKernels
 from .measure import choices
 from .options import BuildOptions
 from .plan.devices import assign_devices, mentions_devices, plan_devices
@@ -132,16 +132,13 @@ def _symbolic(
         optimised = _optimise_once(mod, params, extra_passes)
         fused = _fuse_once(optimised)
     shared = SharedModules()  # what the specialisations emit and compile, kept for the next
-    kernels = SymbolicKernels(tuple(names))
-    groups = fused_groups(fused) if fused is not None else []
+    kernels = SymbolicKernels(tuple(names), fused) if fused is not None else None
 
     def compile_static(sizes: Mapping[str, int]) -> Executable:
         with context, collector_paused(), largest:
-            if fused is not None:  # fused once: a group's kernel may serve every size
-                kernels.sizes, kernels.taken = dict(sizes), 0
-                static = specialize(fused, sizes)
-                prefused = (kernels, groups)
-                return _build(static, options, kernel_db, None, (), None, True, shared, prefused)
+            if kernels is not None:  # fused once: a group's kernel may serve every size
+                static = kernels.begin(sizes)
+                return _build(static, options, kernel_db, None, (), None, True, shared, kernels)
             if optimised is not None:
                 static = specialize(optimised, sizes)
                 return _build(static, options, kernel_db, None, (), None, True, shared)
@@ -208,7 +205,7 @@ def _build(
     on_stage: Callable[[str], None] | None,
     optimised: bool = False,
     modules: SharedModules | None = None,
-    prefused: tuple[SymbolicKernels, list[Function]] | None = None,
+    prefused: SymbolicKernels | None = None,
 ) -> Executable:
     """build() once its arguments are checked. A symbolic program's specialisation says
     `optimised` (mod has been through the pipeline, so it is only typed) and gives what
@@ -236,7 +233,7 @@ def _build(
     plan = clock("plan", plan_graph, graph, devices, options.memory_planner, options.pools)
     check_budget(plan.bytes_per_device, options.memory_budget)
     shared = share_identical_kernels(graph)
-    sizes = _sizes_of(prefused[0]) if prefused is not None else None
+    sizes = prefused.sizes if prefused is not None else None
     program = clock("link", link, graph, devices, plan, threads, sizes)
     native = bool(program.calls)
     kernels = unique_kernels(graph)
@@ -263,7 +260,7 @@ def _build(
     t0 = time.perf_counter()
     types, names = outputs_of(fused["main"])
     reused = cache.hits + shared
-    every_size = prefused[0].taken if prefused is not None else 0
+    every_size = prefused.taken if prefused is not None else 0
     exe = Executable(
         program, library, types, names, options, source, times, mod, fused, reused,
         compilation.compiled, every_size,
@@ -373,13 +370,12 @@ def lower(
     fused: IRModule,
     host_fallback: bool = True,
     externals: Mapping[str, ExternalKernel] = {},
-    prefused: tuple[SymbolicKernels, list[Function]] | None = None,
+    prefused: SymbolicKernels | None = None,
 ) -> tuple[Graph, KernelCache]:
     """The execution graph of the fused main function, every group lowered to a kernel;
     calls of external regions become their target's kernels."""
     if prefused is not None:
-        kernels, groups = prefused
-        cache = KernelCache(host_fallback, kernels, kernels.pairs(groups, fused))
+        cache = KernelCache(host_fallback, prefused, prefused.pairs(fused))
     else:
         cache = KernelCache(host_fallback)
 
@@ -392,11 +388,6 @@ def lower(
         return externals[name]
 
     return build_graph(fused["main"], cache.lower, external), cache
-
-
-def _sizes_of(kernels: SymbolicKernels) -> dict[str, int]:
-    """The specialisation's sizes in the order its kernels read them (egc_sizes)."""
-    return {name: kernels.sizes[name] for name in kernels.size_names}
 
 
 def unique_kernels(graph: Graph) -> list[Kernel]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
 
-from egraph_ir.dims import Dim, Quotient
+from egraph_ir.dims import Dim
 
 INDEX = "int64"
 LANES = 16  # float32 lanes of the vectors kernels are written for (AVX-512)
@@ -265,18 +265,13 @@ def dim_expr(d: int | Dim) -> LExpr:
     floordiv atom a division (both sides are never negative)."""
     if not isinstance(d, Dim):
         return Const(INDEX, int(d))
-    total: LExpr = idx(0)
-    for monomial, coefficient in d.terms:
-        term: LExpr = idx(coefficient)
-        for atom in monomial:
-            factor: LExpr
-            if isinstance(atom, Quotient):
-                factor = Bin(INDEX, "div", dim_expr(atom.numerator), idx(atom.divisor))
-            else:
-                factor = Size(INDEX, atom)
-            term = mul(term, factor)
-        total = add(total, term)
-    return total
+    return d.fold(
+        lambda n: Const(INDEX, n),
+        lambda name: Size(INDEX, name),
+        add,
+        mul,
+        lambda a, k: Bin(INDEX, "div", a, Const(INDEX, k)),
+    )
 
 
 def const(value: float | int | bool, dtype: str) -> Const:

@@ -84,11 +84,11 @@ def mismatch(a: Any, b: Any, where: str = "output", signed_zeros: bool = False) 
 
 
 def leaves(result: Any) -> tuple[Any, ...]:
-    """The arrays of a result, nested tuples flattened in order."""
+    """The arrays of a result, nested tuples (or lists) flattened in order."""
     out, stack = [], [result]
     while stack:
         item = stack.pop()
-        if isinstance(item, tuple):
+        if isinstance(item, tuple | list):
             stack.extend(reversed(item))
         else:
             out.append(item)

@@ -16,12 +16,15 @@ holds for some sizes only.
 
 from __future__ import annotations
 
+import operator
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 from .errors import TypeInferenceError
 
+T = TypeVar("T")
 Monomial = tuple["Atom", ...]  # atoms of a product, sorted by their text
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -172,15 +175,30 @@ class Dim:
 
     def evaluate(self, sizes: Mapping[str, int]) -> int:
         """The value once every size variable is known."""
-        total = 0
-        for m, c in self.terms:
-            value = c
-            for atom in m:
+        return self.fold(int, sizes.__getitem__, operator.add, operator.mul, operator.floordiv)
+
+    def fold(
+        self,
+        number: Callable[[int], T],
+        size: Callable[[str], T],
+        add: Callable[[T, T], T],
+        mul: Callable[[T, T], T],
+        floordiv: Callable[[T, int], T],
+    ) -> T:
+        """The polynomial computed in another domain: numbers and sizes made by `number`
+        and `size`, combined by `add`, `mul` and `floordiv` (a kernel's index expression,
+        LLVM instructions in the glue, or plain ints)."""
+        total = number(0)
+        for monomial, coefficient in self.terms:
+            term = number(coefficient)
+            for atom in monomial:
                 if isinstance(atom, str):
-                    value *= sizes[atom]
+                    factor = size(atom)
                 else:
-                    value *= evaluate(atom.numerator, sizes) // atom.divisor
-            total += value
+                    inner = atom.numerator.fold(number, size, add, mul, floordiv)
+                    factor = floordiv(inner, atom.divisor)
+                term = mul(term, factor)
+            total = add(total, term)
         return total
 
     def __str__(self) -> str:

@@ -71,8 +71,8 @@ def _static_node(node: Expr, memo: dict[Expr, Expr], sizes: Mapping[str, int]) -
     (the parameters of a fused group say `past` too); a function's result type, when it
     has sizes in it, is inferred again."""
     if isinstance(node, Var):
-        t = node.type_annotation
-        return node if static_type(t, sizes) is t else Var(node.name_hint, static_type(t, sizes))
+        t = static_type(node.type_annotation, sizes)
+        return node if t is node.type_annotation else Var(node.name_hint, t)
     if isinstance(node, Function):
         new = rebuild(node, memo)
         if static_type(node.ret_type, sizes) is node.ret_type:
@@ -99,13 +99,8 @@ def specialize(mod: IRModule, sizes: Mapping[str, int]) -> IRModule:
     if any(not isinstance(v, int) or v < 0 for v in sizes.values()):
         raise TypeInferenceError(f"specialize: sizes are non-negative integers, got {dict(sizes)}")
     memo: dict[Expr, Expr] = {}
-    params = []
-    for p in fn.params:
-        new = Var(p.name_hint, static_type(p.type_annotation, sizes))
-        memo[p] = new
-        params.append(new)
-    for node in post_order(fn.body):
+    for node in [*fn.params, *post_order(fn.body)]:
         if node not in memo:
             memo[node] = _static_node(node, memo, sizes)
-    main = Function(tuple(params), memo[fn.body], None, fn.attrs)
+    main = Function(tuple(memo[p] for p in fn.params), memo[fn.body], None, fn.attrs)  # type: ignore[misc]
     return infer_type(mod.with_function("main", main))

@@ -22,6 +22,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from egraph_ir.compare import leaves
 from egraph_ir.errors import CodegenError, did_you_mean
 
 Runner = Callable[[list[np.ndarray], list[np.ndarray]], None]
@@ -33,19 +34,12 @@ _EXTERNAL: dict[str, BuildRegion] = {}
 def write_outputs(outputs: list[np.ndarray], value: object) -> None:
     """Store a region's result (an array or nested tuples of arrays, as `interpret`
     returns it) into its output buffers, which hold the tensors flattened in order."""
-    leaves: list[object] = []
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, tuple | list):
-            stack.extend(reversed(item))
-        else:
-            leaves.append(item)
-    if len(leaves) != len(outputs):
+    tensors = leaves(value)
+    if len(tensors) != len(outputs):
         raise CodegenError(
-            f"a region's result has {len(leaves)} tensor(s) for {len(outputs)} output buffer(s)"
+            f"a region's result has {len(tensors)} tensor(s) for {len(outputs)} output buffer(s)"
         )
-    for buffer, leaf in zip(outputs, leaves, strict=True):
+    for buffer, leaf in zip(outputs, tensors, strict=True):
         buffer[...] = leaf
 
 

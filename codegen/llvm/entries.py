@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
-from egraph_ir.dims import Dim, Quotient
+from egraph_ir.dims import Dim
 
 from .native import I8P, I32, I64, STATE, TASK, Pool, c64, serial_loop
 from .sizes import sizes_global
@@ -154,18 +154,12 @@ class EntryEmitter:
         if not isinstance(d, Dim):
             return c64(int(d))
         table = sizes_global(self.module)
-        total: ir.Value = c64(0)
-        for monomial, coefficient in d.terms:
-            term: ir.Value = c64(coefficient)
-            for atom in monomial:
-                if isinstance(atom, Quotient):
-                    factor = b.sdiv(self._size(b, atom.numerator), c64(atom.divisor))
-                else:
-                    slot = self.size_names.index(atom)
-                    factor = b.load(b.gep(table, [c64(0), c64(slot)], inbounds=True))
-                term = b.mul(term, factor)
-            total = b.add(total, term)
-        return total
+
+        def size(name: str) -> ir.Value:
+            slot = c64(self.size_names.index(name))
+            return b.load(b.gep(table, [c64(0), slot], inbounds=True))
+
+        return d.fold(c64, size, b.add, b.mul, lambda a, k: b.sdiv(a, c64(k)))
 
     def _chunk_fn(self, name: str, kernel: ir.Function, types: list[ir.Type]) -> ir.Function:
         """name.chunk(data, c): the kernel over chunk c of data's [0, extent)."""

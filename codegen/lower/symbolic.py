@@ -6,9 +6,10 @@ A specialisation (codegen/symbolic.py) fuses nothing: it is the symbolic program
 module with the sizes put in, so its groups pair one to one with the symbolic ones. For
 each pair the symbolic group is lowered first; a group whose lowering needs a decision no
 size settles (a tile that fits some sizes only, a comparison of a size with a number) or
-a strategy that is not a loop nest yet falls back to the static group, lowered for these
-sizes as before. Only loop-nest kernels are taken symbolically so far: products through
-BLAS, convolutions and micro-kernels stay per size.
+a strategy other than a loop nest, a packed float product or a BLAS product with a
+loop-nest epilogue falls back to the static group, lowered for these sizes as before
+(convolutions and int8 products so far). A group whose types hold no size is lowered
+once for every specialisation.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from egraph_ir.dims import Dim, evaluate, holds_dims
 from egraph_ir.expr import Call, Function
 from egraph_ir.module import IRModule
-from egraph_ir.specialize import static_type
+from egraph_ir.specialize import specialize, static_type
 from egraph_ir.types import TensorType, Type
 from egraph_ir.visitor import post_order
 
@@ -59,50 +60,53 @@ def _types(fn: Function, sizes: Mapping[str, int]) -> list[Type | None]:
 
 @dataclass
 class SymbolicKernels:
-    """The kernels lowered from a symbolic program's groups, kept across its
-    specialisations; `sizes` are the values of the specialisation being built."""
+    """The kernels lowered from a symbolic program's fused groups, kept across its
+    specialisations; `begin(sizes)` starts the specialisation that `sizes` gives."""
 
     size_names: tuple[str, ...]
-    sizes: dict[str, int] = field(default_factory=dict)
+    fused: IRModule  # the symbolic program, optimised and fused
+    sizes: dict[str, int] = field(default_factory=dict)  # in size_names order
+    taken: int = 0  # groups of the current specialisation given a shared kernel
     templates: dict[tuple[object, str], LoopKernel | GemmKernel | None] = field(
         default_factory=dict
     )
-    taken: int = 0  # groups of the current specialisation given a shared kernel
-    # the kernels of groups whose types have no size in them, by group (kept with it)
-    fixed: dict[tuple[int, str], CompiledKernel] = field(default_factory=dict)
-    depends: dict[int, bool] = field(default_factory=dict)  # by group: sizes in its types
+    # the kernels of groups whose types hold no size, by group and name
+    fixed: dict[tuple[Function, str], CompiledKernel] = field(default_factory=dict)
+    groups: list[Function] = field(init=False)  # fused's groups, in fused_groups order
+    depends: dict[Function, bool] = field(init=False)  # does a group's code need the sizes
 
-    def pairs(self, symbolic: list[Function], fused: IRModule) -> dict[Function, Function]:
+    def __post_init__(self) -> None:
+        self.groups = fused_groups(self.fused)
+        self.depends = {g: _symbolic(g) for g in self.groups}
+
+    def begin(self, sizes: Mapping[str, int]) -> IRModule:
+        """Start the specialisation at `sizes`: the fused program with them put in."""
+        self.sizes = {name: sizes[name] for name in self.size_names}
+        self.taken = 0
+        return specialize(self.fused, self.sizes)
+
+    def pairs(self, fused: IRModule) -> dict[Function, Function]:
         """Each static group of `fused` (a specialisation) and its symbolic counterpart,
         where the counterpart's types at these sizes are the group's (at some sizes an op
         changes rank, squeeze of an axis that is 1: that group is lowered per size)."""
         static = fused_groups(fused)
-        if len(static) != len(symbolic):
+        if len(static) != len(self.groups):
             return {}
         return {
             s: g
-            for s, g in zip(static, symbolic, strict=True)
-            if not self.symbolic(g) or _types(g, self.sizes) == _types(s, self.sizes)
+            for s, g in zip(static, self.groups, strict=True)
+            if not self.depends[g] or _types(g, self.sizes) == _types(s, self.sizes)
         }
-
-    def symbolic(self, group: Function) -> bool:
-        """_symbolic(group), found once per group."""
-        known = self.depends.get(id(group))
-        if known is None:
-            known = self.depends[id(group)] = _symbolic(group)
-        return known
 
     def kernel(
         self, group: Function, name: str, static: Function, host_fallback: bool
     ) -> CompiledKernel | None:
         """The symbolic group's kernel bound to the current sizes (`static`: the group at
-        them), or None (lower the static group instead). A group no size changes is
-        lowered once, for every specialisation."""
-        if not self.symbolic(group):
-            fixed = self.fixed.get((id(group), name))
-            if fixed is None:
-                fixed = self.fixed[(id(group), name)] = lower(group, name, host_fallback)
-            return fixed
+        them), or None (lower the static group instead)."""
+        if not self.depends[group]:
+            if (group, name) not in self.fixed:
+                self.fixed[(group, name)] = lower(group, name, host_fallback)
+            return self.fixed[(group, name)]
         key = (group_key(group), name)
         if key not in self.templates:
             self.templates[key] = self._template(group, name)

@@ -19,7 +19,7 @@ import numpy as np
 
 import rules
 from egraph_ir import op as ops
-from egraph_ir.compare import mismatch, tolerance
+from egraph_ir.compare import leaves, mismatch, tolerance
 from egraph_ir.egraph import PCall, PVar
 from egraph_ir.errors import CompilerError
 from egraph_ir.expr import Call, Expr, Function, TupleGetItem, Var
@@ -224,15 +224,19 @@ def reinterprets_computed_floats(mod: IRModule) -> bool:
     )
 
 
-def coarsest_float(mod: IRModule) -> str | None:
-    """The least precise float dtype any value of the program has."""
-    found = {
+def value_dtypes(mod: IRModule) -> set[str]:
+    """The dtypes of every value main computes or reads."""
+    return {
         t.dtype
         for n in post_order(mod["main"].body)
         if n.has_type
         for t in tensor_types(n.checked_type)
-        if t.dtype.startswith("float")
     }
+
+
+def coarsest_float(mod: IRModule) -> str | None:
+    """The least precise float dtype any value of the program has."""
+    found = value_dtypes(mod)
     return next((d for d in ("float16", "float32", "float64") if d in found), None)
 
 
@@ -240,7 +244,7 @@ def _within(actual: object, expected: object, dtype: str | None) -> bool:
     if dtype is None:
         return False
     rtol, atol = tolerance(dtype)
-    a, e = flat(actual), flat(expected)
+    a, e = leaves(actual), leaves(expected)
     for x, y in zip(a, e, strict=True):
         x, y = np.asarray(x), np.asarray(y)
         if x.shape != y.shape or x.dtype != y.dtype:
@@ -248,19 +252,6 @@ def _within(actual: object, expected: object, dtype: str | None) -> bool:
         if x.dtype.kind != "f" or not np.allclose(x, y, rtol=rtol, atol=atol, equal_nan=True):
             return False
     return True
-
-
-def flat(value: object) -> list[object]:
-    """The arrays of a value, nested tuples (or lists) flattened in order."""
-    found: list[object] = []
-    stack = [value]
-    while stack:
-        v = stack.pop()
-        if isinstance(v, tuple | list):
-            stack.extend(reversed(v))
-        else:
-            found.append(v)
-    return found
 
 
 def _has_extremes(case: Case) -> bool:
@@ -273,7 +264,7 @@ def _has_extremes(case: Case) -> bool:
 
 
 def _shapes_differ(actual: object, expected: object) -> Failure:
-    a, e = flat(actual), flat(expected)
+    a, e = leaves(actual), leaves(expected)
     for x, y in zip(a, e, strict=False):
         x, y = np.asarray(x), np.asarray(y)
         if x.shape != y.shape or x.dtype != y.dtype:
@@ -285,7 +276,7 @@ def _beyond_fma(actual: object, expected: object, problem: str) -> Failure:
     """The mismatch, unless every differing element is one side overflowing where the
     other stays finite within 16x of the largest value (a fused multiply-add skips the
     rounding of its product: documented in the README)."""
-    a, e = flat(actual), flat(expected)
+    a, e = leaves(actual), leaves(expected)
     for x, y in zip(a, e, strict=True):
         x, y = np.asarray(x), np.asarray(y)
         if x.dtype.kind != "f" or x.shape != y.shape:

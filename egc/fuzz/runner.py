@@ -19,8 +19,6 @@ from typing import Any
 import numpy as np
 
 KINDS = ("program", "edges", "program", "edges", "ir-text", "rules", "onnx", "artifact")
-PROGRAM_KINDS = ("program", "edges")  # the two generators of compiled programs
-HALF_FLOATS = ("float16", "bfloat16")
 CASE_SECONDS = 30.0
 
 
@@ -29,8 +27,8 @@ def run_case(kind: str, seed: int) -> tuple[str | None, Any, str | None]:
     of a program case says what it covered: "float16/bfloat16" when a value of the program
     has one of those dtypes, "empty" when the generator made no program, else "other"."""
     from . import malformed
-    from .edges import edge_program
-    from .programs import differential, random_program, shrink
+    from .edges import HALF_DTYPES, edge_program
+    from .programs import differential, random_program, shrink, value_dtypes
 
     rng = np.random.default_rng(seed)
     if kind == "ir-text":
@@ -52,7 +50,7 @@ def run_case(kind: str, seed: int) -> tuple[str | None, Any, str | None]:
         case = random_program(rng, extremes=bool(seed % 2))
     if case is None:
         return None, None, "empty"
-    label = "float16/bfloat16" if _has_half_floats(case.mod) else "other"
+    label = "float16/bfloat16" if value_dtypes(case.mod) & set(HALF_DTYPES) else "other"
     opt_level = 2 + (seed // 2) % 2  # both parities of seed meet both levels
 
     def build(mod: Any) -> Any:
@@ -78,18 +76,6 @@ def run_case(kind: str, seed: int) -> tuple[str | None, Any, str | None]:
         return None, None, label
     small = shrink(case, fails, budget=50)
     return f"opt level {opt_level}: {problem}", small, label
-
-
-def _has_half_floats(mod: Any) -> bool:
-    from egraph_ir.types import tensor_types
-    from egraph_ir.visitor import post_order
-
-    return any(
-        t.dtype in HALF_FLOATS
-        for n in post_order(mod["main"].body)
-        if n.has_type
-        for t in tensor_types(n.checked_type)
-    )
 
 
 def _worker(jobs: Any, results: Any) -> None:
