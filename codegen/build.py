@@ -27,17 +27,15 @@ from typing import Any
 import numpy as np
 
 import passmgr as pm
-from egraph_ir.dims import typical_sizes
-from egraph_ir.errors import CodegenError, CompilerError
-from egraph_ir.expr import Call, Constant, Expr, Function, If, Var
+from egraph_ir.dims import evaluate, typical_sizes
+from egraph_ir.errors import CodegenError, CompilerError, TypeInferenceError
+from egraph_ir.expr import Function, If
 from egraph_ir.frontend import from_onnx
 from egraph_ir.infer import infer_type
-from egraph_ir.inline import reduce_closures
 from egraph_ir.measured import KernelTimes
 from egraph_ir.module import IRModule
-from egraph_ir.specialize import specialize, symbolic_names
-from egraph_ir.types import FuncType, TensorType, Type, tensor_types
-from egraph_ir.visitor import post_order, rebuild
+from egraph_ir.specialize import size_polynomials, specialize, symbolic_names
+from egraph_ir.visitor import post_order
 from passmgr.standard import standard_pipeline
 
 from .external import control, loop, register_external
@@ -49,13 +47,21 @@ from .llvm.modules import SharedModules, emit_modules
 from .loop_ir import Kernel
 from .lower.cache import KernelCache
 from .lower.kinds import ExternalKernel
-from .lower.symbolic import SymbolicKernels
+from .lower.symbolic import NotForEverySize, SymbolicKernels
 from .measure import choices
 from .options import BuildOptions
 from .plan.devices import assign_devices, mentions_devices, plan_devices
-from .plan.graph import Graph, build_graph, output_leaves
+from .plan.every_size import serves_every_size, symbolic_shapes
+from .plan.graph import Graph, build_graph
 from .plan.link import link
 from .plan.memory import plan_graph
+from .prepare import (
+    bind_params,
+    check_budget,
+    outputs_of,
+    refuse_function_values,
+    without_closures,
+)
 from .runtime import blas
 from .runtime.executable import Executable, KernelTime, Profile
 from .symbolic import SymbolicExecutable
@@ -100,7 +106,9 @@ def build(
     options = BuildOptions.from_context()
     kernel_db = choices.resolve(options.kernel_db)  # a bad path fails before any work
     if symbolic_names(mod["main"]):
-        return _symbolic(mod, options, kernel_db, params, extra_passes)
+        symbolic = _symbolic(mod, options, kernel_db, params, extra_passes)
+        symbolic.prepare()  # the program for every size, compiled with the build
+        return symbolic
     with collector_paused():
         return _build(mod, options, kernel_db, params, extra_passes, on_stage)
 
@@ -114,13 +122,13 @@ def _symbolic(
 ) -> SymbolicExecutable:
     """A program with size variables: one executable for every shape (codegen/symbolic.py).
     The pipeline and fusion run once, on the symbolic program (its rules fire only where
-    they hold for every size); each specialisation then lowers and compiles what its
-    sizes change. Choices over sizes are made for the upper bounds of
+    they hold for every size); then one program is built for every size where each group
+    lowers to a kernel with run-time extents, else each specialisation lowers and
+    compiles what its sizes change. Choices over sizes are made for the upper bounds of
     `codegen.size_bounds`. A program the symbolic pipeline does not take (control flow,
     external regions, devices, or a pass that fails on sizes) is optimised per
     specialisation instead."""
     mod = infer_type(mod)
-    context = pm.PassContext.current()
     names = symbolic_names(mod["main"])
     unknown = sorted(set(options.size_bounds) - set(names))
     if unknown:
@@ -131,22 +139,100 @@ def _symbolic(
     with largest:  # choices over sizes are made for the upper bounds
         optimised = _optimise_once(mod, params, extra_passes)
         fused = _fuse_once(optimised)
-    shared = SharedModules()  # what the specialisations emit and compile, kept for the next
-    kernels = SymbolicKernels(tuple(names), fused) if fused is not None else None
+    builds = _SymbolicBuilds(mod, options, kernel_db, params, extra_passes, optimised, fused)
+    taken = fused is not None
+    return SymbolicExecutable(
+        mod, builds.specialisation, outputs_of(mod["main"]), options, optimised is not None,
+        builds.for_every_size if taken else None, builds.right_at if taken else None,
+    )  # fmt: skip
 
-    def compile_static(sizes: Mapping[str, int]) -> Executable:
-        with context, collector_paused(), largest:
-            if kernels is not None:  # fused once: a group's kernel may serve every size
-                static = kernels.begin(sizes)
-                return _build(static, options, kernel_db, None, (), None, True, shared, kernels)
-            if optimised is not None:
-                static = specialize(optimised, sizes)
-                return _build(static, options, kernel_db, None, (), None, True, shared)
-            static = specialize(mod, sizes)
-            return _build(static, options, kernel_db, params, extra_passes, None, False, shared)
 
-    outputs = outputs_of(mod["main"])
-    return SymbolicExecutable(mod, compile_static, outputs, options, optimised is not None)
+class _SymbolicBuilds:
+    """What a symbolic program's executable builds (codegen/symbolic.py): specialisations,
+    the program for every size, and the check that it is right at a set of sizes. Kept
+    across them: the pass context, what was emitted and compiled, the lowered kernels."""
+
+    def __init__(
+        self,
+        mod: IRModule,
+        options: BuildOptions,
+        kernel_db: KernelTimes | None,
+        params: Mapping[str, np.ndarray] | None,
+        extra_passes: Sequence[pm.Pass],
+        optimised: IRModule | None,
+        fused: IRModule | None,
+    ) -> None:
+        self.mod, self.options, self.kernel_db = mod, options, kernel_db
+        self.params, self.extra_passes, self.optimised = params, extra_passes, optimised
+        self.context = pm.PassContext.current()
+        self.largest = typical_sizes({n: hi for n, (_, hi) in options.size_bounds.items()})
+        self.shared = SharedModules()  # what the builds emit and compile, kept for the next
+        names = tuple(symbolic_names(mod["main"]))
+        self.kernels = SymbolicKernels(names, fused) if fused is not None else None
+        self.edges = size_polynomials(fused) if fused is not None else []
+
+    def specialisation(self, sizes: Mapping[str, int]) -> Executable:
+        """The program built for these sizes (fused once where it was: a group's kernel
+        may serve every size)."""
+        options, db, shared = self.options, self.kernel_db, self.shared
+        with self.context, collector_paused(), self.largest:
+            if self.kernels is not None:
+                static = self._fused_at(sizes)
+                return _build(static, options, db, None, (), None, True, shared, self.kernels)
+            if self.optimised is not None:
+                static = specialize(self.optimised, sizes)
+                return _build(static, options, db, None, (), None, True, shared)
+            static = specialize(self.mod, sizes)
+            return _build(static, options, db, self.params, self.extra_passes, None, False, shared)
+
+    def for_every_size(self, capacity: Mapping[str, int]) -> Executable | None:
+        """The program built at `capacity` for every size up to it (else as one more
+        specialisation), or None where a group's kernel serves one set of sizes only."""
+        kernels = self.kernels
+        assert kernels is not None
+        kernels.every_size_only = True
+        try:
+            exe = self.specialisation(capacity)
+        except NotForEverySize as exc:
+            log.info("the program is built per size: %s", exc)
+            return None
+        finally:
+            kernels.every_size_only = False
+        every_size(exe, kernels, capacity)
+        return exe
+
+    def right_at(self, sizes: Mapping[str, int]) -> bool:
+        """Is the program for every size right at `sizes`? Typed at them where a shape
+        inside it is 0 or 1 there; an error where the program is not well typed at them."""
+        assert self.kernels is not None
+        if all(evaluate(d, sizes) > 1 for d in self.edges):
+            return True
+        with self.largest:
+            static = self._fused_at(sizes)
+        return len(self.kernels.pairs(static)) == len(self.kernels.groups)
+
+    def _fused_at(self, sizes: Mapping[str, int]) -> IRModule:
+        """The fused program at `sizes`; where it is not typed at them, the error the
+        program itself gives (in its own names, as the interpreter says it)."""
+        assert self.kernels is not None
+        try:
+            return self.kernels.begin(sizes)
+        except TypeInferenceError:
+            specialize(self.mod, sizes)
+            raise
+
+
+def every_size(exe: Executable, kernels: SymbolicKernels, capacity: Mapping[str, int]) -> None:
+    """Make `exe`, built at `capacity` from the fused symbolic program, serve every size up
+    to it where it can (codegen/plan/every_size.py); the reason it cannot is logged."""
+    why = serves_every_size(exe.program)
+    shapes = symbolic_shapes(exe.graph, build_graph(kernels.fused["main"], None), capacity)
+    if shapes is None and not why:
+        why = "its graph does not pair with the symbolic program's"
+    if why or not shapes:
+        log.info("the program is built per size: %s", why or "no shape names a size")
+        return
+    exe.serve_every_size(shapes)
 
 
 def _optimise_once(
@@ -269,67 +355,9 @@ def _build(
     return exe
 
 
-def without_closures(mod: IRModule) -> IRModule:
-    """main with its function values reduced away (egraph_ir.inline.reduce_closures):
-    a let-bound or passed function called where it is known becomes plain data flow."""
-    main = mod["main"]
-    if not any(isinstance(e, Call) and isinstance(e.op, Var | Call) for e in post_order(main.body)):
-        return mod  # no function value is called
-    body = reduce_closures(main.body)
-    return infer_type(mod.with_function("main", Function(main.params, body, None, main.attrs)))
-
-
-def check_budget(used: Mapping[str, int], budget: Mapping[str, int]) -> None:
-    """Each device's arena within its budget (codegen.memory_budget), or a clear error
-    before any code is emitted; a budget for a device the program does not use is a typo."""
-    unknown = sorted(set(budget) - set(used))
-    if unknown:
-        raise CodegenError(
-            f"codegen.memory_budget names device(s) {unknown} the program does not use; "
-            f"its devices: {', '.join(used)}"
-        )
-    for device, limit in budget.items():
-        if used[device] > limit:
-            raise CodegenError(
-                f"device {device} needs {used[device]:,} bytes of arena, over its budget of "
-                f"{limit:,} (codegen.memory_budget): place less there (on_device, "
-                "PlanDevices) or raise the budget"
-            )
-
-
-def refuse_function_values(main: Function) -> None:
-    """main must take and return tensors: a closure (a function as a value) has no native
-    form, so say so by name, not as a stray free variable (or a KeyError) later."""
-    kinds = [("takes", p.checked_type) for p in main.params]
-    kinds.append(("returns", main.body.checked_type))
-    for what, t in kinds:
-        pending = [t]
-        while pending:
-            x = pending.pop()
-            if isinstance(x, FuncType):
-                raise CodegenError(
-                    f"main {what} a function ({x}): a closure has no compiled form; call it "
-                    "inside main (the inliner then removes it) or keep it in the interpreter"
-                )
-            pending.extend(getattr(x, "fields", ()))
-
-
 # data-dependent If: a region whose branches are programs this builder compiles
 register_external(control.TARGET, control.region_builder(build), override=True)
 register_external(loop.TARGET, loop.region_builder(build), override=True)
-
-
-def outputs_of(fn: Function) -> tuple[list[Type], list[str]]:
-    """The types of main's outputs (the values of a tuple result, nested tuples flattened)
-    and their names: the function's `output_names` attribute (ONNX import sets it), else
-    output, output1, ..."""
-    types: list[Type] = [
-        t for leaf in output_leaves(fn.body)[0] for t in tensor_types(leaf.checked_type)
-    ]
-    names = [str(n) for n in fn.attrs.get("output_names", ())]
-    if len(names) != len(types):
-        names = ["output"] if len(types) == 1 else [f"output{i}" for i in range(len(types))]
-    return types, names
 
 
 class _Clock:
@@ -411,37 +439,6 @@ def share_identical_kernels(graph: Graph) -> int:
         for k in kernel.jit_kernels():
             k.name = rename.get(k.name, k.name)
     return sum(old != new for old, new in rename.items())
-
-
-def bind_params(mod: IRModule, params: Mapping[str, np.ndarray]) -> IRModule:
-    """Replace main's parameters named in params by constants (shapes and dtypes checked)."""
-    fn = mod["main"]
-    by_name = {p.name_hint: p for p in fn.params}
-    unknown = sorted(set(params) - set(by_name))
-    if unknown:
-        raise CodegenError(f"params {unknown} are not parameters of main; it has {sorted(by_name)}")
-    memo: dict[Expr, Expr] = {}
-    for name, value in params.items():
-        p = by_name[name]
-        t = p.checked_type
-        array = np.asarray(value)
-        assert isinstance(t, TensorType)
-        if array.shape != t.shape or str(array.dtype) != t.dtype:
-            raise CodegenError(
-                f"param '{name}' is {array.dtype}{list(array.shape)}, "
-                f"the function expects {t.dtype}{list(t.shape)}"
-            )
-        memo[p] = Constant(array)
-    for node in post_order(fn.body):
-        if node not in memo:
-            memo[node] = node if isinstance(node, Var | Constant) else rebuild(node, memo)
-    kept = tuple(p for p in fn.params if p.name_hint not in params)
-    attrs = fn.attrs
-    if "param_virtual_devices" in attrs:  # devices of the parameters that stay
-        pairs = zip(fn.params, attrs["param_virtual_devices"], strict=False)
-        attrs = attrs.with_(param_virtual_devices=[d for p, d in pairs if p in kept])
-    new = Function(kept, memo[fn.body], fn.ret_type, attrs)
-    return infer_type(mod.with_function("main", new))
 
 
 __all__ = [

@@ -3,16 +3,21 @@
 `codegen.build` of a module whose inputs have size variables (`Tensor[(batch, seq), int64]`)
 returns a `SymbolicExecutable`: it takes inputs of any consistent shape, binds the sizes
 from them (a disagreement is one error naming the dimension, as in the interpreter), and
-runs native code compiled for those sizes. Today that code is a specialisation: the first
-run at a new set of sizes compiles the program for them (the rule pipeline ran once on
-the symbolic program; a specialisation fuses, lowers and JIT-compiles), and later runs at
-those sizes reuse it; the most recently used
-`capacity` specialisations stay. Kernels that take their extents at run time (issue #49)
-will replace the per-shape compile without changing this interface.
+runs native code that serves them.
+
+Where every group of the fused symbolic program lowers to a kernel with run-time extents,
+that code is one program built for every size (codegen/plan/every_size.py), at a capacity:
+the upper bounds of `codegen.size_bounds`, else each size rounded up to a power of two (at
+least 16). A run at new sizes within the capacity then costs no compile and no Python work
+beyond evaluating the shapes; sizes beyond it build the program again at a larger
+capacity. Elsewhere (convolutions, BLAS products whose shapes name a size, control flow)
+each new set of sizes is a specialisation: the first run at it compiles what its sizes
+change, and later runs reuse it; the most recently used `capacity` specialisations stay.
 """
 
 from __future__ import annotations
 
+import logging
 import tempfile
 import time
 from collections import OrderedDict
@@ -23,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from egraph_ir.dims import bind_sizes
-from egraph_ir.errors import CodegenError, TypeInferenceError
+from egraph_ir.errors import CodegenError, CompilerError, TypeInferenceError
 from egraph_ir.module import IRModule
 from egraph_ir.specialize import symbolic_names
 from egraph_ir.types import TensorType, Type
@@ -32,6 +37,8 @@ from .artifact.write import save_symbolic
 from .options import BuildOptions
 from .runtime.executable import Executable
 from .runtime.latency import Latency
+
+log = logging.getLogger(__name__)
 
 Sizes = tuple[tuple[str, int], ...]  # (name, value) in the order of size_names
 
@@ -47,6 +54,8 @@ class SymbolicExecutable:
         outputs: tuple[list[Type], list[str]],
         options: BuildOptions,
         optimised_once: bool = False,
+        compile_every_size: Callable[[Mapping[str, int]], Executable | None] | None = None,
+        check_sizes: Callable[[Mapping[str, int]], bool] | None = None,
         capacity: int = 16,
     ) -> None:
         main = module["main"]
@@ -67,7 +76,11 @@ class SymbolicExecutable:
         self.compiles: list[tuple[Sizes, float]] = []  # each specialisation and its seconds
         self._compile_static = compile_static
         self._built: OrderedDict[Sizes, Executable] = OrderedDict()
-        self._last: tuple[tuple[tuple[int, ...], ...], Executable] | None = None
+        # input shapes -> the executable last found for them (sizes checked then)
+        self._by_shapes: dict[tuple[tuple[int, ...], ...], Executable] = {}
+        self._compile_every_size = compile_every_size
+        self._check_sizes = check_sizes  # is the program for every size right at these?
+        self.for_every_size: Executable | None = None  # built for every size up to its own
 
     # ------------------------------------------------------------ sizes
     def sizes_of(self, inputs: Mapping[str, Any]) -> dict[str, int]:
@@ -102,21 +115,96 @@ class SymbolicExecutable:
         key: Sizes = tuple((n, int(sizes[n])) for n in self.size_names)
         exe = self._built.get(key)
         if exe is None:
-            t0 = time.perf_counter()
-            try:
-                exe = self._compile_static(dict(key))
-            except TypeInferenceError as exc:
-                raise CodegenError(f"at sizes {dict(key)}: {exc}") from None
-            self.compiles.append((key, time.perf_counter() - t0))
-            self._built[key] = exe
-            while len(self._built) > self.capacity:
-                self._built.popitem(last=False)
+            exe = self._from_every_size(dict(key))
+        if exe is None:
+            exe = self._compile(self._compile_static, dict(key))
+        self._built[key] = exe
+        while len(self._built) > self.capacity:
+            _, evicted = self._built.popitem(last=False)
+            self._by_shapes = {k: v for k, v in self._by_shapes.items() if v is not evicted}
         self._built.move_to_end(key)
         return exe
 
+    def _compile(self, how: Callable[[Mapping[str, int]], Any], sizes: dict[str, int]) -> Any:
+        t0 = time.perf_counter()
+        try:
+            exe = how(sizes)
+        except TypeInferenceError as exc:
+            raise CodegenError(f"at sizes {sizes}: {exc}") from None
+        if exe is not None:  # None: refused before compiling anything
+            self.compiles.append((tuple(sizes.items()), time.perf_counter() - t0))
+        return exe
+
+    def _from_every_size(self, sizes: dict[str, int]) -> Executable | None:
+        """The program built for every size, at `sizes` (built now, or again at a larger
+        capacity, when they exceed the one it has), or None where it cannot be."""
+        if self.for_every_size is not None:
+            view = self.for_every_size.at_sizes(sizes)
+            if view is not None:
+                return view if self._sound_at(sizes) else None
+        if self._compile_every_size is None:
+            return None
+        capacity = self.capacity_for(sizes)
+        exe = self._compile(self._compile_every_size, capacity)
+        if exe is None or not exe.for_every_size:
+            self._compile_every_size = None  # this program is specialised per size
+            if exe is not None:
+                self.adopt(capacity, exe)
+            return exe if exe is not None and capacity == sizes else None
+        self.for_every_size = exe
+        self._built = OrderedDict((k, v) for k, v in self._built.items() if v.at is None)
+        self._by_shapes.clear()
+        view = exe.at_sizes(sizes)
+        return view if view is not None and self._sound_at(sizes) else None
+
+    def _sound_at(self, sizes: dict[str, int]) -> bool:
+        """Does the program for every size compute what the program means at `sizes`?
+        Where a shape inside it is 0 or 1 there (an empty axis some op refuses, a squeeze
+        or broadcast of an axis of 1), the program is typed at them to say (an error
+        where it is not well typed at them, as the interpreter's)."""
+        if self._check_sizes is None:
+            return True
+        try:
+            return self._check_sizes(sizes)
+        except TypeInferenceError as exc:
+            raise CodegenError(f"at sizes {sizes}: {exc}") from None
+
+    def prepare(self) -> None:
+        """Build the program for every size now (at the capacity the smallest sizes give:
+        the upper bounds of codegen.size_bounds, else 16 each), so the first run compiles
+        nothing; where it cannot be built for every size, nothing is kept."""
+        if self.for_every_size is not None or self._compile_every_size is None:
+            return
+        lowest = {n: self.options.size_bounds.get(n, (1, 1))[0] for n in self.size_names}
+        try:
+            self._from_every_size(lowest)
+        except CompilerError as exc:
+            log.info("not built for every size up front (%s): built when run", exc)
+
+    def capacity_for(self, sizes: Mapping[str, int]) -> dict[str, int]:
+        """The sizes a program built for every size is planned at, to serve `sizes`: the
+        upper bounds given (codegen.size_bounds), else each size rounded up to a power of
+        two, at least 16, and never below the capacity built before."""
+        before = self.for_every_size.program if self.for_every_size is not None else None
+        had = dict(zip(before.size_names, before.sizes, strict=True)) if before else {}
+        capacity = {}
+        for name in self.size_names:
+            bound = self.options.size_bounds.get(name)
+            if bound is not None:
+                capacity[name] = bound[1]
+                continue
+            rounded = max(16, 1 << max(0, sizes[name] - 1).bit_length())
+            capacity[name] = max(rounded, had.get(name, 0))
+        return capacity
+
     def adopt(self, sizes: Mapping[str, int], exe: Executable) -> None:
-        """Keep `exe` as the specialisation for `sizes` (a loaded one, say)."""
+        """Keep `exe` as the specialisation for `sizes` (a loaded one, say), or as the
+        program for every size up to them where it is one."""
         key: Sizes = tuple((n, int(sizes[n])) for n in self.size_names)
+        if exe.for_every_size:
+            exe.serve_every_size(exe.program.symbolic_shapes)
+            self.for_every_size = exe
+            return
         self._built[key] = exe
 
     @property
@@ -138,17 +226,20 @@ class SymbolicExecutable:
         return {**dict(zip(names, args, strict=False)), **inputs}
 
     def for_inputs(self, inputs: Mapping[str, Any]) -> Executable:
-        """The specialisation that runs these inputs. Inputs of the shapes the last run
-        had (a server's steady state) skip binding their sizes again."""
+        """The executable that runs these inputs. Inputs of shapes seen before (a
+        server's steady state, a decoder's earlier lengths) skip binding their sizes."""
         try:
             shapes = tuple(inputs[name].shape for name, _, _ in self._binding)
         except (KeyError, AttributeError):
             shapes = None
-        if shapes is not None and self._last is not None and self._last[0] == shapes:
-            return self._last[1]
+        exe = self._by_shapes.get(shapes) if shapes is not None else None
+        if exe is not None:
+            return exe
         exe = self.specialization(**self.sizes_of(inputs))
         if shapes is not None:
-            self._last = (shapes, exe)
+            if len(self._by_shapes) >= self.capacity:
+                self._by_shapes.clear()
+            self._by_shapes[shapes] = exe
         return exe
 
     def run(self, /, *args: Any, **inputs: Any) -> Any:
@@ -179,10 +270,17 @@ class SymbolicExecutable:
     def save(self, path: str, key: Any = None) -> None:
         """One file that `codegen.load` turns into a SymbolicExecutable again: the program,
         to compile other sizes, and every kept specialisation, which loads without
-        compiling. Passes given to build as extra_passes are not kept."""
+        compiling (the program for every size once, not once per size it ran at). Passes
+        given to build as extra_passes are not kept."""
         blobs = []
+        kept = [(s, e) for s, e in self._built.items() if e.at is None]
+        every = self.for_every_size
+        if every is not None:
+            kept.append(
+                (tuple(zip(every.program.size_names, every.program.sizes, strict=True)), every)
+            )
         with tempfile.TemporaryDirectory() as tmp:
-            for k, (sizes, exe) in enumerate(self._built.items()):
+            for k, (sizes, exe) in enumerate(kept):
                 member = Path(tmp) / f"{k}.egc"
                 exe.save(str(member))
                 blobs.append((dict(sizes), member.read_bytes()))

@@ -7,13 +7,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from .attrs import Attrs
-from .dims import Dim, evaluate, holds_dims, substitute
+from .dims import Dim, evaluate, holds_dims, size_var, substitute
 from .errors import TypeInferenceError, did_you_mean
 from .expr import Call, Constant, Expr, Function, Var
 from .infer import infer_type
 from .module import IRModule
 from .registry import Op
-from .types import TensorType, Type
+from .types import TensorType, Type, tensor_types
 from .visitor import post_order, rebuild
 
 
@@ -37,6 +37,30 @@ def size_names(types: Iterable[Type | None]) -> list[str]:
                 if isinstance(d, Dim):
                     seen.update(dict.fromkeys(sorted(d.names)))
     return list(seen)
+
+
+def size_polynomials(mod: IRModule) -> list[Dim]:
+    """Every distinct dimension that names a size in main (its types, its fused groups'
+    and the sizes in attributes) and each size variable alone: where one of them is 0 or 1
+    an op may mean something else (an empty axis, a squeeze or broadcast of an axis of 1)."""
+    fn = mod["main"]
+    found: dict[Dim, None] = {size_var(n): None for n in symbolic_names(fn)}
+
+    def add(value: object) -> None:
+        if isinstance(value, Dim):
+            found[value] = None
+        elif isinstance(value, tuple):
+            for v in value:
+                add(v)
+
+    for node in [*fn.params, *post_order(fn.body)]:
+        t = node.checked_type if node.has_type else None
+        for tensor in tensor_types(t) if t is not None else ():
+            add(tensor.shape)
+        if isinstance(node, Call):
+            for value in node.attrs.values():
+                add(value)
+    return list(found)
 
 
 def static_type(t: Type | None, sizes: Mapping[str, int]) -> Type | None:

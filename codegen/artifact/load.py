@@ -36,6 +36,7 @@ import llvmlite.binding as llvm
 import numpy as np
 
 from egraph_ir.device import VirtualDevice
+from egraph_ir.dims import from_literal
 from egraph_ir.errors import CodegenError, CompilerError
 from egraph_ir.expr import Function
 from egraph_ir.infer import infer_type
@@ -288,6 +289,10 @@ def _program_from_json(
     program.parallel, program.uses_blas = data["parallel"], data["uses_blas"]
     sizes = data.get("sizes", {})  # a symbolic program's specialisation (its glue reads them)
     program.size_names, program.sizes = tuple(sizes), tuple(int(v) for v in sizes.values())
+    program.symbolic_shapes = {
+        int(k): tuple(d if isinstance(d, int) else from_literal(d) for d in shape)
+        for k, shape in data.get("symbolic_shapes", {}).items()
+    }
     for item in data["schedule"]:
         if isinstance(item, dict):
             program.schedule.append(Segment(item["segment"], item["nodes"]))

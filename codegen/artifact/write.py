@@ -16,6 +16,7 @@ from typing import Any
 import llvmlite.binding as llvm
 import numpy as np
 
+from egraph_ir.dims import to_literal
 from egraph_ir.errors import CodegenError
 from egraph_ir.module import IRModule
 from egraph_ir.types import TensorType, TupleType, Type
@@ -209,6 +210,10 @@ def _program_json(program: Program, outputs: tuple[list[Type], list[str]]) -> di
         "parallel": program.parallel,
         "uses_blas": program.uses_blas,
         "sizes": dict(zip(program.size_names, program.sizes, strict=True)),
+        "symbolic_shapes": {  # built for every size: the shapes that name sizes
+            str(k): [d if isinstance(d, int) else to_literal(d) for d in shape]
+            for k, shape in program.symbolic_shapes.items()
+        },
         "host_steps": host,
         "external_steps": external,
         "output_types": [_type_json(t) for t in output_types],

@@ -5,6 +5,7 @@ of steps, so a whole model is one native call per run."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
@@ -13,7 +14,11 @@ from egraph_ir.dims import Dim
 from .native import I8P, I32, I64, STATE, TASK, Pool, c64, serial_loop
 from .sizes import sizes_global
 
+if TYPE_CHECKING:
+    from ..runtime.blas import SizedProduct
+
 PARALLEL_WORK = 1 << 15  # element-ops below which one thread beats a hand-off (~2 us)
+PARALLEL_FLOPS = 1 << 19  # the GEMM a hand-off is worth
 CHUNKS_PER_THREAD = 4  # finer chunks keep both cores busy when one is slowed down
 
 
@@ -53,6 +58,16 @@ class GemmCall:
         return not self.trans_a and all(block[3] == 1 for block in self.blocks)
 
 
+@dataclass
+class SizedGemmCall:
+    """A product whose extents name sizes (blas.SizedProduct): its blocks are cut when it
+    runs, from the sizes, over `threads` where the work is worth it."""
+
+    product: SizedProduct
+    slots: tuple[int, int, int]
+    threads: int
+
+
 GEMM_SYMBOLS = {"float32": "egc_sgemm", "float64": "egc_dgemm"}
 GEMV_SYMBOLS = {"float32": "egc_sgemv", "float64": "egc_dgemv"}
 SLOTS = I64.as_pointer()
@@ -69,7 +84,7 @@ class EntryEmitter:
         self.gemms = 0
         self.blas: dict[str, ir.Function] = {}
 
-    def step(self, index: int, calls: list[LaunchCall | GemmCall]) -> str:
+    def step(self, index: int, calls: list[LaunchCall | GemmCall | SizedGemmCall]) -> str:
         name = f"egc_step_{index}"
         fn = ir.Function(self.module, ENTRY, name)
         fn.attributes.add("noinline")  # a segment of 10,000 inlined steps is slow to optimise
@@ -78,6 +93,8 @@ class EntryEmitter:
         for call in calls:
             if isinstance(call, LaunchCall):
                 self._launch(b, fn, slots, state, call)
+            elif isinstance(call, SizedGemmCall):
+                self._sized_gemm(b, fn, slots, state, call)
             else:
                 self._gemm(b, fn, slots, state, call)
         b.ret_void()
@@ -246,3 +263,94 @@ class EntryEmitter:
         b.call(self._blas(call.dtype), args)
         b.ret_void()
         return fn
+
+    # ------------------------------------------------------------ products with sizes
+    def _sized_gemm(
+        self, b: ir.IRBuilder, fn: ir.Function, slots: ir.Value, state: ir.Value,
+        call: SizedGemmCall,
+    ) -> None:  # fmt: skip
+        """A product whose extents name sizes: m, n, k, the item count and strides from
+        the sizes; each item cut into `per_item` row (or column) blocks when there are
+        fewer items than the pool wants pieces and the work is worth a hand-off."""
+        p = call.product
+        m, n, k, count = (self._size(b, d) for d in (p.m, p.n, p.k, p.count))
+        strides = [self._size(b, d) for d in p.strides]
+        per_item = c64(1)
+        if call.threads > 1:
+            parts = c64(call.threads * CHUNKS_PER_THREAD)
+            flops = b.mul(b.mul(b.mul(m, n), b.mul(k, count)), c64(2))
+            worth = b.icmp_signed(">=", flops, c64(PARALLEL_FLOPS))
+            few = b.icmp_signed("<", count, parts)
+            safe = b.select(b.icmp_signed(">", count, c64(0)), count, c64(1))
+            per_item = b.select(b.and_(worth, few), b.sdiv(parts, safe), c64(1))
+        chunks = b.mul(count, per_item)
+        fields = [*(self._address(b, slots, s) for s in call.slots), m, n, k, per_item, *strides]
+        data = b.alloca(ir.ArrayType(I64, len(fields)))
+        for i, value in enumerate(fields):
+            b.store(value, b.gep(data, [c64(0), c64(i)], inbounds=True))
+        self.gemms += 1
+        task = self._sized_gemm_task(p)
+        raw = b.bitcast(data, I8P)
+        if call.threads == 1:
+            serial_loop(b, fn, task, raw, chunks)
+            return
+        with b.if_else(b.icmp_signed(">", chunks, c64(1))) as (parallel, inline):
+            with parallel:
+                b.call(self.pool.parallel, [state, task, raw, chunks])
+            with inline:
+                serial_loop(b, fn, task, raw, chunks)
+
+    def _sized_gemm_task(self, p: SizedProduct) -> ir.Function:
+        """task(data, chunk): block `chunk % per_item` of item `chunk // per_item`: rows
+        of A and C where m >= n, else columns of B and C; an empty block does nothing."""
+        fn = ir.Function(self.module, TASK, f"egc_gemm_{self.gemms}.sized")
+        data, chunk = fn.args
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        fields = b.bitcast(data, I64.as_pointer())
+        a0, b0, c0, m, n, k, per_item, sa, sb, sc = (
+            b.load(b.gep(fields, [c64(i)], inbounds=True)) for i in range(10)
+        )
+        item, piece = b.sdiv(chunk, per_item), b.srem(chunk, per_item)
+        rows = b.icmp_signed(">=", m, n)
+        extent = b.select(rows, m, n)
+        first = b.sdiv(b.mul(extent, piece), per_item)
+        last = b.sdiv(b.mul(extent, b.add(piece, c64(1))), per_item)
+        size = c64(4 if p.dtype == "float32" else 8)
+        step_a = b.select(rows, b.mul(first, k if not p.trans_a else c64(1)), c64(0))
+        step_b = b.select(rows, c64(0), b.mul(first, k if p.trans_b else c64(1)))
+        step_c = b.select(rows, b.mul(first, n), first)
+        a, bb, c = (
+            b.inttoptr(b.add(base, b.mul(b.add(b.mul(item, stride), step), size)), I8P)
+            for base, stride, step in ((a0, sa, step_a), (b0, sb, step_b), (c0, sc, step_c))
+        )
+        width = b.sub(last, first)
+        block_m = b.trunc(b.select(rows, width, m), I32)
+        block_n = b.trunc(b.select(rows, n, width), I32)
+        other = b.select(rows, n, m)
+        empty = b.or_(b.icmp_signed("<=", width, c64(0)), b.icmp_signed("<=", other, c64(0)))
+        with b.if_then(b.not_(empty)):
+            self._sized_blas_call(b, p, a, bb, c, block_m, block_n, m, n, k)
+        b.ret_void()
+        return fn
+
+    def _sized_blas_call(
+        self, b: ir.IRBuilder, p: SizedProduct, a: ir.Value, bb: ir.Value, c: ir.Value,
+        block_m: ir.Value, block_n: ir.Value, m: ir.Value, n: ir.Value, k: ir.Value,
+    ) -> None:  # fmt: skip
+        """One BLAS GEMM of a block; leading dimensions at least 1, as BLAS requires."""
+
+        def lead(v: ir.Value) -> ir.Value:
+            return b.trunc(b.select(b.icmp_signed(">", v, c64(1)), v, c64(1)), I32)
+
+        scalar = ir.FloatType() if p.dtype == "float32" else ir.DoubleType()
+        one, zero = ir.Constant(scalar, 1.0), ir.Constant(scalar, 0.0)
+        lda, ldb = lead(m if p.trans_a else k), lead(k if p.trans_b else n)
+
+        def i32(v: int) -> ir.Constant:
+            return ir.Constant(I32, v)
+
+        args = [
+            i32(101), i32(112 if p.trans_a else 111), i32(112 if p.trans_b else 111),
+            block_m, block_n, b.trunc(k, I32), one, a, lda, bb, ldb, zero, c, lead(n),
+        ]  # fmt: skip
+        b.call(self._blas(p.dtype), args)

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import llvmlite.binding as llvm
 
+from ..loop_ir import MAX_SIZES
 from ..options import default_threads
 from .objcompile import (
     QUICK,
@@ -224,6 +225,7 @@ class JitLibrary:
         return lib
 
     def _load(self, objects: list[bytes]) -> None:
+        self._sizes: ctypes.Array[ctypes.c_int64] | None = None  # egc_sizes, once looked up
         self.tm = host_target_machine()
         self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), self.tm)
         for data in objects:
@@ -233,11 +235,13 @@ class JitLibrary:
     def write_sizes(self, values: Sequence[int]) -> None:
         """Give the kernels of a symbolic program's specialisation its sizes: the values
         of `egc_sizes` (codegen/llvm/sizes.py), which its object code only declares."""
-        address = self.engine.get_global_value_address(SIZES_GLOBAL)
-        if not address:
-            raise KeyError(SIZES_GLOBAL)
-        table = (ctypes.c_int64 * len(values)).from_address(address)
-        table[:] = [int(v) for v in values]
+        table = self._sizes
+        if table is None:  # found once: a program built for every size writes it per run
+            address = self.engine.get_global_value_address(SIZES_GLOBAL)
+            if not address:
+                raise KeyError(SIZES_GLOBAL)
+            table = self._sizes = (ctypes.c_int64 * MAX_SIZES).from_address(address)
+        table[: len(values)] = [int(v) for v in values]
 
     def address(self, name: str) -> int:
         address = self.engine.get_function_address(name)

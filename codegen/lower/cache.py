@@ -39,6 +39,8 @@ class KernelCache:
         kernel = None
         if self.symbolic is not None and original is not None:
             kernel = self.symbolic.kernel(original, name, fn, self.host_fallback)
+        elif self.symbolic is not None:  # no counterpart: lowered for these sizes only
+            self.symbolic.lowered_per_size(name)
         if kernel is None:
             kernel = lower(fn, name, self.host_fallback)
         first = self.first.setdefault(group_key(fn), kernel)

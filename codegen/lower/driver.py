@@ -107,7 +107,8 @@ def build_kernel(group: Group, calls: list[Call], ops: list[str]) -> CompiledKer
         case LibraryProduct():
             a, b = (operand(x, group.fn.params) for x in anchor.args)
             static = all(t.is_static for t in _tensors(group.fn, [anchor]))
-            product = blas.product_of(anchor) if static else None  # bound per size
+            # a symbolic product: described by its sizes where it can be, else per size
+            product = blas.product_of(anchor) if static else blas.sized_product_of(anchor)
             return GemmKernel(group.name, ops, product, (a, b), loops)
         case LibraryConv():
             return conv_kernel(group, anchor, ops, loops)

@@ -67,7 +67,7 @@ class Launch:
 class Gemm:
     """c = a @ b as described by `product` (BLAS dtypes only)."""
 
-    product: blas.Product
+    product: blas.Product | blas.SizedProduct
     a: BufferRef
     b: BufferRef
     c: BufferRef
@@ -157,7 +157,8 @@ class GemmKernel(CompiledKernel):
     kind: ClassVar[str] = "blas"
     name: str
     ops: list[str]
-    product: blas.Product | None  # None: a symbolic group's, given once the sizes are
+    # None: a symbolic group's, given once the sizes are
+    product: blas.Product | blas.SizedProduct | None
     operands: tuple[Operand, Operand]
     epilogue: LoopKernel | None = None
 

@@ -36,6 +36,10 @@ from .select import PRODUCTS
 log = logging.getLogger(__name__)
 
 
+class NotForEverySize(Exception):
+    """A build for every size met a group whose kernel serves one set of sizes only."""
+
+
 def fused_groups(mod: IRModule) -> list[Function]:
     """The primitive functions main calls, in post order (as a specialisation pairs them)."""
     return [
@@ -67,6 +71,10 @@ class SymbolicKernels:
     fused: IRModule  # the symbolic program, optimised and fused
     sizes: dict[str, int] = field(default_factory=dict)  # in size_names order
     taken: int = 0  # groups of the current specialisation given a shared kernel
+    # its groups that depend on the sizes but were lowered for these sizes only (a fallback,
+    # a BLAS call's shape): while there are any, it serves no other sizes
+    per_size: int = 0
+    every_size_only: bool = False  # building for every size: stop at the first such group
     templates: dict[tuple[object, str], LoopKernel | GemmKernel | None] = field(
         default_factory=dict
     )
@@ -82,7 +90,7 @@ class SymbolicKernels:
     def begin(self, sizes: Mapping[str, int]) -> IRModule:
         """Start the specialisation at `sizes`: the fused program with them put in."""
         self.sizes = {name: sizes[name] for name in self.size_names}
-        self.taken = 0
+        self.taken = self.per_size = 0
         return specialize(self.fused, self.sizes)
 
     def pairs(self, fused: IRModule) -> dict[Function, Function]:
@@ -112,12 +120,23 @@ class SymbolicKernels:
             self.templates[key] = self._template(group, name)
         template = self.templates[key]
         if template is None:
+            self.lowered_per_size(name)
             return None
         self.taken += 1
-        if isinstance(template, GemmKernel):  # the BLAS call's shape is the sizes'
+        if isinstance(template, GemmKernel):
             epilogue = _bound(template.epilogue, self.sizes) if template.epilogue else None
+            if template.product is not None:  # its glue reads the sizes
+                return replace(template, epilogue=epilogue)
+            self.lowered_per_size(name)  # the BLAS call's shape is these sizes'
             return replace(template, product=product_of(_product_call(static)), epilogue=epilogue)
         return _bound(template, self.sizes)
+
+    def lowered_per_size(self, name: str) -> None:
+        """Count a group lowered for these sizes only; refuse it when building for every
+        size (the build stops before emitting anything)."""
+        self.per_size += 1
+        if self.every_size_only:
+            raise NotForEverySize(f"group {name} is lowered for one set of sizes only")
 
     def _template(self, group: Function, name: str) -> LoopKernel | GemmKernel | None:
         """The group lowered with its sizes symbolic and emitted once on trial, or None."""

@@ -261,10 +261,12 @@ def predicted_seconds(fn: Function, model: KernelCost) -> float:
 
 
 def build_graph(
-    fn: Function, lower_group: LowerGroup, lower_global: LowerGlobal | None = None
+    fn: Function, lower_group: LowerGroup | None, lower_global: LowerGlobal | None = None
 ) -> Graph:
     """Nodes for a fused main function (no control flow), kernels lowered on the way;
-    calls of global functions (external regions) become kernels through `lower_global`."""
+    calls of global functions (external regions) become kernels through `lower_global`.
+    Without `lower_group` the nodes only say their shapes (kernel None): a symbolic
+    program's graph, whose shapes name its sizes (codegen/lower/every_size.py)."""
     ids: dict[Expr, int] = {}
     nodes: list[Node] = []
     copies: dict[int, tuple[VirtualDevice, VirtualDevice]] = {}
@@ -302,6 +304,9 @@ def build_graph(
             alias = alias_op(e.op)
             if alias is not None:
                 add(AliasNode(len(nodes), alias, args, shape, dtype), e, layout_of(e.op, args))
+                continue
+            if lower_group is None:
+                add(KernelNode(len(nodes), "", args, shape, dtype), e)
                 continue
             kernel = lower_group(e.op, len(nodes))
             body = e.op.body

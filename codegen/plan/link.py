@@ -17,22 +17,26 @@ from dataclasses import dataclass, field
 import numpy as np
 from llvmlite import ir
 
+from egraph_ir.dims import Dim
+
 from ..llvm.entries import (
     CHUNKS_PER_THREAD,
+    PARALLEL_FLOPS,
     PARALLEL_WORK,
     EntryEmitter,
     GemmCall,
     LaunchCall,
+    SizedGemmCall,
 )
 from ..llvm.native import emit_pool
 from ..llvm.sizes import define_sizes
 from ..lower.kinds import BufferRef, Gemm, Launch, NativeCall, PythonStep
-from ..runtime.blas import Product
+from ..runtime.blas import Product, SizedProduct
 from .devices import DevicePlan
 from .graph import Graph, KernelNode, Node, ParamNode, storage_root
 from .memory import MemoryPlan, scratch_id
 
-PARALLEL_FLOPS = 1 << 19  # the GEMM a hand-off is worth (PARALLEL_WORK: a loop nest's)
+NativeStep = LaunchCall | GemmCall | SizedGemmCall
 
 
 @dataclass
@@ -57,13 +61,16 @@ class Program:
     arena_slots: list[tuple[int, int, int]] = field(default_factory=list)  # slot, arena, offset
     arena_keys: list[int] = field(default_factory=list)  # the plan's key of each (saved, checked)
     slot_device: dict[int, int] = field(default_factory=dict)  # slot -> device of its memory
-    calls: dict[int, list[LaunchCall | GemmCall]] = field(default_factory=dict)  # native steps
+    calls: dict[int, list[NativeStep]] = field(default_factory=dict)  # native steps
     python_steps: dict[int, PythonStep] = field(default_factory=dict)
     schedule: list[Segment | int] = field(default_factory=list)  # a segment or a python node
     parallel: bool = False  # some call is split over threads
     uses_blas: bool = False  # some call is a BLAS product (its symbols must be registered)
     sizes: tuple[int, ...] = ()  # a specialisation's sizes, which its kernels may read
     size_names: tuple[str, ...] = ()  # their names, in egc_sizes order
+    # built for every size up to `sizes` (codegen/plan/every_size.py): node id -> the shape
+    # naming the sizes of each node whose shape depends on them
+    symbolic_shapes: dict[int, tuple[int | Dim, ...]] = field(default_factory=dict)
 
     def new_slot(self) -> int:
         self.slot_count += 1
@@ -167,9 +174,7 @@ def link(graph: Graph, devices: DevicePlan, plan: MemoryPlan, threads: int, size
     return program
 
 
-def _resolve(
-    call: NativeCall, resolve: Callable[[BufferRef], int], program: Program
-) -> LaunchCall | GemmCall:
+def _resolve(call: NativeCall, resolve: Callable[[BufferRef], int], program: Program) -> NativeStep:
     """A native call with its buffers as slots, cut into chunks or GEMM blocks."""
     threads = program.threads
     if isinstance(call, Launch):
@@ -188,6 +193,10 @@ def _resolve(
     assert isinstance(call, Gemm)
     p = call.product
     program.uses_blas = True
+    if isinstance(p, SizedProduct):  # blocks cut when it runs, from the sizes
+        program.parallel |= threads > 1
+        slots = (resolve(call.a), resolve(call.b), resolve(call.c))
+        return SizedGemmCall(p, slots, threads)
     parallel = threads > 1 and p.flops >= PARALLEL_FLOPS
     program.parallel |= parallel
     blocks = p.blocks(threads * CHUNKS_PER_THREAD if parallel else 1)

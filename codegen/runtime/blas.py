@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from egraph_ir.dims import DimLike
 from egraph_ir.errors import CodegenError
 from egraph_ir.expr import Call
 from egraph_ir.registry import Op
@@ -134,6 +135,58 @@ def product_of(call: Call) -> Product:
         return Product(dtype, rows, n, k, False, trans_b, ((0, 0, 0),))
     items = _batch_offsets(a_batch, b_batch, m * k, k * n, m * n)
     return Product(dtype, m, n, k, trans_a, trans_b, items)
+
+
+@dataclass(frozen=True)
+class SizedProduct:
+    """A product whose extents name sizes (a symbolic program's), run by glue that reads
+    the sizes (codegen/llvm/entries.py): `count` items, item i at element offsets
+    (i * strides[0], i * strides[1], i * strides[2]) of A, B and C (a stride 0: shared)."""
+
+    dtype: str
+    m: DimLike
+    n: DimLike
+    k: DimLike
+    trans_a: bool
+    trans_b: bool
+    count: DimLike
+    strides: tuple[DimLike, DimLike, DimLike]
+
+
+def sized_product_of(call: Call) -> SizedProduct | None:
+    """The product of a dense, matmul or batch_matmul call whose shapes name sizes, where
+    its batch axes are equal in both operands or B has none (else None: it is described
+    per size, by product_of)."""
+    assert isinstance(call.op, Op)
+    a_t, b_t = call.args[0].checked_type, call.args[1].checked_type
+    assert isinstance(a_t, TensorType) and isinstance(b_t, TensorType)
+    name, dtype = call.op.name, a_t.dtype
+    if name == "dense":
+        m = _product(a_t.shape[:-1])
+        return SizedProduct(dtype, m, b_t.shape[0], a_t.shape[-1], False, True, 1, (0, 0, 0))
+    if len(a_t.shape) < 2 or len(b_t.shape) < 2:
+        return None
+    trans_a = trans_b = False
+    if name == "batch_matmul":
+        trans_a, trans_b = bool(call.attrs["transpose_a"]), bool(call.attrs["transpose_b"])
+    a_shape, b_shape = a_t.shape, b_t.shape
+    m = a_shape[-1] if trans_a else a_shape[-2]
+    k = a_shape[-2] if trans_a else a_shape[-1]
+    n = b_shape[-2] if trans_b else b_shape[-1]
+    a_batch, b_batch = a_shape[:-2], b_shape[:-2]
+    if not trans_a and all(d == 1 for d in b_batch):  # one tall GEMM
+        return SizedProduct(dtype, _product(a_batch) * m, n, k, False, trans_b, 1, (0, 0, 0))
+    if tuple(a_batch) != tuple(b_batch):
+        return None
+    count = _product(a_batch)
+    return SizedProduct(dtype, m, n, k, trans_a, trans_b, count, (m * k, k * n, m * n))
+
+
+def _product(dims: tuple[DimLike, ...]) -> DimLike:
+    total: DimLike = 1
+    for d in dims:
+        total = total * d
+    return total
 
 
 def _library_file() -> str:

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from egraph_ir.compare import leaves
+from egraph_ir.dims import Dim
 from egraph_ir.errors import CodegenError
 from egraph_ir.module import IRModule
 from egraph_ir.types import TensorType, Type, tensor_types
@@ -23,6 +24,7 @@ from ..artifact.write import save
 from ..llvm import JitLibrary
 from ..lower.kinds import ExternalKernel, kernel_label
 from ..options import BuildOptions
+from ..plan.every_size import SizeBinding, SizeTable
 from ..plan.graph import AliasNode, KernelNode
 from ..plan.link import Program
 from ..plan.memory import MemoryPlan, graph_storage_ids
@@ -202,16 +204,54 @@ class Executable:
         self.modules_compiled = modules_compiled  # LLVM modules compiled by this build
         # groups of a symbolic program's specialisation run by kernels with run-time extents
         self.kernels_for_every_size = kernels_for_every_size
+        self.at: SizeBinding | None = None  # built for every size: the sizes this one runs
+        self._size_table: SizeTable | None = None  # made when first bound to sizes
+
+    @property
+    def for_every_size(self) -> bool:
+        """Built for every size up to its own (codegen/plan/every_size.py)?"""
+        return bool(self.program.symbolic_shapes)
+
+    def serve_every_size(self, shapes: Mapping[int, tuple[int | Dim, ...]]) -> None:
+        """Mark this build, made at a symbolic program's capacity, as serving every size
+        up to it: `shapes` are its nodes' that name sizes (codegen/plan/every_size.py)."""
+        program = self.program
+        program.symbolic_shapes = dict(shapes)
+        self._size_table = None
+        capacity = dict(zip(program.size_names, program.sizes, strict=True))
+        view = self.at_sizes(capacity)
+        assert view is not None, "a program fits the sizes it was planned at"
+        self.at = view.at
+
+    def at_sizes(self, sizes: Mapping[str, int]) -> Executable | None:
+        """This program, built for every size, at `sizes`: an executable sharing its
+        code, arena and threads that takes inputs of those shapes; None where they need
+        more room than the program was planned with (or it is not built for every size)."""
+        if not self.for_every_size:
+            return None
+        if self._size_table is None:
+            self._size_table = SizeTable(self.program)
+        binding = self._size_table.bind(sizes)
+        if binding is None:
+            return None
+        view = ExecutableAtSizes.__new__(ExecutableAtSizes)
+        view.__dict__.update(self.__dict__)
+        view.at = binding
+        view._expected = [
+            (n.name, np.dtype(n.dtype), binding.shapes.get(n.id, n.shape))
+            for n in self.graph.inputs
+        ]
+        return view
 
     # ------------------------------------------------------------ running
     def run(self, /, *args: Any, **inputs: Any) -> Any:
         """Run on numpy inputs: by name (keywords, or one dict as ONNX Runtime takes them)
         or by position. Returns what the function returns: an array, or a tuple (nested as
         the function's result); `run_dict` always gives a dict by output name."""
-        if not args and len(inputs) == len(self.input_types):
+        if not args and len(inputs) == len(self._expected):
             fast = self._fast_feeds(inputs)
             if fast is not None:
-                return self.graph.shape_outputs(self.runtime.run(fast))
+                return self.graph.shape_outputs(self.runtime.run(fast, at=self.at))
         names = list(self.input_types)
         if len(args) == 1 and isinstance(args[0], Mapping):  # feeds by name, in one dict
             inputs = {**args[0], **inputs}
@@ -223,7 +263,7 @@ class Executable:
             if clash:
                 raise CodegenError(f"input(s) {clash} given both by position and by name")
             inputs = {**dict(zip(names, args, strict=False)), **inputs}
-        results = self.runtime.run(self._feeds(inputs))
+        results = self.runtime.run(self._feeds(inputs), at=self.at)
         return self.graph.shape_outputs(results)
 
     __call__ = run
@@ -281,7 +321,7 @@ class Executable:
         repeats = max(1, int(repeats))
         for _ in range(repeats):
             timings: dict[int, float] = {}
-            self.runtime.run(feeds, timings)
+            self.runtime.run(feeds, timings, self.at)
             for node_id, seconds in timings.items():  # in the order they ran
                 samples.setdefault(node_id, []).append(seconds)
         medians = {i: float(np.median(v)) for i, v in samples.items()}
@@ -312,7 +352,7 @@ class Executable:
         feeds = self._feeds(inputs)
         try:
             return latency.measure(
-                lambda: self.runtime.run(feeds), self.threads, repeats, warmup, duration
+                lambda: self.runtime.run(feeds, at=self.at), self.threads, repeats, warmup, duration
             )
         except ValueError as exc:
             raise CodegenError(f"benchmark: {exc}") from None
@@ -409,6 +449,31 @@ class Executable:
             f"<Executable ({ins}) -> ({outs}); kernels: {kinds or 'none'}; "
             f"arena {plan.bytes:,} bytes; {self.threads} thread(s)>"
         )
+
+
+class ExecutableAtSizes(Executable):
+    """A program built for every size, at one set of sizes (Executable.at_sizes): it
+    shares the program's code, arena and threads; its input and output types are those
+    sizes' shapes, made when first asked for (a decoder makes one of these per token)."""
+
+    @property  # type: ignore[override]
+    def input_types(self) -> dict[str, TensorType]:
+        assert self.at is not None
+        shapes = self.at.shapes
+        return {
+            n.name: TensorType(shapes.get(n.id, n.shape), n.dtype)  # type: ignore[arg-type]
+            for n in self.graph.inputs
+        }
+
+    @property  # type: ignore[override]
+    def output_types(self) -> list[Type]:
+        assert self.at is not None
+        shapes = self.at.shapes
+        every = self.__dict__["output_types"]  # the program's, at its capacity
+        return [
+            TensorType(shapes.get(node_id, t.shape), t.dtype) if isinstance(t, TensorType) else t
+            for node_id, t in zip(self.graph.outputs, every, strict=True)
+        ]
 
 
 def _feed(name: str, value: Any, t: TensorType) -> np.ndarray:

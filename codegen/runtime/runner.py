@@ -21,12 +21,14 @@ import numpy as np
 
 from ..llvm import JitLibrary
 from ..llvm.native import STATE_SIZE
+from ..plan.every_size import SizeBinding
 from ..plan.graph import AliasNode, FieldNode, Graph, KernelNode, Node, ParamNode, storage_root
 from ..plan.link import Program, Segment
 from ..plan.memory import nbytes
 from .sanitizer import check_devices, copy_traffic
 
 ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
+
 WORKER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 
 
@@ -98,6 +100,8 @@ class Runtime:
         self.fresh_outputs: list[tuple[int, int, tuple[int, ...], np.dtype[Any]]] = [
             (n.id, program.slot_of[n.id], n.shape or (), np.dtype(n.dtype)) for n in self.fresh
         ]
+        self.at: SizeBinding | None = None  # the sizes the runs take now, if any
+        self.alias_shapes: dict[int, tuple[int, ...]] = {}  # at them, where they differ
         self.fields: dict[int, list[int]] = {}  # a tuple-valued host kernel -> its fields
         for n in graph.nodes:
             if isinstance(n, FieldNode):
@@ -148,11 +152,32 @@ class Runtime:
         weakref.finalize(self, _stop, shutdown, self.state, self.workers, self.library)
 
     # ------------------------------------------------------------ running
-    def run(self, feeds: list[np.ndarray], timings: dict[int, float] | None = None) -> list[Any]:
+    def run(
+        self,
+        feeds: list[np.ndarray],
+        timings: dict[int, float] | None = None,
+        at: SizeBinding | None = None,
+    ) -> list[Any]:
         """Execute the graph; with `timings`, run kernel by kernel and add each one's
-        seconds under its node id (the profile). Runs from several threads take turns."""
+        seconds under its node id (the profile); `at`: the sizes of a program built for
+        every size. Runs from several threads take turns."""
         with self._lock:
+            if at is not None and at is not self.at:
+                self._take_sizes(at)
             return self._run(feeds, timings)
+
+    def _take_sizes(self, at: SizeBinding) -> None:
+        """Runs from now on at these sizes: the kernels read them, outputs take their
+        shapes (planned tensors keep their places, planned for the largest sizes)."""
+        if self.library is not None:  # else no native code reads them
+            self.library.write_sizes(at.values)
+        self.fresh_outputs = [
+            (node_id, slot, at.shapes.get(node_id, shape), dtype)
+            for node_id, slot, shape, dtype in self.fresh_outputs
+        ]
+        nodes = self.graph.nodes
+        self.alias_shapes = {i: s for i, s in at.shapes.items() if isinstance(nodes[i], AliasNode)}
+        self.at = at
 
     def _run(self, feeds: list[np.ndarray], timings: dict[int, float] | None) -> list[Any]:
         """One run. `env` holds only what changes between runs (inputs, fresh outputs,
@@ -196,7 +221,8 @@ class Runtime:
         nodes = self.graph.nodes
         n = nodes[node_id]
         if isinstance(n, AliasNode):  # a reshape of its storage root, never an alias itself
-            value = self._value(storage_root(nodes, n).id, env).reshape(n.shape)
+            shape = self.alias_shapes.get(node_id, n.shape)
+            value = self._value(storage_root(nodes, n).id, env).reshape(shape)
         elif isinstance(n, FieldNode):
             value = np.require(self._value(n.inputs[0], env)[n.index], requirements="C")
             self.slots[self.program.slot_of[n.id]] = value.ctypes.data
