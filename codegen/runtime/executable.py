@@ -238,7 +238,7 @@ class Executable:
         view.__dict__.update(self.__dict__)
         view.at = binding
         view._expected = [
-            (n.name, np.dtype(n.dtype), binding.shapes.get(n.id, n.shape))
+            (n.name, np.dtype(n.dtype), binding.shapes.get(n.id, n.shape or ()))
             for n in self.graph.inputs
         ]
         return view
@@ -456,8 +456,8 @@ class ExecutableAtSizes(Executable):
     shares the program's code, arena and threads; its input and output types are those
     sizes' shapes, made when first asked for (a decoder makes one of these per token)."""
 
-    @property  # type: ignore[override]
-    def input_types(self) -> dict[str, TensorType]:
+    @property
+    def input_types(self) -> dict[str, TensorType]:  # type: ignore[override]
         assert self.at is not None
         shapes = self.at.shapes
         return {
@@ -465,8 +465,8 @@ class ExecutableAtSizes(Executable):
             for n in self.graph.inputs
         }
 
-    @property  # type: ignore[override]
-    def output_types(self) -> list[Type]:
+    @property
+    def output_types(self) -> list[Type]:  # type: ignore[override]
         assert self.at is not None
         shapes = self.at.shapes
         every = self.__dict__["output_types"]  # the program's, at its capacity
