@@ -4,8 +4,9 @@ beside ONNX Runtime and beside our own build specialised to each shape.
     .venv/bin/python benchmarks/dynamic.py [--threads 2] [--repeats 40]
 
 For BERT (batch, seq) and the GPT-2 decoder step (past) of ../shared/models/dynamic it
-prints per shape: the first run at that shape (the specialisation it builds: seconds and
-LLVM modules compiled, kernels that serve every size), then medians of warm runs of ours,
+prints per shape: the first run at that shape (seconds; the builds made so far, counting
+the one with codegen.build; whether the program built for every size ran it), then
+medians of warm runs of ours,
 ONNX Runtime and our static build of that shape (engines.median_seconds: at least
 `--repeats` runs), and the ratios. Machines are noisy:
 compare ratios of one run and quote the load average printed.
@@ -56,7 +57,7 @@ def measure(path: Path, shapes: list[dict[str, np.ndarray]], threads: int, repea
         start = time.perf_counter()
         exe = codegen.build(path)
         print(f"{path.name}: one build {time.perf_counter() - start:.2f} s")
-    print(f"{'shape':>22} {'first s':>8} {'modules':>7} {'every':>5} {'ours ms':>8} "
+    print(f"{'shape':>22} {'first s':>8} {'builds':>7} {'every':>5} {'ours ms':>8} "
           f"{'ORT ms':>8} {'static':>8} {'/ORT':>5} {'/static':>7}")  # fmt: skip
     for feeds in shapes:
         start = time.perf_counter()
@@ -76,8 +77,9 @@ def measure(path: Path, shapes: list[dict[str, np.ndarray]], threads: int, repea
         shape = "x".join(str(s) for s in next(iter(feeds.values())).shape)
         if "past_0_k" in feeds:
             shape = f"past {feeds['past_0_k'].shape[2]}"
-        print(f"{shape:>22} {first:8.3f} {step.modules_compiled:7d} "
-              f"{step.kernels_for_every_size:5d} {ours:8.3f} {theirs:8.3f} {fixed:8.3f} "
+        every = "yes" if step.at is not None else "no"
+        print(f"{shape:>22} {first:8.3f} {len(exe.compiles):7d} "
+              f"{every:>5} {ours:8.3f} {theirs:8.3f} {fixed:8.3f} "
               f"{ours / theirs:5.2f} {ours / fixed:7.2f}")  # fmt: skip
 
 

@@ -11,11 +11,12 @@ present_<i>_k/v [.., past + 1, ..]. The prompt is fed a token at a time (past 0,
 then each next token is the argmax of the logits, the presents are fed back as the past
 and the mask grows by one. Both engines must produce the same tokens.
 
-Printed: our one build, then per engine the prompt's time and the median ms per generated
-token, twice for ours: "first pass" (each new past length is a new specialisation of the
-symbolic program: it compiles on first use, codegen/symbolic.py) and "again" (the same
-lengths, every specialisation compiled). Machines are noisy: compare ratios of one run,
-and say how loaded the machine was (the load average is printed).
+Printed: our one build (the program for every size, codegen/plan/every_size.py, built
+with it at the capacity 16 and again, larger, when a past length needs more room), then
+per engine the prompt's time and the median ms per generated token, twice for ours:
+"first pass" (each past length met for the first time: its sizes bound, nothing
+compiled) and "again" (the same lengths once more). Machines are noisy: compare ratios
+of one run, and say how loaded the machine was (the load average is printed).
 """
 
 from __future__ import annotations
@@ -97,7 +98,7 @@ def onnxruntime(path: Path, threads: int) -> Step:
 def run(path: Path, prompt_len: int, tokens: int, threads: int) -> dict[str, Any]:
     """Both engines on one prompt; the rows to print and whether the tokens agree."""
     exe, build_s = ours(path, threads)
-    exe.capacity = prompt_len + tokens  # keep every length's specialisation for "again"
+    exe.capacity = prompt_len + tokens  # keep every length's binding for "again"
     past_inputs = cache_inputs(exe)
     prompt = [int(v) for v in np.random.default_rng(0).integers(1, 1000, prompt_len)]
     ort_step = onnxruntime(path, threads)
@@ -123,7 +124,7 @@ def main() -> None:
     result = run(args.model, args.prompt, args.tokens, args.threads)
     print(f"model {args.model.name}: prompt {args.prompt}, {args.tokens} tokens, "
           f"{args.threads} threads; load average {os.getloadavg()[0]:.2f}")  # fmt: skip
-    print(f"our build: {result['build_s']:.2f} s; specialisations compiled: {result['compiles']}")
+    print(f"our build: {result['build_s']:.2f} s; builds in all: {result['compiles']}")
     ort_ms = 1e3 * statistics.median(result["rows"][0][2])
     print(f"{'engine':18} {'prompt ms':>10} {'ms/token':>9} {'vs ORT':>7}")
     for label, prompt_s, per_token in result["rows"]:

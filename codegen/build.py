@@ -63,7 +63,8 @@ from .prepare import (
     without_closures,
 )
 from .runtime import blas
-from .runtime.executable import Executable, KernelTime, Profile
+from .runtime.executable import Executable
+from .runtime.profile import KernelTime, Profile
 from .symbolic import SymbolicExecutable
 
 log = logging.getLogger(__name__)

@@ -3,11 +3,13 @@ products and arg-max, each with the epilogue applied where the result is stored.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from egraph_ir.dims import Dim
 from egraph_ir.expr import Call, Constant, Expr, Var
 from egraph_ir.registry import Op, OpPattern
 from egraph_ir.types import TensorType
@@ -18,16 +20,19 @@ from ..loop_ir import (
     LANES,
     Assign,
     Bin,
+    Cast,
     Declare,
     For,
     LExpr,
     Load,
     Ref,
     Select,
+    Splat,
     Stmt,
     Store,
     Un,
     const,
+    dim_expr,
     idx,
 )
 from .compute.definitions import Index
@@ -197,12 +202,13 @@ def reduction_nest(group: Group, call: Call) -> list[Stmt]:
     if _over_blocked_lanes(group, call, op, axes, in_t):
         return _lane_reduction(group, call, op, axes, in_t)
     acc_name = f"acc{group.loops}"
-    count = int(np.prod([in_t.shape[a] for a in axes], dtype=np.int64))
+    count = math.prod(in_t.shape[a] for a in axes)  # a Dim where a reduced axis is a size
     init, combine = _reduce_ops(op, dtype)
     read = group.reader(src)
 
     trailing = axes == tuple(range(in_t.ndim - len(axes), in_t.ndim))
-    split = op in ("sum", "mean") and dtype == "float32" and trailing and count >= MIN_SPLIT
+    long = isinstance(count, int) and count >= MIN_SPLIT  # a size: the running sum
+    split = op in ("sum", "mean") and dtype == "float32" and trailing and long
     source = group.buffers[src].name if split and isinstance(src, Var) else None
 
     def running(kept_vars: list[LExpr]) -> tuple[list[Stmt], LExpr]:
@@ -234,7 +240,7 @@ def reduction_nest(group: Group, call: Call) -> list[Stmt]:
         else:
             body, result = running(kept_vars)
         if op == "mean":
-            result = Bin(dtype, "div", result, const(float(count), dtype))
+            result = Bin(dtype, "div", result, _count(count, dtype))
         out_index = Index(out_shape, multi=out_vars) if out_vars else Index(out_shape, flat=idx(0))
         return [*body, group.store_through_epilogue(call, out_index, result)]
 
@@ -266,7 +272,7 @@ def _lane_reduction(
     whole vectors (where the lanes had been summed one at a time, 16 floats apart: ten
     times faster, docs/performance.md)."""
     source = group.buffers[call.args[0]].name
-    count = int(np.prod([in_t.shape[a] for a in axes], dtype=np.int64))
+    count = math.prod(in_t.shape[a] for a in axes)
     outer = in_t.shape[: axes[0]]
     vector = f"float32x{LANES}"
     acc, r = f"acc{group.loops}", group.var("r")
@@ -278,10 +284,17 @@ def _lane_reduction(
         total = For(r.name, count, [Assign(acc, Bin(vector, "add", Ref(vector, acc), load))])
         result: LExpr = Ref(vector, acc)
         if op == "mean":
-            result = Bin(vector, "div", result, const(float(count), vector))
+            result = Bin(vector, "div", result, Splat(vector, _count(count, "float32")))
         return [Declare(acc, const(0.0, vector)), total, Store("out", at * LANES, result)]
 
     return group.nest(outer, inner)
+
+
+def _count(count: int | Dim, dtype: str) -> LExpr:
+    """A mean's divisor: the element count, read from the sizes where it names one."""
+    if isinstance(count, Dim):
+        return Cast(dtype, dim_expr(count), exact=True)
+    return const(float(count), dtype)
 
 
 MIN_SPLIT = 256  # elements per output from which the split sum pays (a 7x7 plane: no faster)

@@ -266,12 +266,11 @@ def build_graph(
     """Nodes for a fused main function (no control flow), kernels lowered on the way;
     calls of global functions (external regions) become kernels through `lower_global`.
     Without `lower_group` the nodes only say their shapes (kernel None): a symbolic
-    program's graph, whose shapes name its sizes (codegen/lower/every_size.py)."""
+    program's graph, whose shapes name its sizes (codegen/plan/every_size.py)."""
     ids: dict[Expr, int] = {}
     nodes: list[Node] = []
     copies: dict[int, tuple[VirtualDevice, VirtualDevice]] = {}
     costs = KernelCost()  # the profile's predictions: read this CPU's figures once
-
     layouts: dict[int, str] = {}  # node id -> the layout of its tensor (the report's)
 
     def add(node: Node, expr: Expr, layout: str = "") -> None:
@@ -309,12 +308,8 @@ def build_graph(
                 add(KernelNode(len(nodes), "", args, shape, dtype), e)
                 continue
             kernel = lower_group(e.op, len(nodes))
-            body = e.op.body
-            if isinstance(body, Call) and getattr(body.op, "name", None) == "device_copy":
-                copies[len(nodes)] = (
-                    body.attrs["src_virtual_device"],
-                    body.attrs["dst_virtual_device"],
-                )
+            if (copy := _device_copy(e.op)) is not None:
+                copies[len(nodes)] = copy
             layout = layout_of(e.op, args)
             add(_kernel_node(len(nodes), e, args, kernel, e.op, costs, layout), e, layout)
         elif isinstance(e, Call) and isinstance(e.op, GlobalVar) and lower_global is not None:
@@ -345,6 +340,14 @@ def build_graph(
     return Graph(
         nodes, inputs, outputs, tuple_output, copies=copies, output_tree=tree if nested else None
     )
+
+
+def _device_copy(group: Function) -> tuple[VirtualDevice, VirtualDevice] | None:
+    """The devices a group that only copies between them copies from and to."""
+    body = group.body
+    if isinstance(body, Call) and getattr(body.op, "name", None) == "device_copy":
+        return body.attrs["src_virtual_device"], body.attrs["dst_virtual_device"]
+    return None
 
 
 def _flat_field(

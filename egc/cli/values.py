@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from codegen.runtime.executable import aligned
+from codegen.runtime.profile import aligned
 from egraph_ir.errors import CompilerError, did_you_mean
 
 
