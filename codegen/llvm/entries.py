@@ -68,6 +68,16 @@ class SizedGemmCall:
     threads: int
 
 
+@dataclass
+class RepeatCall:
+    """`calls` once per item of a leading size (`count`, from the sizes), the slots in
+    `strides` moved on by their bytes per item (codegen/lower/per_item.py)."""
+
+    count: Dim
+    calls: list[LaunchCall | GemmCall]
+    strides: dict[int, int]
+
+
 GEMM_SYMBOLS = {"float32": "egc_sgemm", "float64": "egc_dgemm"}
 GEMV_SYMBOLS = {"float32": "egc_sgemv", "float64": "egc_dgemv"}
 SLOTS = I64.as_pointer()
@@ -83,8 +93,11 @@ class EntryEmitter:
         self.chunk_fns: dict[str, ir.Function] = {}
         self.gemms = 0
         self.blas: dict[str, ir.Function] = {}
+        self.moved: dict[int, ir.Value] = {}  # slot -> bytes added to its address (an item's)
 
-    def step(self, index: int, calls: list[LaunchCall | GemmCall | SizedGemmCall]) -> str:
+    def step(
+        self, index: int, calls: list[LaunchCall | GemmCall | SizedGemmCall | RepeatCall]
+    ) -> str:
         name = f"egc_step_{index}"
         fn = ir.Function(self.module, ENTRY, name)
         fn.attributes.add("noinline")  # a segment of 10,000 inlined steps is slow to optimise
@@ -95,6 +108,8 @@ class EntryEmitter:
                 self._launch(b, fn, slots, state, call)
             elif isinstance(call, SizedGemmCall):
                 self._sized_gemm(b, fn, slots, state, call)
+            elif isinstance(call, RepeatCall):
+                self._repeat(b, fn, slots, state, call)
             else:
                 self._gemm(b, fn, slots, state, call)
         b.ret_void()
@@ -111,7 +126,42 @@ class EntryEmitter:
 
     # ------------------------------------------------------------ launches
     def _address(self, b: ir.IRBuilder, slots: ir.Value, slot: int) -> ir.Value:
-        return b.load(b.gep(slots, [c64(slot)], inbounds=True))
+        address = b.load(b.gep(slots, [c64(slot)], inbounds=True))
+        return b.add(address, self.moved[slot]) if slot in self.moved else address
+
+    def _repeat(
+        self, b: ir.IRBuilder, fn: ir.Function, slots: ir.Value, state: ir.Value,
+        call: RepeatCall,
+    ) -> None:  # fmt: skip
+        """The calls once per item, each item's buffers `strides` bytes on; the stack
+        the calls take (their argument blocks) is given back after each item."""
+        count = self._size(b, call.count)
+        entry = b.block
+        head, body, done = (fn.append_basic_block(f"items.{n}") for n in ("head", "body", "done"))
+        b.branch(head)
+        b.position_at_end(head)
+        item = b.phi(I64)
+        item.add_incoming(c64(0), entry)
+        b.cbranch(b.icmp_signed("<", item, count), body, done)
+        b.position_at_end(body)
+        stack = b.call(self._intrinsic("llvm.stacksave", I8P, []), [])
+        self.moved = {slot: b.mul(item, c64(n)) for slot, n in call.strides.items()}
+        for inner in call.calls:
+            if isinstance(inner, LaunchCall):
+                self._launch(b, fn, slots, state, inner)
+            else:
+                self._gemm(b, fn, slots, state, inner)
+        self.moved = {}
+        b.call(self._intrinsic("llvm.stackrestore", ir.VoidType(), [I8P]), [stack])
+        item.add_incoming(b.add(item, c64(1)), b.block)
+        b.branch(head)
+        b.position_at_end(done)
+
+    def _intrinsic(self, name: str, result: ir.Type, args: list[ir.Type]) -> ir.Function:
+        try:
+            return self.module.get_global(name)
+        except KeyError:
+            return ir.Function(self.module, ir.FunctionType(result, args), name)
 
     def _launch(
         self, b: ir.IRBuilder, fn: ir.Function, slots: ir.Value, state: ir.Value, call: LaunchCall

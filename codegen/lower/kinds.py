@@ -73,7 +73,18 @@ class Gemm:
     c: BufferRef
 
 
-NativeCall = Launch | Gemm
+@dataclass
+class Repeat:
+    """`calls` once per item of a leading size (`count`, read from the sizes when it
+    runs), each buffer moved on by its bytes per item (`strides`, by kind and index:
+    ("input", i), ("out", 0); any other, weights and scratch, is shared)."""
+
+    calls: list[Launch | Gemm]
+    count: Dim
+    strides: dict[tuple[str, int], int]
+
+
+NativeCall = Launch | Gemm | Repeat
 
 
 def kernel_label(kind: str, variant: str) -> str:
@@ -205,6 +216,35 @@ class ConvKernel(CompiledKernel):
             columns = SCRATCH if self.prologue is not None else source
             calls.append(Gemm(self.gemm, weights, columns, OUT))
         return calls + _epilogue(self.epilogue)
+
+
+@dataclass
+class RepeatedKernel(CompiledKernel):
+    """A group lowered for one item of its leading size and run once per item
+    (codegen/lower/per_item.py): a convolution over a symbolic batch, say."""
+
+    kind: ClassVar[str] = "items"
+    name: str
+    ops: list[str]
+    inner: CompiledKernel  # the group at one item: every choice static
+    count: Dim
+    strides: dict[tuple[str, int], int]  # bytes per item of the group's inputs and output
+
+    @property
+    def scratches(self) -> tuple[tuple[tuple[int | Dim, ...], str], ...]:  # type: ignore[override]
+        return self.inner.scratches  # one item's, reused by the next
+
+    @property
+    def variant(self) -> str:
+        return self.inner.kernel_name
+
+    def jit_kernels(self) -> list[Kernel]:
+        return self.inner.jit_kernels()
+
+    def native_calls(self) -> list[NativeCall]:
+        calls = self.inner.native_calls()
+        assert calls is not None and not any(isinstance(c, Repeat) for c in calls)
+        return [Repeat(calls, self.count, self.strides)]  # type: ignore[arg-type]
 
 
 @dataclass

@@ -15,10 +15,13 @@ once for every specialisation.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from egraph_ir.dims import Dim, evaluate, holds_dims
+import numpy as np
+
+from egraph_ir.dims import Dim, evaluate, holds_dims, size_var
 from egraph_ir.expr import Call, Function
 from egraph_ir.module import IRModule
 from egraph_ir.specialize import specialize, static_type
@@ -30,10 +33,12 @@ from ..loop_ir import Buffer
 from ..runtime.blas import product_of
 from .driver import lower
 from .keys import group_key
-from .kinds import CompiledKernel, GemmKernel, JitGemmKernel, LoopKernel
+from .kinds import CompiledKernel, GemmKernel, JitGemmKernel, LoopKernel, RepeatedKernel
+from .per_item import leading_size
 from .select import PRODUCTS
 
 log = logging.getLogger(__name__)
+Template = LoopKernel | GemmKernel | RepeatedKernel
 
 
 class NotForEverySize(Exception):
@@ -75,9 +80,7 @@ class SymbolicKernels:
     # a BLAS call's shape): while there are any, it serves no other sizes
     per_size: int = 0
     every_size_only: bool = False  # building for every size: stop at the first such group
-    templates: dict[tuple[object, str], LoopKernel | GemmKernel | None] = field(
-        default_factory=dict
-    )
+    templates: dict[tuple[object, str], Template | None] = field(default_factory=dict)
     # the kernels of groups whose types hold no size, by group and name
     fixed: dict[tuple[Function, str], CompiledKernel] = field(default_factory=dict)
     groups: list[Function] = field(init=False)  # fused's groups, in fused_groups order
@@ -123,6 +126,8 @@ class SymbolicKernels:
             self.lowered_per_size(name)
             return None
         self.taken += 1
+        if isinstance(template, RepeatedKernel):  # static code, its item count read
+            return template
         if isinstance(template, GemmKernel):
             epilogue = _bound(template.epilogue, self.sizes) if template.epilogue else None
             if template.product is not None:  # its glue reads the sizes
@@ -138,8 +143,12 @@ class SymbolicKernels:
         if self.every_size_only:
             raise NotForEverySize(f"group {name} is lowered for one set of sizes only")
 
-    def _template(self, group: Function, name: str) -> LoopKernel | GemmKernel | None:
-        """The group lowered with its sizes symbolic and emitted once on trial, or None."""
+    def _template(self, group: Function, name: str) -> Template | None:
+        """The group lowered with its sizes symbolic and emitted once on trial; else for
+        one item of its leading size where it computes items apart; else None."""
+        return self._symbolic_template(group, name) or per_item_kernel(group, name)
+
+    def _symbolic_template(self, group: Function, name: str) -> LoopKernel | GemmKernel | None:
         try:
             kernel = lower(group, name, host_fallback=False)
             if not isinstance(kernel, LoopKernel | GemmKernel) or not _taken(kernel):
@@ -152,6 +161,33 @@ class SymbolicKernels:
             log.debug("group %s is lowered per size: %s: %s", name, type(exc).__name__, exc)
             return None
         return kernel
+
+
+def per_item_kernel(group: Function, name: str) -> RepeatedKernel | None:
+    """The group lowered for one item of its leading size (a plain size variable), run
+    once per item (codegen/lower/per_item.py), or None."""
+    lead = leading_size(group)
+    if lead is None or len(lead.names) != 1 or lead != size_var(next(iter(lead.names))):
+        return None
+    try:
+        one = specialize(IRModule({"main": group}), {next(iter(lead.names)): 1})["main"]
+        inner = lower(one, name, host_fallback=False)
+    except Exception as exc:  # not typed or lowered at one item: per size instead
+        log.debug("group %s is not run per item: %s: %s", name, type(exc).__name__, exc)
+        return None
+    if inner.native_calls() is None:
+        return None
+    strides = {("input", k): _item_bytes(p.checked_type) for k, p in enumerate(group.params)}
+    strides[("out", 0)] = _item_bytes(group.body.checked_type)
+    return RepeatedKernel(name, inner.ops, inner, lead, strides)
+
+
+def _item_bytes(t: Type) -> int:
+    """The bytes of one item of a tensor that leads with a size (0: a weight)."""
+    assert isinstance(t, TensorType)
+    if t.is_static:
+        return 0
+    return math.prod(t.shape[1:]) * np.dtype(t.dtype).itemsize
 
 
 def _taken(kernel: LoopKernel | GemmKernel) -> bool:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -25,7 +25,7 @@ from egraph_ir.dims import DimLike, evaluate, is_static
 from ..lower.kinds import CompiledKernel
 from .graph import FieldNode, Graph, KernelNode
 from .link import Program
-from .memory import nbytes
+from .memory import nbytes, plan_graph
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +40,10 @@ class SizeBinding:
 
     values: tuple[int, ...]
     shapes: dict[int, tuple[int, ...]]
+    # the arena's tensors at these sizes need under a quarter of the capacity's room:
+    # worth planning again, compactly (Executable.at_sizes)
+    sparse: bool = False
+    arena: tuple[tuple[int, int, int], ...] | None = None  # (slot, arena, offset) if so
 
 
 def symbolic_shapes(
@@ -100,6 +104,7 @@ class SizeTable:
             planned = nbytes(node.shape, node.dtype) if node_id in offsets else -1  # type: ignore[arg-type]
             self.rows.append((node_id, form, itemsize, planned))
         self.dims = list(index)
+        self.planned = sum(planned for *_, planned in self.rows if planned >= 0)
 
     def bind(self, sizes: Mapping[str, int]) -> SizeBinding | None:
         """The program at `sizes`, or None where one of its planned tensors would need
@@ -108,12 +113,34 @@ class SizeTable:
         if min(values, default=0) < 0:
             return None
         shapes: dict[int, tuple[int, ...]] = {}
+        used = 0
         for node_id, form, itemsize, planned in self.rows:
             shape = tuple(v if constant else values[v] for constant, v in form)
-            if planned >= 0 and math.prod(shape) * itemsize > planned:
+            need = math.prod(shape) * itemsize
+            if planned >= 0 and need > planned:
                 return None
+            used += need if planned >= 0 else 0
             shapes[node_id] = shape
-        return SizeBinding(tuple(int(sizes[n]) for n in self.size_names), shapes)
+        sparse = 4 * used <= self.planned
+        return SizeBinding(tuple(int(sizes[n]) for n in self.size_names), shapes, sparse)
 
 
-__all__ = ["SizeBinding", "SizeTable", "serves_every_size", "symbolic_shapes"]
+def compact_arena(program: Program, binding: SizeBinding, method: str, pools: tuple) -> SizeBinding:
+    """The binding with the arena planned again at its sizes, where that fits the
+    arenas planned at the capacity (their memory is what the runtime has): tensors close
+    together, as a build at these sizes would place them, not a capacity's slot apart."""
+    plan = plan_graph(program.graph, program.devices, method, pools, binding.shapes)
+    had = program.plan.arena_bytes or [program.plan.bytes]
+    now = plan.arena_bytes or [plan.bytes]
+    if len(now) != len(had) or any(a > b for a, b in zip(now, had, strict=True)):
+        return binding
+    if any(key not in plan.offsets for key in program.arena_keys):
+        return binding  # a loaded program: its kernels (and their scratch) are not known
+    arena = tuple(
+        (slot, plan.arena_of.get(key, 0), plan.offsets[key])
+        for (slot, _, _), key in zip(program.arena_slots, program.arena_keys, strict=True)
+    )
+    return replace(binding, arena=arena)
+
+
+__all__ = ["SizeBinding", "SizeTable", "compact_arena", "serves_every_size", "symbolic_shapes"]

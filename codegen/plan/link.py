@@ -26,17 +26,18 @@ from ..llvm.entries import (
     EntryEmitter,
     GemmCall,
     LaunchCall,
+    RepeatCall,
     SizedGemmCall,
 )
 from ..llvm.native import emit_pool
 from ..llvm.sizes import define_sizes
-from ..lower.kinds import BufferRef, Gemm, Launch, NativeCall, PythonStep
+from ..lower.kinds import BufferRef, Gemm, Launch, NativeCall, PythonStep, Repeat
 from ..runtime.blas import Product, SizedProduct
 from .devices import DevicePlan
 from .graph import Graph, KernelNode, Node, ParamNode, storage_root
 from .memory import MemoryPlan, scratch_id
 
-NativeStep = LaunchCall | GemmCall | SizedGemmCall
+NativeStep = LaunchCall | GemmCall | SizedGemmCall | RepeatCall
 
 
 @dataclass
@@ -177,6 +178,12 @@ def link(graph: Graph, devices: DevicePlan, plan: MemoryPlan, threads: int, size
 def _resolve(call: NativeCall, resolve: Callable[[BufferRef], int], program: Program) -> NativeStep:
     """A native call with its buffers as slots, cut into chunks or GEMM blocks."""
     threads = program.threads
+    if isinstance(call, Repeat):  # each item's buffers: the slot's address moved on
+        refs = [r for c in call.calls for r in (c.buffers if isinstance(c, Launch) else ())]
+        refs += [r for c in call.calls if isinstance(c, Gemm) for r in (c.a, c.b, c.c)]
+        strides = {resolve(r): call.strides.get((r.kind, r.index), 0) for r in refs}
+        inner = [_resolve(c, resolve, program) for c in call.calls]
+        return RepeatCall(call.count, inner, {s: n for s, n in strides.items() if n})  # type: ignore[arg-type]
     if isinstance(call, Launch):
         k = call.kernel
         launch_slots = [resolve(r) for r in call.buffers]

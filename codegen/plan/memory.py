@@ -23,7 +23,7 @@ total size of tensors alive at the same step — no plan can use less.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -421,9 +421,13 @@ def plan_graph(
     devices: DevicePlan,
     method: str = "arena",
     pools: tuple[MemoryPool, ...] = DEFAULT_POOLS,
+    shapes: Mapping[int, tuple[int, ...]] | None = None,
 ) -> MemoryPlan:
     """Lifetimes of the graph's kernel results (aliases extend their source's) and scratch
-    buffers (alive during their kernel only), then a plan per device."""
+    buffers (alive during their kernel only), then a plan per device. `shapes`: node id
+    -> the shape to plan for instead of the node's (a program for every size at sizes
+    below its capacity, codegen/plan/every_size.py)."""
+    shapes = shapes or {}
     nodes = graph.nodes
     outputs = {storage_root(nodes, nodes[o]).id for o in graph.outputs}
     last: dict[int, int] = {}
@@ -443,7 +447,7 @@ def plan_graph(
             tensors.append(Tensor(scratch_id(n.id, k), nbytes(extents, dtype), step, step))
         if n.shape is None or n.id in outputs:
             continue
-        size = nbytes(n.shape, n.dtype)  # type: ignore[arg-type]
+        size = nbytes(shapes.get(n.id, n.shape), n.dtype)  # type: ignore[arg-type]
         tensors.append(Tensor(n.id, size, step, max(last.get(n.id, step), step)))
     return combine(
         [plan_pools(t, method, pools) for t in per_device],

@@ -23,7 +23,7 @@ from ..artifact.write import save
 from ..llvm import JitLibrary
 from ..lower.kinds import ExternalKernel
 from ..options import BuildOptions
-from ..plan.every_size import SizeBinding, SizeTable
+from ..plan.every_size import SizeBinding, SizeTable, compact_arena
 from ..plan.graph import AliasNode, KernelNode
 from ..plan.link import Program
 from ..plan.memory import MemoryPlan, graph_storage_ids
@@ -104,6 +104,9 @@ class Executable:
         binding = self._size_table.bind(sizes)
         if binding is None:
             return None
+        if binding.sparse:  # far below the capacity: its tensors planned close together
+            options = self.options
+            binding = compact_arena(self.program, binding, options.memory_planner, options.pools)
         view = ExecutableAtSizes.__new__(ExecutableAtSizes)
         view.__dict__.update(self.__dict__)
         view.at = binding

@@ -14,7 +14,7 @@ import ctypes
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -77,8 +77,8 @@ class Runtime:
         self.state = np.zeros(STATE_SIZE, dtype=np.int64)
         for slot, array in program.constants:
             self.slots[slot] = array.ctypes.data
-        for slot, arena, offset in program.arena_slots:
-            self.slots[slot] = self.bases[arena] + offset
+        self.capacity_arena = self._arena_addresses(program.arena_slots)
+        self.slots[self.capacity_arena[0]] = self.capacity_arena[1]
         self.check_devices = check_devices  # the sanitizer (codegen.check_devices)
         self.thread_count = min(threads or program.threads, program.threads)
         self.copies = copy_traffic(graph, program.devices)  # per run: (src, dst) -> (n, bytes)
@@ -177,7 +177,20 @@ class Runtime:
         ]
         nodes = self.graph.nodes
         self.alias_shapes = {i: s for i, s in at.shapes.items() if isinstance(nodes[i], AliasNode)}
+        if at.arena is not None or (self.at is not None and self.at.arena is not None):
+            slots, addresses = (
+                self._arena_addresses(at.arena) if at.arena is not None else self.capacity_arena
+            )
+            self.slots[slots] = addresses  # planned again at these sizes, or back
         self.at = at
+
+    def _arena_addresses(
+        self, arena_slots: Sequence[tuple[int, int, int]]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The slot of each planned tensor and its address, as arrays for one write."""
+        slots = np.array([slot for slot, _, _ in arena_slots], dtype=np.int64)
+        addresses = [self.bases[arena] + offset for _, arena, offset in arena_slots]
+        return slots, np.array(addresses, dtype=np.int64)
 
     def _run(self, feeds: list[np.ndarray], timings: dict[int, float] | None) -> list[Any]:
         """One run. `env` holds only what changes between runs (inputs, fresh outputs,

@@ -18,6 +18,7 @@ import numpy as np
 
 from egraph_ir.errors import CodegenError
 
+from ..llvm.entries import RepeatCall
 from ..plan.devices import DevicePlan
 from ..plan.graph import FieldNode, Graph, KernelNode, Node
 from ..plan.link import Program
@@ -86,7 +87,8 @@ def check_devices(rt: RunState, env: dict[int, Any]) -> None:
         n = graph.nodes[node_id]
         out = program.slot_of.get(node_id)
         for call in calls:
-            for slot in call.slots:
+            inner = call.calls if isinstance(call, RepeatCall) else [call]
+            for slot in (s for c in inner for s in c.slots):
                 if slot in field_slots:
                     continue
                 source = devices.source_of(n.id)
