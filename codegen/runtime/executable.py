@@ -8,6 +8,7 @@ read back by `codegen.load` has only what running needs, so those are None there
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -204,14 +205,25 @@ class Executable:
             n = self.graph.nodes[node_id]
             assert isinstance(n, KernelNode)  # only kernels are timed
             low, high = np.percentile(values, [10, 90])
+            shape, scale = self._measured_shape(n)
             rows.append(
                 KernelTime(
                     n.name, n.kind, list(n.ops), medians[node_id], float(low), float(high),
-                    n.flops, n.bytes, medians[node_id] / total,
-                    n.variant, order, n.shape, n.sources, n.predicted, n.layout,
+                    n.flops * scale, n.bytes * scale, medians[node_id] / total,
+                    n.variant, order, shape, n.sources, n.predicted, n.layout,
                 )
             )  # fmt: skip
-        return Profile(sorted(rows, key=lambda r: -r.seconds), repeats)
+        sizes = dict(zip(self.program.size_names, self.at.values, strict=True)) if self.at else {}
+        return Profile(sorted(rows, key=lambda r: -r.seconds), repeats, sizes)
+
+    def _measured_shape(self, n: KernelNode) -> tuple[tuple[int, ...] | None, float]:
+        """A kernel's result shape as it ran and the share of its build-time FLOPs and
+        bytes that is (a program for every size, at sizes below its capacity: work taken
+        to scale with the result's elements)."""
+        if self.at is None or n.id not in self.at.shapes or not n.shape:
+            return n.shape, 1.0
+        shape = self.at.shapes[n.id]
+        return shape, math.prod(shape) / max(1, math.prod(n.shape))
 
     def benchmark(
         self,

@@ -60,6 +60,7 @@ class Profile:
 
     kernels: list[KernelTime] = field(default_factory=list)
     repeats: int = 0
+    sizes: dict[str, int] = field(default_factory=dict)  # a symbolic program's, as measured
 
     def __iter__(self) -> Any:
         return iter(self.kernels)

@@ -28,6 +28,8 @@ def print_profile(profile: Any, top: int | None) -> None:
     rows = profile.rows()
     shown = rows[:top] if top else rows
     title = "per-kernel profile" + (f" (slowest {len(shown)} of {len(rows)})" if top else "")
+    if profile.sizes:  # a symbolic program: the sizes it ran at
+        title += " at " + ", ".join(f"{k}={v}" for k, v in profile.sizes.items())
     print_table(title, profile.HEADER, shown)
     total = profile.total_seconds or 1.0
     by_op = [

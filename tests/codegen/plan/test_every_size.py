@@ -93,6 +93,11 @@ def test_sizes_beyond_the_capacity_build_again_and_a_saved_program_needs_no_buil
         keys = rng.standard_normal((2, past, 8)).astype("float32")
         np.testing.assert_array_equal(loaded(q, keys), exe(q, keys))
     assert not loaded.compiles
+    # a profile says the sizes it measured and the kernels' shapes at them
+    q = rng.standard_normal((2, 1, 8)).astype("float32")
+    profile = loaded.profile({"q": q, "keys": rng.standard_normal((2, 5, 8)).astype("float32")})
+    assert profile.sizes == {"past": 5}
+    assert (2, 1, 5) in {k.shape for k in profile}
 
 
 def test_sizes_where_a_shape_is_empty_are_typed_first() -> None:
