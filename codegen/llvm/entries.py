@@ -387,7 +387,9 @@ class EntryEmitter:
         self, b: ir.IRBuilder, p: SizedProduct, a: ir.Value, bb: ir.Value, c: ir.Value,
         block_m: ir.Value, block_n: ir.Value, m: ir.Value, n: ir.Value, k: ir.Value,
     ) -> None:  # fmt: skip
-        """One BLAS GEMM of a block; leading dimensions at least 1, as BLAS requires."""
+        """One BLAS GEMM of a block, or GEMV where the block is one row of an untransposed
+        A (OpenBLAS's GEMM is slow for one row, GemmCall.row_vector); leading dimensions at
+        least 1, as BLAS requires."""
 
         def lead(v: ir.Value) -> ir.Value:
             return b.trunc(b.select(b.icmp_signed(">", v, c64(1)), v, c64(1)), I32)
@@ -403,4 +405,14 @@ class EntryEmitter:
             i32(101), i32(112 if p.trans_a else 111), i32(112 if p.trans_b else 111),
             block_m, block_n, b.trunc(k, I32), one, a, lda, bb, ldb, zero, c, lead(n),
         ]  # fmt: skip
-        b.call(self._blas(p.dtype), args)
+        if p.trans_a:
+            b.call(self._blas(p.dtype), args)
+            return
+        with b.if_else(b.icmp_signed("==", block_m, i32(1))) as (row, rows):
+            with row:  # c = op(B) applied to the row a: B (n, K) as is, or (K, n) transposed
+                shape = [block_n, b.trunc(k, I32)] if p.trans_b else [b.trunc(k, I32), block_n]
+                op_b = i32(111 if p.trans_b else 112)
+                gemv = [i32(101), op_b, *shape, one, bb, ldb, a, i32(1), zero, c, i32(1)]
+                b.call(self._blas_gemv(p.dtype), gemv)
+            with rows:
+                b.call(self._blas(p.dtype), args)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import codegen
@@ -40,6 +40,9 @@ _PRODUCTS: dict[tuple[bool, bool], tuple[ir.IRModule, codegen.SymbolicExecutable
 
 
 @settings(max_examples=12, deadline=None)
+@example(False, False, 2, 1, 64)  # one row: BLAS's GEMV
+@example(False, True, 1, 1, 200)
+@example(True, False, 3, 1, 5)
 @given(st.booleans(), st.booleans(), st.integers(1, 8), st.integers(1, 256), st.integers(1, 256))
 def test_blas_products_cut_their_blocks_at_run_time(
     transpose_a: bool, transpose_b: bool, b: int, m: int, k: int
