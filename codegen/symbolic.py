@@ -10,9 +10,10 @@ that code is one program built for every size (codegen/plan/every_size.py), at a
 the upper bounds of `codegen.size_bounds`, else each size rounded up to a power of two (at
 least 16). A run at new sizes within the capacity then costs no compile and no Python work
 beyond evaluating the shapes; sizes beyond it build the program again at a larger
-capacity. Elsewhere (convolutions, BLAS products whose shapes name a size, control flow)
-each new set of sizes is a specialisation: the first run at it compiles what its sizes
-change, and later runs reuse it; the most recently used `capacity` specialisations stay.
+capacity. Elsewhere (convolutions over symbolic image sizes, BLAS products that broadcast
+their batch axes, control flow) each new set of sizes is a specialisation: the first run at
+it compiles what its sizes change, and later runs reuse it; the most recently used
+`capacity` specialisations stay.
 """
 
 from __future__ import annotations
@@ -312,8 +313,15 @@ class SymbolicExecutable:
         outs = ", ".join(
             f"{n}: {t}" for n, t in zip(self.output_names, self.output_types, strict=True)
         )
+        every = self.for_every_size
+        if every is not None:
+            pairs = zip(every.program.size_names, every.program.sizes, strict=True)
+            capacity = ", ".join(f"{n}={v}" for n, v in pairs)
+            built = f"one program for every size up to {capacity}"
+        else:
+            built = f"{sum(e.at is None for e in self._built.values())} specialisation(s) compiled"
+        how = "once" if self.optimised_once else "per specialisation"
         return (
             f"<SymbolicExecutable ({ins}) -> ({outs}); sizes {', '.join(self.size_names)}; "
-            f"{len(self._built)} specialisation(s) compiled; optimised "
-            f"{'once' if self.optimised_once else 'per specialisation'}>"
+            f"{built}; optimised {how}>"
         )

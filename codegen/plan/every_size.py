@@ -25,7 +25,7 @@ from egraph_ir.dims import DimLike, evaluate, is_static
 from ..lower.kinds import CompiledKernel
 from .graph import FieldNode, Graph, KernelNode
 from .link import Program
-from .memory import nbytes, plan_graph
+from .memory import MemoryPool, nbytes, plan_graph
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +125,9 @@ class SizeTable:
         return SizeBinding(tuple(int(sizes[n]) for n in self.size_names), shapes, sparse)
 
 
-def compact_arena(program: Program, binding: SizeBinding, method: str, pools: tuple) -> SizeBinding:
+def compact_arena(
+    program: Program, binding: SizeBinding, method: str, pools: tuple[MemoryPool, ...]
+) -> SizeBinding:
     """The binding with the arena planned again at its sizes, where that fits the
     arenas planned at the capacity (their memory is what the runtime has): tensors close
     together, as a build at these sizes would place them, not a capacity's slot apart."""
