@@ -64,11 +64,17 @@ def parse(text: str, source: str = "<rules>") -> RuleSet:
 _SOUNDNESS = ("SoundnessFailure", "SoundnessReport", "check_soundness")
 
 
+_PROVER = ("ProofReport", "ProofResult", "prove", "prove_rule")
+
+
 def __getattr__(name: str) -> Any:
-    """The soundness checker loads hypothesis (~0.1 s): imported on first use only."""
+    """The soundness checker loads hypothesis (~0.1 s) and the prover z3: each imported
+    on first use only (the prover asks for z3 when it runs)."""
     if name in _SOUNDNESS:
         require("hypothesis", f"rules.{name}")
         return getattr(importlib.import_module(f"{__name__}.soundness"), name)
+    if name in _PROVER:
+        return getattr(importlib.import_module(f"{__name__}.proofs"), name)
     raise AttributeError(f"module 'rules' has no attribute '{name}'")
 
 
@@ -76,6 +82,8 @@ __all__ = [
     "FAST_MATH",
     "CompositeMatch",
     "CompositePattern",
+    "ProofReport",
+    "ProofResult",
     "Rule",
     "RuleSet",
     "SoundnessFailure",
@@ -89,4 +97,6 @@ __all__ = [
     "parse",
     "parse_patterns",
     "pattern_table",
+    "prove",
+    "prove_rule",
 ]

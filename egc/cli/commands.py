@@ -187,8 +187,11 @@ def opt(args: argparse.Namespace) -> int:
     return 0
 
 
-def rules_check(sources: list[str], max_examples: int, seed: int) -> int:
-    """Property-test rule files (or built-in set names): 0 when all are sound, 1 if not."""
+def rules_check(
+    sources: list[str], max_examples: int, seed: int, prove_timeout: float | None = None
+) -> int:
+    """Property-test rule files (or built-in set names), and with `prove_timeout` prove
+    them too: 0 when all are sound and none is refuted, 1 if not."""
     import rules
 
     status = 0
@@ -200,6 +203,11 @@ def rules_check(sources: list[str], max_examples: int, seed: int) -> int:
         print(f"{source}: {report}")
         if not report.ok:
             status = 1
+        if prove_timeout is not None:
+            proofs = rules.prove(rule_set, timeout=prove_timeout)
+            print(f"{source}: {proofs}")
+            if proofs.with_status("refuted"):
+                status = 1
     return status
 
 

@@ -21,7 +21,7 @@ commands:
   egc compile MODEL [-o OUT.egc]    import, optimise, compile (and save); --check compares
   egc run OUT.egc --random          run a saved executable (no compile step); --repeats times it
   egc opt FILE --passes PIPELINE    IR text through a pass pipeline
-  egc rules check FILE_OR_SET...    property-test rule files
+  egc rules check FILE_OR_SET...    property-test rule files (--prove: and prove them)
   egc tune MODEL                    measure kernel choices on this CPU for later compiles
   egc cache info|clear              the compile cache
   egc list passes|rules|ops|onnx-ops|targets|configs
@@ -107,6 +107,14 @@ def _parser() -> argparse.ArgumentParser:
     p_check.add_argument("files", nargs="+", metavar="FILE", help="a .rules file or built-in set")
     p_check.add_argument("--max-examples", type=count(1), default=100, metavar="N")
     p_check.add_argument("--seed", type=count(0), default=0, help="hypothesis seed")
+    p_check.add_argument(
+        "--prove", action="store_true",
+        help="also prove each rule with an SMT solver (z3; pip install egraph-compiler[prove]):"
+        " proven, refuted with a counterexample, or unknown with the reason",
+    )  # fmt: skip
+    p_check.add_argument(
+        "--timeout", type=float, default=10.0, metavar="S", help="--prove: seconds per rule"
+    )
 
     p_cache = sub.add_parser("cache", help="the compile cache: where, how big, clear it")
     p_cache.add_argument("action", choices=("info", "clear"))
@@ -295,7 +303,9 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "keygen":
         return commands.keygen(args.name)
     if args.command == "rules":
-        return commands.rules_check(args.files, args.max_examples, args.seed)
+        return commands.rules_check(
+            args.files, args.max_examples, args.seed, args.timeout if args.prove else None
+        )
     handlers = {
         "demo": lambda: commands.demo(args.model, args.show_ir),
         "compile": lambda: commands.compile_model(args),
