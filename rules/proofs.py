@@ -313,7 +313,15 @@ def _confirm(
         return f"the interpreter refuses one side ({exc})"
     if same_values(left, right, NSZ in rule.tags):
         return None
-    return f"left gives {left!r}, right gives {right!r}"
+    return f"left gives {_show(left)}, right gives {_show(right)}"
+
+
+def _show(value: np.ndarray) -> str:
+    """A 0-d result as a plain number (-0.0, nan, 7), with its dtype."""
+    if value.shape:
+        return repr(value)
+    number = value.item() if value.dtype.kind in "biu" else float(value)
+    return f"{number!r} ({value.dtype})"
 
 
 def _evaluate(p: Pattern, consts: dict[str, np.ndarray], attrs: dict[str, str], dtype: str) -> Any:
