@@ -13,6 +13,7 @@ from typing import Any
 
 from egraph_ir.errors import RuleError, did_you_mean, require
 
+from .explain import Explanation, Site, explain
 from .lexer import read_source
 from .patterns import (
     CompositeMatch,
@@ -82,16 +83,19 @@ __all__ = [
     "FAST_MATH",
     "CompositeMatch",
     "CompositePattern",
+    "Explanation",
     "ProofReport",
     "ProofResult",
     "Rule",
     "RuleSet",
+    "Site",
     "SoundnessFailure",
     "SoundnessReport",
     "builtin",
     "builtin_names",
     "builtin_patterns",
     "check_soundness",
+    "explain",
     "load",
     "load_patterns",
     "parse",

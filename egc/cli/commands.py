@@ -211,6 +211,25 @@ def rules_check(
     return status
 
 
+def rules_explain(args: argparse.Namespace) -> int:
+    """`egc rules explain FILE RULE MODEL`: the model imported and typed, then why the rule
+    fires or not there (rules.explain, with the rest of its set alongside)."""
+    import rules
+
+    rule_source(args.file)
+    is_builtin = args.file in rules.builtin_names() and not Path(args.file).exists()
+    rule_set = rules.builtin(args.file) if is_builtin else rules.load(args.file)
+    try:
+        rule = rule_set[args.rule]
+    except KeyError:
+        raise CompilerError(
+            f"{args.file} has no rule '{args.rule}'; its rules: {', '.join(rule_set.names)}"
+        ) from None
+    mod, _, _ = load_model(args.model, dict(args.shape))
+    print(rules.explain(rule, mod, fast_math=args.fast_math, along=rule_set))
+    return 0
+
+
 def list_things(what: str) -> int:
     """`egc list passes|rules|ops|targets|configs` as a table."""
     import rules

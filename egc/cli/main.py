@@ -22,6 +22,7 @@ commands:
   egc run OUT.egc --random          run a saved executable (no compile step); --repeats times it
   egc opt FILE --passes PIPELINE    IR text through a pass pipeline
   egc rules check FILE_OR_SET...    property-test rule files (--prove: and prove them)
+  egc rules explain FILE RULE MODEL why a rule fires or not, place by place
   egc tune MODEL                    measure kernel choices on this CPU for later compiles
   egc cache info|clear              the compile cache
   egc list passes|rules|ops|onnx-ops|targets|configs
@@ -115,6 +116,18 @@ def _parser() -> argparse.ArgumentParser:
     p_check.add_argument(
         "--timeout", type=float, default=10.0, metavar="S", help="--prove: seconds per rule"
     )
+
+    p_explain = rules_sub.add_parser(
+        "explain", help="why a rule does or does not fire on a model, place by place"
+    )
+    p_explain.add_argument("file", metavar="FILE", help="a .rules file or built-in set")
+    p_explain.add_argument("rule", metavar="RULE", help="the rule's name")
+    p_explain.add_argument("model", metavar="MODEL", help="ONNX file, IR text or built-in model")
+    p_explain.add_argument("--fast-math", action="store_true", help="as under eqsat.fast_math")
+    p_explain.add_argument(
+        "--shape", action="append", type=shape_value, default=[], metavar="NAME=D1,D2,..",
+        help="fix an ONNX input's symbolic dimensions",
+    )  # fmt: skip
 
     p_cache = sub.add_parser("cache", help="the compile cache: where, how big, clear it")
     p_cache.add_argument("action", choices=("info", "clear"))
@@ -303,6 +316,8 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "keygen":
         return commands.keygen(args.name)
     if args.command == "rules":
+        if args.rules_command == "explain":
+            return commands.rules_explain(args)
         return commands.rules_check(
             args.files, args.max_examples, args.seed, args.timeout if args.prove else None
         )
