@@ -124,6 +124,19 @@ def _max_error(actual: Any, expected: Any) -> tuple[float, bool]:
     return worst, ok
 
 
+def _rule_lines(rep: pm.passes.EqSatReport) -> tuple[tuple[str, int, int, float | None], ...]:
+    """What each rule that matched did in one EqSat pass (`~rev` rewrites with their
+    rule), the rules with the largest share of the cost change first."""
+    matches: dict[str, int] = {}
+    applied: dict[str, int] = {}
+    for counts, into in ((rep.matches, matches), (rep.applied, applied)):
+        for name, n in counts.items():
+            key = name.removesuffix("~rev")
+            into[key] = into.get(key, 0) + n
+    lines = [(n, m, applied.get(n, 0), rep.attribution.get(n)) for n, m in matches.items() if m]
+    return tuple(sorted(lines, key=lambda r: (-(r[3] or 0.0), -r[2], r[0])))
+
+
 def _collect(run: pm.PassRun, timing: pm.PassTimingInstrument) -> PassesReport:
     """The run's typed reports for the job's report (EqSat ones as lines of a table)."""
     eqsat = []
@@ -141,6 +154,7 @@ def _collect(run: pm.PassRun, timing: pm.PassTimingInstrument) -> PassesReport:
                     f"{rep.extractor} ({rep.status})",
                     rep.cost_before,
                     rep.cost_after,
+                    _rule_lines(rep),
                 )
             )
         elif summary := rep.summary():
@@ -376,6 +390,11 @@ def render_text(report: CompileReport, time_passes: bool = False) -> str:
             f"stopped: {e.stop}, extracted by {e.extractor}, cost "
             f"{e.cost_before:.4g} -> {e.cost_after:.4g}"
         )
+        for rule, matched, applied, share in (
+            e.rules if any(r[3] is not None for r in e.rules) else ()
+        ):
+            part = f"{100 * share:.0f}% of the cost change" if share is not None else "-"
+            lines.append(f"    {rule}: {matched} matches, {applied} applied, {part}")
     for name, summaries in report.passes.statistics.items():
         lines.append(f"  {name}: " + " | ".join(summaries))
     kernels = ", ".join(f"{k} x{v}" for k, v in report.kernels.items())

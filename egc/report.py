@@ -34,6 +34,9 @@ class EqSatLine:
     extractor: str
     cost_before: float
     cost_after: float
+    # per rule that matched: name, matches, applications, share of the cost change (with
+    # --report: eqsat.attribution), largest share first
+    rules: tuple[tuple[str, int, int, float | None], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -116,6 +116,13 @@ def _with_bounds(config: dict[str, Any], bounds: dict[str, list[int]]) -> dict[s
     return config
 
 
+def _with_attribution(config: dict[str, Any], report: bool) -> dict[str, Any]:
+    """--report says what each rule bought: eqsat.attribution on unless set."""
+    if report:
+        config.setdefault("eqsat.attribution", True)
+    return config
+
+
 def compile_request(args: argparse.Namespace) -> CompileRequest:
     """`egc compile`'s arguments as the typed request everything below the command line
     takes (names unchecked: commands.py checks them where the compiler is imported)."""
@@ -128,7 +135,7 @@ def compile_request(args: argparse.Namespace) -> CompileRequest:
         print_ir_after=list(args.print_ir_after),
         check=args.check,
         repeats=args.repeats,
-        config=_with_bounds(dict(args.config), bounds),
+        config=_with_attribution(_with_bounds(dict(args.config), bounds), args.report),
         shapes=dict(args.shape),
         dims=sizes,
         targets=targets,

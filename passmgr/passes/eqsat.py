@@ -13,11 +13,20 @@ expensive than the original under the same cost model (both DAG costs).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import rules as rules_lib
-from egraph_ir.egraph import EXTRACTORS, CostModel, Limits, StopReason, get_cost_model, optimize
+from egraph_ir.egraph import (
+    EXTRACTORS,
+    CostModel,
+    Limits,
+    OptimizeResult,
+    StopReason,
+    get_cost_model,
+    optimize,
+)
 from egraph_ir.egraph.encode import merge_equal
 from egraph_ir.egraph.graph import ENode
 from egraph_ir.egraph.pattern import PCall, PGet, PLit, Rewrite
@@ -41,6 +50,10 @@ register_config("eqsat.node_limit", int, 100_000, "stop saturating past this man
 register_config("eqsat.iter_limit", int, 30, "stop after this many iterations")
 register_config("eqsat.time_limit_s", float, 10.0, "stop after this many seconds")
 register_config("eqsat.fast_math", bool, False, "also run rules tagged fast-math")
+register_config(
+    "eqsat.attribution", bool, False,
+    "each applied rule's share of the cost change (one more saturation per rule, without it)",
+)  # fmt: skip
 register_config(
     "eqsat.extract_time_limit_s", float, 2.0, "seconds extraction may take (every extractor)"
 )
@@ -125,21 +138,12 @@ class EqSat(FunctionPass):
         if rewrites and nothing_to_do(fn, rewrites, self.fold_constants):
             record(EqSatReport(skipped=True))
             return fn
-        result = optimize(
-            fn,
-            rewrites,
-            self.limits(ctx),
-            cost_model=avoiding(get_cost_model(self.cost_model), self.avoid),
-            fold_constants=self.fold_constants,
-            extractor=self.extractor,
-            extract_time_limit=float(
-                ctx.get_config("eqsat.extract_time_limit_s")
-                if self.extract_time_limit_s is None
-                else self.extract_time_limit_s
-            ),
-        )
+        result = self._optimize(fn, rewrites, ctx)
         rep = result.report
         kept = result.cost_after > result.cost_before  # the input stays: nothing cheaper
+        shares = {}
+        if ctx.get_config("eqsat.attribution") and not kept:
+            shares = attribution(fn, rule_set, result, lambda w: self._optimize(fn, w, ctx))
         out = fn if kept else result.function
         for name, why in rep.unsound.items():
             log.warning("rule %s refused where its two sides do not type alike: %s", name, why)
@@ -159,10 +163,50 @@ class EqSat(FunctionPass):
                 penalised_cost_after=min(result.cost_after, result.cost_before),
                 refused=tuple(rep.unsound),
                 seconds=rep.seconds,
+                matches=dict(rep.matches),
+                attribution=shares,
             )
         )
         log.info("%s: %s", self.info.name, rep.summary())
         return out
+
+    def _optimize(self, fn: Function, rewrites: list[Rewrite], ctx: PassContext) -> OptimizeResult:
+        """One saturation and extraction with this pass's limits, cost model and extractor."""
+        return optimize(
+            fn,
+            rewrites,
+            self.limits(ctx),
+            cost_model=avoiding(get_cost_model(self.cost_model), self.avoid),
+            fold_constants=self.fold_constants,
+            extractor=self.extractor,
+            extract_time_limit=float(
+                ctx.get_config("eqsat.extract_time_limit_s")
+                if self.extract_time_limit_s is None
+                else self.extract_time_limit_s
+            ),
+        )
+
+
+def attribution(
+    fn: Function,
+    rule_set: RuleSet,
+    result: OptimizeResult,
+    run: Callable[[list[Rewrite]], OptimizeResult],
+) -> dict[str, float]:
+    """Each applied rule's share of the cost change: the change the saturation without the
+    rule misses, over the whole change (1.0: nothing else gets there; 0.0: other rules
+    reach the same cost; shares of rules that need each other add up to more than 1)."""
+    gained = result.cost_before - min(result.cost_after, result.cost_before)
+    applied = {name.removesuffix("~rev") for name, n in result.report.applied.items() if n}
+    shares: dict[str, float] = {}
+    for name in sorted(applied):
+        rest = [w for r in rule_set if r.name != name for w in r.rewrites()]
+        without = run(rest)
+        cost = min(without.cost_after, without.cost_before)
+        shares[name] = (
+            (cost - min(result.cost_after, result.cost_before)) / gained if gained else 0.0
+        )
+    return shares
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +229,8 @@ class EqSatReport(PassReport):
     penalised_cost_after: float = 0.0
     refused: tuple[str, ...] = ()  # rules whose rewrite would have changed a type
     seconds: float = 0.0
+    matches: dict[str, int] = field(default_factory=dict)  # per rule
+    attribution: dict[str, float] = field(default_factory=dict)  # eqsat.attribution: shares
     skipped: bool = False
     merged: int = 0
 
