@@ -13,11 +13,12 @@ rule holds for tensors exactly where it holds per element; shapes are the proper
 checker's). Values are each dtype's own: IEEE floats with NaN, infinities, signed zeros
 and round-to-nearest-even (z3's floating-point theory; float16 and bfloat16 compute in
 float32 and round once per op, as the compiler does), fixed-width integers that wrap.
-Tags are honoured: `fast-math` rules are proven over the reals (finite values, exact
-arithmetic: what fast-math code may assume), `nsz` rules compare zeros without their
-sign; `quantize` rules (equal within one quantum) are not proved here. A rule is proven
-for every dtype its guards allow among float32, float16, bfloat16, float64, int8, int32
-and bool; guards that read values are checked on a counterexample before it counts.
+Tags are honoured: `fast-math` rules are proven over the reals (exact arithmetic; an
+infinite left side claims nothing and 0/0 is NaN, as the property checker has it), `nsz`
+rules compare zeros without their sign; `quantize` rules (equal within one quantum) are
+not proved here. A rule is proven for every dtype its guards allow among bool, int8,
+float16, bfloat16, int32, float32 and float64; guards that read values are checked on a
+counterexample before it counts. The encodings are in rules/smt.py.
 """
 
 from __future__ import annotations
@@ -57,7 +58,6 @@ Status = Literal["proven", "refuted", "unknown"]
 DTYPES = ("bool", "int8", "float16", "bfloat16", "int32", "float32", "float64")
 
 
-# narrow types first: a counterexample in one is as good as in any, and found sooner
 @dataclass(frozen=True)
 class ProofResult:
     """One rule's verdict; `reason` says what was proven, where the sides differ, or why
