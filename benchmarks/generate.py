@@ -2,7 +2,7 @@
 beside ONNX Runtime, one session each for every length.
 
     .venv/bin/python benchmarks/generate.py [--model FILE.onnx] [--prompt 8] [--tokens 32]
-        [--threads 2]
+        [--threads 2] [--max-length N]
 
 The model is one decoding step as `torch.onnx.export` writes it with dynamic axes
 (default: ../shared/models/dynamic/gpt2_past_128_2_4.onnx): inputs input_ids [1, 1],
@@ -33,6 +33,8 @@ import numpy as np
 
 import codegen
 import passmgr as pm
+from egraph_ir.frontend import from_onnx
+from egraph_ir.specialize import symbolic_names
 
 DYNAMIC = Path(__file__).resolve().parents[1].parent / "shared" / "models" / "dynamic"
 DEFAULT = DYNAMIC / "gpt2_past_128_2_4.onnx"
@@ -78,10 +80,16 @@ def generate(
     return ids, prompt_s, per_token
 
 
-def ours(path: Path, threads: int) -> tuple[Any, float]:
-    """The symbolic executable and its build's seconds."""
+def ours(path: Path, threads: int, max_length: int = 0) -> tuple[Any, float]:
+    """The symbolic executable and its build's seconds. `max_length`: the longest
+    sequence generation will reach, as every size's upper bound (codegen.size_bounds:
+    the program for every size is then built once, for them); 0: none given."""
     start = time.perf_counter()
-    with pm.PassContext(opt_level=3, config={"codegen.num_threads": threads}):
+    config: dict[str, Any] = {"codegen.num_threads": threads}
+    if max_length:
+        names = symbolic_names(from_onnx(path)["main"])  # the sizes the export names
+        config["codegen.size_bounds"] = {n: [0, max_length] for n in names}
+    with pm.PassContext(opt_level=3, config=config):
         exe = codegen.build(path)
     return exe, time.perf_counter() - start
 
@@ -95,9 +103,11 @@ def onnxruntime(path: Path, threads: int) -> Step:
     return lambda feeds: session.run(None, feeds)
 
 
-def run(path: Path, prompt_len: int, tokens: int, threads: int) -> dict[str, Any]:
+def run(
+    path: Path, prompt_len: int, tokens: int, threads: int, max_length: int = 0
+) -> dict[str, Any]:
     """Both engines on one prompt; the rows to print and whether the tokens agree."""
-    exe, build_s = ours(path, threads)
+    exe, build_s = ours(path, threads, max_length)
     exe.capacity = prompt_len + tokens  # keep every length's binding for "again"
     past_inputs = cache_inputs(exe)
     prompt = [int(v) for v in np.random.default_rng(0).integers(1, 1000, prompt_len)]
@@ -118,10 +128,15 @@ def main() -> None:
     parser.add_argument("--prompt", type=int, default=8)
     parser.add_argument("--tokens", type=int, default=32)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--max-length", type=int, default=0,
+        help="bound every size at this length: one build up front (default: none, the "
+        "program grows its capacity as the lengths do)",
+    )  # fmt: skip
     args = parser.parse_args()
     if not args.model.exists():
         raise SystemExit(f"{args.model}: no such model (../shared/models/dynamic/ has them)")
-    result = run(args.model, args.prompt, args.tokens, args.threads)
+    result = run(args.model, args.prompt, args.tokens, args.threads, args.max_length)
     print(f"model {args.model.name}: prompt {args.prompt}, {args.tokens} tokens, "
           f"{args.threads} threads; load average {os.getloadavg()[0]:.2f}")  # fmt: skip
     print(f"our build: {result['build_s']:.2f} s; builds in all: {result['compiles']}")

@@ -81,6 +81,7 @@ class SymbolicExecutable:
         self._by_shapes: dict[tuple[tuple[int, ...], ...], Executable] = {}
         self._compile_every_size = compile_every_size
         self._check_sizes = check_sizes  # is the program for every size right at these?
+        self._sound: dict[Sizes, bool] = {}  # its answers so far
         self.for_every_size: Executable | None = None  # built for every size up to its own
 
     # ------------------------------------------------------------ sizes
@@ -165,10 +166,13 @@ class SymbolicExecutable:
         where it is not well typed at them, as the interpreter's)."""
         if self._check_sizes is None:
             return True
-        try:
-            return self._check_sizes(sizes)
-        except TypeInferenceError as exc:
-            raise CodegenError(f"at sizes {sizes}: {exc}") from None
+        key: Sizes = tuple(sizes.items())
+        if key not in self._sound:  # a program's meaning at sizes: the same for every build
+            try:
+                self._sound[key] = self._check_sizes(sizes)
+            except TypeInferenceError as exc:
+                raise CodegenError(f"at sizes {sizes}: {exc}") from None
+        return self._sound[key]
 
     def prepare(self) -> None:
         """Build the program for every size now (at the capacity the smallest sizes give:

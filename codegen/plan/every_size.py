@@ -30,6 +30,9 @@ from .memory import MemoryPool, nbytes, plan_graph
 log = logging.getLogger(__name__)
 
 Shape = tuple[DimLike, ...]
+# arenas from which planning again at smaller sizes pays: below, the tensors sit in the
+# caches wherever they are, and a decoder binding a new length per token saves the plan
+COMPACT_FROM = 1 << 20
 
 
 @dataclass(frozen=True, eq=False)
@@ -40,8 +43,8 @@ class SizeBinding:
 
     values: tuple[int, ...]
     shapes: dict[int, tuple[int, ...]]
-    # the arena's tensors at these sizes need under a quarter of the capacity's room:
-    # worth planning again, compactly (Executable.at_sizes)
+    # the arena's tensors at these sizes need under a quarter of the capacity's room (of
+    # at least COMPACT_FROM bytes): worth planning again, compactly (Executable.at_sizes)
     sparse: bool = False
     arena: tuple[tuple[int, int, int], ...] | None = None  # (slot, arena, offset) if so
 
@@ -121,7 +124,7 @@ class SizeTable:
                 return None
             used += need if planned >= 0 else 0
             shapes[node_id] = shape
-        sparse = 4 * used <= self.planned
+        sparse = 4 * used <= self.planned and self.planned >= COMPACT_FROM
         return SizeBinding(tuple(int(sizes[n]) for n in self.size_names), shapes, sparse)
 
 
