@@ -75,7 +75,8 @@ def _per_item(call: Call, lead: Dim) -> bool:
         return False
     name, attrs = call.op.name, call.attrs
     if name in ITEM_DATA:
-        data_first = "src_layout" not in attrs or str(attrs["src_layout"]).startswith("N")
+        layouts = [str(attrs[k]) for k in ("src_layout", "dst_layout") if k in attrs]
+        data_first = all(layout.startswith("N") for layout in layouts)
         return data_first and items == [call.args[0]]
     if name in ALONG_AXES:
         return not _touches_axis_zero(call)
