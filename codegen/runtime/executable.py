@@ -350,6 +350,14 @@ class ExecutableAtSizes(Executable):
             for n in self.graph.inputs
         }
 
+    def save(self, path: str, key: Any = None) -> None:
+        """Refused: this is the program for every size seen at some sizes; the
+        SymbolicExecutable it came from saves it with every size it serves."""
+        raise CodegenError(
+            "this executable is a program for every size at one set of sizes: save the "
+            "SymbolicExecutable it came from (codegen.build's result), which keeps them all"
+        )
+
     @property
     def output_types(self) -> list[Type]:  # type: ignore[override]
         assert self.at is not None

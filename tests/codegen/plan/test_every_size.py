@@ -96,6 +96,8 @@ def test_sizes_beyond_the_capacity_build_again_and_a_saved_program_needs_no_buil
         keys = rng.standard_normal((2, past, 8)).astype("float32")
         np.testing.assert_array_equal(loaded(q, keys), exe(q, keys))
     assert not loaded.compiles
+    with pytest.raises(ir.CodegenError, match="save the SymbolicExecutable it came from"):
+        loaded.specialization(past=3).save(str(tmp_path / "one.egc"))
     # a profile says the sizes it measured and the kernels' shapes at them
     q = rng.standard_normal((2, 1, 8)).astype("float32")
     profile = loaded.profile({"q": q, "keys": rng.standard_normal((2, 5, 8)).astype("float32")})
