@@ -140,7 +140,9 @@ def _symbolic(
     with largest:  # choices over sizes are made for the upper bounds
         optimised = _optimise_once(mod, params, extra_passes)
         fused = _fuse_once(optimised)
-    builds = _SymbolicBuilds(mod, options, kernel_db, params, extra_passes, optimised, fused)
+    builds = _SymbolicBuilds(
+        mod, options, kernel_db, params, extra_passes, optimised, fused, largest
+    )  # fmt: skip
     taken = fused is not None
     return SymbolicExecutable(
         mod, builds.specialisation, outputs_of(mod["main"]), options, optimised is not None,
@@ -162,11 +164,12 @@ class _SymbolicBuilds:
         extra_passes: Sequence[pm.Pass],
         optimised: IRModule | None,
         fused: IRModule | None,
+        largest: typical_sizes,
     ) -> None:
         self.mod, self.options, self.kernel_db = mod, options, kernel_db
         self.params, self.extra_passes, self.optimised = params, extra_passes, optimised
         self.context = pm.PassContext.current()
-        self.largest = typical_sizes({n: hi for n, (_, hi) in options.size_bounds.items()})
+        self.largest = largest  # choices over sizes are made for the upper bounds
         self.shared = SharedModules()  # what the builds emit and compile, kept for the next
         names = tuple(symbolic_names(mod["main"]))
         self.kernels = SymbolicKernels(names, fused) if fused is not None else None

@@ -19,7 +19,7 @@ import numpy as np
 from egraph_ir import op as ops
 from egraph_ir.device import VirtualDevice
 from egraph_ir.egraph import Match
-from egraph_ir.egraph.pattern import AttrVar, Pattern, PCall, PGet, PLit, PVar
+from egraph_ir.egraph.pattern import AttrVar, Pattern, PCall, PGet, PLit, PVar, resolve_attr
 from egraph_ir.errors import CompilerError
 from egraph_ir.expr import Constant, Expr, TupleGetItem
 from egraph_ir.infer import infer_type
@@ -442,3 +442,28 @@ def _inverse(p: tuple[int, ...]) -> tuple[int, ...]:
 def build_lhs(rule: Rule, lhs: Pattern, s: Structure, values: dict[str, np.ndarray]) -> Expr:
     """The left-hand side over the bound values, with the structure's attributes."""
     return _Builder(rule, np.random.default_rng(0), s, values).build(lhs)
+
+
+def instantiate(p: Pattern, consts: dict[str, Constant], attrs: dict[str, Any], root: Type) -> Expr:
+    """A side of a rule over constant bindings, as the e-graph builds a right-hand side
+    (literals take the result's dtype; an attribute variable used as a value is a scalar;
+    computed attributes are resolved): the soundness checker's and the prover's."""
+    dtype = root.dtype if isinstance(root, TensorType) else "float32"
+    if isinstance(p, PVar):
+        if p.name in consts:
+            return consts[p.name]
+        return Constant(np.asarray(float(attrs[p.name]), dtype=dtype))  # an attribute as scalar
+    if isinstance(p, PLit):
+        return Constant(np.asarray(p.value, dtype=dtype))
+    if isinstance(p, PGet):
+        return TupleGetItem(instantiate(p.tuple_value, consts, attrs, root), p.index)
+    assert isinstance(p, PCall)
+    args = [instantiate(a, consts, attrs, root) for a in p.args]
+    given = {k: resolve_attr(v, match_of(consts, attrs)) for k, v in p.attrs}
+    return ops.call(p.op, *args, **given)
+
+
+def match_of(consts: dict[str, Constant], attrs: dict[str, Any]) -> Match:
+    """The bindings as a guard sees them (for computed right-hand attributes)."""
+    types = {n: TensorType(c.data.shape, str(c.data.dtype)) for n, c in consts.items()}
+    return Match(types, attrs, {n: c.data for n, c in consts.items()})

@@ -39,9 +39,9 @@ from egraph_ir.expr import Constant, Expr, Function
 from egraph_ir.infer import infer_type
 from egraph_ir.interp import interpret
 from egraph_ir.module import IRModule
-from egraph_ir.op import call
 from egraph_ir.types import TensorType
 
+from .bindings import instantiate
 from .rule import FAST_MATH, NSZ, QUANTIZE, Rule, RuleSet
 from .smt import (
     FLOAT_BITS,
@@ -332,15 +332,9 @@ def _evaluate(p: Pattern, consts: dict[str, np.ndarray], attrs: dict[str, str], 
 
 
 def _build(p: Pattern, consts: dict[str, np.ndarray], attrs: dict[str, str], dtype: str) -> Expr:
-    if isinstance(p, PVar):
-        return Constant(consts[p.name])
-    if isinstance(p, PLit):
-        return Constant(np.asarray(p.value, dtype=dtype))
-    assert isinstance(p, PCall)
-    sibling = next((str(consts[a.name].dtype) for a in p.args if isinstance(a, PVar)), dtype)
-    args = [_build(a, consts, attrs, sibling) for a in p.args]
-    given = {k: attrs[v.name] if isinstance(v, AttrVar) else v for k, v in p.attrs}
-    return call(p.op, *args, **given)
+    """A side over these values, as the e-graph builds it (bindings.instantiate)."""
+    bound = {n: Constant(np.asarray(v)) for n, v in consts.items()}
+    return instantiate(p, bound, attrs, TensorType((), dtype))
 
 
 def same_values(a: np.ndarray, b: np.ndarray, nsz: bool) -> bool:

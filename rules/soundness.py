@@ -32,15 +32,14 @@ from hypothesis.extra.numpy import arrays, from_dtype
 
 from egraph_ir.compare import leaves, mismatch
 from egraph_ir.egraph import Match
-from egraph_ir.egraph.pattern import Pattern, PCall, PGet, PLit, PVar, resolve_attr
+from egraph_ir.egraph.pattern import Pattern
 from egraph_ir.errors import CompilerError
-from egraph_ir.expr import Constant, Expr, Function, TupleGetItem
+from egraph_ir.expr import Constant, Expr, Function
 from egraph_ir.infer import infer_type
 from egraph_ir.interp import interpret
-from egraph_ir.op import call
-from egraph_ir.types import FLOAT_DTYPES, TensorType, Type
+from egraph_ir.types import FLOAT_DTYPES, TensorType
 
-from .bindings import DTYPES, Structure, build_lhs, draw_structure
+from .bindings import DTYPES, Structure, build_lhs, draw_structure, instantiate
 from .rule import FAST_MATH, NSZ, QUANTIZE, Rule, RuleSet
 
 FINITE_BOUND = 4.0
@@ -194,7 +193,7 @@ def _typing_sweep(rule: Rule, sides: list[Pattern], seed: int) -> SoundnessFailu
             consts = {name: Constant(v) for name, v in values.items()}
             other = rule.rhs if side is rule.lhs else rule.lhs
             try:
-                infer_type(_instantiate(other, consts, s.attrs, lhs_type))
+                infer_type(instantiate(other, consts, s.attrs, lhs_type))
             except CompilerError as exc:
                 problem = f"the other side is ill-typed in {dtype}: {exc}"
                 return SoundnessFailure(
@@ -311,7 +310,7 @@ def _compare(
     lhs_type = infer_type(lhs).checked_type
     consts = {name: Constant(v) for name, v in values.items()}
     try:
-        rhs = _instantiate(other, consts, s.attrs, lhs_type)
+        rhs = instantiate(other, consts, s.attrs, lhs_type)
         rhs_type = infer_type(rhs).checked_type
     except CompilerError as exc:
         ill_typed = f"the other side is ill-typed here: {exc}"
@@ -331,7 +330,7 @@ def _compare(
         wide_lhs = build_lhs(rule, side, wide, wide_values)
         wide_consts = {n: Constant(v) for n, v in wide_values.items()}
         wide_root = infer_type(wide_lhs).checked_type
-        wide_rhs = _instantiate(other, wide_consts, wide.attrs, wide_root)
+        wide_rhs = instantiate(other, wide_consts, wide.attrs, wide_root)
         infer_type(wide_rhs)
         if mismatch(_run(wide_lhs), _run(wide_rhs)) is None:
             return
@@ -382,31 +381,6 @@ def _promote(s: Structure) -> Structure:
         dict(s.wildcards),
         {k: widen(d) for k, d in s.literal_dtypes.items()},
     )
-
-
-def _instantiate(
-    p: Pattern, consts: dict[str, Constant], attrs: dict[str, Any], root: Type
-) -> Expr:
-    """The right-hand side as the e-graph builds it (literals take the result's dtype)."""
-    dtype = root.dtype if isinstance(root, TensorType) else "float32"
-    if isinstance(p, PVar):
-        if p.name in consts:
-            return consts[p.name]
-        return Constant(np.asarray(float(attrs[p.name]), dtype=dtype))  # an attribute as scalar
-    if isinstance(p, PLit):
-        return Constant(np.asarray(p.value, dtype=dtype))
-    if isinstance(p, PGet):
-        return TupleGetItem(_instantiate(p.tuple_value, consts, attrs, root), p.index)
-    assert isinstance(p, PCall)
-    args = [_instantiate(a, consts, attrs, root) for a in p.args]
-    given = {k: resolve_attr(v, _match(consts, attrs)) for k, v in p.attrs}
-    return call(p.op, *args, **given)
-
-
-def _match(consts: dict[str, Constant], attrs: dict[str, Any]) -> Match:
-    """The bindings as a guard sees them (for computed right-hand attributes)."""
-    types = {n: TensorType(c.data.shape, str(c.data.dtype)) for n, c in consts.items()}
-    return Match(types, attrs, {n: c.data for n, c in consts.items()})
 
 
 def _show(v: Any) -> str:

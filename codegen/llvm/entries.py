@@ -11,7 +11,7 @@ from llvmlite import ir
 
 from egraph_ir.dims import Dim
 
-from .native import I8P, I32, I64, STATE, TASK, Pool, c64, serial_loop
+from .native import I8P, I32, I64, STATE, TASK, Pool, c64, counted_loop, serial_loop
 from .sizes import sizes_global
 
 if TYPE_CHECKING:
@@ -135,27 +135,16 @@ class EntryEmitter:
     ) -> None:  # fmt: skip
         """The calls once per item, each item's buffers `strides` bytes on; the stack
         the calls take (their argument blocks) is given back after each item."""
-        count = self._size(b, call.count)
-        entry = b.block
-        head, body, done = (fn.append_basic_block(f"items.{n}") for n in ("head", "body", "done"))
-        b.branch(head)
-        b.position_at_end(head)
-        item = b.phi(I64)
-        item.add_incoming(c64(0), entry)
-        b.cbranch(b.icmp_signed("<", item, count), body, done)
-        b.position_at_end(body)
-        stack = b.call(self._intrinsic("llvm.stacksave", I8P, []), [])
-        self.moved = {slot: b.mul(item, c64(n)) for slot, n in call.strides.items()}
-        for inner in call.calls:
-            if isinstance(inner, LaunchCall):
-                self._launch(b, fn, slots, state, inner)
-            else:
-                self._gemm(b, fn, slots, state, inner)
-        self.moved = {}
-        b.call(self._intrinsic("llvm.stackrestore", ir.VoidType(), [I8P]), [stack])
-        item.add_incoming(b.add(item, c64(1)), b.block)
-        b.branch(head)
-        b.position_at_end(done)
+        with counted_loop(b, fn, self._size(b, call.count), "items") as item:
+            stack = b.call(self._intrinsic("llvm.stacksave", I8P, []), [])
+            self.moved = {slot: b.mul(item, c64(n)) for slot, n in call.strides.items()}
+            for inner in call.calls:
+                if isinstance(inner, LaunchCall):
+                    self._launch(b, fn, slots, state, inner)
+                else:
+                    self._gemm(b, fn, slots, state, inner)
+            self.moved = {}
+            b.call(self._intrinsic("llvm.stackrestore", ir.VoidType(), [I8P]), [stack])
 
     def _intrinsic(self, name: str, result: ir.Type, args: list[ir.Type]) -> ir.Function:
         try:

@@ -36,6 +36,8 @@ caller's wait for DONE == n never ended.
 from __future__ import annotations
 
 import platform
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from llvmlite import ir
@@ -328,22 +330,29 @@ def _emit_shutdown(module: ir.Module, h: _Builder) -> ir.Function:
     return fn
 
 
-def serial_loop(
-    b: ir.IRBuilder, fn: ir.Function, task: ir.Value, data: ir.Value, n: int | ir.Value
-) -> None:
-    """task(data, c) for c in [0, n) on this thread."""
-    count = c64(n) if isinstance(n, int) else n
+@contextmanager
+def counted_loop(
+    b: ir.IRBuilder, fn: ir.Function, count: ir.Value, name: str
+) -> Iterator[ir.Value]:
+    """`with counted_loop(b, fn, n, "x") as i:` emits its body for i in [0, n); the
+    builder ends after the loop."""
     pre = b.block
-    head = fn.append_basic_block("serial.head")
-    body = fn.append_basic_block("serial.body")
-    done = fn.append_basic_block("serial.done")
+    head, body, done = (fn.append_basic_block(f"{name}.{p}") for p in ("head", "body", "done"))
     b.branch(head)
     b.position_at_end(head)
     i = b.phi(I64)
     i.add_incoming(c64(0), pre)
     b.cbranch(b.icmp_unsigned("<", i, count), body, done)
     b.position_at_end(body)
-    b.call(task, [data, i])
-    i.add_incoming(b.add(i, c64(1)), body)
+    yield i
+    i.add_incoming(b.add(i, c64(1)), b.block)  # the block the body ended in
     b.branch(head)
     b.position_at_end(done)
+
+
+def serial_loop(
+    b: ir.IRBuilder, fn: ir.Function, task: ir.Value, data: ir.Value, n: int | ir.Value
+) -> None:
+    """task(data, c) for c in [0, n) on this thread."""
+    with counted_loop(b, fn, c64(n) if isinstance(n, int) else n, "serial") as i:
+        b.call(task, [data, i])

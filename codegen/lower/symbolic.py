@@ -76,10 +76,9 @@ class SymbolicKernels:
     fused: IRModule  # the symbolic program, optimised and fused
     sizes: dict[str, int] = field(default_factory=dict)  # in size_names order
     taken: int = 0  # groups of the current specialisation given a shared kernel
-    # its groups that depend on the sizes but were lowered for these sizes only (a fallback,
-    # a BLAS call's shape): while there are any, it serves no other sizes
-    per_size: int = 0
-    every_size_only: bool = False  # building for every size: stop at the first such group
+    # building for every size: stop at the first group that depends on the sizes but is
+    # lowered for these sizes only (a fallback, a BLAS call's shape)
+    every_size_only: bool = False
     templates: dict[tuple[object, str], Template | None] = field(default_factory=dict)
     # the kernels of groups whose types hold no size, by group and name
     fixed: dict[tuple[Function, str], CompiledKernel] = field(default_factory=dict)
@@ -93,7 +92,7 @@ class SymbolicKernels:
     def begin(self, sizes: Mapping[str, int]) -> IRModule:
         """Start the specialisation at `sizes`: the fused program with them put in."""
         self.sizes = {name: sizes[name] for name in self.size_names}
-        self.taken = self.per_size = 0
+        self.taken = 0
         return specialize(self.fused, self.sizes)
 
     def pairs(self, fused: IRModule) -> dict[Function, Function]:
@@ -137,9 +136,8 @@ class SymbolicKernels:
         return _bound(template, self.sizes)
 
     def lowered_per_size(self, name: str) -> None:
-        """Count a group lowered for these sizes only; refuse it when building for every
-        size (the build stops before emitting anything)."""
-        self.per_size += 1
+        """A group is lowered for these sizes only: when building for every size, that
+        build stops here (before emitting anything)."""
         if self.every_size_only:
             raise NotForEverySize(f"group {name} is lowered for one set of sizes only")
 

@@ -14,6 +14,7 @@ dimensions and, for batched or broadcast products, the element offsets of each i
 from __future__ import annotations
 
 import ctypes
+import math
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -107,34 +108,59 @@ def _batch_offsets(
     )
 
 
-def product_of(call: Call) -> Product:
-    """The GEMM for a dense, matmul or batch_matmul call (any dtype: the runtime sends
-    float32/float64 to BLAS and others to numpy)."""
+@dataclass(frozen=True)
+class _Form:
+    """What product_of and sized_product_of read of a product call: sizes (ints or Dims),
+    transposes and each operand's batch axes."""
+
+    dtype: str
+    m: DimLike
+    n: DimLike
+    k: DimLike
+    trans_a: bool
+    trans_b: bool
+    a_batch: tuple[DimLike, ...]
+    b_batch: tuple[DimLike, ...]
+
+    @property
+    def tall(self) -> bool:
+        """B shared by every item and A's items stacked rows: one tall GEMM."""
+        return not self.trans_a and all(d == 1 for d in self.b_batch)
+
+
+def _form(call: Call) -> _Form:
+    """A dense (x (..., K) . w (N, K)^T, every leading axis folded into rows), matmul
+    (numpy's: 1-D operands become a row / a column) or batch_matmul call's product."""
     assert isinstance(call.op, Op)
     a_t, b_t = call.args[0].checked_type, call.args[1].checked_type
     assert isinstance(a_t, TensorType) and isinstance(b_t, TensorType)
     name, dtype = call.op.name, a_t.dtype
-    if name == "dense":  # x (..., K) . w (N, K)^T, every leading axis folded into rows
-        k, n = a_t.shape[-1], b_t.shape[0]
-        m = int(np.prod(a_t.shape[:-1], dtype=np.int64))
-        return Product(dtype, m, n, k, False, True, ((0, 0, 0),))
+    if name == "dense":
+        rows = math.prod(a_t.shape[:-1])
+        return _Form(dtype, rows, b_t.shape[0], a_t.shape[-1], False, True, (), ())
     a_shape, b_shape = a_t.shape, b_t.shape
     trans_a = trans_b = False
     if name == "batch_matmul":
         trans_a, trans_b = bool(call.attrs["transpose_a"]), bool(call.attrs["transpose_b"])
-    else:  # numpy matmul: 1-D operands become a row / a column
+    else:
         a_shape = (1, *a_shape) if len(a_shape) == 1 else a_shape
         b_shape = (*b_shape, 1) if len(b_shape) == 1 else b_shape
     m = a_shape[-1] if trans_a else a_shape[-2]
     k = a_shape[-2] if trans_a else a_shape[-1]
     n = b_shape[-2] if trans_b else b_shape[-1]
-    a_batch, b_batch = a_shape[:-2], b_shape[:-2]
-    if not trans_a and int(np.prod(b_batch, dtype=np.int64)) == 1:
-        # B is shared by every item and A's items are stacked rows: one tall GEMM
-        rows = int(np.prod(a_batch, dtype=np.int64)) * m
-        return Product(dtype, rows, n, k, False, trans_b, ((0, 0, 0),))
-    items = _batch_offsets(a_batch, b_batch, m * k, k * n, m * n)
-    return Product(dtype, m, n, k, trans_a, trans_b, items)
+    return _Form(dtype, m, n, k, trans_a, trans_b, tuple(a_shape[:-2]), tuple(b_shape[:-2]))
+
+
+def product_of(call: Call) -> Product:
+    """The GEMM for a dense, matmul or batch_matmul call (any dtype: the runtime sends
+    float32/float64 to BLAS and others to numpy)."""
+    f = _form(call)
+    m, n, k = int(f.m), int(f.n), int(f.k)
+    if f.tall:
+        rows = int(math.prod(f.a_batch)) * m
+        return Product(f.dtype, rows, n, k, False, f.trans_b, ((0, 0, 0),))
+    items = _batch_offsets(f.a_batch, f.b_batch, m * k, k * n, m * n)  # type: ignore[arg-type]
+    return Product(f.dtype, m, n, k, f.trans_a, f.trans_b, items)
 
 
 @dataclass(frozen=True)
@@ -157,36 +183,15 @@ def sized_product_of(call: Call) -> SizedProduct | None:
     """The product of a dense, matmul or batch_matmul call whose shapes name sizes, where
     its batch axes are equal in both operands or B has none (else None: it is described
     per size, by product_of)."""
-    assert isinstance(call.op, Op)
-    a_t, b_t = call.args[0].checked_type, call.args[1].checked_type
-    assert isinstance(a_t, TensorType) and isinstance(b_t, TensorType)
-    name, dtype = call.op.name, a_t.dtype
-    if name == "dense":
-        m = _product(a_t.shape[:-1])
-        return SizedProduct(dtype, m, b_t.shape[0], a_t.shape[-1], False, True, 1, (0, 0, 0))
-    if len(a_t.shape) < 2 or len(b_t.shape) < 2:
+    f = _form(call)
+    if f.tall:
+        rows = math.prod(f.a_batch) * f.m
+        return SizedProduct(f.dtype, rows, f.n, f.k, False, f.trans_b, 1, (0, 0, 0))
+    if f.a_batch != f.b_batch:
         return None
-    trans_a = trans_b = False
-    if name == "batch_matmul":
-        trans_a, trans_b = bool(call.attrs["transpose_a"]), bool(call.attrs["transpose_b"])
-    a_shape, b_shape = a_t.shape, b_t.shape
-    m = a_shape[-1] if trans_a else a_shape[-2]
-    k = a_shape[-2] if trans_a else a_shape[-1]
-    n = b_shape[-2] if trans_b else b_shape[-1]
-    a_batch, b_batch = a_shape[:-2], b_shape[:-2]
-    if not trans_a and all(d == 1 for d in b_batch):  # one tall GEMM
-        return SizedProduct(dtype, _product(a_batch) * m, n, k, False, trans_b, 1, (0, 0, 0))
-    if tuple(a_batch) != tuple(b_batch):
-        return None
-    count = _product(a_batch)
-    return SizedProduct(dtype, m, n, k, trans_a, trans_b, count, (m * k, k * n, m * n))
-
-
-def _product(dims: tuple[DimLike, ...]) -> DimLike:
-    total: DimLike = 1
-    for d in dims:
-        total = total * d
-    return total
+    m, n, k = f.m, f.n, f.k
+    strides = (m * k, k * n, m * n)
+    return SizedProduct(f.dtype, m, n, k, f.trans_a, f.trans_b, math.prod(f.a_batch), strides)
 
 
 def _library_file() -> str:

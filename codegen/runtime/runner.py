@@ -102,6 +102,7 @@ class Runtime:
         ]
         self.at: SizeBinding | None = None  # the sizes the runs take now, if any
         self.alias_shapes: dict[int, tuple[int, ...]] = {}  # at them, where they differ
+        self.alias_ids = [n.id for n in graph.nodes if isinstance(n, AliasNode)]
         self.fields: dict[int, list[int]] = {}  # a tuple-valued host kernel -> its fields
         for n in graph.nodes:
             if isinstance(n, FieldNode):
@@ -175,8 +176,7 @@ class Runtime:
             (node_id, slot, at.shapes.get(node_id, shape), dtype)
             for node_id, slot, shape, dtype in self.fresh_outputs
         ]
-        nodes = self.graph.nodes
-        self.alias_shapes = {i: s for i, s in at.shapes.items() if isinstance(nodes[i], AliasNode)}
+        self.alias_shapes = {i: at.shapes[i] for i in self.alias_ids if i in at.shapes}
         if at.arena is not None or (self.at is not None and self.at.arena is not None):
             slots, addresses = (
                 self._arena_addresses(at.arena) if at.arena is not None else self.capacity_arena
