@@ -174,6 +174,9 @@ class _SymbolicBuilds:
         names = tuple(symbolic_names(mod["main"]))
         self.kernels = SymbolicKernels(names, fused) if fused is not None else None
         self.edges = size_polynomials(fused) if fused is not None else []
+        # which shapes are 0, 1 or more -> whether the program for every size is right
+        # there: the typing at sizes (milliseconds) depends only on that
+        self.edge_answers: dict[tuple[int, ...], bool] = {}
 
     def specialisation(self, sizes: Mapping[str, int]) -> Executable:
         """The program built for these sizes (fused once where it was: a group's kernel
@@ -209,11 +212,14 @@ class _SymbolicBuilds:
         """Is the program for every size right at `sizes`? Typed at them where a shape
         inside it is 0 or 1 there; an error where the program is not well typed at them."""
         assert self.kernels is not None
-        if all(evaluate(d, sizes) > 1 for d in self.edges):
+        edges = tuple(min(evaluate(d, sizes), 2) for d in self.edges)
+        if all(v == 2 for v in edges):
             return True
-        with self.largest:
-            static = self._fused_at(sizes)
-        return len(self.kernels.pairs(static)) == len(self.kernels.groups)
+        if edges not in self.edge_answers:  # the same edges at 0 and 1 type the same
+            with self.largest:
+                static = self._fused_at(sizes)
+            self.edge_answers[edges] = len(self.kernels.pairs(static)) == len(self.kernels.groups)
+        return self.edge_answers[edges]
 
     def _fused_at(self, sizes: Mapping[str, int]) -> IRModule:
         """The fused program at `sizes`; where it is not typed at them, the error the

@@ -21,12 +21,14 @@ floats and ints such as bfloat16, which only casts, data movement and the norms 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from egraph_ir.dims import Dim
 from egraph_ir.egraph import Match
 from egraph_ir.op.shape import reshape_target
 from egraph_ir.registry import ShapeError
@@ -87,10 +89,25 @@ def _extreme(c: np.ndarray | None, pick: Callable[..., Any]) -> float | None:
 
 def _reshaped(shape: tuple[int, ...], newshape: Any) -> tuple[int, ...] | None:
     """The shape `reshape(x, newshape=newshape)` gives (its -1 resolved), or None."""
+    if any(not isinstance(d, int | Dim) for d in (*shape, *newshape)):
+        return _reshaped_by_arithmetic(tuple(shape), tuple(newshape))
     try:
         return reshape_target(tuple(shape), tuple(newshape))
     except ShapeError:
         return None
+
+
+def _reshaped_by_arithmetic(shape: tuple[Any, ...], newshape: tuple[Any, ...]) -> Any:
+    """The same with nothing but arithmetic and comparisons on the dims, for dims that
+    are neither ints nor IR sizes (the prover's unknowns, rules/shape_proofs/guards.py)."""
+    if sum(1 for d in newshape if d == -1) > 1:
+        return None
+    total, known = math.prod(shape), math.prod(d for d in newshape if d != -1)
+    if -1 not in newshape:
+        return newshape if total == known else None
+    if known == 0 or total % known != 0:
+        return None
+    return tuple(total // known if d == -1 else d for d in newshape)
 
 
 def _compose(p: Any, q: Any) -> tuple[int, ...]:
@@ -109,7 +126,7 @@ TENSOR_FUNCS: dict[str, Callable[..., Any]] = {
     "shape": lambda m, x: tuple(m.types[x].shape),
     "rank": lambda m, x: len(m.types[x].shape),
     "dtype": lambda m, x: m.types[x].dtype,
-    "size": lambda m, x: int(np.prod(m.types[x].shape, dtype=np.int64)),
+    "size": lambda m, x: math.prod(m.types[x].shape),  # also of symbolic dims
     "dim": lambda m, x, i: m.types[x].shape[i],
     "reshaped": lambda m, x, s: _reshaped(m.types[x].shape, s),
     "is_const": lambda m, x: x in m.constants,

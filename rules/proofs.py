@@ -24,25 +24,26 @@ counterexample before it counts. The encodings are in rules/smt.py.
 from __future__ import annotations
 
 import itertools
+import re
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
-from egraph_ir.compare import leaves
 from egraph_ir.egraph import Match
 from egraph_ir.egraph.pattern import AttrVar, Pattern, PCall, PLit, PVar
 from egraph_ir.errors import CompilerError, RuleError
 from egraph_ir.expr import Constant, Expr, Function
 from egraph_ir.infer import infer_type
-from egraph_ir.interp import interpret
 from egraph_ir.module import IRModule
 from egraph_ir.types import TensorType
 
 from .bindings import instantiate
 from .rule import FAST_MATH, NSZ, QUANTIZE, Rule, RuleSet
+from .shape_proofs import Status, is_tensor_rule, prove_tensor_rule
+from .sides import evaluate_side, same_values, show
 from .smt import (
     FLOAT_BITS,
     FRAGMENT,
@@ -53,7 +54,6 @@ from .smt import (
     pointwise,
 )
 
-Status = Literal["proven", "refuted", "unknown"]
 # narrow types first: a counterexample in one is as good as in any, and found sooner
 DTYPES = ("bool", "int8", "float16", "bfloat16", "int32", "float32", "float64")
 
@@ -109,6 +109,9 @@ def prove_rule(rule: Rule, timeout: float = 10.0) -> ProofResult:
 
     if QUANTIZE in rule.tags:
         return result("unknown", "a quantize rule claims equality within one quantum only")
+    if is_tensor_rule(rule):
+        status, reason, example = prove_tensor_rule(rule, timeout, _z3())
+        return result(status, reason, example)
     try:
         combos = _dtype_combos(rule)
     except OutsideFragment as exc:
@@ -269,7 +272,7 @@ def _check(
         )
     solver = z3.Solver()
     solver.set("timeout", int(timeout * 1000))
-    solver.add(z3.Not(agree))
+    solver.add(*_value_guards(rule, enc), z3.Not(agree))
     answer = solver.check()
     if answer == z3.unsat:
         return "proven", {"opaque": enc.opaque}
@@ -285,6 +288,29 @@ def _check(
         why = "the solver's counterexample does not reproduce in the interpreter"
         return "unknown", {"why": why}
     return "refuted", {"why": confirmed, "values": values}
+
+
+VALUE_GUARD = re.compile(r"^(min|max|value) \( \?(\w+) \) (>=|<=|==|!=|>|<) (-?[0-9.eE+-]+)$")
+COMPARE = {">": "greater", ">=": "greater_equal", "<": "less", "<=": "less_equal",
+           "==": "equal", "!=": "not_equal"}  # fmt: skip
+
+
+def _value_guards(rule: Rule, enc: Encoder) -> list[Any]:
+    """Guards on a variable's values (`min(?k) > 0`, `value(?e) == 1`) as hypotheses: a
+    scalar is its own min, max and value. Others that read values are checked on a
+    counterexample instead."""
+    out = []
+    for guard in rule.guards:
+        m = VALUE_GUARD.match(guard.text)
+        if m is None or m.group(2) not in enc.variables:
+            continue
+        dtype = enc.types[m.group(2)]
+        value = float(m.group(4))
+        if dtype == "bool" or (dtype not in FLOAT_BITS and not value.is_integer()):
+            continue  # left to the counterexample's check
+        bound = enc.constant(value, dtype)
+        out.append(enc.compare(COMPARE[m.group(3)], enc.variables[m.group(2)], bound, dtype))
+    return out
 
 
 def _root_dtype(p: Pattern, types: dict[str, str], attrs: dict[str, str]) -> str:
@@ -313,22 +339,12 @@ def _confirm(
         return f"the interpreter refuses one side ({exc})"
     if same_values(left, right, NSZ in rule.tags):
         return None
-    return f"left gives {_show(left)}, right gives {_show(right)}"
-
-
-def _show(value: np.ndarray) -> str:
-    """A 0-d result as a plain number (-0.0, nan, 7), with its dtype."""
-    if value.shape:
-        return repr(value)
-    number = value.item() if value.dtype.kind in "biu" else float(value)
-    return f"{number!r} ({value.dtype})"
+    return f"left gives {show(left)}, right gives {show(right)}"
 
 
 def _evaluate(p: Pattern, consts: dict[str, np.ndarray], attrs: dict[str, str], dtype: str) -> Any:
-    expr = _build(p, consts, attrs, dtype)
-    mod = infer_type(IRModule.from_expr(Function((), expr)))
-    (value,) = leaves(interpret(mod))
-    return np.asarray(value)
+    bound = {n: Constant(np.asarray(v)) for n, v in consts.items()}
+    return evaluate_side(p, bound, attrs, dtype)
 
 
 def _build(p: Pattern, consts: dict[str, np.ndarray], attrs: dict[str, str], dtype: str) -> Expr:
@@ -337,15 +353,4 @@ def _build(p: Pattern, consts: dict[str, np.ndarray], attrs: dict[str, str], dty
     return instantiate(p, bound, attrs, TensorType((), dtype))
 
 
-def same_values(a: np.ndarray, b: np.ndarray, nsz: bool) -> bool:
-    if a.dtype != b.dtype or a.shape != b.shape:
-        return False
-    if a.dtype.kind != "f" and str(a.dtype) != "bfloat16":
-        return bool(np.array_equal(a, b))
-    x, y = a.astype(np.float64), b.astype(np.float64)
-    both_nan = np.isnan(x) & np.isnan(y)
-    same = (x == y) & (nsz | (np.signbit(x) == np.signbit(y)))
-    return bool(np.all(both_nan | same))
-
-
-__all__ = ["ProofReport", "ProofResult", "prove", "prove_rule", "same_values"]
+__all__ = ["ProofReport", "ProofResult", "prove", "prove_rule"]

@@ -52,6 +52,9 @@ class Encoder:
         self.infinite: list[Any] = []  # over the reals: a division of a number by zero
         self.undefined: list[Any] = []  # ... and of zero by zero (NaN)
         self.opaque: set[str] = set()  # ops modelled as functions it knows nothing of
+        # every arithmetic op as a function z3 knows nothing of: a proof then holds
+        # whatever they compute (tried first where elements only move: cheap to prove)
+        self.abstract = False
 
     def sort(self, dtype: str) -> Any:
         z3 = self.z3
@@ -93,6 +96,10 @@ class Encoder:
         z3, name = self.z3, p.op
         terms = [t for t, _ in args]
         dtype = args[-1][1] if args else "float32"
+        if self.abstract and name not in LOGICAL | {"where", "zeros_like", "ones_like"}:
+            out = "bool" if name in COMPARISONS else dtype
+            out = str(_attr(p, self.attrs, "dtype")) if name == "cast" else out
+            return self.unknown_function(p, args, out), out
         if name == "where":
             return z3.If(terms[0], terms[1], terms[2]), args[1][1]
         if name in LOGICAL:
@@ -249,8 +256,12 @@ class Encoder:
 
     def value(self, model: Any, name: str) -> Any:
         """A variable's value in a model, as a numpy scalar of its dtype."""
-        z3, dtype = self.z3, self.types[name]
         term = model.eval(self.variables[name], model_completion=True)
+        return self.to_numpy(term, self.types[name])
+
+    def to_numpy(self, term: Any, dtype: str) -> Any:
+        """A numeral of the model as a numpy scalar of `dtype`."""
+        z3 = self.z3
         if dtype == "bool":
             return np.bool_(z3.is_true(term))
         if self.real:

@@ -211,6 +211,30 @@ def rules_check(
     return status
 
 
+def rules_list(sources: list[str], check: bool, timeout: float, max_examples: int) -> int:
+    """`egc rules list [FILE_OR_SET...] [--prove]`: a line per rule with its verdict
+    (proven, tested, refuted; kept between runs, egc/rule_verdicts.py)."""
+    import rules
+
+    from ..rule_verdicts import verdicts
+
+    rows, refuted = [], 0
+    for source in sources or rules.builtin_names():
+        rule_source(source)
+        is_builtin = source in rules.builtin_names() and not Path(source).exists()
+        rule_set = rules.builtin(source) if is_builtin else rules.load(source)
+        for v in verdicts(rule_set, check, timeout=timeout, max_examples=max_examples):
+            reason = v.reason if len(v.reason) <= 90 else v.reason[:87] + "..."
+            rows.append([source, v.rule, ", ".join(v.tags), v.verdict, reason])
+            refuted += v.verdict == "refuted"
+    print_table("rules", ("set", "rule", "tags", "verdict", "why"), rows)
+    counts = {k: sum(r[3] == k for r in rows) for k in ("proven", "tested", "refuted")}
+    unchecked = sum(r[3] == "not checked" for r in rows)
+    summary = ", ".join(f"{n} {k}" for k, n in counts.items())
+    print(summary + (f", {unchecked} not checked (--prove checks them)" if unchecked else ""))
+    return 1 if refuted else 0
+
+
 def rules_explain(args: argparse.Namespace) -> int:
     """`egc rules explain FILE RULE MODEL`: the model imported and typed, then why the rule
     fires or not there (rules.explain, with the rest of its set alongside)."""

@@ -23,6 +23,7 @@ commands:
   egc opt FILE --passes PIPELINE    IR text through a pass pipeline
   egc rules check FILE_OR_SET...    property-test rule files (--prove: and prove them)
   egc rules explain FILE RULE MODEL why a rule fires or not, place by place
+  egc rules list [FILE_OR_SET...]   a verdict per rule: proven, tested, refuted (--prove)
   egc tune MODEL                    measure kernel choices on this CPU for later compiles
   egc cache info|clear              the compile cache
   egc list passes|rules|ops|onnx-ops|targets|configs
@@ -116,6 +117,17 @@ def _parser() -> argparse.ArgumentParser:
     p_check.add_argument(
         "--timeout", type=float, default=10.0, metavar="S", help="--prove: seconds per rule"
     )
+
+    p_rlist = rules_sub.add_parser(
+        "list", help="a line per rule: proven, tested or refuted (kept between runs)"
+    )
+    p_rlist.add_argument("files", nargs="*", metavar="FILE", help="rule files or built-in sets")
+    p_rlist.add_argument(
+        "--prove", action="store_true",
+        help="check the rules not checked before: z3, then the property test where z3 cannot say",
+    )  # fmt: skip
+    p_rlist.add_argument("--timeout", type=float, default=10.0, metavar="S", help="per rule")
+    p_rlist.add_argument("--max-examples", type=count(1), default=30, metavar="N")
 
     p_explain = rules_sub.add_parser(
         "explain", help="why a rule does or does not fire on a model, place by place"
@@ -318,6 +330,8 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "rules":
         if args.rules_command == "explain":
             return commands.rules_explain(args)
+        if args.rules_command == "list":
+            return commands.rules_list(args.files, args.prove, args.timeout, args.max_examples)
         return commands.rules_check(
             args.files, args.max_examples, args.seed, args.timeout if args.prove else None
         )
