@@ -18,6 +18,8 @@ it compiles what its sizes change, and later runs reuse it; the most recently us
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import logging
 import tempfile
 import time
@@ -178,13 +180,29 @@ class SymbolicExecutable:
         """Build the program for every size now (at the capacity the smallest sizes give:
         the upper bounds of codegen.size_bounds, else 16 each), so the first run compiles
         nothing; where it cannot be built for every size, nothing is kept."""
-        if self.for_every_size is not None or self._compile_every_size is None:
+        if self.for_every_size is None and self._compile_every_size is not None:
+            lowest = {n: self.options.size_bounds.get(n, (1, 1))[0] for n in self.size_names}
+            try:
+                self._from_every_size(lowest)
+            except CompilerError as exc:  # built, maybe, but not well typed at `lowest`
+                log.info("at the lowest sizes: %s", exc)
+        self._type_small_sizes()
+
+    def _type_small_sizes(self) -> None:
+        """Type the program now at the smallest sizes (each size at its lower bound and
+        the two above it: an empty past, a sequence of one), where shapes inside it are 0
+        or 1, so the first runs there (a decoder's first token) type nothing: a few
+        milliseconds each, once per pattern of such shapes."""
+        if self.for_every_size is None or self._check_sizes is None or len(self.size_names) > 3:
             return
-        lowest = {n: self.options.size_bounds.get(n, (1, 1))[0] for n in self.size_names}
-        try:
-            self._from_every_size(lowest)
-        except CompilerError as exc:
-            log.info("not built for every size up front (%s): built when run", exc)
+        choices = []
+        for name in self.size_names:
+            low, high = self.options.size_bounds.get(name, (0, 1 << 62))
+            choices.append([v for v in range(low, low + 3) if v <= high])
+        for values in itertools.product(*choices):
+            sizes = dict(zip(self.size_names, values, strict=True))
+            with contextlib.suppress(CompilerError):  # ill-typed there: said when run there
+                self._sound_at(sizes)
 
     def capacity_for(self, sizes: Mapping[str, int]) -> dict[str, int]:
         """The sizes a program built for every size is planned at, to serve `sizes`: the

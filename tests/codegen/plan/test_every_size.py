@@ -124,6 +124,35 @@ def test_sizes_where_a_shape_is_empty_are_typed_first() -> None:
     assert len(exe.compiles) == 1
 
 
+def test_the_smallest_sizes_are_typed_with_the_build_not_with_the_first_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A decoder's first steps (an empty past, then one key) meet shapes of 0 and 1, where
+    the program is typed before it runs there: the build does that, so the first runs
+    type nothing, and other sizes with the same shapes at 0 and 1 reuse the answer."""
+    past = ir.size_var("past")
+    q = ir.var("q", shape=(2, 1, 8), dtype="float32")
+    cache = ir.var("cache", shape=(2, past, 8), dtype="float32")
+    keys = op.concatenate([cache, q], axis=1)  # (2, past + 1, 8): the present
+    scores = op.softmax(op.batch_matmul(q, keys), axis=-1)
+    body = ir.Tuple([op.batch_matmul(scores, op.transpose(keys, axes=(0, 2, 1))), keys])
+    mod = ir.infer_type(ir.IRModule.from_expr(ir.Function([q, cache], body)))
+    exe = codegen.build(mod)
+    builds = exe._check_sizes.__self__  # the build's check (codegen/build.py)
+
+    def typed_at(sizes: dict[str, int]) -> None:
+        raise AssertionError(f"typed at {sizes} when run")
+
+    monkeypatch.setattr(builds, "_fused_at", typed_at)
+    rng = np.random.default_rng(7)
+    for n in (0, 1, 2, 5):
+        q_value = rng.standard_normal((2, 1, 8)).astype("float32")
+        cache_value = rng.standard_normal((2, n, 8)).astype("float32")
+        got, want = exe(q_value, cache_value), ir.interpret(mod, q_value, cache_value)
+        for a, b in zip(got, want, strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
 def test_runs_at_different_sizes_from_several_threads_keep_their_own() -> None:
     """The program's sizes are written under its lock with each run, so two threads that
     run it at different sizes at once each get their own results."""
