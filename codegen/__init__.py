@@ -19,6 +19,7 @@ from .external.host import ExternalFallbackWarning
 from .measure.placement_costs import measured_cost
 from .measure.tune import TuneReport, tune
 from .plan.memory import list_memory_planners, register_memory_planner
+from .runtime.buffers import OutputBuffers
 
 __all__ = [
     "list_memory_planners",
@@ -26,6 +27,7 @@ __all__ = [
     "Executable",
     "ExternalFallbackWarning",
     "KernelTime",
+    "OutputBuffers",
     "Profile",
     "SymbolicExecutable",
     "bind_params",

@@ -38,6 +38,7 @@ from egraph_ir.types import TensorType, Type
 
 from .artifact.write import save_symbolic
 from .options import BuildOptions
+from .runtime.buffers import OutputBuffers
 from .runtime.executable import Executable
 from .runtime.latency import Latency
 
@@ -271,6 +272,14 @@ class SymbolicExecutable:
         return self.for_inputs(feeds).run(**feeds)  # by keyword: the executable's fast path
 
     __call__ = run
+
+    def run_into(
+        self, buffers: OutputBuffers | Mapping[str, np.ndarray], /, *args: Any, **inputs: Any
+    ) -> Any:
+        """Run as `run` does, the outputs in kept storage (Executable.run_into): a
+        decoder's growing presents, for one, are written without new memory each step."""
+        feeds = self.feeds(args, inputs)
+        return self.for_inputs(feeds).run_into(buffers, **feeds)
 
     def run_dict(self, /, *args: Any, **inputs: Any) -> dict[str, np.ndarray]:
         feeds = self.feeds(args, inputs)

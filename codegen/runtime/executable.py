@@ -29,6 +29,7 @@ from ..plan.graph import AliasNode, KernelNode
 from ..plan.link import Program
 from ..plan.memory import MemoryPlan, graph_storage_ids
 from . import latency
+from .buffers import OutputBuffers
 from .latency import Latency
 from .profile import KernelTime, Profile
 from .runner import Runtime
@@ -126,6 +127,40 @@ class Executable:
             fast = self._fast_feeds(inputs)
             if fast is not None:
                 return self.graph.shape_outputs(self.runtime.run(fast, at=self.at))
+        results = self.runtime.run(self._feeds(self._named(args, inputs)), at=self.at)
+        return self.graph.shape_outputs(results)
+
+    __call__ = run
+
+    def run_into(
+        self, buffers: OutputBuffers | Mapping[str, np.ndarray], /, *args: Any, **inputs: Any
+    ) -> Any:
+        """Run as `run` does, with the outputs the kernels write placed in `buffers`
+        (codegen/runtime/buffers.py: storage kept from run to run, ONNX Runtime's IO
+        binding), or in the caller's own arrays by output name. What it returns are
+        those arrays (an output that is an input or a constant is a copy, as with run)."""
+        pool = buffers if isinstance(buffers, OutputBuffers) else OutputBuffers(1, buffers)
+        unknown = sorted(set(pool.arrays) - set(self.output_names))
+        if unknown:
+            raise CodegenError(
+                f"no output(s) {unknown}; the outputs are {', '.join(self.output_names)}"
+            )
+        names = dict(zip(self.graph.outputs, self.output_names, strict=False))
+
+        def place(node_id: int, shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray:
+            name = names.get(node_id)
+            return np.empty(shape, dtype) if name is None else pool.take(name, shape, dtype)
+
+        feeds = self._fast_feeds(inputs) if not args else None
+        if feeds is None:
+            feeds = self._feeds(self._named(args, inputs))
+        results = self.runtime.run(feeds, at=self.at, place=place)
+        pool.finish_run()
+        return self.graph.shape_outputs(results)
+
+    def _named(self, args: tuple[Any, ...], inputs: Mapping[str, Any]) -> Mapping[str, Any]:
+        """Inputs given by position, by name or as one dict (as ONNX Runtime takes them),
+        by name."""
         names = list(self.input_types)
         if len(args) == 1 and isinstance(args[0], Mapping):  # feeds by name, in one dict
             inputs = {**args[0], **inputs}
@@ -137,10 +172,7 @@ class Executable:
             if clash:
                 raise CodegenError(f"input(s) {clash} given both by position and by name")
             inputs = {**dict(zip(names, args, strict=False)), **inputs}
-        results = self.runtime.run(self._feeds(inputs), at=self.at)
-        return self.graph.shape_outputs(results)
-
-    __call__ = run
+        return inputs
 
     def run_dict(self, /, *args: Any, **inputs: Any) -> dict[str, np.ndarray]:
         """Run as `run` does; the outputs by name (`output_names`: ONNX's names for an

@@ -30,6 +30,8 @@ from .sanitizer import check_devices, copy_traffic
 ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
 
 WORKER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+# where a run puts an output the kernels write: (node id, shape, dtype) -> its array
+Place = Callable[[int, tuple[int, ...], "np.dtype[Any]"], np.ndarray]
 
 
 def _data_field_reader() -> Callable[[np.ndarray], int]:
@@ -158,14 +160,16 @@ class Runtime:
         feeds: list[np.ndarray],
         timings: dict[int, float] | None = None,
         at: SizeBinding | None = None,
+        place: Place | None = None,
     ) -> list[Any]:
         """Execute the graph; with `timings`, run kernel by kernel and add each one's
         seconds under its node id (the profile); `at`: the sizes of a program built for
-        every size. Runs from several threads take turns."""
+        every size; `place`: where each output the kernels write goes (node id, shape,
+        dtype -> array; else a new array each run). Runs from several threads take turns."""
         with self._lock:
             if at is not None and at is not self.at:
                 self._take_sizes(at)
-            return self._run(feeds, timings)
+            return self._run(feeds, timings, place)
 
     def _take_sizes(self, at: SizeBinding) -> None:
         """Runs from now on at these sizes: the kernels read them, outputs take their
@@ -192,7 +196,9 @@ class Runtime:
         addresses = [self.bases[arena] + offset for _, arena, offset in arena_slots]
         return slots, np.array(addresses, dtype=np.int64)
 
-    def _run(self, feeds: list[np.ndarray], timings: dict[int, float] | None) -> list[Any]:
+    def _run(
+        self, feeds: list[np.ndarray], timings: dict[int, float] | None, place: Place | None
+    ) -> list[Any]:
         """One run. `env` holds only what changes between runs (inputs, fresh outputs,
         host results); planned tensors and constants are looked up in `self.static`, so a
         run costs a few microseconds beyond its kernels however large the graph."""
@@ -202,7 +208,7 @@ class Runtime:
             env[node.id] = value
             slots[slot_of[node.id]] = address_of(value)
         for node_id, slot, shape, dtype in self.fresh_outputs:
-            value = np.empty(shape, dtype)
+            value = np.empty(shape, dtype) if place is None else place(node_id, shape, dtype)
             env[node_id] = value
             slots[slot] = address_of(value)
         if self.check_devices:
