@@ -12,3 +12,11 @@ from llvmlite import binding as llvm
 def host_has(feature: str) -> bool:
     """Whether this CPU has `feature`, in LLVM's spelling ("avx512vnni", "avx512vbmi")."""
     return bool(llvm.get_host_cpu_features().get(feature, False))
+
+
+@functools.cache
+def accumulator_budget() -> int:
+    """16-lane accumulators a kernel's register block may hold: 24 of the 32 AVX-512
+    registers, else 6 (12 of the 16 AVX2 registers: a 16-lane vector takes two)."""
+    llvm.initialize_native_target()
+    return 24 if host_has("avx512f") else 6

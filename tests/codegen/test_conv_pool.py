@@ -138,16 +138,19 @@ def test_depthwise_conv_is_a_jit_kernel_with_its_epilogue() -> None:
 
 
 @pytest.mark.parametrize(
-    "side, kernel, padding, blocks",
-    [
-        (56, 3, 1, (8, 2)),  # 56 x 58 = 203 vectors: no whole 2-vector split, widest anyway
-        (28, 1, 0, (8, 1)),  # a 1x1 keeps the exact split (784 = 49 vectors): no padding
+    "side, kernel, padding, avx512, avx2",
+    [  # (OB, XV): 16 accumulators with AVX-512's 32 registers, 6 with AVX2's 16
+        (56, 3, 1, (8, 2), (2, 3)),  # 56 x 58 = 203 vectors: no whole split, widest anyway
+        (28, 1, 0, (8, 1), (2, 1)),  # a 1x1 keeps the exact split (784 = 49 vectors)
     ],
 )
 def test_register_blocks_are_widest_unless_a_pointwise_row_splits(
-    side: int, kernel: int, padding: int, blocks: tuple[int, int]
+    side: int, kernel: int, padding: int, avx512: tuple[int, int], avx2: tuple[int, int]
 ) -> None:
+    from codegen.llvm.cpu import accumulator_budget
     from codegen.lower.kernels.conv.shape import Wide
+
+    blocks = avx512 if accumulator_budget() >= 16 else avx2
 
     x = ir.var("x", shape=(1, 64, side, side))
     w = ir.const(np.zeros((64, 64, kernel, kernel), "float32"))

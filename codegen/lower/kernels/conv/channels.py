@@ -19,15 +19,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
 from typing import ClassVar
 
-import llvmlite.binding as llvm
 import numpy as np
 
 from egraph_ir.expr import Call, Constant, Var
 from egraph_ir.types import TensorType
 
+from ....llvm.cpu import accumulator_budget
 from ....loop_ir import (
     INDEX,
     LANES,
@@ -67,14 +66,6 @@ MAX_PLANE = 784  # 28x28: when the direct kernel uses under LANE_USE of its lane
 LANE_USE = 0.95
 MIN_MACS = 64  # per output element
 MAX_TAPS = 9  # every tap is unrolled: a 7x7 kernel would be 49 copies of the block
-
-
-@cache
-def accumulator_budget() -> int:
-    """16-lane accumulators a register block may hold: 24 of the 32 AVX-512 registers,
-    else 6 (12 of the 16 AVX2 registers)."""
-    llvm.initialize_native_target()
-    return 24 if llvm.get_host_cpu_features().get("avx512f", False) else 6
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ import numpy as np
 
 from egraph_ir.expr import Call, Constant
 
+from ....llvm.cpu import accumulator_budget
 from ....loop_ir import (
     INDEX,
     LANES,
@@ -44,7 +45,7 @@ from ...compute.definitions import Index
 from ...group import Group
 from ...kinds import BufferRef, ConvKernel
 from ...strategy import NativeKernel
-from .channels import accumulator_budget, panels_of
+from .channels import panels_of
 from .epilogue import lanes_epilogue, micro_kernel
 from .shape import (
     MIN_WORK,

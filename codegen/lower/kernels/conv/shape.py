@@ -18,6 +18,7 @@ from egraph_ir.op.nn import norm_padding, norm_pair
 from egraph_ir.registry import Op
 from egraph_ir.types import TensorType
 
+from ....llvm.cpu import accumulator_budget
 from ....loop_ir import (
     INDEX,
     LANES,
@@ -87,13 +88,15 @@ def conv_shape(
 
 
 def _blocks(channels_per_group: int, wide: int, pointwise: bool) -> tuple[int, int]:
-    """(OB, XV): output channels and 16-lane vectors per register block (<= 16 accumulators;
+    """(OB, XV): output channels and 16-lane vectors per register block (<= 16 accumulators
+    with AVX-512, 6 with AVX2, where each takes two registers;
     depthwise gets 4 vectors of one channel). A 1x1 convolution's XV divides the row
     exactly when it can, so it needs neither padding nor cropping; other kernels take the
     widest block (their rows are padded anyway): with one vector per block, each FMA
     waits on its own weight broadcast (docs/performance.md: measured changes)."""
-    ob = next(b for b in (8, 4, 2, 1) if channels_per_group % b == 0)
-    most = max(1, min(16 // ob, 4, -(-wide // LANES)))
+    budget = min(16, accumulator_budget())  # 16 with AVX-512; 6 with AVX2 (no spills)
+    ob = next(b for b in (8, 4, 2, 1) if channels_per_group % b == 0 and 2 * b <= budget)
+    most = max(1, min(budget // ob, 4, -(-wide // LANES)))
     exact = [v for v in range(most, 0, -1) if wide % (v * LANES) == 0]
     return ob, exact[0] if exact and pointwise else most
 

@@ -34,6 +34,7 @@ from egraph_ir.expr import Call, Constant
 from egraph_ir.op.nn import norm_padding
 from egraph_ir.types import TensorType
 
+from ....llvm.cpu import accumulator_budget
 from ....loop_ir import (
     INDEX,
     LANES,
@@ -57,7 +58,6 @@ from ....loop_ir import (
 from ...group import Group
 from ...kinds import BufferRef, ConvKernel
 from ...strategy import NativeKernel
-from .channels import accumulator_budget
 from .epilogue import lanes_epilogue, micro_kernel
 from .shape import MIN_WORK, VECTOR, pixels_per_block, zero
 from .winograd_matrices import Minimal, combine, minimal

@@ -73,12 +73,12 @@ def pack(call: Call) -> tuple[Packed, np.ndarray]:
     b = np.pad(b, ((0, 0), (0, -n % LANES)))
     n = b.shape[1]
     m = int(np.prod(a_t.shape[:-1], dtype=np.int64))
-    xv = 2 if n % (2 * LANES) == 0 else 1
+    mr, xv = gemm.register_block(m, n)
     width = xv * LANES
     grouped = b.reshape(k // WORD, WORD, n // width, width).transpose(2, 0, 3, 1)
     words = np.ascontiguousarray(grouped, dtype=np.int8).view("<i4")[..., 0]
     sums = b.astype(np.int64).sum(axis=0).astype(np.int32)  # zero for the extra columns
-    return Packed(m, n, k // WORD, min(8, m), xv, words), sums
+    return Packed(m, n, k // WORD, mr, xv, words), sums
 
 
 @dataclasses.dataclass(frozen=True)

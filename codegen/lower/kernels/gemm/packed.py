@@ -23,6 +23,7 @@ from egraph_ir.expr import Call, Constant
 from egraph_ir.registry import Op
 from egraph_ir.types import TensorType
 
+from ....llvm.cpu import accumulator_budget
 from ....loop_ir import (
     INDEX,
     LANES,
@@ -96,12 +97,22 @@ def pack(call: Call) -> Packed:
     b = weights.data if call.op.name == "matmul" else weights.data.T  # (K, N)
     k, n = b.shape
     m = math.prod(a_t.shape[:-1])
-    xv = 2 if n % (2 * LANES) == 0 else 1
-    # 8 x XV accumulators (16 registers at most); the last m % 8 rows: a tail
-    mr = 8 if isinstance(m, Dim) else min(8, m)
+    mr, xv = register_block(m, n)
     width = xv * LANES
     panels = np.ascontiguousarray(b.reshape(k, n // width, width).transpose(1, 0, 2), "float32")
     return Packed(m, n, k, mr, xv, panels)
+
+
+def register_block(m: int | Dim, n: int) -> tuple[int, int]:
+    """(MR, XV): rows and 16-lane vectors of accumulators a step keeps in registers, as
+    many as the host holds without spilling (codegen/llvm/cpu.py's budget): 8 x 2 of the 32
+    AVX-512 registers; 6 x 1 with AVX2, where a 16-lane vector takes two of the 16
+    registers (8 x 2 there spilled an accumulator to the stack on every FMA: 33 against
+    83 GFLOP/s on one core for 256x512x128, measured). The last m % MR rows: a tail."""
+    budget = accumulator_budget()
+    xv = 2 if n % (2 * LANES) == 0 and budget >= 16 else 1
+    most = min(8, budget // xv)
+    return (most if isinstance(m, Dim) else max(1, min(most, m))), xv
 
 
 def panel_block(
