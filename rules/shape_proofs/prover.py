@@ -47,19 +47,7 @@ from .counterexamples import (
     small_model,
     unknown_dims,
 )
-from .encoder import (
-    ANY_CONSTANT as _ANY_CONSTANT,
-)
-from .encoder import (
-    MOVEMENT,
-    TENSOR_OPS,
-    NeedsAttr,
-    Tensor,
-    TensorEncoder,
-)
-from .encoder import (
-    Shaped as _Shaped,
-)
+from .encoder import ANY_CONSTANT, MOVEMENT, TENSOR_OPS, NeedsAttr, Shaped, Tensor, TensorEncoder
 from .guards import SymInt, condition
 from .ops import OPS
 
@@ -88,7 +76,6 @@ class Outcome:
     """The verdict over every rank and attribute choice tried."""
 
     proven: int = 0
-    vacuous: int = 0
     open_: list[str] = field(default_factory=list)
     refuted: tuple[str, dict[str, Any]] | None = None
     opaque: set[str] = field(default_factory=set)
@@ -230,7 +217,7 @@ def _allowed_ranks(rule: Rule, z3: Any, names: dict[str, str]) -> dict[str, list
         keep = []
         for rank in range(top + 1):
             dims = tuple(SymInt(z3.Int(f"{name}.d{k}"), 1) for k in range(rank))
-            match = Match({name: _Shaped(dims, "float32")}, {}, _ANY_CONSTANT)
+            match = Match({name: Shaped(dims, "float32")}, {}, ANY_CONSTANT)
             if not any(_never(z3, g, match) for g in rule.guards if not g.reads_values):
                 keep.append(rank)
         allowed[name] = keep
