@@ -316,7 +316,10 @@ def divide_exact(total: DimLike, part: DimLike) -> DimLike | None:
     """total / part when the division leaves no remainder for every size (the -1 of a
     reshape: 128 * past + 128 elements in rows of past + 1), else None. Polynomial long
     division under a graded order, where a product's leading term is the product of the
-    leading terms, so an exact quotient is always found."""
+    leading terms, so an exact quotient is always found. Numbers of another kind (the
+    rule prover's unknown dims) divide by their own // and %."""
+    if not isinstance(total, int | Dim) or not isinstance(part, int | Dim):
+        return total // part if total % part == 0 else None
     if isinstance(part, int):
         if part == 0:
             return None

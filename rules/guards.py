@@ -28,7 +28,6 @@ from typing import Any
 
 import numpy as np
 
-from egraph_ir.dims import Dim
 from egraph_ir.egraph import Match
 from egraph_ir.op.shape import reshape_target
 from egraph_ir.registry import ShapeError
@@ -89,25 +88,10 @@ def _extreme(c: np.ndarray | None, pick: Callable[..., Any]) -> float | None:
 
 def _reshaped(shape: tuple[int, ...], newshape: Any) -> tuple[int, ...] | None:
     """The shape `reshape(x, newshape=newshape)` gives (its -1 resolved), or None."""
-    if any(not isinstance(d, int | Dim) for d in (*shape, *newshape)):
-        return _reshaped_by_arithmetic(tuple(shape), tuple(newshape))
     try:
         return reshape_target(tuple(shape), tuple(newshape))
     except ShapeError:
         return None
-
-
-def _reshaped_by_arithmetic(shape: tuple[Any, ...], newshape: tuple[Any, ...]) -> Any:
-    """The same with nothing but arithmetic and comparisons on the dims, for dims that
-    are neither ints nor IR sizes (the prover's unknowns, rules/shape_proofs/guards.py)."""
-    if sum(1 for d in newshape if d == -1) > 1:
-        return None
-    total, known = math.prod(shape), math.prod(d for d in newshape if d != -1)
-    if -1 not in newshape:
-        return newshape if total == known else None
-    if known == 0 or total % known != 0:
-        return None
-    return tuple(total // known if d == -1 else d for d in newshape)
 
 
 def _compose(p: Any, q: Any) -> tuple[int, ...]:

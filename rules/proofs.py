@@ -256,20 +256,14 @@ def _check(
     z3 = _z3()
     real = FAST_MATH in rule.tags and any(d in FLOAT_BITS for d in types.values())
     enc = Encoder(z3, types, attrs, real)
-    lhs, lhs_dtype = enc.encode(rule.lhs, _root_dtype(rule.lhs, types, attrs))
-    left_inf, left_nan = z3.Or(False, *enc.infinite), z3.Or(False, *enc.undefined)
-    enc.infinite, enc.undefined = [], []
-    rhs, rhs_dtype = enc.encode(rule.rhs, lhs_dtype)
-    right_inf, right_nan = z3.Or(False, *enc.infinite), z3.Or(False, *enc.undefined)
+    root = _root_dtype(rule.lhs, types, attrs)
+    (lhs, lhs_dtype), *left_flags = enc.flagged(lambda: enc.encode(rule.lhs, root))
+    (rhs, rhs_dtype), *right_flags = enc.flagged(lambda: enc.encode(rule.rhs, lhs_dtype))
     if lhs_dtype != rhs_dtype:
         why = f"the sides have dtypes {lhs_dtype} and {rhs_dtype}"
         return "refuted", {"why": why, "values": {}}
-    agree = enc.same(lhs, rhs, lhs_dtype, nsz=NSZ in rule.tags)
-    if real:  # as the soundness checker: an infinite left side claims nothing; NaN meets NaN
-        numbers = z3.And(z3.Not(right_inf), agree)
-        agree = z3.Or(
-            left_inf, z3.If(z3.Or(left_nan, right_nan), z3.And(left_nan, right_nan), numbers)
-        )
+    nsz = NSZ in rule.tags
+    agree = enc.agree((lhs, *left_flags), (rhs, *right_flags), lhs_dtype, nsz)
     solver = z3.Solver()
     solver.set("timeout", int(timeout * 1000))
     solver.add(*_value_guards(rule, enc), z3.Not(agree))

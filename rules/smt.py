@@ -254,6 +254,26 @@ class Encoder:
             return equal
         return a == b
 
+    def flagged(self, make: Callable[[], Any]) -> tuple[Any, Any, Any]:
+        """What `make()` encodes, and whether over the reals it divided a number by zero
+        (infinite) or zero by zero (NaN) on the way."""
+        self.infinite, self.undefined = [], []
+        made = make()
+        return made, self.z3.Or(False, *self.infinite), self.z3.Or(False, *self.undefined)
+
+    def agree(
+        self, left: tuple[Any, Any, Any], right: tuple[Any, Any, Any], dtype: str, nsz: bool
+    ) -> Any:
+        """The sides (term, infinite, NaN) agree as a rule claims: `same`; over the reals
+        (fast-math) as the soundness checker has it: an infinite left side claims
+        nothing, NaN meets NaN, a finite left side needs a finite right one."""
+        (a, a_inf, a_nan), (b, b_inf, b_nan) = left, right
+        z3, same = self.z3, self.same(a, b, dtype, nsz)
+        if not self.real:
+            return same
+        numbers = z3.And(z3.Not(b_inf), same)
+        return z3.Or(a_inf, z3.If(z3.Or(a_nan, b_nan), z3.And(a_nan, b_nan), numbers))
+
     def value(self, model: Any, name: str) -> Any:
         """A variable's value in a model, as a numpy scalar of its dtype."""
         term = model.eval(self.variables[name], model_completion=True)

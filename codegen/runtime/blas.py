@@ -109,9 +109,8 @@ def _batch_offsets(
 
 
 @dataclass(frozen=True)
-class _Form:
-    """What product_of and sized_product_of read of a product call: sizes (ints or Dims),
-    transposes and each operand's batch axes."""
+class Gemm:
+    """One product's extents (ints or Dims: a symbolic program's sizes) and transposes."""
 
     dtype: str
     m: DimLike
@@ -119,6 +118,13 @@ class _Form:
     k: DimLike
     trans_a: bool
     trans_b: bool
+
+
+@dataclass(frozen=True)
+class _Form(Gemm):
+    """What product_of and sized_product_of read of a product call: its extents and
+    each operand's batch axes."""
+
     a_batch: tuple[DimLike, ...]
     b_batch: tuple[DimLike, ...]
 
@@ -164,17 +170,11 @@ def product_of(call: Call) -> Product:
 
 
 @dataclass(frozen=True)
-class SizedProduct:
+class SizedProduct(Gemm):
     """A product whose extents name sizes (a symbolic program's), run by glue that reads
     the sizes (codegen/llvm/entries.py): `count` items, item i at element offsets
     (i * strides[0], i * strides[1], i * strides[2]) of A, B and C (a stride 0: shared)."""
 
-    dtype: str
-    m: DimLike
-    n: DimLike
-    k: DimLike
-    trans_a: bool
-    trans_b: bool
     count: DimLike
     strides: tuple[DimLike, DimLike, DimLike]
 

@@ -8,6 +8,7 @@ read back by `codegen.load` has only what running needs, so those are None there
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -145,7 +146,7 @@ class Executable:
             raise CodegenError(
                 f"no output(s) {unknown}; the outputs are {', '.join(self.output_names)}"
             )
-        names = dict(zip(self.graph.outputs, self.output_names, strict=False))
+        names = self._output_name_of
 
         def place(node_id: int, shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray:
             name = names.get(node_id)
@@ -157,6 +158,11 @@ class Executable:
         results = self.runtime.run(feeds, at=self.at, place=place)
         pool.finish_run()
         return self.graph.shape_outputs(results)
+
+    @functools.cached_property
+    def _output_name_of(self) -> dict[int, str]:
+        """Each output node's name (what run_into's buffers are keyed by)."""
+        return dict(zip(self.graph.outputs, self.output_names, strict=False))
 
     def _named(self, args: tuple[Any, ...], inputs: Mapping[str, Any]) -> Mapping[str, Any]:
         """Inputs given by position, by name or as one dict (as ONNX Runtime takes them),

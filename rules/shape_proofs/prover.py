@@ -358,7 +358,9 @@ def _query(
         return None
     right, right_typed = enc.side(rule.rhs, left.dtype, left=False)
     index = [z3.FreshInt("j") for _ in left.shape]
+    known = len(enc.facts)
     solver.add(_differs(z3, enc, scalar, rule, left, right, right_typed, index))
+    solver.add(*enc.facts[known:])  # the offsets the elements split into indices
     return solver, enc, scalar, symbolic
 
 
@@ -407,28 +409,16 @@ def _differs(
     right_typed: Any,
     index: list[Any],
 ) -> Any:
-    """The right side is ill-typed, shaped otherwise, or differs at `index`."""
+    """The right side is ill-typed, shaped otherwise, or differs at `index` (encoding the
+    elements there may add facts to `enc`: the caller adds them)."""
     if len(left.shape) != len(right.shape):
         return z3.BoolVal(True)
     same_shape = z3.And(True, *(a == b for a, b in zip(left.shape, right.shape, strict=True)))
     inside = z3.And(True, *(z3.And(j >= 0, j < d) for j, d in zip(index, left.shape, strict=True)))
-    scalar.infinite, scalar.undefined = [], []
-    a = left.at(index)
-    left_inf, left_nan = z3.Or(False, *scalar.infinite), z3.Or(False, *scalar.undefined)
-    scalar.infinite, scalar.undefined = [], []
-    b = right.at(index)
-    right_inf, right_nan = z3.Or(False, *scalar.infinite), z3.Or(False, *scalar.undefined)
-    agree = scalar.same(a, b, left.dtype, nsz=NSZ in rule.tags)
-    if scalar.real:
-        numbers = z3.And(z3.Not(right_inf), agree)
-        agree = z3.Or(
-            left_inf, z3.If(z3.Or(left_nan, right_nan), z3.And(left_nan, right_nan), numbers)
-        )
-    # the element's encoding may add offsets split back into indices: facts as well
-    return z3.And(
-        z3.And(True, *enc.facts),
-        z3.Or(z3.Not(right_typed), z3.Not(same_shape), z3.And(inside, z3.Not(agree))),
-    )
+    a = scalar.flagged(lambda: left.at(index))
+    b = scalar.flagged(lambda: right.at(index))
+    agree = scalar.agree(a, b, left.dtype, nsz=NSZ in rule.tags)
+    return z3.Or(z3.Not(right_typed), z3.Not(same_shape), z3.And(inside, z3.Not(agree)))
 
 
 def _has_sym(v: Any) -> bool:
