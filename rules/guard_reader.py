@@ -22,7 +22,7 @@ from .lexer import MAX_NESTING, Line, Tok, number
 
 TENSOR_FUNC_KINDS = {"shape": "tuple", "rank": "number", "dtype": "str", "size": "number",
                      "dim": "number", "reshaped": "tuple", "is_const": "bool", "value": "any",
-                     "values": "tuple", "min": "any", "max": "any"}  # fmt: skip
+                     "values": "tuple", "min": "any", "max": "any", "integral": "bool"}  # fmt: skip
 VALUE_FUNC_KINDS = {
     "f32_product": ("any", "any"),  # numbers, or tuples of per-channel values
     "compose": ("tuple", "tuple"),

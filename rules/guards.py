@@ -86,6 +86,14 @@ def _extreme(c: np.ndarray | None, pick: Callable[..., Any]) -> float | None:
     return None if value != value else value
 
 
+def _integral(c: np.ndarray | None) -> bool | None:
+    """Whether a constant holds only whole numbers (a quantised product's shifted weights:
+    its sums are exact in the direct order), None for a non-constant."""
+    if c is None:
+        return None
+    return bool(np.all(np.mod(c, 1) == 0)) if c.dtype.kind == "f" else True
+
+
 def _reshaped(shape: tuple[int, ...], newshape: Any) -> tuple[int, ...] | None:
     """The shape `reshape(x, newshape=newshape)` gives (its -1 resolved), or None."""
     try:
@@ -118,11 +126,12 @@ TENSOR_FUNCS: dict[str, Callable[..., Any]] = {
     "values": lambda m, x: _all_values(m.constants.get(x)),
     "min": lambda m, x: _extreme(m.constants.get(x), np.min),
     "max": lambda m, x: _extreme(m.constants.get(x), np.max),
+    "integral": lambda m, x: _integral(m.constants.get(x)),
 }
-VALUE_READERS = ("value", "values", "min", "max")  # functions that read a constant's values
+VALUE_READERS = ("value", "values", "min", "max", "integral")  # functions that read a constant's values
 TENSOR_ARITY = {
     "shape": 1, "rank": 1, "dtype": 1, "size": 1, "dim": 2, "reshaped": 2, "is_const": 1,
-    "value": 1, "values": 1, "min": 1, "max": 1,
+    "value": 1, "values": 1, "min": 1, "max": 1, "integral": 1,
 }  # fmt: skip
 
 

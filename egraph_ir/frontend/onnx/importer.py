@@ -28,6 +28,8 @@ from ...types import DTYPES, TensorType
 from .control import loop_globals
 from .functions import expand, function_schema
 from .node import CONVERTERS, Node, op_key
+from .ort_islands import FLOAT_SUFFIX, FloatIslands, float_islands
+from .quantize import dequantized
 from .sizes import SizeValues, evaluate, size_node
 
 MIN_OPSET, MAX_OPSET = 13, 21  # the opsets the converters are written against
@@ -240,9 +242,12 @@ class Importer:
         self.function_opset = function_opset  # the model's own: function bodies are built at it
         self.env: dict[str, Expr | SizeValues] = {}  # SizeValues: sizes.py
         self.expansions = 0
+        self.islands = FloatIslands()  # groups ONNX Runtime leaves in float (ort_islands.py)
 
     def run(self) -> IRModule:
         self._initializers(self.graph)
+        outputs = {out.name for out in self.graph.output}
+        self.islands = float_islands(self.graph.node, outputs, self._constant)
         params = []
         for value_info in self.graph.input:
             if value_info.name in self.env:
@@ -274,6 +279,10 @@ class Importer:
                 self.env[init.name] = Constant(self.onnx.numpy_helper.to_array(init).copy())
             except (TypeError, KeyError, ValueError) as exc:
                 raise FrontendError(f"initializer '{init.name}' is malformed ({exc})") from None
+
+    def _constant(self, name: str) -> np.ndarray | None:
+        value = self.env.get(name)
+        return value.data if isinstance(value, Constant) else None
 
     def _outputs(self, graph: Any) -> list[Expr]:
         outputs = []
@@ -374,7 +383,12 @@ class Importer:
             raise FrontendError(
                 f"{node.where}: cannot convert ({type(exc).__name__}: {exc})"
             ) from None
-        _stamp(results, Span("onnx", node.index + 1, name=node.proto.name or node.op_type))
+        span = Span("onnx", node.index + 1, name=node.proto.name or node.op_type)
+        if node.proto.output[0] in self.islands.dequantized:  # also as arithmetic
+            arithmetic = fold(infer_new_nodes(dequantized(node, 0, 1, 2)))
+            results.append(arithmetic)
+            self.env[node.proto.output[0] + FLOAT_SUFFIX] = arithmetic
+        _stamp(results, span)
         for name, value in zip(node.proto.output, results, strict=False):
             if name:
                 self.env[name] = value

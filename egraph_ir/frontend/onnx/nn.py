@@ -10,6 +10,7 @@ from ... import op
 from ...errors import FrontendError
 from ...expr import Constant, Expr, TupleGetItem
 from ...types import TensorType
+from .mlas_order import default_threads, mlas_conv2d
 from .node import Node, converter, scalar
 from .volume import Depth, conv3d, conv3d_of, covered, pool3d, static_shape
 from .windows import Window, onnx_pads
@@ -43,6 +44,11 @@ def _conv(n: Node) -> Expr:
     if n.type().ndim == 5:
         return conv3d(n)
     win = Window(n, n.type(1).shape[2:])
+    if _in_mlas_order(n, win):
+        window = {"kernel": win.kernel, "strides": win.strides, "dilation": win.dilations,
+                  "padding": win.pads}  # fmt: skip
+        shapes = (n.type().shape, n.type(1).shape)
+        return mlas_conv2d(win.x, n.x(1), n.input(2), shapes, window, default_threads())
     out = op.conv2d(
         win.x,
         win.lift(n.x(1)),
@@ -54,6 +60,16 @@ def _conv(n: Node) -> Expr:
     bias = n.input(2)
     out = op.bias_add(out, bias, axis=1) if bias is not None else out
     return win.finish(out)
+
+
+def _in_mlas_order(n: Node, win: Window) -> bool:
+    """A float Conv of a quantised group ONNX Runtime does not fuse (ort_islands.py): one
+    2-D image, one group, known sizes (mlas_order.py; other convolutions sum in our order)."""
+    if not n.importer.islands.reads_float(n.proto, 0) or win.one_d:
+        return False
+    x, w = n.type(), n.type(1)
+    static = all(isinstance(d, int) for d in (*x.shape, *w.shape))
+    return static and x.ndim == 4 and x.shape[0] == 1 and int(n.attr("group", 1)) == 1
 
 
 @converter("MaxPool", "AveragePool")

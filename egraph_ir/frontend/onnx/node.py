@@ -16,6 +16,7 @@ from ...expr import Constant, Expr
 from ...infer import infer_new_nodes
 from ...types import TensorType
 from ...visitor import free_vars
+from .ort_islands import FLOAT_SUFFIX, FloatIslands
 from .sizes import SizeValues
 
 Converter = Callable[["Node"], Expr | list[Expr]]
@@ -28,6 +29,7 @@ class Scope(Protocol):
     onnx: Any
     opset: int
     env: dict[str, Expr | SizeValues]
+    islands: FloatIslands
 
     def run_graph(self, graph: Any, bindings: dict[str, Expr]) -> list[Expr]: ...
 
@@ -85,9 +87,12 @@ class Node:
         names = self.proto.input
         if i >= len(names) or not names[i]:
             return None
-        if names[i] not in self.importer.env:
+        name = names[i]
+        if self.importer.islands.reads_float(self.proto, i):
+            name += FLOAT_SUFFIX  # its DequantizeLinear as arithmetic (ort_islands.py)
+        if name not in self.importer.env:
             raise FrontendError(f"input '{names[i]}' is not defined before this node")
-        return self.importer.env[names[i]]
+        return self.importer.env[name]
 
     def input(self, i: int) -> Expr | None:
         value = self.raw(i)
