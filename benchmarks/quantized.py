@@ -2,12 +2,12 @@
 same file, in one process, 2 threads each, interleaved rounds.
 
     .venv/bin/python benchmarks/quantized.py [--models resnet18,bert_tiny2] [--rounds 5]
-        [--per-channel]
+        [--per-channel] [--activations int8|uint8] [--reduce-range]
 
 The CNNs of ../shared/models/real are quantised as users do it, with
-onnxruntime.quantization.quantize_static (QDQ format, uint8 activations, int8 weights,
-per-tensor scales, or per output channel with --per-channel; four random calibration
-batches); the BERT encoder with
+onnxruntime.quantization.quantize_static (QDQ format, int8 weights, activations int8 as
+its defaults or uint8, per-tensor scales or per output channel with --per-channel, 7-bit
+weights with --reduce-range; four random calibration batches); the BERT encoder with
 quantize_dynamic (int8 weights, DynamicQuantizeLinear + MatMulInteger). The table gives
 latency medians, ours / the faster engine, ours / our own float build of the original
 model, how many outputs differ from ONNX Runtime's int8 run and by how much (the goal for
@@ -38,7 +38,7 @@ STATIC = ("resnet18", "mobilenet_v2", "efficientnet_b0")
 DYNAMIC = ("bert_tiny2",)
 
 
-def quantise(name: str, feeds: dict[str, np.ndarray], out: Path, per_channel: bool) -> Path:
+def quantise(name: str, feeds: dict[str, np.ndarray], out: Path, args: argparse.Namespace) -> Path:
     """The model quantised as onnxruntime.quantization writes it (see the docstring)."""
     from onnxruntime.quantization import (
         CalibrationDataReader,
@@ -68,9 +68,11 @@ def quantise(name: str, feeds: dict[str, np.ndarray], out: Path, per_channel: bo
 
     prepared = out / f"{name}_pre.onnx"
     quant_pre_process(source, prepared, skip_symbolic_shape=True)
+    activations = QuantType.QInt8 if args.activations == "int8" else QuantType.QUInt8
     quantize_static(
         prepared, target, RandomBatches(), quant_format=QuantFormat.QDQ,
-        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, per_channel=per_channel,
+        activation_type=activations, weight_type=QuantType.QInt8, per_channel=args.per_channel,
+        reduce_range=args.reduce_range,
     )  # fmt: skip
     return target
 
@@ -90,7 +92,7 @@ def bench(name: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:
     rounds, threads = args.rounds, args.threads
     feeds = dict(np.load(REAL / f"{name}.npz"))
     feeds.pop("expected")
-    path = quantise(name, feeds, work, args.per_channel)
+    path = quantise(name, feeds, work, args)
     exe, compile_s = build(path, threads)
     float_exe, float_compile_s = build(REAL / f"{name}.onnx", threads)
     ort_run = onnxruntime(path, feeds, threads)
@@ -102,7 +104,9 @@ def bench(name: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:
     engines["ours float"] = lambda: float_exe.run(**feeds)
     ms = interleaved_ms(engines, rounds)
     best = min(v for k, v in ms.items() if k not in ("ours", "ours float"))
-    form = "QDQ per channel" if args.per_channel else "QDQ"
+    form = f"QDQ {'S8S8' if args.activations == 'int8' else 'U8S8'}"
+    form += " per channel" if args.per_channel else ""
+    form += " 7-bit weights" if args.reduce_range else ""
     return {
         "model": f"{name} ({'dynamic' if name in DYNAMIC else form})", "ms": ms,
         "ratio": ms["ours"] / best, "vs_float": ms["ours"] / ms["ours float"],
@@ -118,6 +122,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--per-channel", action="store_true", help="weight scales per channel")
+    parser.add_argument("--activations", choices=("int8", "uint8"), default="int8")
+    parser.add_argument("--reduce-range", action="store_true", help="7-bit weights")
     args = parser.parse_args()
     if not REAL.is_dir():
         print(f"no real models at {REAL}: nothing to measure")

@@ -22,6 +22,7 @@ from .expr import (
     TupleGetItem,
     Var,
     children,
+    op_name,
 )
 
 
@@ -197,3 +198,23 @@ def rebuild(node: Expr, memo: dict[Expr, Expr]) -> Expr:
             return If(c, t, f, node.span)
         case _:
             return node
+
+
+CallRewrite = Callable[[Call, list[Expr], Callable[[Expr], Expr]], Expr]
+
+
+def rewrite_calls(fn: Function, names: frozenset[str] | set[str], rewrite: CallRewrite) -> Function:
+    """fn with every call of an op in `names` replaced, bottom up, by rewrite(the original
+    call, its rewritten arguments, a lookup from original to rewritten nodes)."""
+    memo: dict[Expr, Expr] = {}
+    for node in post_order(fn):
+        if isinstance(node, Var | Constant | GlobalVar):
+            memo[node] = node
+            continue
+        post = rebuild(node, memo)
+        if isinstance(node, Call) and isinstance(post, Call) and op_name(post) in names:
+            post = rewrite(node, list(post.args), memo.__getitem__)
+        memo[node] = post
+    out = memo[fn]
+    assert isinstance(out, Function)
+    return out

@@ -23,6 +23,7 @@ def standard_pipeline() -> Sequential:
             p.CombineParallelDense(),  # Q/K/V-style products over one input become one
             p.EliminateCommonSubexpr(),  # hash-consing: equal computations once
             p.DeadCodeElimination(),  # unused bindings and functions
+            p.ExpandMlasOrder(),  # float convolutions in ONNX Runtime's order, now, not before
         ],
         name="StandardPipeline",
     )

@@ -128,7 +128,13 @@ TENSOR_FUNCS: dict[str, Callable[..., Any]] = {
     "max": lambda m, x: _extreme(m.constants.get(x), np.max),
     "integral": lambda m, x: _integral(m.constants.get(x)),
 }
-VALUE_READERS = ("value", "values", "min", "max", "integral")  # functions that read a constant's values
+VALUE_READERS = (
+    "value",
+    "values",
+    "min",
+    "max",
+    "integral",
+)  # functions that read a constant's values
 TENSOR_ARITY = {
     "shape": 1, "rank": 1, "dtype": 1, "size": 1, "dim": 2, "reshaped": 2, "is_const": 1,
     "value": 1, "values": 1, "min": 1, "max": 1, "integral": 1,

@@ -24,6 +24,7 @@ from . import (  # noqa: F401
     device,
     elementwise,
     layout,
+    mlas,
     nn,
     norm,
     qnn,

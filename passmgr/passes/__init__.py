@@ -18,6 +18,7 @@ from .eqsat import (
     FoldScaleAxis,
     SimplifyInference,
 )
+from .expand_mlas import ExpandMlasOrder, MlasReport
 from .fold_constant import FoldConstant, FoldReport
 from .fuse_ops import FuseOps, FuseReport
 from .infer_type import InferType
@@ -47,6 +48,8 @@ from .tabulate import TabulateByteFunctions, TabulateReport
 __all__ = [
     "BlockLayout",
     "CanonicalizeQnn",
+    "ExpandMlasOrder",
+    "MlasReport",
     "QnnReport",
     "FakeQuantizationToInteger",
     "Inline",

@@ -29,12 +29,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from egraph_ir import op
-from egraph_ir.expr import Call, Constant, Expr, Function, GlobalVar, Var
+from egraph_ir.expr import Call, Constant, Expr, Function
 from egraph_ir.module import IRModule
 from egraph_ir.op.qnn import integer_range, sigmoid_table
 from egraph_ir.registry import Op
 from egraph_ir.support import has_native_form
-from egraph_ir.visitor import post_order, rebuild
+from egraph_ir.visitor import rewrite_calls
 
 from ..config import register_config
 from ..context import PassContext
@@ -256,21 +256,15 @@ def _channel_slices(call: Call, room: int) -> list[tuple[int, int]]:
 def canonicalize(fn: Function) -> tuple[Function, int, int]:
     """fn with every quantised call lowered but those kept for an integer kernel; how many
     were lowered and how many kept."""
-    memo: dict[Expr, Expr] = {}
-    count = kept = 0
-    for node in post_order(fn):
-        if isinstance(node, Var | Constant | GlobalVar):
-            memo[node] = node
-            continue
-        post = rebuild(node, memo)
-        if isinstance(post, Call) and isinstance(post.op, Op) and post.op.name in QNN_OPS:
-            keep = _kept(node)  # type: ignore[arg-type]
-            post = lowered(node, list(post.args), memo.__getitem__)  # type: ignore[arg-type]
-            count, kept = count + (not keep), kept + keep
-        memo[node] = post
-    out = memo[fn]
-    assert isinstance(out, Function)
-    return out, count, kept
+    counts = [0, 0]
+
+    def lower(call: Call, args: list[Expr], lookup: Lookup) -> Expr:
+        keep = _kept(call)
+        counts[keep] += 1
+        return lowered(call, args, lookup)
+
+    out = rewrite_calls(fn, frozenset(QNN_OPS), lower)
+    return out, counts[0], counts[1]
 
 
 @register_pass

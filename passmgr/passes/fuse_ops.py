@@ -49,6 +49,10 @@ register_config(
     "fuse.max_depth", int, MAX_GROUP_DEPTH, f"most ops in one fused group (1 to {MAX_GROUP_DEPTH})"
 )
 
+# codegen computes a group's element as one expression, so a value fused into a group is
+# recomputed at each use there: one read by more than this many ops (a padded map read by
+# the 25 taps of a 5x5 window, mlas_order.py) is materialised instead
+MAX_FANOUT = 4
 ANCHORS = (OpPattern.COMM_REDUCE, OpPattern.OUT_ELEMWISE_FUSABLE)
 ROW_ANCHORS = frozenset({"softmax", "log_softmax"})
 SCRATCH_ANCHORS = frozenset({"qnn_conv2d", "qnn_matmul", "qnn_dense"})
@@ -272,7 +276,7 @@ def _fuse_dataflow(fn: Function, max_depth: int) -> tuple[Function, int]:
     groups = _Groups(calls)
     for n in calls:
         end = ipdom[n]
-        if end is None:
+        if end is None or len(users[n]) > MAX_FANOUT:
             continue
         path = _path(n, end, users, max_depth)
         anchor = groups.anchor[groups.find(n)]

@@ -678,7 +678,8 @@ def test_bitwise_against_onnxruntime(name: str, dtype: str) -> None:
 
 
 COVERED = (
-    set(UNARY_ONNX)
+    {"conv2d_mlas"}
+    | set(UNARY_ONNX)
     | set(POSITIVE_ONNX)
     | set(BINARY_ONNX)
     | set(COMPARE_ONNX)
@@ -852,6 +853,27 @@ def test_qnn_add_and_sigmoid_against_onnxruntimes_qlinear_kernels() -> None:
     want = run_model(_qdq_model("Sigmoid", ["a"], signed, TensorProto.INT8), {"a": x})[0]
     args = [x, *(signed[n] for n in ("sa", "za", "sc", "zc"))]
     np.testing.assert_array_equal(ir_eval("qnn_sigmoid", args), want)
+
+
+@pytest.mark.parametrize(
+    "c,f,size,k,stride,groups",
+    [(24, 32, 14, 3, 1, 1), (8, 16, 9, 1, 1, 1), (16, 16, 12, 5, 2, 16)],
+    ids=["k216", "pointwise", "depthwise"],
+)
+def test_conv2d_mlas_is_onnxruntimes_float_conv_bit_for_bit(c, f, size, k, stride, groups) -> None:
+    """conv2d_mlas is the float Conv ONNX Runtime runs when its weights are not constant
+    (a dequantized weight: no NCHWc rewrite), in MLAS's order of sums, its threads."""
+    from egraph_ir.op.mlas import default_threads
+
+    x, w, b = rnd(1, c, size, size), rnd(f, c // groups, k, k), rnd(f)
+    pad = k // 2
+    attrs = {"pads": [pad] * 4, "strides": [stride] * 2, "group": groups}
+    want = run_model(*single_op_model("Conv", [x, w, b], attrs))[0]
+    got = ir_eval(
+        "conv2d_mlas", [x, w, b], strides=(stride, stride), padding=(pad,) * 4,
+        dilation=(1, 1), groups=groups, threads=default_threads(),
+    )  # fmt: skip
+    np.testing.assert_array_equal(got, want)
 
 
 def test_every_registered_op_has_a_reference_test() -> None:

@@ -246,8 +246,8 @@ class Importer:
 
     def run(self) -> IRModule:
         self._initializers(self.graph)
-        outputs = {out.name for out in self.graph.output}
-        self.islands = float_islands(self.graph.node, outputs, self._constant)
+        output_names = {out.name for out in self.graph.output}
+        self.islands = float_islands(self.graph.node, output_names, self._constant)
         params = []
         for value_info in self.graph.input:
             if value_info.name in self.env:

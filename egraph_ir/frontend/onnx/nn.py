@@ -9,8 +9,8 @@ import numpy as np
 from ... import op
 from ...errors import FrontendError
 from ...expr import Constant, Expr, TupleGetItem
+from ...op.mlas import default_threads
 from ...types import TensorType
-from .mlas_order import default_threads, mlas_conv2d
 from .node import Node, converter, scalar
 from .volume import Depth, conv3d, conv3d_of, covered, pool3d, static_shape
 from .windows import Window, onnx_pads
@@ -44,11 +44,15 @@ def _conv(n: Node) -> Expr:
     if n.type().ndim == 5:
         return conv3d(n)
     win = Window(n, n.type(1).shape[2:])
-    if _in_mlas_order(n, win):
-        window = {"kernel": win.kernel, "strides": win.strides, "dilation": win.dilations,
-                  "padding": win.pads}  # fmt: skip
-        shapes = (n.type().shape, n.type(1).shape)
-        return mlas_conv2d(win.x, n.x(1), n.input(2), shapes, window, default_threads())
+    groups = int(n.attr("group", 1))
+    if _in_mlas_order(n, win, groups):
+        bias = n.input(2)
+        if bias is None:
+            bias = Constant(np.zeros(n.type(1).shape[0], "float32"))
+        return op.conv2d_mlas(
+            win.x, n.x(1), bias, strides=win.strides, padding=win.pads,
+            dilation=win.dilations, groups=groups, threads=default_threads(),
+        )  # fmt: skip
     out = op.conv2d(
         win.x,
         win.lift(n.x(1)),
@@ -62,14 +66,18 @@ def _conv(n: Node) -> Expr:
     return win.finish(out)
 
 
-def _in_mlas_order(n: Node, win: Window) -> bool:
+def _in_mlas_order(n: Node, win: Window, groups: int) -> bool:
     """A float Conv of a quantised group ONNX Runtime does not fuse (ort_islands.py): one
-    2-D image, one group, known sizes (mlas_order.py; other convolutions sum in our order)."""
+    2-D image, one group or depthwise, known sizes (op conv2d_mlas; other convolutions
+    sum in our order)."""
     if not n.importer.islands.reads_float(n.proto, 0) or win.one_d:
         return False
     x, w = n.type(), n.type(1)
     static = all(isinstance(d, int) for d in (*x.shape, *w.shape))
-    return static and x.ndim == 4 and x.shape[0] == 1 and int(n.attr("group", 1)) == 1
+    depthwise = groups == x.shape[1] == w.shape[0] and w.shape[1] == 1
+    # one group of >= 2 rows per thread: MLAS gives a single row its one-row kernel
+    full = groups == 1 and w.shape[0] >= 2 * default_threads()
+    return static and x.ndim == 4 and x.shape[0] == 1 and (full or depthwise)
 
 
 @converter("MaxPool", "AveragePool")

@@ -120,8 +120,11 @@ def float_islands(
         if group is None:
             continue
         positions, refuses_int8 = group
-        dqs = [graph.producer.get(node.input[i]) if i < len(node.input) else None for i in positions]
-        if any(dq is None or not _is(dq, "DequantizeLinear") for dq in dqs):
+        found = [
+            graph.producer.get(node.input[i]) if i < len(node.input) else None for i in positions
+        ]
+        dqs = [dq for dq in found if dq is not None and _is(dq, "DequantizeLinear")]
+        if len(dqs) != len(positions):
             continue
         types = [graph.activation_type(dq) for dq in dqs] + [graph.output_type(node)]
         if None in types or "int8" not in types:

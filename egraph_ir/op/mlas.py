@@ -1,0 +1,180 @@
+"""conv2d_mlas: a float convolution summed in the order ONNX Runtime's MLAS sums it, so that
+a quantised group ONNX Runtime runs in float (frontend/onnx/ort_islands.py) rounds as it
+does there; one op through the rule passes, expanded into slices, products and sums just
+before code generation (passmgr/passes/expand_mlas.py).
+
+MLAS computes a float Conv of one image and one group as a product of the filters (F x K,
+K = channels * kernel taps) and the input's patches (K x N, N = output pixels, k over
+channel, then kernel row, then column). The pixels are split into pieces (its thread split,
+`column_pieces`) and in each piece K into slices of `stride_k`: each slice a chain of fused
+multiply-adds from zero, added to the running sum; the bias last. A group of one filter
+(depthwise) goes to its one-row kernel instead: four taps at a time, each four's products
+rounded and added left to right (no fused multiply-add), then added to the running sum.
+Summed as one chain instead, about 6 of 200,000 outputs of a ResNet layer quantize one
+step apart, and a quantised network amplifies such steps. Read from MLAS's convolve.cpp,
+sgemm.cpp and SgemmKernelM1Avx.S (ONNX Runtime 1.16-1.23); tests/egraph_ir/frontend/
+test_onnx_quantized.py checks it against ONNX Runtime bit for bit.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from ..attrs import Attrs
+from ..registry import AttrSpec, Op, OpPattern, ShapeError, register_op
+from ..types import TensorType, Type
+from ._common import require_dtype, size_of
+from .nn import CONV_ATTRS, conv_geometry
+
+STRIDE_N, STRIDE_K = 128, 128  # MLAS_SGEMM_STRIDEN / _STRIDEK
+THREAD_ALIGN = 16  # MLAS_SGEMM_STRIDEN_THREAD_ALIGN
+THREAD_COMPLEXITY = 64 * 1024  # MLAS_SGEMM_THREAD_COMPLEXITY
+MAX_THREADS = 16  # MLAS_MAXIMUM_THREAD_COUNT
+
+
+def stride_k(n: int, k: int) -> int:
+    """MlasSgemmOperation's K slice for a product of n columns and depth k."""
+    sn, sk = STRIDE_N, STRIDE_K
+    if n >= k:
+        while sk // 2 >= k:
+            sn, sk = sn * 2, sk // 2
+    else:
+        while sn > 16 and sn // 2 >= n:
+            sn, sk = sn // 2, sk * 2
+    return sk
+
+
+def _partition(total: int, parts: int) -> list[tuple[int, int]]:
+    """MlasPartitionWork: (start, count) of each part."""
+    each, extra = divmod(total, parts)
+    return [
+        ((each + 1) * i, each + 1) if i < extra else (each * i + extra, each) for i in range(parts)
+    ]
+
+
+def _gemm_pieces(m: int, n: int, k: int, threads: int) -> list[tuple[int, int]]:
+    """MlasGemm's split of the n columns across threads (none when it splits rows)."""
+    target = min(int(m * n * k / THREAD_COMPLEXITY) + 1, threads)
+    if n <= m:
+        return [(0, n)]
+    blocked = -(-n // THREAD_ALIGN)
+    pieces = _partition(blocked, min(target, blocked))
+    return [(s * THREAD_ALIGN, min(n - s * THREAD_ALIGN, c * THREAD_ALIGN)) for s, c in pieces if c]
+
+
+def column_pieces(
+    filters: int, n: int, k: int, pointwise: bool, threads: int
+) -> list[tuple[int, int]]:
+    """The pieces of the output pixels MLAS sums separately (start, count), for one image
+    and one group: MlasConvPrepare's choice of algorithm and its thread split."""
+    if pointwise or filters > n:  # GemmDirect / ExpandThenGemm: a threaded MlasGemm
+        return _gemm_pieces(filters, n, k, threads)
+    complexity = filters * n * k
+    target = MAX_THREADS
+    if complexity < THREAD_COMPLEXITY * MAX_THREADS:
+        target = int(complexity / THREAD_COMPLEXITY) + 1
+    target = min(target, threads)
+    stride = -(-n // target)
+    if target > 1:
+        stride = -(-stride // THREAD_ALIGN) * THREAD_ALIGN
+    stride = min(stride, n)
+    return [(s, min(stride, n - s)) for s in range(0, n, stride)]
+
+
+def m1_groups(depth: int) -> list[int]:
+    """How MLAS's one-row product walks its depth: fours, then a two, then a one."""
+    fours, rest = divmod(depth, 4)
+    return [4] * fours + ([2] if rest >= 2 else []) + ([1] if rest % 2 else [])
+
+
+def default_threads() -> int:
+    """The threads ONNX Runtime's default session uses: one per core it may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def is_pointwise(w_shape: tuple[int, ...], attrs: Attrs | dict) -> bool:
+    """MLAS multiplies a 1x1, stride 1, unpadded convolution's input directly."""
+    return (
+        tuple(w_shape[2:]) == (1, 1)
+        and tuple(attrs["strides"]) == (1, 1)
+        and not any(attrs["padding"])
+    )
+
+
+def _infer(args: list[TensorType], attrs: Attrs) -> Type:
+    x, w, b = args
+    for t, what in ((x, "data"), (w, "weight"), (b, "bias")):
+        require_dtype(t, ("float32",), what)
+    out, *_ = conv_geometry(x.shape, w.shape, attrs)
+    groups = int(attrs["groups"])
+    if out[0] != 1 or not (groups == 1 or groups == x.shape[1] == w.shape[0]):
+        raise ShapeError(f"conv2d_mlas: one image, one group or depthwise, got {x}, {w}")
+    if tuple(b.shape) != (w.shape[0],):
+        raise ShapeError(f"conv2d_mlas: bias of shape ({w.shape[0]},), got {b}")
+    return TensorType(out, "float32")
+
+
+def _fma32(x: np.ndarray, y: np.ndarray, z: np.ndarray) -> np.ndarray:
+    return (x.astype(np.float64) * y.astype(np.float64) + z).astype(np.float32)
+
+
+def conv2d_mlas_ref(x, w, b, strides, padding, dilation, groups, threads) -> np.ndarray:
+    """The convolution with MLAS's sums (see the module docstring)."""
+    attrs = dict(strides=strides, padding=padding, dilation=dilation, groups=groups)
+    (_, f, oh, ow), (pt, pl, pb, pr), (sh, sw), (dh, dw) = conv_geometry(x.shape, w.shape, attrs)
+    kh, kw = w.shape[2:]
+    xp = np.pad(x[0], ((0, 0), (pt, pb), (pl, pr)))
+    taps = [
+        xp[:, i * dh : i * dh + (oh - 1) * sh + 1 : sh, j * dw : j * dw + (ow - 1) * sw + 1 : sw]
+        for i in range(kh)
+        for j in range(kw)
+    ]
+    if groups > 1:  # depthwise: the one-row kernel, per channel
+        wt = w[:, 0].reshape(f, kh * kw)
+        total, start = None, 0
+        for size in m1_groups(kh * kw):
+            part = None
+            for t in range(start, start + size):
+                product = (taps[t] * wt[:, t, None, None]).astype(np.float32)
+                part = product if part is None else (part + product).astype(np.float32)
+            total = part if total is None else (part + total).astype(np.float32)
+            start += size
+        return (total + b[:, None, None]).astype(np.float32)[None]
+    patches = np.stack(taps, 1).reshape(-1, oh * ow)  # (K, N), k = (c, kh, kw)
+    matrix = w.reshape(f, -1)
+    k, n = matrix.shape[1], oh * ow
+    out = np.zeros((f, n), np.float32)
+    for start, count in column_pieces(f, n, k, is_pointwise(w.shape, attrs), threads):
+        cols = patches[:, start : start + count]
+        step, total = stride_k(count, k), None
+        for k0 in range(0, k, step):
+            acc = np.zeros((f, count), np.float32)
+            for q in range(k0, min(k, k0 + step)):
+                acc = _fma32(matrix[:, q, None], cols[q][None], acc)
+            total = acc if total is None else (acc + total).astype(np.float32)
+        out[:, start : start + count] = total
+    return (out + b[:, None]).astype(np.float32).reshape(1, f, oh, ow)
+
+
+def _macs(args: list[TensorType], out: Type, attrs: Attrs) -> float:
+    assert isinstance(out, TensorType)
+    return 2.0 * size_of(out.shape) * size_of(args[1].shape[1:])
+
+
+register_op(
+    Op(
+        "conv2d_mlas",
+        ("data", "weight", "bias"),
+        _infer,
+        conv2d_mlas_ref,
+        OpPattern.OPAQUE,
+        _macs,
+        (*CONV_ATTRS, AttrSpec("threads", "int", 1)),
+        doc="conv2d + bias of one image summed in ONNX Runtime's MLAS order (threads: its"
+        " session's)",
+    )
+)

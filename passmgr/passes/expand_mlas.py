@@ -1,0 +1,155 @@
+"""ExpandMlasOrder: each conv2d_mlas (egraph_ir/op/mlas.py) as the slices, products and sums
+that compute it in MLAS's order, just before code generation: the rule passes before saw one
+op, not hundreds (a 5x5 depthwise layer is 25 taps), and the products here are `dense` on
+constant weight slices, a single chain of fused multiply-adds from zero in our product
+kernels. Where the filters are one per channel, each tap's product is rounded by itself
+(through float64, where the product is exact) so that the code generator's multiply-add
+contraction cannot absorb it: MLAS's one-row kernel adds rounded products."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from egraph_ir import op
+from egraph_ir.expr import Call, Constant, Expr, Function
+from egraph_ir.module import IRModule
+from egraph_ir.op.mlas import column_pieces, is_pointwise, m1_groups, stride_k
+from egraph_ir.op.nn import conv_geometry
+from egraph_ir.types import TensorType
+from egraph_ir.visitor import rewrite_calls
+
+from ..context import PassContext
+from ..pass_base import FunctionPass
+from ..registry import register_pass
+from ..run import PassReport, record
+
+
+class _Window:
+    """A conv2d_mlas call's geometry and its padded input's taps."""
+
+    def __init__(self, call: Call, x: Expr) -> None:
+        xt, wt = (a.checked_type for a in call.args[:2])
+        assert isinstance(xt, TensorType) and isinstance(wt, TensorType)
+        self.attrs = call.attrs
+        (_, self.filters, self.oh, self.ow), pads, self.strides, self.dilation = conv_geometry(
+            xt.shape, wt.shape, call.attrs
+        )
+        self.channels, self.kernel = int(xt.shape[1]), (int(wt.shape[2]), int(wt.shape[3]))
+        self.w_shape = tuple(wt.shape)
+        top, left, bottom, right = pads
+        self.padded = op.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right)))
+
+    def tap(self, i: int, j: int) -> Expr:
+        """The input under kernel tap (i, j) at every output: (1, C, OH, OW)."""
+        (sh, sw), (dh, dw) = self.strides, self.dilation
+        begin = (0, 0, i * dh, j * dw)
+        end = (1, self.channels, i * dh + (self.oh - 1) * sh + 1, j * dw + (self.ow - 1) * sw + 1)
+        return op.strided_slice(self.padded, begin, end, (1, 1, sh, sw))
+
+
+def _slice(weight: Expr, shape: tuple[int, ...], begin: tuple, end: tuple) -> Expr:
+    """weight reshaped to `shape`, then sliced: a constant when the weight is one."""
+    if isinstance(weight, Constant):
+        index = tuple(slice(b, e) for b, e in zip(begin, end, strict=True))
+        return Constant(np.ascontiguousarray(weight.data.reshape(shape)[index]))
+    return op.strided_slice(op.reshape(weight, shape), begin, end)
+
+
+def _full(win: _Window, weight: Expr, threads: int) -> Expr:
+    """One group: patches (N, K) times weight slices, in MLAS's pieces and K slices."""
+    kh, kw = win.kernel
+    taps = [op.expand_dims(win.tap(i, j), 2) for i in range(kh) for j in range(kw)]
+    stacked = taps[0] if len(taps) == 1 else op.concatenate(*taps, axis=2)  # (1, C, T, OH, OW)
+    n, k = win.oh * win.ow, win.channels * kh * kw
+    patches = op.reshape(op.transpose(stacked, (0, 3, 4, 1, 2)), (n, k))
+    pieces = []
+    for start, count in column_pieces(
+        win.filters, n, k, is_pointwise(win.w_shape, win.attrs), threads
+    ):
+        rows = op.strided_slice(patches, (start, 0), (start + count, k))
+        step, total = stride_k(count, k), None
+        for k0 in range(0, k, step):
+            k1 = min(k, k0 + step)
+            part_rows = rows if (k0, k1) == (0, k) else op.strided_slice(rows, (0, k0), (count, k1))
+            part = op.dense(part_rows, _slice(weight, (win.filters, k), (0, k0), (win.filters, k1)))
+            total = part if total is None else op.add(part, total)
+        assert total is not None
+        pieces.append(total)
+    out = pieces[0] if len(pieces) == 1 else op.concatenate(*pieces, axis=0)  # (N, F)
+    return op.reshape(op.transpose(out, (1, 0)), (1, win.filters, win.oh, win.ow))
+
+
+def _depthwise(win: _Window, weight: Expr) -> Expr:
+    """One filter per channel: taps four at a time, products rounded, added in order. The
+    rounded products are one tensor read by every sum (FuseOps materialises a value read
+    that often), so the sums add loaded numbers: no multiply for LLVM to contract."""
+    kh, kw = win.kernel
+    f, taps = win.filters, kh * kw
+
+    def product(t: int) -> Expr:
+        i, j = divmod(t, kw)
+        column = _slice(weight, (1, f, kh, kw), (0, 0, i, j), (1, f, i + 1, j + 1))
+        wide = op.multiply(
+            op.cast(win.tap(i, j), dtype="float64"), op.cast(column, dtype="float64")
+        )
+        return op.cast(wide, dtype="float32")
+
+    products = (
+        op.concatenate(*(product(t) for t in range(taps)), axis=0) if taps > 1 else product(0)
+    )
+    shape = (1, f, win.oh, win.ow)
+
+    def rounded(t: int) -> Expr:
+        return op.strided_slice(products, (t, 0, 0, 0), (t + 1, *shape[1:]))
+
+    total: Expr | None = None
+    start = 0
+    for size in m1_groups(taps):
+        group = rounded(start)
+        for t in range(start + 1, start + size):
+            group = op.add(group, rounded(t))
+        total = group if total is None else op.add(group, total)
+        start += size
+    assert total is not None
+    return total
+
+
+def expanded(call: Call, args: list[Expr]) -> Expr:
+    """The conv2d_mlas call computed by ordinary ops."""
+    x, weight, bias = args
+    win = _Window(call, x)
+    if int(call.attrs["groups"]) > 1:
+        out = _depthwise(win, weight)
+    else:
+        out = _full(win, weight, int(call.attrs["threads"]))
+    return op.add(out, op.reshape(bias, (1, win.filters, 1, 1)))
+
+
+@register_pass
+@dataclass(frozen=True)
+class ExpandMlasOrder(FunctionPass):
+    """conv2d_mlas as ordinary ops (see the module docstring)."""
+
+    idempotent = True
+    opt_level = 0
+    required = ("InferType",)
+
+    def transform_function(self, fn: Function, mod: IRModule, ctx: PassContext) -> Function:
+        calls: list[Call] = []
+
+        def expand(call: Call, args: list[Expr], lookup: object) -> Expr:
+            calls.append(call)
+            return expanded(call, args)
+
+        out = rewrite_calls(fn, {"conv2d_mlas"}, expand)
+        record(MlasReport(expanded=len(calls)))
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class MlasReport(PassReport):
+    """conv2d_mlas calls expanded in one function."""
+
+    expanded: int
