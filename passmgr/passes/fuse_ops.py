@@ -51,7 +51,7 @@ register_config(
 
 # codegen computes a group's element as one expression, so a value fused into a group is
 # recomputed at each use there: one read by more than this many ops (a padded map read by
-# the 25 taps of a 5x5 window, mlas_order.py) is materialised instead
+# the 25 taps of a 5x5 window, passmgr/passes/expand_mlas.py) is materialised instead
 MAX_FANOUT = 4
 ANCHORS = (OpPattern.COMM_REDUCE, OpPattern.OUT_ELEMWISE_FUSABLE)
 ROW_ANCHORS = frozenset({"softmax", "log_softmax"})

@@ -137,7 +137,7 @@ def test_a_qdq_convolution_equals_onnxruntimes_int8_kernel(shape, scales, zeros,
     got_q, got = codegen.build(model).run(x=x)
     if act == "int8":
         want_q, want = _session(model).run(None, {"x": x})
-        close = groups > 1  # summed in our order (mlas_order.py covers one group)
+        close = groups > 1  # summed in our order (conv2d_mlas covers one group and depthwise)
         assert np.abs(got_q.astype(int) - want_q.astype(int)).max() <= int(close)
         return
     want_q, want = int8_reference(model, {"x": x})

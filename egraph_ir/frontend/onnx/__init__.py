@@ -16,6 +16,7 @@ from . import (  # noqa: F401  (each family registers its converters)
     grid,
     losses,
     nn,
+    qoperator,
     quantize,
     reduce,
     resize,

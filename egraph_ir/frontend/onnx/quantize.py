@@ -15,7 +15,7 @@ from .node import Node, converter
 from .windows import Window
 
 
-def _spread(n: Node, i: int, x: TensorType, axis: int | None = None) -> Expr:
+def spread(n: Node, i: int, x: TensorType, axis: int | None = None) -> Expr:
     """Input i (a scale or zero point) shaped to broadcast against x: a scalar as is, a
     vector along `axis`, a blocked tensor repeated `block_size` times along `axis`."""
     value, t = n.x(i), n.type(i)
@@ -42,8 +42,8 @@ def dequantized(n: Node, x: int, scale: int, zero: int, axis: int | None = None)
     x_t = n.type(x)
     value = op.cast(n.x(x), dtype="float32")
     if n.input(zero) is not None:
-        value = op.subtract(value, op.cast(_spread(n, zero, x_t, axis), dtype="float32"))
-    return op.multiply(value, op.cast(_spread(n, scale, x_t, axis), dtype="float32"))
+        value = op.subtract(value, op.cast(spread(n, zero, x_t, axis), dtype="float32"))
+    return op.multiply(value, op.cast(spread(n, scale, x_t, axis), dtype="float32"))
 
 
 def quantized(
@@ -51,18 +51,18 @@ def quantized(
 ) -> Expr:
     """value / scale, rounded half to even (integers), plus the zero point, saturated to
     out's range (float8 / float4: unless saturate=0), cast to out."""
-    scaled = op.divide(value, op.cast(_spread(n, scale, t, axis), dtype="float32"))
+    scaled = op.divide(value, op.cast(spread(n, scale, t, axis), dtype="float32"))
     has_zero = n.input(zero) is not None
     if out in FLOAT_DTYPES:  # float8 / float4: the division, then a (saturating) cast
         if has_zero:
-            scaled = op.add(scaled, op.cast(_spread(n, zero, t, axis), dtype="float32"))
+            scaled = op.add(scaled, op.cast(spread(n, zero, t, axis), dtype="float32"))
         if n.attr("saturate", 1) and out.startswith(("float8", "float4")):
             top = float(ml_dtypes.finfo(out).max)
             scaled = op.clip(scaled, a_min=-top, a_max=top)
         return op.cast(scaled, dtype=out)
     shifted = op.round(scaled)
     if has_zero:
-        shifted = op.add(shifted, op.cast(_spread(n, zero, t, axis), dtype="float32"))
+        shifted = op.add(shifted, op.cast(spread(n, zero, t, axis), dtype="float32"))
     info = ml_dtypes.iinfo(out) if out in NARROW_INTS else np.iinfo(out)
     return op.cast(op.clip(shifted, a_min=float(info.min), a_max=float(info.max)), dtype=out)
 
@@ -74,11 +74,11 @@ def _onnx_dtype(n: Node, code: int) -> str:
 INTEGER_OPS = ("int8", "uint8", "int32")  # quantised types kept as the IR's (de)quantize
 
 
-def _zero_point(n: Node, zero: int, x: TensorType, dtype: str) -> Expr:
+def zero_point(n: Node, zero: int, x: TensorType, dtype: str) -> Expr:
     """Input `zero` shaped against x, or a zero of `dtype` when absent."""
     if n.input(zero) is None:
         return Constant(np.zeros((), dtype))
-    return _spread(n, zero, x)
+    return spread(n, zero, x)
 
 
 @converter("DequantizeLinear")
@@ -89,8 +89,8 @@ def _dequantize(n: Node) -> Expr:
     out = _onnx_dtype(n, code) if code else n.type(1).dtype
     x = n.type(0)
     if x.dtype in INTEGER_OPS and out == "float32" and not n.attr("block_size", 0):
-        zero = _zero_point(n, 2, x, x.dtype)
-        return op.dequantize(n.x(0), _spread(n, 1, x), zero)
+        zero = zero_point(n, 2, x, x.dtype)
+        return op.dequantize(n.x(0), spread(n, 1, x), zero)
     return op.cast(dequantized(n, 0, 1, 2), dtype=out)
 
 
@@ -104,7 +104,7 @@ def _quantize(n: Node) -> Expr:
     x = n.type(0)
     plain = n.type(1).dtype == "float32" and not n.attr("block_size", 0)
     if out in ("int8", "uint8") and x.dtype == "float32" and plain:
-        return op.quantize(n.x(0), _spread(n, 1, x), _zero_point(n, 2, x, out))
+        return op.quantize(n.x(0), spread(n, 1, x), zero_point(n, 2, x, out))
     return quantized(n, op.cast(n.x(0), dtype="float32"), n.type(0), 1, 2, out)
 
 
@@ -125,14 +125,14 @@ def _matmul_integer(n: Node) -> Expr:
     points; a's zero point per row, b's per column as arithmetic."""
     a_t, b_t = n.type(0), n.type(1)
     if all(n.input(i) is None or n.type(i).size == 1 for i in (2, 3)):  # the IR's qnn_matmul
-        zeros = (_zero_point(n, 2, a_t, a_t.dtype), _zero_point(n, 3, b_t, b_t.dtype))
+        zeros = (zero_point(n, 2, a_t, a_t.dtype), zero_point(n, 3, b_t, b_t.dtype))
         return op.qnn_matmul(n.x(0), n.x(1), *zeros)
 
     def shifted(i: int, zero: int, axis: int, t: TensorType) -> Expr:
         value = op.cast(n.x(i), dtype="int32")
         if n.input(zero) is None:
             return value
-        return op.subtract(value, op.cast(_spread(n, zero, t, axis), dtype="int32"))
+        return op.subtract(value, op.cast(spread(n, zero, t, axis), dtype="int32"))
 
     return op.matmul(shifted(0, 2, a_t.ndim - 2, a_t), shifted(1, 3, -1, b_t))
 
@@ -153,14 +153,14 @@ def _convolved(n: Node, win: Window, x: Expr, w: Expr, integer: bool) -> Expr:
         return op.conv2d(x, w, **attrs)
     x_t, w_t = n.type(0), n.type(1)
     if all(n.input(i) is None or n.type(i).size == 1 for i in (2, 3)):
-        zeros = (_zero_point(n, 2, x_t, x_t.dtype), _zero_point(n, 3, w_t, w_t.dtype))
+        zeros = (zero_point(n, 2, x_t, x_t.dtype), zero_point(n, 3, w_t, w_t.dtype))
         return op.qnn_conv2d(x, w, *zeros, **attrs)
 
     def shifted(i: int, zero: int, t: TensorType) -> Expr:  # exact in float64
         value = op.cast(n.x(i), dtype="float64")
         if n.input(zero) is None:
             return value
-        return op.subtract(value, op.cast(_spread(n, zero, t, axis=0), dtype="float64"))
+        return op.subtract(value, op.cast(spread(n, zero, t, axis=0), dtype="float64"))
 
     product = op.conv2d(win.lift(shifted(0, 2, x_t)), win.lift(shifted(1, 3, w_t)), **attrs)
     return op.cast(product, dtype="int32")
@@ -181,8 +181,8 @@ def _qlinear_conv(n: Node) -> Expr:
     input scale * weight scale (float32), quantized to y's scale and zero point. The
     quantisation rules turn it into qnn_conv2d + requantize, ONNX Runtime's arithmetic."""
     x_t, w_t = n.type(0), n.type(3)
-    x = op.dequantize(n.x(0), _spread(n, 1, x_t), _zero_point(n, 2, x_t, x_t.dtype))
-    w = op.dequantize(n.x(3), _spread(n, 4, w_t, axis=0), _zero_point(n, 5, w_t, w_t.dtype))
+    x = op.dequantize(n.x(0), spread(n, 1, x_t), zero_point(n, 2, x_t, x_t.dtype))
+    w = op.dequantize(n.x(3), spread(n, 4, w_t, axis=0), zero_point(n, 5, w_t, w_t.dtype))
     win = _window(n, 3)
     out = _convolved(n, win, win.lift(x), win.lift(w), integer=False)
     if n.input(8) is not None:
@@ -191,11 +191,11 @@ def _qlinear_conv(n: Node) -> Expr:
             scale: Expr = Constant(np.array(np.float32(sx.data) * np.float32(sw.data)).reshape(()))
         else:
             scale = op.multiply(
-                op.cast(_spread(n, 1, x_t), dtype="float32"),
-                op.reshape(_spread(n, 4, w_t, axis=0), (-1,)),
+                op.cast(spread(n, 1, x_t), dtype="float32"),
+                op.reshape(spread(n, 4, w_t, axis=0), (-1,)),
             )
         bias = op.dequantize(n.x(8), scale, Constant(np.zeros((), "int32")))
         out = op.bias_add(out, bias, axis=1)
     y_zero = n.type(7).dtype if n.input(7) is not None else "uint8"
-    y = op.quantize(out, _spread(n, 6, n.type()), _zero_point(n, 7, n.type(), y_zero))
+    y = op.quantize(out, spread(n, 6, n.type()), zero_point(n, 7, n.type(), y_zero))
     return win.finish(y)

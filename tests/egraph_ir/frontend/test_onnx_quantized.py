@@ -1,6 +1,6 @@
 """Quantised files with int8 activations (ONNX Runtime's default S8S8 QDQ) computed as ONNX
 Runtime computes them on x86: which groups stay float (ort_islands.py) and float
-convolutions summed in MLAS's order (mlas_order.py), bit for bit against onnxruntime."""
+convolutions summed in MLAS's order (egraph_ir/op/mlas.py), bit for bit against onnxruntime."""
 
 from __future__ import annotations
 
@@ -113,3 +113,87 @@ def test_mlas_slices_follow_its_strides() -> None:
     assert column_pieces(64, 3136, 576, pointwise=False, threads=2) == [(0, 1568), (1568, 1568)]
     assert column_pieces(8, 16, 9, pointwise=False, threads=2) == [(0, 16)]
     assert column_pieces(512, 49, 4608, pointwise=False, threads=2) == [(0, 49)]  # rows split
+
+
+def _qoperator_model(
+    op_type: str, inputs: dict, consts: dict, attrs: dict, order: list, out_dtype: str
+) -> bytes:
+    """One com.microsoft node; `order` names its inputs (graph inputs or constants)."""
+    values = [
+        helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+        for k, v in inputs.items()
+    ]
+    node = helper.make_node(op_type, order, ["y"], domain="com.microsoft", **attrs)
+    graph = helper.make_graph(
+        [node], op_type, values, [helper.make_tensor_value_info("y", helper.np_dtype_to_tensor_dtype(np.dtype(out_dtype)), None)],
+        [numpy_helper.from_array(np.asarray(v), k) for k, v in consts.items()],
+    )  # fmt: skip
+    opsets = [helper.make_opsetid("", 19), helper.make_opsetid("com.microsoft", 1)]
+    return helper.make_model(graph, opset_imports=opsets).SerializeToString()
+
+
+def _scales(dtype: str, rng: np.random.Generator, *names: str) -> dict:
+    low, high = (0, 256) if dtype == "uint8" else (-128, 128)
+    out = {}
+    for name in names:
+        out[f"{name}s"] = np.array(rng.uniform(0.005, 0.08), np.float32)
+        out[f"{name}z"] = np.array(rng.integers(low // 2 + 32, high // 2 + 32)).astype(dtype)
+    return out
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+@pytest.mark.parametrize(
+    "op_type", ["QLinearAdd", "QLinearMul", "QLinearSigmoid", "QLinearLeakyRelu",
+                "QLinearGlobalAveragePool", "QLinearConcat"],
+)  # fmt: skip
+def test_qoperator_ops_match_onnxruntime(op_type: str, dtype: str) -> None:
+    """Each QOperator op against ONNX Runtime's kernel: bit for bit where the quantize
+    rules form its integer op; the float chain elsewhere (at most one quantum)."""
+    rng = np.random.default_rng(7)
+    low, high = (0, 256) if dtype == "uint8" else (-128, 128)
+    a = rng.integers(low, high, (1, 16, 7, 7)).astype(dtype)
+    b = rng.integers(low, high, (1, 16, 7, 7)).astype(dtype)
+    c = _scales(dtype, rng, "a", "b", "y")
+    attrs: dict = {}
+    if op_type in ("QLinearAdd", "QLinearMul"):
+        inputs, order = {"a": a, "b": b}, ["a", "as", "az", "b", "bs", "bz", "ys", "yz"]
+    elif op_type == "QLinearConcat":
+        inputs, order, attrs = (
+            {"a": a, "b": b},
+            ["ys", "yz", "a", "as", "az", "b", "bs", "bz"],
+            {"axis": 1},
+        )
+    else:
+        inputs, order = {"a": a}, ["a", "as", "az", "ys", "yz"]
+        attrs = {"alpha": 0.1} if op_type == "QLinearLeakyRelu" else {}
+    model = _qoperator_model(op_type, inputs, c, attrs, order, dtype)
+    want = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, inputs)[0]
+    with pm.PassContext(opt_level=3):
+        got = codegen.build(from_onnx(model)).run(*inputs.values())
+    assert got.dtype == want.dtype and got.shape == want.shape
+    exact = op_type in ("QLinearAdd", "QLinearMul", "QLinearSigmoid")
+    assert np.abs(got.astype(int) - want.astype(int)).max() <= (0 if exact else 1)
+
+
+@pytest.mark.parametrize("quantized_output", [True, False])
+def test_qgemm_matches_onnxruntime(quantized_output: bool) -> None:
+    """QGemm (transB, an int32 bias at scale a_scale * b_scale), quantized or float out."""
+    rng = np.random.default_rng(3)
+    a = rng.integers(0, 256, (4, 64)).astype(np.uint8)
+    c = {
+        "as": np.array(0.02, np.float32), "az": np.array(120, np.uint8),
+        "b": rng.integers(-63, 64, (24, 64)).astype(np.int8),  # 7 bits: no host saturates
+        "bs": np.array(0.004, np.float32), "bz": np.array(0, np.int8),
+        "c": rng.integers(-2000, 2000, 24).astype(np.int32),
+        "ys": np.array(0.09, np.float32), "yz": np.array(128, np.uint8),
+    }  # fmt: skip
+    order = ["a", "as", "az", "b", "bs", "bz", "c"] + (["ys", "yz"] if quantized_output else [])
+    out = "uint8" if quantized_output else "float32"
+    model = _qoperator_model("QGemm", {"a": a}, c, {"transB": 1}, order, out)
+    want = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, {"a": a})[0]
+    with pm.PassContext(opt_level=3):
+        got = codegen.build(from_onnx(model)).run(a)
+    if quantized_output:
+        assert np.abs(got.astype(int) - want.astype(int)).max() <= 1
+    else:
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-5)

@@ -1,0 +1,87 @@
+"""ONNX Runtime's QOperator contrib ops (com.microsoft: QLinearAdd, QLinearMul,
+QLinearSigmoid, QLinearLeakyRelu, QLinearGlobalAveragePool, QLinearConcat, QGemm) as the
+QDQ chains they stand for: dequantize the inputs, the float op, quantize the result. The
+quantize rules then form the integer ops ONNX Runtime's kernels compute (QLinearAdd,
+QLinearMul and QLinearSigmoid bit for bit: rules/builtin/quantize.rules); tests/egraph_ir/
+frontend/test_onnx_quantized.py measures each against ONNX Runtime."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ... import op
+from ...expr import Constant, Expr
+from ...types import TensorType
+from .node import Node, converter
+from .quantize import spread, zero_point
+
+
+def _dequantized(n: Node, x: int, scale: int, zero: int) -> Expr:
+    t = n.type(x)
+    return op.dequantize(n.x(x), spread(n, scale, t), zero_point(n, zero, t, t.dtype))
+
+
+def _quantized(n: Node, value: Expr, like: int, scale: int, zero: int) -> Expr:
+    """value quantised to the scale and zero point of inputs `scale`, `zero` (the zero
+    point's type, uint8 when absent), shaped like input `like`."""
+    t = n.type(like)
+    dtype = n.type(zero).dtype if n.input(zero) is not None else "uint8"
+    return op.quantize(value, spread(n, scale, t), zero_point(n, zero, t, dtype))
+
+
+@converter("com.microsoft.QLinearAdd", "com.microsoft.QLinearMul")
+def _qlinear_binary(n: Node) -> Expr:
+    """A, A_scale, A_zero, B, B_scale, B_zero, C_scale, C_zero."""
+    a, b = _dequantized(n, 0, 1, 2), _dequantized(n, 3, 4, 5)
+    value = op.add(a, b) if n.op_type == "QLinearAdd" else op.multiply(a, b)
+    return _quantized(n, value, 0, 6, 7)
+
+
+@converter("com.microsoft.QLinearSigmoid", "com.microsoft.QLinearLeakyRelu")
+def _qlinear_unary(n: Node) -> Expr:
+    """X, X_scale, X_zero, Y_scale, Y_zero."""
+    x = _dequantized(n, 0, 1, 2)
+    if n.op_type == "QLinearSigmoid":
+        value = op.sigmoid(x)
+    else:
+        value = op.leaky_relu(x, alpha=float(n.attr("alpha", 0.01)))
+    return _quantized(n, value, 0, 3, 4)
+
+
+@converter("com.microsoft.QLinearGlobalAveragePool")
+def _qlinear_global_average(n: Node) -> Expr:
+    """The mean over the spatial axes (channels first, or last with channels_last=1)."""
+    x = _dequantized(n, 0, 1, 2)
+    rank = n.type(0).ndim
+    axes = list(range(1, rank - 1)) if n.attr("channels_last", 0) else list(range(2, rank))
+    return _quantized(n, op.mean(x, axis=axes, keepdims=True), 0, 3, 4)
+
+
+@converter("com.microsoft.QLinearConcat")
+def _qlinear_concat(n: Node) -> Expr:
+    """Y_scale, Y_zero, then (X, X_scale, X_zero) per input."""
+    parts = [_dequantized(n, i, i + 1, i + 2) for i in range(2, len(n.proto.input), 3)]
+    value = op.concatenate(*parts, axis=int(n.attr("axis")))
+    return _quantized(n, value, 2, 0, 1)
+
+
+@converter("com.microsoft.QGemm")
+def _qgemm(n: Node) -> Expr:
+    """alpha * A' B' + C, A and B dequantized, C the int32 bias at scale a_scale *
+    b_scale; quantized when y_scale is given, else float."""
+    a, b = _dequantized(n, 0, 1, 2), _dequantized(n, 3, 4, 5)
+    if n.attr("transA", 0):
+        a = op.transpose(a, (1, 0))
+    value = op.dense(a, b) if n.attr("transB", 0) else op.matmul(a, b)
+    alpha = float(n.attr("alpha", 1.0))
+    if alpha != 1.0:
+        value = op.multiply(value, Constant(np.array(alpha, "float32")))
+    if n.input(6) is not None:
+        scale = op.multiply(spread(n, 1, n.type(0)), spread(n, 4, n.type(3)))
+        bias = op.dequantize(n.x(6), scale, Constant(np.zeros((), "int32")))
+        value = op.add(value, bias)
+    if n.input(7) is None:
+        return value
+    out = TensorType((n.type(0).shape[0], n.type(3).shape[0]), "float32")
+    y_zero = n.type(8).dtype if n.input(8) is not None else "uint8"
+    return op.quantize(value, spread(n, 7, out), zero_point(n, 8, out, y_zero))
