@@ -101,7 +101,8 @@ def build(
                 "build takes an IRModule, a Function, an ONNX file path or an onnx "
                 f"ModelProto; got {type(mod).__name__}"
             )
-        mod = from_onnx(mod)
+        groups = bool(pm.PassContext.current().get_config("onnx.onnxruntime_float_groups"))
+        mod = from_onnx(mod, onnxruntime_float_groups=groups)
     if "main" not in dict(mod.items()):
         raise CodegenError("the module has no 'main' function")
     options = BuildOptions.from_context()

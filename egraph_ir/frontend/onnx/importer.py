@@ -45,11 +45,18 @@ def _size_name(dim_param: str) -> str:
     return name if name[:1].isalpha() or name[:1] == "_" else f"d_{name}"
 
 
-def from_onnx(model_or_path: Any, shapes: dict[str, tuple[int, ...]] | None = None) -> IRModule:
+def from_onnx(
+    model_or_path: Any,
+    shapes: dict[str, tuple[int, ...]] | None = None,
+    *,
+    onnxruntime_float_groups: bool = True,
+) -> IRModule:
     """Import an ONNX model. An input's symbolic dimensions (dim_param) become size
     variables of the IR (egraph_ir/dims.py); `shapes` fixes them instead. Shape arithmetic
     over symbolic sizes (a Shape node of such a tensor) is not imported yet: there the
-    error asks for `shapes`."""
+    error asks for `shapes`. Quantised groups ONNX Runtime's x86 build leaves in float stay
+    float (egraph_ir/frontend/onnx/ort_islands.py) unless `onnxruntime_float_groups` is
+    False: then the quantize rules make every group an integer op (faster, not its bits)."""
     onnx = _onnx()
     model = _load(model_or_path, onnx)
     _check(model, onnx)
@@ -79,7 +86,8 @@ def from_onnx(model_or_path: Any, shapes: dict[str, tuple[int, ...]] | None = No
             f"shapes= names {unknown}, which are not graph inputs; the inputs: {sorted(names)}"
         )
     _check_shapes(graph, shapes or {})
-    return Importer(onnx, graph, opset, shapes or {}, declared or opset).run()
+    importer = Importer(onnx, graph, opset, shapes or {}, declared or opset)
+    return importer.run(onnxruntime_float_groups)
 
 
 MAX_INPUT_ELEMENTS = 2**34  # a shapes= input past this (64 GiB of float32) is a typo
@@ -244,10 +252,11 @@ class Importer:
         self.expansions = 0
         self.islands = FloatIslands()  # groups ONNX Runtime leaves in float (ort_islands.py)
 
-    def run(self) -> IRModule:
+    def run(self, onnxruntime_float_groups: bool = True) -> IRModule:
         self._initializers(self.graph)
-        output_names = {out.name for out in self.graph.output}
-        self.islands = float_islands(self.graph.node, output_names, self._constant)
+        if onnxruntime_float_groups:
+            output_names = {out.name for out in self.graph.output}
+            self.islands = float_islands(self.graph.node, output_names, self._constant)
         params = []
         for value_info in self.graph.input:
             if value_info.name in self.env:

@@ -197,3 +197,15 @@ def test_qgemm_matches_onnxruntime(quantized_output: bool) -> None:
         assert np.abs(got.astype(int) - want.astype(int)).max() <= 1
     else:
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-5)
+
+
+def test_the_float_groups_can_be_turned_off_for_speed() -> None:
+    """onnx.onnxruntime_float_groups=false: every group an integer op, as with uint8."""
+    model = _residual_block(16, 8, 3, 1, 0)
+    assert "conv2d_mlas" in str(from_onnx(model))
+    assert "conv2d_mlas" not in str(from_onnx(model, onnxruntime_float_groups=False))
+    x = np.random.default_rng(1).standard_normal((1, 16, 8, 8)).astype(np.float32)
+    with pm.PassContext(opt_level=3, config={"onnx.onnxruntime_float_groups": False}):
+        integer = codegen.build(onnx.load_from_string(model))
+    want = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    assert np.abs(integer.run(x) - want).max() <= 0.06 + 1e-6  # within one output quantum
