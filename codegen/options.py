@@ -43,13 +43,6 @@ pm.register_config(
 )
 pm.register_config("codegen.host_fallback", bool, True, "run ops without compute with numpy")
 pm.register_config(
-    "onnx.onnxruntime_float_groups",
-    bool,
-    True,
-    "build(path): quantised groups ONNX Runtime's x86 build runs in float stay float, summed "
-    "in its order (bit for bit with it); false: integer kernels for every group (faster)",
-)
-pm.register_config(
     "codegen.memory_planner",
     str,
     "arena",

@@ -66,9 +66,12 @@ class Progress:
 
 
 def load_model(
-    source: str, shapes: dict[str, tuple[int, ...]] | None = None
+    source: str,
+    shapes: dict[str, tuple[int, ...]] | None = None,
+    config: dict[str, Any] | None = None,
 ) -> tuple[ir.IRModule, str, dict[str, np.ndarray] | None]:
-    """An ONNX file, or the name of a built-in model (with its seeded inputs)."""
+    """An ONNX file, or the name of a built-in model (with its seeded inputs); `config`'s
+    onnx.onnxruntime_float_groups is read as codegen.build reads it."""
     if source in models.NAMES and not Path(source).exists():
         return ir.infer_type(models.get(source)), "built-in", models.example_inputs(source)
     if not Path(source).exists() and not source.endswith(".onnx"):
@@ -76,7 +79,10 @@ def load_model(
             f"{source}: no such file or built-in model{did_you_mean(source, models.NAMES)}; "
             f"built-in models: {', '.join(models.NAMES)}"
         )
-    return ir.frontend.from_onnx(source, shapes=shapes or None), "onnx", None
+    with pm.PassContext(config=config or {}) as ctx:
+        groups = bool(ctx.get_config("onnx.onnxruntime_float_groups"))
+    mod = ir.frontend.from_onnx(source, shapes=shapes or None, onnxruntime_float_groups=groups)
+    return mod, "onnx", None
 
 
 def random_inputs(
@@ -225,7 +231,7 @@ def run_job(
     progress = progress or Progress(enabled=False)
     with progress.stage("importing"):
         t0 = time.perf_counter()
-        mod, kind, inputs = load_model(source, opts.shapes)
+        mod, kind, inputs = load_model(source, opts.shapes, opts.config)
         import_ms = 1e3 * (time.perf_counter() - t0)
     with progress.stage("optimising") as update:
         t0 = time.perf_counter()

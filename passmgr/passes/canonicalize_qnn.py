@@ -43,6 +43,13 @@ from ..registry import register_pass
 from ..run import PassReport, record
 
 register_config(
+    "onnx.onnxruntime_float_groups",
+    bool,
+    True,
+    "importing ONNX (codegen.build, egc): quantised groups ONNX Runtime's x86 build runs in "
+    "float stay float, summed in its order (its bits); false: integer ops for every group",
+)
+register_config(
     "qnn.integer_kernels",
     bool,
     True,

@@ -2,8 +2,8 @@
 QLinearSigmoid, QLinearLeakyRelu, QLinearGlobalAveragePool, QLinearConcat, QGemm) as the
 QDQ chains they stand for: dequantize the inputs, the float op, quantize the result. The
 quantize rules then form the integer ops ONNX Runtime's kernels compute (QLinearAdd,
-QLinearMul and QLinearSigmoid bit for bit: rules/builtin/quantize.rules); tests/egraph_ir/
-frontend/test_onnx_quantized.py measures each against ONNX Runtime."""
+QLinearMul and QLinearSigmoid bit for bit: rules/builtin/quantize.rules);
+tests/egraph_ir/frontend/test_onnx_quantized.py measures each against ONNX Runtime."""
 
 from __future__ import annotations
 
