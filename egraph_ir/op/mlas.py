@@ -90,10 +90,21 @@ def m1_groups(depth: int) -> list[int]:
 
 
 def default_threads() -> int:
-    """The threads ONNX Runtime's default session uses: one per core it may run on."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
+    """The threads ONNX Runtime's default session uses: one per physical core (hyper-
+    threads share one), of the CPUs this process may run on."""
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    cores = set()
+    for cpu in cpus:
+        topology = f"/sys/devices/system/cpu/cpu{cpu}/topology"
+        try:
+            with (
+                open(f"{topology}/physical_package_id") as package,
+                open(f"{topology}/core_id") as core,
+            ):
+                cores.add((package.read().strip(), core.read().strip()))
+        except OSError:
+            return len(cpus)
+    return len(cores) or len(cpus) or os.cpu_count() or 1
 
 
 def is_pointwise(w_shape: tuple[int, ...], attrs: Attrs | dict) -> bool:
