@@ -18,6 +18,7 @@ test_onnx_quantized.py checks it against ONNX Runtime bit for bit.
 
 from __future__ import annotations
 
+import functools
 import os
 
 import numpy as np
@@ -26,7 +27,8 @@ from ..attrs import Attrs
 from ..registry import AttrSpec, Op, OpPattern, ShapeError, register_op
 from ..types import TensorType, Type
 from ._common import require_dtype, size_of
-from .nn import CONV_ATTRS, conv_geometry
+from .nn import CONV_ATTRS, conv_geometry, windows
+from .qnn import fma32
 
 STRIDE_N, STRIDE_K = 128, 128  # MLAS_SGEMM_STRIDEN / _STRIDEK
 THREAD_ALIGN = 16  # MLAS_SGEMM_STRIDEN_THREAD_ALIGN
@@ -89,6 +91,7 @@ def m1_groups(depth: int) -> list[int]:
     return [4] * fours + ([2] if rest >= 2 else []) + ([1] if rest % 2 else [])
 
 
+@functools.cache
 def default_threads() -> int:
     """The threads ONNX Runtime's default session uses: one per physical core (hyper-
     threads share one), of the CPUs this process may run on."""
@@ -129,33 +132,26 @@ def _infer(args: list[TensorType], attrs: Attrs) -> Type:
     return TensorType(out, "float32")
 
 
-def _fma32(x: np.ndarray, y: np.ndarray, z: np.ndarray) -> np.ndarray:
-    return (x.astype(np.float64) * y.astype(np.float64) + z).astype(np.float32)
-
-
 def conv2d_mlas_ref(x, w, b, strides, padding, dilation, groups, threads) -> np.ndarray:
     """The convolution with MLAS's sums (see the module docstring)."""
     attrs = dict(strides=strides, padding=padding, dilation=dilation, groups=groups)
     (_, f, oh, ow), (pt, pl, pb, pr), (sh, sw), (dh, dw) = conv_geometry(x.shape, w.shape, attrs)
     kh, kw = w.shape[2:]
-    xp = np.pad(x[0], ((0, 0), (pt, pb), (pl, pr)))
-    taps = [
-        xp[:, i * dh : i * dh + (oh - 1) * sh + 1 : sh, j * dw : j * dw + (ow - 1) * sw + 1 : sw]
-        for i in range(kh)
-        for j in range(kw)
-    ]
+    xp = np.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)))
+    win = windows(xp, kh, kw, sh, sw, dh, dw, oh, ow)[0]  # (C, OH, OW, KH, KW)
+    taps = win.reshape(*win.shape[:3], kh * kw)  # tap t = (t // kw, t % kw)
     if groups > 1:  # depthwise: the one-row kernel, per channel
         wt = w[:, 0].reshape(f, kh * kw)
         total, start = None, 0
         for size in m1_groups(kh * kw):
             part = None
             for t in range(start, start + size):
-                product = (taps[t] * wt[:, t, None, None]).astype(np.float32)
+                product = (taps[..., t] * wt[:, t, None, None]).astype(np.float32)
                 part = product if part is None else (part + product).astype(np.float32)
             total = part if total is None else (part + total).astype(np.float32)
             start += size
         return (total + b[:, None, None]).astype(np.float32)[None]
-    patches = np.stack(taps, 1).reshape(-1, oh * ow)  # (K, N), k = (c, kh, kw)
+    patches = taps.transpose(0, 3, 1, 2).reshape(-1, oh * ow)  # (K, N), k = (c, kh, kw)
     matrix = w.reshape(f, -1)
     k, n = matrix.shape[1], oh * ow
     out = np.zeros((f, n), np.float32)
@@ -165,7 +161,7 @@ def conv2d_mlas_ref(x, w, b, strides, padding, dilation, groups, threads) -> np.
         for k0 in range(0, k, step):
             acc = np.zeros((f, count), np.float32)
             for q in range(k0, min(k, k0 + step)):
-                acc = _fma32(matrix[:, q, None], cols[q][None], acc)
+                acc = fma32(matrix[:, q, None], cols[q][None], acc)
             total = acc if total is None else (acc + total).astype(np.float32)
         out[:, start : start + count] = total
     return (out + b[:, None]).astype(np.float32).reshape(1, f, oh, ow)

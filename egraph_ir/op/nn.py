@@ -182,7 +182,7 @@ def _conv_infer(args: list[TensorType], attrs: Attrs) -> Type:
     return TensorType(out, dtype)
 
 
-def _windows(xp, kh, kw, sh, sw, dh, dw, oh, ow):
+def windows(xp, kh, kw, sh, sw, dh, dw, oh, ow):
     """(N, C, OH, OW, KH, KW) view of the windows of a padded NCHW tensor."""
     win = sliding_window_view(xp, (dh * (kh - 1) + 1, dw * (kw - 1) + 1), axis=(2, 3))
     return win[:, :, ::sh, ::sw, ::dh, ::dw][:, :, :oh, :ow]
@@ -198,7 +198,7 @@ def conv2d_ref(x, w, strides, padding, dilation, groups):
     cg, og = x.shape[1] // groups, o // groups
     outs = []
     for g in range(groups):
-        win = _windows(xp[:, g * cg : (g + 1) * cg], w.shape[2], w.shape[3], sh, sw, dh, dw, oh, ow)
+        win = windows(xp[:, g * cg : (g + 1) * cg], w.shape[2], w.shape[3], sh, sw, dh, dw, oh, ow)
         cols = win.transpose(0, 2, 3, 1, 4, 5).reshape(n * oh * ow, -1)
         wg = w[g * og : (g + 1) * og].reshape(og, -1)
         outs.append((cols @ wg.T).reshape(n, oh, ow, og).transpose(0, 3, 1, 2))
@@ -259,7 +259,7 @@ def _pool_windows(x, fill, attrs):
     extra_h = max(0, need_h - (x.shape[2] + pt + pb))
     extra_w = max(0, need_w - (x.shape[3] + pl + pr))
     xp = np.pad(x, ((0, 0), (0, 0), (pt, pb + extra_h), (pl, pr + extra_w)), constant_values=fill)
-    return _windows(xp, kh, kw, sh, sw, dh, dw, oh, ow), (pt, pl, pb, pr), (extra_h, extra_w)
+    return windows(xp, kh, kw, sh, sw, dh, dw, oh, ow), (pt, pl, pb, pr), (extra_h, extra_w)
 
 
 POOL_ATTRS = (
@@ -292,7 +292,7 @@ def avg_pool2d_ref(x, count_include_pad, **attrs):
 
 def _windows_like(mask, attrs, shape):
     (_, _, oh, ow), (kh, kw), (sh, sw), (dh, dw), _ = _pool_geometry(shape, attrs)
-    return _windows(mask, kh, kw, sh, sw, dh, dw, oh, ow)
+    return windows(mask, kh, kw, sh, sw, dh, dw, oh, ow)
 
 
 def _pool_flops(a, out, at):

@@ -39,7 +39,8 @@ class _Window:
         self.channels, self.kernel = int(xt.shape[1]), (int(wt.shape[2]), int(wt.shape[3]))
         self.w_shape = tuple(wt.shape)
         top, left, bottom, right = pads
-        self.padded = op.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right)))
+        widths = ((0, 0), (0, 0), (top, bottom), (left, right))
+        self.padded = op.pad(x, widths) if any(pads) else x  # no copy where nothing is added
 
     def tap(self, i: int, j: int) -> Expr:
         """The input under kernel tap (i, j) at every output: (1, C, OH, OW)."""
