@@ -91,7 +91,12 @@ def _integral(c: np.ndarray | None) -> bool | None:
     its sums are exact in the direct order), None for a non-constant."""
     if c is None:
         return None
-    return bool(np.all(np.mod(c, 1) == 0)) if c.dtype.kind == "f" else True
+    if c.dtype.kind != "f":
+        return True
+    flat = c.reshape(-1)
+    head = flat[:256]  # float weights fail here: the whole tensor is read only when needed
+    whole = np.isfinite(head).all() and np.array_equal(head, np.trunc(head))
+    return bool(whole and np.isfinite(flat).all() and np.array_equal(flat, np.trunc(flat)))
 
 
 def _reshaped(shape: tuple[int, ...], newshape: Any) -> tuple[int, ...] | None:

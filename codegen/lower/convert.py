@@ -12,15 +12,19 @@ pixel count is not a multiple of 16 moves its last step back to end at the last 
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Callable
+
 from egraph_ir.expr import Call, Var
 from egraph_ir.registry import Op
 from egraph_ir.types import TensorType
 
+from ..llvm.cpu import host_has
 from ..loop_ir import INDEX, LANES, Bin, For, LExpr, Load, LoopVar, Stmt, Store, idx
 from .group import Group
 from .kernels.conv.nchwc_pointwise import transpose_lanes
-from .kernels.conv.shape import VECTOR
 
+HALF = LANES // 2  # the lanes of an AVX2 register
 FORMS = {("NCHW", f"NCHW{LANES}c"), (f"NCHW{LANES}c", "NCHW")}
 
 
@@ -47,6 +51,25 @@ def block_transpose(group: Group) -> tuple[list[Stmt], tuple[int, ...]] | None:
     return _steps(source, n * c // LANES, h * w, blocked), (n * c // LANES,)
 
 
+def _transpose(
+    source: str, reads: Callable[[int], LExpr], writes: Callable[[int], LExpr], width: int
+) -> list[Stmt]:
+    """Rows reads(k) of 16 lanes, stored transposed as rows writes(k): one 16 x 16
+    transpose of 16-lane vectors, or (width 8, an AVX2 host) four 8 x 8 transposes of its
+    quarters. AVX2 has no 16-lane registers: LLVM's lowering of the wide shuffles took
+    0.12 s of machine code generation per conversion kernel, the quarters' a fraction."""
+    body: list[Stmt] = []
+    dtype = f"float32x{width}"
+    for row_part, column_part in itertools.product(range(0, LANES, width), repeat=2):
+        rows: list[LExpr] = [
+            Load(dtype, source, reads(row_part + k) + column_part) for k in range(width)
+        ]
+        shuffles, columns = transpose_lanes(rows, f"tr{row_part}_{column_part}_")
+        body += shuffles
+        body += [Store("out", writes(column_part + k) + row_part, columns[k]) for k in range(width)]
+    return body
+
+
 def _steps(source: str, blocks: int, pixels: int, blocked: bool) -> list[Stmt]:
     """For each channel block and step of 16 pixels: load, transpose, store."""
     block, step = LoopVar(INDEX, "blk"), LoopVar(INDEX, "px")
@@ -59,8 +82,6 @@ def _steps(source: str, blocks: int, pixels: int, blocked: bool) -> list[Stmt]:
         return (block * pixels + first + k) * LANES
 
     reads, writes = (plane_at, pixel_at) if blocked else (pixel_at, plane_at)
-    rows: list[LExpr] = [Load(VECTOR, source, reads(k)) for k in range(LANES)]
-    body, columns = transpose_lanes(rows, "tr")
-    body += [Store("out", writes(k), columns[k]) for k in range(LANES)]
+    body = _transpose(source, reads, writes, HALF if not host_has("avx512f") else LANES)
     steps = -(-pixels // LANES)
     return [For(block.name, blocks, [For(step.name, steps, body, unroll=False)], outer=True)]
