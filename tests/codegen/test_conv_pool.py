@@ -139,8 +139,9 @@ def test_depthwise_conv_is_a_jit_kernel_with_its_epilogue() -> None:
 
 @pytest.mark.parametrize(
     "side, kernel, padding, avx512, avx2",
-    [  # (OB, XV): 16 accumulators with AVX-512's 32 registers, 6 with AVX2's 16
-        (56, 3, 1, (8, 2), (2, 3)),  # 56 x 58 = 203 vectors: no whole split, widest anyway
+    [  # (OB, XV): 16 accumulators with AVX-512's 32 registers, 6 with AVX2's 16, where
+        # a tap's XV input vectors are live too: (OB + 1) x XV <= 6 (2 x 3 spilled)
+        (56, 3, 1, (8, 2), (2, 2)),  # 56 x 58 = 203 vectors: no whole split, widest anyway
         (28, 1, 0, (8, 1), (2, 1)),  # a 1x1 keeps the exact split (784 = 49 vectors)
     ],
 )
@@ -192,6 +193,25 @@ def test_depthwise_blocks_pad_their_own_channel(stride: int, dilation: int) -> N
         with pm.PassContext(config={"codegen.num_threads": threads}):
             exe = codegen.build(fn)
         assert exe.kernel_kinds() == {"conv": 1} and "_pad" not in exe.get_source()
+        assert_allclose(exe.run(x=value), ir.interpret(fn, x=value))
+
+
+@pytest.mark.parametrize(("strides", "kernel"), [((2, 2), 3), ((1, 1), 5), ((2, 2), 1)])
+def test_a_batch_splits_into_items_and_channel_blocks(strides, kernel) -> None:
+    """At batch > 1 the direct kernel's work is (item, block of output channels) pairs, an
+    item's blocks in turn (its input stays in cache): every item, each thread's slot of
+    wide rows and the fused epilogue agree with the interpreter at 1, 2 and 3 threads."""
+    rng = np.random.default_rng(kernel)
+    x = ir.var("x", shape=(3, 8, 17, 15))
+    w = ir.const(rng.standard_normal((24, 8, kernel, kernel)).astype("float32"))
+    b = ir.const(rng.standard_normal(24).astype("float32"))
+    conv = op.conv2d(x, w, strides=strides, padding=(kernel // 2,))
+    fn = ir.Function([x], op.relu(op.bias_add(conv, b, axis=1)))
+    value = rng.standard_normal((3, 8, 17, 15)).astype("float32")
+    for threads in (1, 2, 3):
+        with pm.PassContext(config={"codegen.num_threads": threads}):
+            exe = codegen.build(fn)
+        assert [k.variant for k in exe.graph.kernels()] == ["direct"]
         assert_allclose(exe.run(x=value), ir.interpret(fn, x=value))
 
 

@@ -59,9 +59,15 @@ def micro_kernel(
 
 
 def channel_block(
-    group: Group, block: LExpr, ob: int, flat_planes: bool = False, masked_below: int = 0
+    group: Group,
+    block: LExpr,
+    ob: int,
+    flat_planes: bool = False,
+    masked_below: int = 0,
+    item: LExpr | None = None,
 ) -> list[Stmt]:
-    """The epilogue (or a plain copy) for output channels block*ob .. block*ob + ob - 1.
+    """The epilogue (or a plain copy) for output channels block*ob .. block*ob + ob - 1
+    of every batch item (or of batch item `item` only).
     With `flat_planes` (the anchor's result is in the output, rows end to end) each
     channel's plane is one loop: a 7x7 plane is 49 elements to vectorise, not 7 rows of 7.
     Rows narrower than `masked_below` run as masked vectors without a scalar remainder
@@ -70,17 +76,23 @@ def channel_block(
     n, channels, oh, ow = shape
     p, b, y, x = (LoopVar(INDEX, k) for k in ("ep", "eb", "ey", "ex"))
     channel = block * ob + p
+
+    def items(body: Stmt) -> list[Stmt]:
+        return [For("eb", n, [body])] if item is None else [body]
+
+    if item is not None:
+        b = item
     if flat_planes:
         f = LoopVar(INDEX, "ef")
         plane = b * channels + channel
         rows = [f // ow, f % ow]
         index = Index(shape, multi=[b, channel, *rows], flat=plane * (oh * ow) + f)
         store = Store("out", index.flat(), group.reader(group.fn.body)(index))
-        return [For("ep", ob, [For("eb", n, [For("ef", oh * ow, [store], unroll=True)])])]
+        return [For("ep", ob, items(For("ef", oh * ow, [store], unroll=True)))]
     index = Index(shape, multi=[b, channel, y, x])
     store = Store("out", index.flat(), group.reader(group.fn.body)(index))
     row = For("ex", ow, [store], unroll=True, vectorize=True, masked=ow < masked_below)
-    return [For("ep", ob, [For("eb", n, [For("ey", oh, [row])])])]
+    return [For("ep", ob, items(For("ey", oh, [row])))]
 
 
 def block_epilogue(group: Group, block: LExpr, lay: Wide, b: LExpr, q0: LExpr) -> list[Stmt]:

@@ -93,10 +93,13 @@ def _blocks(channels_per_group: int, wide: int, pointwise: bool) -> tuple[int, i
     depthwise gets 4 vectors of one channel). A 1x1 convolution's XV divides the row
     exactly when it can, so it needs neither padding nor cropping; other kernels take the
     widest block (their rows are padded anyway): with one vector per block, each FMA
-    waits on its own weight broadcast (docs/performance.md: measured changes)."""
+    waits on its own weight broadcast (docs/performance.md: measured changes). A tap's XV
+    input vectors are live beside the OB x XV sums: (OB + 1) x XV stays within the
+    registers (AVX2: 2 x 2, not 2 x 3, which spilled: a 3x3/2 convolution 3.1 -> 1.9 ms)."""
     budget = min(16, accumulator_budget())  # 16 with AVX-512; 6 with AVX2 (no spills)
     ob = next(b for b in (8, 4, 2, 1) if channels_per_group % b == 0 and 2 * b <= budget)
-    most = max(1, min(budget // ob, 4, -(-wide // LANES)))
+    live = accumulator_budget() // (ob + 1) if ob > 1 else budget  # one channel: no limit
+    most = max(1, min(budget // ob, live, 4, -(-wide // LANES)))
     exact = [v for v in range(most, 0, -1) if wide % (v * LANES) == 0]
     return ob, exact[0] if exact and pointwise else most
 
