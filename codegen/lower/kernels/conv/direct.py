@@ -110,7 +110,7 @@ def columns_product(conv: Call) -> Product:
 def direct_block(
     conv: Call,
     lay: Wide,
-    ob_: LoopVar,
+    ob_: LExpr,
     source: str,
     weight: str,
     dest: str,

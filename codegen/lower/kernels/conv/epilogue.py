@@ -74,14 +74,13 @@ def channel_block(
     (faster for an int8 epilogue's row of 28; at 56 the remainder is cheaper)."""
     shape = group.out_type.shape
     n, channels, oh, ow = shape
-    p, b, y, x = (LoopVar(INDEX, k) for k in ("ep", "eb", "ey", "ex"))
+    p, y, x = (LoopVar(INDEX, k) for k in ("ep", "ey", "ex"))
+    b: LExpr = LoopVar(INDEX, "eb") if item is None else item
     channel = block * ob + p
 
     def items(body: Stmt) -> list[Stmt]:
         return [For("eb", n, [body])] if item is None else [body]
 
-    if item is not None:
-        b = item
     if flat_planes:
         f = LoopVar(INDEX, "ef")
         plane = b * channels + channel
