@@ -1,5 +1,6 @@
 """ONNX Runtime's QOperator contrib ops (com.microsoft: QLinearAdd, QLinearMul,
-QLinearSigmoid, QLinearLeakyRelu, QLinearGlobalAveragePool, QLinearConcat, QGemm) as the
+QLinearSigmoid, QLinearLeakyRelu, QLinearGlobalAveragePool, QLinearAveragePool,
+QLinearConcat, QGemm) as the
 QDQ chains they stand for: dequantize the inputs, the float op, quantize the result. The
 quantize rules then form the integer ops ONNX Runtime's kernels compute (QLinearAdd,
 QLinearMul and QLinearSigmoid bit for bit: rules/builtin/quantize.rules);
@@ -10,10 +11,12 @@ from __future__ import annotations
 import numpy as np
 
 from ... import op
+from ...errors import FrontendError
 from ...expr import Constant, Expr
 from ...types import TensorType
 from .node import Node, converter
 from .quantize import spread, zero_point
+from .windows import Window
 
 
 def _dequantized(n: Node, x: int, scale: int, zero: int) -> Expr:
@@ -55,6 +58,25 @@ def _qlinear_global_average(n: Node) -> Expr:
     rank = n.type(0).ndim
     axes = list(range(1, rank - 1)) if n.attr("channels_last", 0) else list(range(2, rank))
     return _quantized(n, op.mean(x, axis=axes, keepdims=True), 0, 3, 4)
+
+
+@converter("com.microsoft.QLinearAveragePool")
+def _qlinear_average_pool(n: Node) -> Expr:
+    """X, X_scale, X_zero, Y_scale, Y_zero with AveragePool's attributes, channels first
+    (ONNX Runtime's quantiser writes channels_last=0 for NCHW models)."""
+    if n.attr("channels_last", 0):
+        raise FrontendError(
+            f"QLinearAveragePool {n.proto.name!r}: channels_last=1 (NHWC) is not supported; "
+            "quantize the NCHW model"
+        )
+    win = Window(n)
+    x = win.lift(_dequantized(n, 0, 1, 2))
+    pooled = op.avg_pool2d(
+        x, pool_size=win.kernel, strides=win.strides, padding=win.pads,
+        dilation=win.dilations, ceil_mode=bool(n.attr("ceil_mode", 0)),
+        count_include_pad=bool(n.attr("count_include_pad", 0)),
+    )  # fmt: skip
+    return _quantized(n, win.finish(pooled), 0, 3, 4)
 
 
 @converter("com.microsoft.QLinearConcat")

@@ -9,6 +9,7 @@ import pytest
 
 import codegen
 import passmgr as pm
+from egraph_ir.errors import FrontendError
 from egraph_ir.frontend.onnx import from_onnx
 from egraph_ir.frontend.onnx.ort_islands import float_islands
 from egraph_ir.op.mlas import column_pieces, stride_k
@@ -144,7 +145,7 @@ def _scales(dtype: str, rng: np.random.Generator, *names: str) -> dict:
 @pytest.mark.parametrize("dtype", ["uint8", "int8"])
 @pytest.mark.parametrize(
     "op_type", ["QLinearAdd", "QLinearMul", "QLinearSigmoid", "QLinearLeakyRelu",
-                "QLinearGlobalAveragePool", "QLinearConcat"],
+                "QLinearGlobalAveragePool", "QLinearAveragePool", "QLinearConcat"],
 )  # fmt: skip
 def test_qoperator_ops_match_onnxruntime(op_type: str, dtype: str) -> None:
     """Each QOperator op against ONNX Runtime's kernel: bit for bit where the quantize
@@ -166,13 +167,28 @@ def test_qoperator_ops_match_onnxruntime(op_type: str, dtype: str) -> None:
     else:
         inputs, order = {"a": a}, ["a", "as", "az", "ys", "yz"]
         attrs = {"alpha": 0.1} if op_type == "QLinearLeakyRelu" else {}
+        if op_type == "QLinearAveragePool":  # MobileNet-style 3x3, padded, stride 2
+            attrs = {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}
     model = _qoperator_model(op_type, inputs, c, attrs, order, dtype)
     want = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, inputs)[0]
     with pm.PassContext(opt_level=3):
         got = codegen.build(from_onnx(model)).run(*inputs.values())
     assert got.dtype == want.dtype and got.shape == want.shape
-    exact = op_type in ("QLinearAdd", "QLinearMul", "QLinearSigmoid")
+    # QLinearAveragePool: ONNX Runtime averages in float too, in the same order
+    exact = op_type in ("QLinearAdd", "QLinearMul", "QLinearSigmoid", "QLinearAveragePool")
     assert np.abs(got.astype(int) - want.astype(int)).max() <= (0 if exact else 1)
+
+
+def test_channels_last_average_pool_is_refused_by_name() -> None:
+    a = np.zeros((1, 7, 7, 16), np.uint8)
+    c = {"as": np.array(0.02, np.float32), "az": np.array(3, np.uint8),
+         "ys": np.array(0.02, np.float32), "yz": np.array(3, np.uint8)}  # fmt: skip
+    attrs = {"kernel_shape": [3, 3], "channels_last": 1}
+    model = _qoperator_model(
+        "QLinearAveragePool", {"a": a}, c, attrs, ["a", "as", "az", "ys", "yz"], "uint8"
+    )
+    with pytest.raises(FrontendError, match="channels_last=1"):
+        from_onnx(model)
 
 
 @pytest.mark.parametrize("quantized_output", [True, False])
