@@ -1,15 +1,15 @@
 """Benchmark: models with symbolic dimensions at several shapes, one build for all of them,
 beside ONNX Runtime and beside our own build specialised to each shape.
 
-    .venv/bin/python benchmarks/dynamic.py [--threads 2] [--repeats 40]
+    .venv/bin/python benchmarks/dynamic.py [--threads 2] [--rounds 5]
 
 For BERT (batch, seq) and the GPT-2 decoder step (past) of ../shared/models/dynamic it
 prints per shape: the first run at that shape (seconds; the builds made so far, counting
 the one with codegen.build; whether the program built for every size ran it), then
-medians of warm runs of ours,
-ONNX Runtime and our static build of that shape (engines.median_seconds: at least
-`--repeats` runs), and the ratios. Machines are noisy:
-compare ratios of one run and quote the load average printed.
+medians of warm runs of ours, ONNX Runtime and our static build of that shape, timed in
+`--rounds` interleaved rounds (engines.interleaved_ms: a noisy spell, or ONNX Runtime's
+threads still spinning after its runs, then hits all three), and the ratios. Machines are
+noisy: compare ratios of one run and quote the load average printed.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from engines import median_seconds  # benchmarks/engines.py, beside this script
+from engines import interleaved_ms  # benchmarks/engines.py, beside this script
 
 import codegen
 import passmgr as pm
@@ -46,7 +46,7 @@ def gpt2(past: int) -> dict[str, np.ndarray]:
     return feeds
 
 
-def measure(path: Path, shapes: list[dict[str, np.ndarray]], threads: int, repeats: int) -> None:
+def measure(path: Path, shapes: list[dict[str, np.ndarray]], threads: int, rounds: int) -> None:
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -66,14 +66,15 @@ def measure(path: Path, shapes: list[dict[str, np.ndarray]], threads: int, repea
         step = exe.for_inputs(feeds)
         with pm.PassContext(opt_level=3, config=config):
             static = codegen.build(from_onnx(path, shapes={k: v.shape for k, v in feeds.items()}))
-        ours, theirs, fixed = (
-            1e3 * median_seconds(run, least=repeats)
-            for run in (
-                lambda: exe.run(**feeds),  # noqa: B023
-                lambda: session.run(None, feeds),  # noqa: B023
-                lambda: static.run(**feeds),  # noqa: B023
-            )
+        ms = interleaved_ms(
+            {
+                "ours": lambda: exe.run(**feeds),  # noqa: B023
+                "ORT": lambda: session.run(None, feeds),  # noqa: B023
+                "static": lambda: static.run(**feeds),  # noqa: B023
+            },
+            rounds,
         )
+        ours, theirs, fixed = ms["ours"], ms["ORT"], ms["static"]
         shape = "x".join(str(s) for s in next(iter(feeds.values())).shape)
         if "past_0_k" in feeds:
             shape = f"past {feeds['past_0_k'].shape[2]}"
@@ -86,19 +87,19 @@ def measure(path: Path, shapes: list[dict[str, np.ndarray]], threads: int, repea
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--repeats", type=int, default=40)
+    parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     if not DYNAMIC.exists():
         raise SystemExit(f"{DYNAMIC}: no dynamic models here")
     print(f"{args.threads} threads; load average {os.getloadavg()[0]:.2f}")
     measure(
-        DYNAMIC / "bert_dyn_128_2.onnx", [bert(*s) for s in BERT_SHAPES], args.threads, args.repeats
+        DYNAMIC / "bert_dyn_128_2.onnx", [bert(*s) for s in BERT_SHAPES], args.threads, args.rounds
     )
     measure(
         DYNAMIC / "gpt2_past_128_2_4.onnx",
         [gpt2(p) for p in GPT2_PASTS],
         args.threads,
-        args.repeats,
+        args.rounds,
     )
 
 
