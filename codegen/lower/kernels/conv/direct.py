@@ -187,13 +187,17 @@ def direct_block(
     return [rows] if one_item is not None else [For("b", g.n, [rows])]
 
 
+def pads_own_channel(conv: Call, lay: Wide) -> bool:
+    """Depthwise blocks read one input channel each, padded by the block itself."""
+    g = ConvShape.of(conv)
+    groups = int(conv.attrs["groups"])
+    return not lay.pad_free and g.c == groups and g.o // groups == lay.ob
+
+
 def splits_items(conv: Call, lay: Wide) -> bool:
     """Does the direct kernel split its work into (batch item, channel block) pairs? Where
     the batch has several items, except depthwise blocks that pad their own channel."""
-    g = ConvShape.of(conv)
-    groups = int(conv.attrs["groups"])
-    private = not lay.pad_free and g.c == groups and g.o // groups == lay.ob
-    return g.n > 1 and not private
+    return ConvShape.of(conv).n > 1 and not pads_own_channel(conv, lay)
 
 
 def direct_macs(conv: Call, lay: Wide) -> int:
@@ -203,7 +207,8 @@ def direct_macs(conv: Call, lay: Wide) -> int:
 
 def direct_conv(group: Group, anchor: Call, ops: list[str], wide: Wide) -> ConvKernel:
     """The direct micro-kernel and the epilogue in one loop over blocks of output
-    channels: each block's rows are still in cache when its epilogue reads them."""
+    channels (of each batch item, splits_items): each block's rows are still in cache
+    when its epilogue reads them."""
     lay, g = wide, ConvShape.of(anchor)
     x, w = anchor.args[:2]
     if not isinstance(x, Var):
@@ -212,9 +217,7 @@ def direct_conv(group: Group, anchor: Call, ops: list[str], wide: Wide) -> ConvK
     scratches: list[tuple[tuple[int, ...], str]] = []
     pad = None
     source = group.buffers[x].name
-    groups = int(anchor.attrs["groups"])
-    # depthwise: each block reads one input channel, padded by the block itself
-    private = not lay.pad_free and g.c == groups and g.o // groups == lay.ob
+    private = pads_own_channel(anchor, lay)
     blocks = g.o // lay.ob
     # a batch is split into (item, block) pairs, the blocks of an item in turn: all of
     # them read the item's input, which stays in cache (blocks outside items read the
