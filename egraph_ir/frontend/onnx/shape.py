@@ -81,7 +81,12 @@ def _squeeze(n: Node) -> Expr:
 
 @converter("Concat")
 def _concat(n: Node) -> Expr:
-    return op.concatenate(*n.inputs(), axis=int(n.attr("axis")))
+    """Parts of no extent along the axis are left out (a decoder's first step joins its
+    empty cache to the new rows: a group touching an empty tensor runs on the host)."""
+    axis = int(n.attr("axis"))
+    parts = n.inputs()
+    kept = [x for i, x in enumerate(parts) if n.type(i).shape[axis] != 0] or parts[:1]
+    return kept[0] if len(kept) == 1 else op.concatenate(*kept, axis=axis)
 
 
 @converter("Split")

@@ -98,6 +98,27 @@ def test_exporter_shape_code_folds_and_runs_at_every_shape_like_onnxruntime() ->
             np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)  # one float32 product
 
 
+def test_a_decoders_first_step_fixed_at_past_0_leaves_the_empty_cache_out() -> None:
+    """shapes= with past 0 (a decoder's first step built on its own): the Concat joining
+    the empty cache to the new rows imports as the new rows, so no group touches an empty
+    tensor and falls back to numpy on the host (250 us a group on GPT-2's heads)."""
+    import codegen
+
+    model = _decoder_like()
+    mod = from_onnx(model, shapes={"x": (1, 1, 3, 4), "past": (1, 1, 0, 4)})
+    assert "concatenate" not in str(mod)
+    exe = codegen.build(mod)
+    assert "host" not in exe.kernel_kinds()
+    rng = np.random.default_rng(1)
+    feeds = {
+        "x": rng.standard_normal((1, 1, 3, 4)).astype(np.float32),
+        "past": np.zeros((1, 1, 0, 4), np.float32),
+    }
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for got, want in zip(exe.run(**feeds), session.run(None, feeds), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
 def test_a_comparison_no_size_decides_is_an_error_naming_it() -> None:
     """Equal(seq, 5) holds for one size only: the importer refuses it rather than fold
     a value that is right for some shapes."""
