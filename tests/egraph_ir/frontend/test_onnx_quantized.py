@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import codegen
 import passmgr as pm
@@ -177,6 +179,34 @@ def test_qoperator_ops_match_onnxruntime(op_type: str, dtype: str) -> None:
     # QLinearAveragePool: ONNX Runtime averages in float too, in the same order
     exact = op_type in ("QLinearAdd", "QLinearMul", "QLinearSigmoid", "QLinearAveragePool")
     assert np.abs(got.astype(int) - want.astype(int)).max() <= (0 if exact else 1)
+
+
+@settings(deadline=None)
+@given(
+    dtype=st.sampled_from(["uint8", "int8"]),
+    form=st.sampled_from([(13, -1), (13, 1), (12, 1), (12, 2)]),
+    x_scale=st.floats(0.01, 0.3),
+    seed=st.integers(0, 2**16),
+)
+def test_qlinear_softmax_is_onnxruntimes_algorithm(dtype, form, x_scale, seed) -> None:
+    """QLinearSoftmax as ONNX Runtime computes it (its exponential table, floor(1 / Y_scale),
+    saturation at the top): every output equal, for each opset's notion of the row."""
+    opset, axis = form
+    rng = np.random.default_rng(seed)
+    low, high = (0, 256) if dtype == "uint8" else (-128, 128)
+    a = rng.integers(low, high, (2, 6, 3, 16)).astype(dtype)
+    c = {
+        "as": np.array(x_scale, np.float32), "az": np.array(3).astype(dtype),
+        "ys": np.array(1 / 256, np.float32),
+        "yz": np.array(0 if dtype == "uint8" else -128).astype(dtype),
+    }  # fmt: skip
+    order = ["a", "as", "az", "ys", "yz"]
+    attrs = {"opset": opset, "axis": axis}
+    model = _qoperator_model("QLinearSoftmax", {"a": a}, c, attrs, order, dtype)
+    want = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, {"a": a})[0]
+    with pm.PassContext(opt_level=3):
+        got = codegen.build(from_onnx(model)).run(a)
+    np.testing.assert_array_equal(got, want)
 
 
 def test_channels_last_average_pool_is_refused_by_name() -> None:
