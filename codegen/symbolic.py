@@ -239,8 +239,8 @@ class SymbolicExecutable:
     # ------------------------------------------------------------ running
     def feeds(self, args: tuple[Any, ...], inputs: Mapping[str, Any]) -> dict[str, Any]:
         """Inputs given by position, by name or as one dict, as a dict by name."""
-        if not args:  # by keyword (a decoder's per-token path): the call's own dict
-            return inputs
+        if not args and isinstance(inputs, dict):  # by keyword (a decoder's per-token
+            return inputs  # path): the call's own dict
         names = list(self.input_types)
         if len(args) == 1 and isinstance(args[0], Mapping):
             inputs, args = {**args[0], **inputs}, ()
