@@ -14,8 +14,10 @@ their IEEE meaning (no `nnan`/`ninf`).
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import fields
 from typing import Any
 
 import numpy as np
@@ -53,6 +55,8 @@ FLAGS = ("reassoc", "contract")  # on accumulator updates
 ELEMENTWISE_FLAGS = ("contract",)
 VECTOR_ATTRS = 'attributes #0 = { "prefer-vector-width"="512" nounwind }'
 VECTOR_LANES = 16  # float32 lanes of the 512-bit vectors asked for above
+# expressions computed from loop variables, sizes and constants only: equal ones share a key
+STRUCTURAL = (Const, LoopVar, Size, Bin, Un, Select, Cast, Splat)
 
 
 def storage_type(dtype: str) -> ir.Type:
@@ -148,6 +152,8 @@ class _KernelEmitter:
         self.locals: dict[str, tuple[ir.Value, str]] = {}
         self.scopes: list[dict[int, ir.Value]] = [{}]
         self.pure: dict[int, bool] = {}
+        self.keys: dict[int, int] = {}  # id -> key (self.key)
+        self.interned: dict[tuple[Any, ...], int] = {}
         self.sizes: dict[str, ir.Value] = {}  # each size variable read once, on entry
         self.reads_bools = "bool" in self.dtypes.values()
 
@@ -229,8 +235,30 @@ class _KernelEmitter:
             self.pure[id(e)] = known
         return known
 
-    def expr(self, e: LExpr) -> ir.Value:
+    def key(self, e: LExpr) -> int:
+        """Equal index arithmetic built twice (each load's address recomputes the same
+        products of loop variables) gets one key, so it is emitted once per scope; any
+        expression that reads memory keeps its identity (a store may come between)."""
+        known = self.keys.get(id(e))
+        if known is not None:
+            return known
         key = id(e)
+        if isinstance(e, STRUCTURAL):
+            parts: list[Any] = [type(e)]
+            for f in fields(e):
+                value = getattr(e, f.name)
+                if isinstance(value, LExpr):
+                    value = self.key(value)
+                elif isinstance(value, float | np.floating):  # -0.0 is not 0.0 here
+                    value = repr(float(value))
+                parts.append(value)
+            with contextlib.suppress(TypeError):  # an unhashable attribute: identity
+                key = self.interned.setdefault(tuple(parts), -1 - len(self.interned))
+        self.keys[id(e)] = key
+        return key
+
+    def expr(self, e: LExpr) -> ir.Value:
+        key = self.key(e)
         for scope in reversed(self.scopes):
             if key in scope:
                 return scope[key]
