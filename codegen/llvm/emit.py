@@ -14,10 +14,8 @@ their IEEE meaning (no `nnan`/`ninf`).
 
 from __future__ import annotations
 
-import contextlib
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import fields
 from typing import Any
 
 import numpy as np
@@ -49,14 +47,13 @@ from ..loop_ir import (
 )
 from .loop_hints import SELF, loop_id
 from .mathlib import MathLib, lane_mask
+from .sharing import StructuralKeys, single_assignment
 from .sizes import sizes_global
 
 FLAGS = ("reassoc", "contract")  # on accumulator updates
 ELEMENTWISE_FLAGS = ("contract",)
 VECTOR_ATTRS = 'attributes #0 = { "prefer-vector-width"="512" nounwind }'
 VECTOR_LANES = 16  # float32 lanes of the 512-bit vectors asked for above
-# expressions computed from loop variables, sizes and constants only: equal ones share a key
-STRUCTURAL = (Const, LoopVar, Size, Bin, Un, Select, Cast, Splat)
 
 
 def storage_type(dtype: str) -> ir.Type:
@@ -152,8 +149,9 @@ class _KernelEmitter:
         self.locals: dict[str, tuple[ir.Value, str]] = {}
         self.scopes: list[dict[int, ir.Value]] = [{}]
         self.pure: dict[int, bool] = {}
-        self.keys: dict[int, int] = {}  # id -> key (self.key)
-        self.interned: dict[tuple[Any, ...], int] = {}
+        self.shared = StructuralKeys()  # equal index arithmetic: one value per scope
+        self.values: dict[str, ir.Value] = {}  # locals set once (sharing.single_assignment)
+        self.single = single_assignment(kernel.body)
         self.sizes: dict[str, ir.Value] = {}  # each size variable read once, on entry
         self.reads_bools = "bool" in self.dtypes.values()
 
@@ -175,6 +173,8 @@ class _KernelEmitter:
                 return
             value = self.to_storage(self.expr(s.value), s.value.dtype, self.dtypes[s.buffer])
             self.b.store(value, ptr)
+        elif isinstance(s, Declare) and s.name in self.single:
+            self.values[s.name] = self.expr(s.init)
         elif isinstance(s, Declare):
             ty = value_type(s.init.dtype)
             slot = self.entry_builder.alloca(ty, name=s.name)
@@ -235,30 +235,8 @@ class _KernelEmitter:
             self.pure[id(e)] = known
         return known
 
-    def key(self, e: LExpr) -> int:
-        """Equal index arithmetic built twice (each load's address recomputes the same
-        products of loop variables) gets one key, so it is emitted once per scope; any
-        expression that reads memory keeps its identity (a store may come between)."""
-        known = self.keys.get(id(e))
-        if known is not None:
-            return known
-        key = id(e)
-        if isinstance(e, STRUCTURAL):
-            parts: list[Any] = [type(e)]
-            for f in fields(e):
-                value = getattr(e, f.name)
-                if isinstance(value, LExpr):
-                    value = self.key(value)
-                elif isinstance(value, float | np.floating):  # -0.0 is not 0.0 here
-                    value = repr(float(value))
-                parts.append(value)
-            with contextlib.suppress(TypeError):  # an unhashable attribute: identity
-                key = self.interned.setdefault(tuple(parts), -1 - len(self.interned))
-        self.keys[id(e)] = key
-        return key
-
     def expr(self, e: LExpr) -> ir.Value:
-        key = self.key(e)
+        key = self.shared.key(e)
         for scope in reversed(self.scopes):
             if key in scope:
                 return scope[key]
@@ -276,6 +254,8 @@ class _KernelEmitter:
         if isinstance(e, Size):
             return self.size(e.name)
         if isinstance(e, Ref):
+            if e.name in self.values:
+                return self.values[e.name]
             slot, _ = self.locals[e.name]
             return b.load(slot)
         if isinstance(e, Load):
