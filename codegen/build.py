@@ -30,12 +30,12 @@ import passmgr as pm
 from egraph_ir.dims import evaluate, typical_sizes
 from egraph_ir.errors import CodegenError, CompilerError, TypeInferenceError
 from egraph_ir.expr import Function, If
-from egraph_ir.frontend import from_onnx
 from egraph_ir.infer import infer_type
 from egraph_ir.measured import KernelTimes
 from egraph_ir.module import IRModule
 from egraph_ir.specialize import size_polynomials, specialize, symbolic_names
 from egraph_ir.visitor import post_order
+from passmgr.passes.canonicalize_qnn import import_onnx
 from passmgr.standard import standard_pipeline
 
 from .external import control, loop, register_external
@@ -101,8 +101,7 @@ def build(
                 "build takes an IRModule, a Function, an ONNX file path or an onnx "
                 f"ModelProto; got {type(mod).__name__}"
             )
-        groups = bool(pm.PassContext.current().get_config("onnx.onnxruntime_float_groups"))
-        mod = from_onnx(mod, onnxruntime_float_groups=groups)
+        mod = import_onnx(mod)
     if "main" not in dict(mod.items()):
         raise CodegenError("the module has no 'main' function")
     options = BuildOptions.from_context()

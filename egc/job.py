@@ -26,6 +26,7 @@ from egraph_ir.compare import mismatch
 from egraph_ir.errors import did_you_mean, require
 from egraph_ir.specialize import sizes_or_one, static_type
 from egraph_ir.summary import input_types, summarize
+from passmgr.passes.canonicalize_qnn import import_onnx
 
 from .options import JobOptions
 from .report import (
@@ -79,10 +80,8 @@ def load_model(
             f"{source}: no such file or built-in model{did_you_mean(source, models.NAMES)}; "
             f"built-in models: {', '.join(models.NAMES)}"
         )
-    with pm.PassContext(config=config or {}) as ctx:
-        groups = bool(ctx.get_config("onnx.onnxruntime_float_groups"))
-    mod = ir.frontend.from_onnx(source, shapes=shapes or None, onnxruntime_float_groups=groups)
-    return mod, "onnx", None
+    with pm.PassContext(config=config or {}):
+        return import_onnx(source, shapes), "onnx", None
 
 
 def random_inputs(

@@ -92,7 +92,7 @@ def m1_groups(depth: int) -> list[int]:
 
 
 @functools.cache
-def default_threads() -> int:
+def onnxruntime_threads() -> int:
     """The threads ONNX Runtime's default session uses: one per physical core (hyper-
     threads share one), of the CPUs this process may run on."""
     cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []

@@ -25,11 +25,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from egraph_ir import op
 from egraph_ir.expr import Call, Constant, Expr, Function
+from egraph_ir.frontend import from_onnx
 from egraph_ir.module import IRModule
 from egraph_ir.op.qnn import integer_range, sigmoid_table
 from egraph_ir.registry import Op
@@ -49,6 +51,15 @@ register_config(
     "importing ONNX (codegen.build, egc): quantised groups ONNX Runtime's x86 build runs in "
     "float stay float, summed in its order (its bits); false: integer ops for every group",
 )
+
+
+def import_onnx(model: Any, shapes: dict[str, tuple[int, ...]] | None = None) -> IRModule:
+    """from_onnx with the current PassContext's onnx.onnxruntime_float_groups (what
+    codegen.build and egc import a model with)."""
+    groups = bool(PassContext.current().get_config("onnx.onnxruntime_float_groups"))
+    return from_onnx(model, shapes or None, onnxruntime_float_groups=groups)
+
+
 register_config(
     "qnn.integer_kernels",
     bool,

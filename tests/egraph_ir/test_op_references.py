@@ -863,7 +863,7 @@ def test_qnn_add_and_sigmoid_against_onnxruntimes_qlinear_kernels() -> None:
 def test_conv2d_mlas_is_onnxruntimes_float_conv_bit_for_bit(c, f, size, k, stride, groups) -> None:
     """conv2d_mlas is the float Conv ONNX Runtime runs when its weights are not constant
     (a dequantized weight: no NCHWc rewrite), in MLAS's order of sums, its threads."""
-    from egraph_ir.op.mlas import default_threads
+    from egraph_ir.op.mlas import onnxruntime_threads
 
     x, w, b = rnd(1, c, size, size), rnd(f, c // groups, k, k), rnd(f)
     pad = k // 2
@@ -871,7 +871,7 @@ def test_conv2d_mlas_is_onnxruntimes_float_conv_bit_for_bit(c, f, size, k, strid
     want = run_model(*single_op_model("Conv", [x, w, b], attrs))[0]
     got = ir_eval(
         "conv2d_mlas", [x, w, b], strides=(stride, stride), padding=(pad,) * 4,
-        dilation=(1, 1), groups=groups, threads=default_threads(),
+        dilation=(1, 1), groups=groups, threads=onnxruntime_threads(),
     )  # fmt: skip
     np.testing.assert_array_equal(got, want)
 

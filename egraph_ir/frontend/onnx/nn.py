@@ -9,7 +9,7 @@ import numpy as np
 from ... import op
 from ...errors import FrontendError
 from ...expr import Constant, Expr, TupleGetItem
-from ...op.mlas import default_threads
+from ...op.mlas import onnxruntime_threads
 from ...types import TensorType
 from .node import Node, converter, scalar
 from .volume import Depth, conv3d, conv3d_of, covered, pool3d, static_shape
@@ -51,7 +51,7 @@ def _conv(n: Node) -> Expr:
             bias = Constant(np.zeros(n.type(1).shape[0], "float32"))
         return op.conv2d_mlas(
             win.x, n.x(1), bias, strides=win.strides, padding=win.pads,
-            dilation=win.dilations, groups=groups, threads=default_threads(),
+            dilation=win.dilations, groups=groups, threads=onnxruntime_threads(),
         )  # fmt: skip
     out = op.conv2d(
         win.x,
@@ -76,7 +76,7 @@ def _in_mlas_order(n: Node, win: Window, groups: int) -> bool:
     static = all(isinstance(d, int) for d in (*x.shape, *w.shape))
     depthwise = groups == x.shape[1] == w.shape[0] and w.shape[1] == 1
     # one group of >= 2 rows per thread: MLAS gives a single row its one-row kernel
-    full = groups == 1 and w.shape[0] >= 2 * default_threads()
+    full = groups == 1 and w.shape[0] >= 2 * onnxruntime_threads()
     return static and x.ndim == 4 and x.shape[0] == 1 and (full or depthwise)
 
 
