@@ -336,6 +336,10 @@ class For(Stmt):
     masked: bool = False
     # where a loop from 0 stops when that is known at run time only (at most `extent`)
     stop: LExpr | None = None
+    # emitted as a function of its own, called where the loop stands: an epilogue's
+    # transcendental math keeps its constants out of the registers of the product loop
+    # around it (codegen/llvm/outline.py; see `heavy`)
+    outline: bool = False
 
     def __post_init__(self) -> None:
         """A symbolic extent (a loop of a symbolic group) stops at its run-time value."""
@@ -401,6 +405,32 @@ class Kernel:
             self.body_key = repr(self.body)
         buffers = [(b.name, b.dtype) for b in self.buffers]
         return repr((self.name, buffers, self.unroll, self.size_names)) + self.body_key
+
+
+HEAVY_MATH = frozenset({"exp", "log", "tanh", "sigmoid", "erf", "sin", "cos", "pow"})
+
+
+def heavy(body: list[Stmt]) -> bool:
+    """Whether statements compute transcendental math (worth a function call of their own
+    when they follow a register block: For.outline)."""
+    todo: list[Stmt | LExpr] = list(body)
+    seen: set[int] = set()
+    while todo:
+        item = todo.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        if isinstance(item, For):
+            todo += item.body
+        elif isinstance(item, Store):
+            todo += [item.index, item.value]
+        elif isinstance(item, (Declare, Assign)):
+            todo.append(item.init if isinstance(item, Declare) else item.value)
+        elif isinstance(item, (Un, Bin)) and item.op in HEAVY_MATH:
+            return True
+        elif isinstance(item, LExpr):
+            todo += operands(item)
+    return False
 
 
 def statements(body: list[Stmt]) -> int:

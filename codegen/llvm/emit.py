@@ -14,6 +14,7 @@ their IEEE meaning (no `nnan`/`ninf`).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -45,8 +46,10 @@ from ..loop_ir import (
     Un,
     operands,
 )
+from .integers import int_binary
 from .loop_hints import SELF, loop_id
 from .mathlib import MathLib, lane_mask
+from .outline import free_names
 from .sharing import StructuralKeys, single_assignment
 from .sizes import sizes_global
 
@@ -112,7 +115,7 @@ def emit_module(
     text = math.tables.finish(str(module))
     lines = []
     for line in text.splitlines():
-        if line.startswith("define void @"):
+        if line.startswith("define void @"):  # kernels and their outlined loops
             line = line.rstrip()
             line = line[:-1].rstrip() + " #0 {" if line.endswith("{") else line + " #0"
         elif line.startswith("!") and SELF in line:  # a loop ID refers to itself
@@ -130,15 +133,22 @@ def kernel_type(kernel: Kernel) -> ir.FunctionType:
 
 
 class _KernelEmitter:
-    def __init__(self, module: ir.Module, math: MathLib, kernel: Kernel) -> None:
+    def __init__(
+        self, module: ir.Module, math: MathLib, kernel: Kernel, extra: Sequence[ir.Value] = ()
+    ) -> None:
+        """`extra`: an outlined loop's free loop variables and locals (the caller's values,
+        passed after start and end; outline.free_names names them in this order)."""
         self.kernel, self.math = kernel, math
-        self.fn = ir.Function(module, kernel_type(kernel), name=kernel.name)
+        kind = kernel_type(kernel)
+        fnty = ir.FunctionType(kind.return_type, [*kind.args, *(v.type for v in extra)])
+        self.fn = ir.Function(module, fnty, name=kernel.name)
         self.fn.attributes.add("noinline")  # shared by many steps; inlining only costs time
         for a, buf in zip(self.fn.args, kernel.buffers, strict=False):
             a.name = buf.name
             a.add_attribute("noalias")
-        self.start, self.end = self.fn.args[-2], self.fn.args[-1]
+        self.start, self.end = self.fn.args[len(kernel.buffers) : len(kernel.buffers) + 2]
         self.start.name, self.end.name = "start", "end"
+        self.outlined = 0
         self.pointers = {b.name: a for b, a in zip(kernel.buffers, self.fn.args, strict=False)}
         self.dtypes = {b.name: b.dtype for b in kernel.buffers}
         entry = self.fn.append_basic_block("entry")
@@ -154,6 +164,13 @@ class _KernelEmitter:
         self.single = single_assignment(kernel.body)
         self.sizes: dict[str, ir.Value] = {}  # each size variable read once, on entry
         self.reads_bools = "bool" in self.dtypes.values()
+        if extra:
+            loop = kernel.body[0]
+            assert isinstance(loop, For)
+            free = free_names(loop)
+            args = iter(self.fn.args[len(kernel.buffers) + 2 :])
+            self.loop_vars.update((name, next(args)) for name in free.loop_vars)
+            self.values.update((name, next(args)) for name in free.locals)
 
     def emit(self) -> None:
         for s in self.kernel.body:
@@ -163,7 +180,9 @@ class _KernelEmitter:
 
     # ------------------------------------------------------------ statements
     def stmt(self, s: Stmt) -> None:
-        if isinstance(s, For):
+        if isinstance(s, For) and s.outline:
+            self.call_outlined(s)
+        elif isinstance(s, For):
             self.loop(s)
         elif isinstance(s, Store):
             ptr = self.b.gep(self.pointers[s.buffer], [self.expr(s.index)], inbounds=True)
@@ -185,6 +204,22 @@ class _KernelEmitter:
             self.b.store(self.expr(s.value), slot)
         else:
             raise TypeError(f"unknown statement {s!r}")
+
+    def call_outlined(self, s: For) -> None:
+        """The loop as a function of its own (codegen/llvm/outline.py), called here with the
+        buffers, start and end, and the loop variables and locals it reads."""
+        free = free_names(s)
+        values = [self.loop_vars[v] for v in free.loop_vars]
+        for name in free.locals:
+            kept = self.values.get(name)
+            values.append(kept if kept is not None else self.b.load(self.locals[name][0]))
+        self.outlined += 1
+        body: list[Stmt] = [dataclasses.replace(s, outline=False)]
+        name = f"{self.kernel.name}.part{self.outlined}"
+        part = dataclasses.replace(self.kernel, name=name, body=body, body_key="")
+        callee = _KernelEmitter(self.fn.module, self.math, part, values)
+        callee.emit()
+        self.b.call(callee.fn, [*self.fn.args[: len(self.kernel.buffers) + 2], *values])
 
     def loop(self, s: For) -> None:
         i64 = ir.IntType(64)
@@ -418,7 +453,7 @@ class _KernelEmitter:
         if _is_float(dtype):
             out = self.float_binary(op, x, y, isinstance(e.a, Ref) or isinstance(e.b, Ref))
         else:
-            out = self.int_binary(op, dtype, x, y)
+            out = int_binary(b, self.math, op, dtype, x, y)
         if out is None:
             raise NotImplementedError(f"{op} on {dtype}")
         return out
@@ -444,49 +479,3 @@ class _KernelEmitter:
             larger = b.fcmp_ordered(">" if op == "max" else "<", x, y)  # intrinsic 2x longer
             return b.select(b.or_(larger, self.math.isnan(b, x)), x, y)
         return None
-
-    def int_binary(self, op: str, dtype: str, x: ir.Value, y: ir.Value) -> ir.Value | None:
-        b = self.b
-        ty = value_type(dtype)
-        if op == "add":
-            return b.add(x, y)
-        if op == "sub":
-            return b.sub(x, y)
-        if op == "mul":
-            return b.mul(x, y)
-        if op in ("div", "rem"):
-            return self.int_division(op, dtype, x, y)
-        if op in ("max", "min"):
-            sym = ">" if op == "max" else "<"
-            pick = b.icmp_unsigned(sym, x, y) if _unsigned(dtype) else b.icmp_signed(sym, x, y)
-            return b.select(pick, x, y)
-        if op == "pow":
-            d = ir.DoubleType()
-            xf = b.uitofp(x, d) if _unsigned(dtype) else b.sitofp(x, d)
-            yf = b.uitofp(y, d) if _unsigned(dtype) else b.sitofp(y, d)
-            r = self.math.call(b, "pow", xf, yf)
-            return b.fptoui(r, ty) if _unsigned(dtype) else b.fptosi(r, ty)
-        return None
-
-    def int_division(self, op: str, dtype: str, x: ir.Value, y: ir.Value) -> ir.Value:
-        """x / 0 is 0; and x / -1 is computed as -x (wrapping), since the hardware traps on
-        INT_MIN / -1 (SIGFPE would kill the process)."""
-        b = self.b
-        ty = value_type(dtype)
-        zero = ir.Constant(ty, 0)
-        is_zero = b.icmp_unsigned("==", y, zero)
-        odd = is_zero
-        minus_one = None
-        if not _unsigned(dtype):
-            minus_one = b.icmp_signed("==", y, ir.Constant(ty, -1))
-            odd = b.or_(is_zero, minus_one)
-        safe = b.select(odd, ir.Constant(ty, 1), y)
-        if op == "div":
-            q = b.udiv(x, safe) if _unsigned(dtype) else b.sdiv(x, safe)
-            if minus_one is not None:
-                q = b.select(minus_one, b.sub(zero, x), q)
-        else:
-            q = b.urem(x, safe) if _unsigned(dtype) else b.srem(x, safe)
-            if minus_one is not None:
-                q = b.select(minus_one, zero, q)
-        return b.select(is_zero, zero, q)

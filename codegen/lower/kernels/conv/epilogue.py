@@ -22,6 +22,7 @@ from ....loop_ir import (
     LoopVar,
     Stmt,
     Store,
+    heavy,
 )
 from ...compute.definitions import Index
 from ...group import Group
@@ -87,11 +88,12 @@ def channel_block(
         rows = [f // ow, f % ow]
         index = Index(shape, multi=[b, channel, *rows], flat=plane * (oh * ow) + f)
         store = Store("out", index.flat(), group.reader(group.fn.body)(index))
-        return [For("ep", ob, items(For("ef", oh * ow, [store], unroll=True)))]
+        plane_loop = For("ef", oh * ow, [store], unroll=True)
+        return [For("ep", ob, items(plane_loop), outline=heavy([store]))]
     index = Index(shape, multi=[b, channel, y, x])
     store = Store("out", index.flat(), group.reader(group.fn.body)(index))
     row = For("ex", ow, [store], unroll=True, vectorize=True, masked=ow < masked_below)
-    return [For("ep", ob, items(For("ey", oh, [row])))]
+    return [For("ep", ob, items(For("ey", oh, [row])), outline=heavy([store]))]
 
 
 def block_epilogue(group: Group, block: LExpr, lay: Wide, b: LExpr, q0: LExpr) -> list[Stmt]:
@@ -112,7 +114,8 @@ def block_epilogue(group: Group, block: LExpr, lay: Wide, b: LExpr, q0: LExpr) -
     column = Load(anchor_t.dtype, "wide", slot_row * (lay.xv * LANES) + t)
     store = Store("out", index.flat(), group.result_at(index, column))  # at f, not (y, x)
     width = lay.xv * LANES
-    return [For("cp", lay.ob, [For("ct", width, [store], unroll=True, vectorize=True)])]
+    row = For("ct", width, [store], unroll=True, vectorize=True)
+    return [For("cp", lay.ob, [row], outline=heavy([store]))]
 
 
 INT8_MASKED_ROWS = 2 * LANES  # int8 epilogue rows below this run masked throughout
@@ -145,4 +148,4 @@ def lanes_epilogue(
         value = group.result_at(index, sums(p, lane))
     store = Store("out", index.flat(), value)
     lanes = For("el", LANES, [store], unroll=True, vectorize=True)
-    return [For("ep", pixels, [lanes], unroll=False)]
+    return [For("ep", pixels, [lanes], unroll=False, outline=heavy([store]))]

@@ -38,6 +38,7 @@ from ....loop_ir import (
     Stmt,
     Store,
     clamp,
+    heavy,
     idx,
     within,
 )
@@ -324,7 +325,7 @@ def _planes_from_tile(
     at = tile_at(lay, r, o - panel * lay.width)
     store = Store("out", index.flat(), group.result_at(index, Load("float32", "tile", at)))
     pixels = For("er", lay.pr, [store], unroll=True, vectorize=True)
-    return [For("el", lay.width, [pixels], unroll=False)]
+    return [For("el", lay.width, [pixels], unroll=False, outline=heavy([store]))]
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from ....loop_ir import (
     Splat,
     Stmt,
     Store,
+    heavy,
     idx,
 )
 from ...compute.definitions import Index
@@ -223,7 +224,7 @@ def panel_epilogue(group: Group, panel: LExpr, p: Packed, sums: str | None = Non
     else:
         value = group.result_at(index, Load("int32", sums, m * p.n + column))
     store = Store("out", index.flat(), value)
-    return [For("em", p.m, [For("ej", p.width, [store])])]
+    return [For("em", p.m, [For("ej", p.width, [store])], outline=heavy([store]))]
 
 
 @dataclass(frozen=True)
