@@ -13,6 +13,7 @@ from ...group import Group
 from ...kinds import ConvKernel, LoopKernel, Unsupported, operand
 from .direct import columns_fit, columns_product, pointwise, pointwise_product
 from .prologue import grouped_kernel, im2col_kernel, pad_kernel
+from .shape import ConvShape
 
 
 def conv_kernel(
@@ -31,6 +32,6 @@ def conv_kernel(
     if columns_fit(anchor):
         columns, scratch = im2col_kernel(anchor, f"{group.name}_im2col")
         return kernel(columns, None, (scratch,), columns_product(anchor), variant="im2col")
-    pad, scratch = pad_kernel(anchor, f"{group.name}_pad")
+    pad, scratch = pad_kernel(ConvShape.of(anchor), f"{group.name}_pad")
     grouped = grouped_kernel(anchor, f"{group.name}_conv")
     return kernel(pad, grouped, (scratch,), variant="grouped")

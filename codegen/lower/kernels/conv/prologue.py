@@ -56,9 +56,9 @@ def _split_shape(g: ConvShape, phases: int, rows: int, width: int) -> tuple[int,
     return (g.n, g.c, phases, rows, width) if phases > 1 else (g.n, g.c, rows, width)
 
 
-def pad_kernel(conv: Call, name: str) -> tuple[Kernel, tuple[tuple[int, ...], str]]:
-    """xp[n, c, y, x] = x[n, c, y - top, x - left], zero outside (for grouped_kernel)."""
-    g = ConvShape.of(conv)
+def pad_kernel(g: ConvShape, name: str) -> tuple[Kernel, tuple[tuple[int, ...], str]]:
+    """xp[n, c, y, x] = x[n, c, y - top, x - left], zero outside (for grouped_kernel and
+    the blocked pointwise kernel's windows over NCHW data: taps without bounds tests)."""
     hp, wp = g.padded
     return _split_copy(g, ((0, 0),), hp, wp, (1, 1), name)
 
