@@ -13,7 +13,7 @@ import codegen
 import egraph_ir as ir
 import passmgr as pm
 from codegen.lower.kernels.conv.nchwc_depthwise import BlockedDepthwise
-from codegen.lower.kernels.conv.nchwc_pointwise import BlockedPointwise
+from codegen.lower.kernels.conv.nchwc_pointwise import BlockedPointwise, pointwise_layout
 from codegen.lower.kinds import Unsupported
 from codegen.lower.select import CHOOSERS
 from egraph_ir import op
@@ -74,7 +74,7 @@ def pointwise_cases(draw: st.DrawFn) -> tuple[ir.Function, dict[str, np.ndarray]
     data_blocked, out_blocked = draw(st.sampled_from([(True, True), (False, True), (True, False)]))
     c = 16 * draw(st.integers(1, 4)) if data_blocked else draw(st.sampled_from([3, 16, 24, 40]))
     o = 16 * draw(st.integers(1, 5)) if out_blocked else draw(st.sampled_from([8, 24, 40, 64]))
-    n = draw(st.integers(1, 2))
+    n = draw(st.integers(1, 3))
     h, w = draw(st.integers(1, 15)), draw(st.integers(1, 15))
     rng = np.random.default_rng(draw(st.integers(0, 2**16)))
     shape = (n, c // 16, h, w, 16) if data_blocked else (n, c, h, w)
@@ -111,6 +111,29 @@ def test_every_blocked_pointwise_form_matches_the_interpreter(case) -> None:
     fn, inputs = case
     exe = _build_native(fn)
     assert_allclose(exe.run(**inputs), ir.interpret(fn, **inputs), what=str(fn))
+
+
+@pytest.mark.parametrize("out_layout", ["NCHW16c", "NCHW"])
+def test_a_batch_runs_item_by_item_through_the_pointwise_kernel(out_layout: str) -> None:
+    """At batch > 1 the threads share (item, panel, part) iterations, an item's panels in
+    turn (its input stays in cache): every item, with a residual, at 1 to 3 threads."""
+    rng = np.random.default_rng(3)
+    o = 48 if out_layout == "NCHW16c" else 40
+    x = ir.var("x", shape=(3, 5, 9, 11, 16))
+    weights = ir.const((rng.standard_normal((o, 80, 1, 1)) / 9).astype("float32"))
+    conv = op.conv2d_nchwc(x, weights, out_layout=out_layout)
+    out_shape = (3, o // 16, 9, 11, 16) if out_layout == "NCHW16c" else (3, o, 9, 11)
+    skip = ir.var("skip", shape=out_shape)
+    fn = ir.Function([x, skip], op.add(conv, skip))
+    inputs = {"x": rng.standard_normal((3, 5, 9, 11, 16)).astype("float32")}
+    inputs["skip"] = rng.standard_normal(out_shape).astype("float32")
+    for threads in (1, 2, 3):
+        with pm.PassContext(config={**NATIVE, "codegen.num_threads": threads}):
+            exe = codegen.build(fn)
+        assert [k.variant for k in exe.graph.kernels()] == ["nchwc-pointwise"]
+        assert_allclose(exe.run(**inputs), ir.interpret(fn, **inputs))
+    layout = pointwise_layout(ir.infer_type(ir.Function([x], conv)).body)
+    assert layout.items == 3 and layout.work == 3 * layout.count * layout.splits
 
 
 @given(
