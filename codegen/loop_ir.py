@@ -204,11 +204,14 @@ class Shuffle(LExpr):
 class Dot4(LExpr):
     """acc plus, in each 32-bit lane, the dot product of the four unsigned bytes of `a`
     with the four signed bytes of `b` (int32 vectors): VNNI's vpdpbusd, the step of an
-    int8 convolution (codegen/lower/kernels/conv/int8.py)."""
+    int8 convolution (codegen/lower/kernels/conv/int8.py). `pairs`: the products of bytes
+    0 and 1 and of bytes 2 and 3 each added and saturated to int16 first (vpmaddubsw then
+    vpmaddwd: ONNX Runtime's sums without VNNI, and exact where no pair can overflow)."""
 
     acc: LExpr
     a: LExpr
     b: LExpr
+    pairs: bool = False
 
 
 @dataclass(frozen=True, eq=False)

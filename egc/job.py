@@ -298,17 +298,19 @@ def run_checks(
 
 
 def _integer_forms(mod: ir.IRModule) -> ir.IRModule:
-    """A quantised model as its integer kernels compute it (FakeQuantizationToInteger):
-    the reference a QDQ chain is checked against, as ONNX Runtime runs it too (the float
-    chain the ONNX spec spells out is a quantum off at times, more after many layers)."""
+    """A quantised model as its integer kernels compute it (FakeQuantizationToInteger,
+    then OnnxRuntimeSums: saturating pairs where ONNX Runtime sums so on this CPU): the
+    reference a QDQ chain is checked against, as ONNX Runtime runs it too (the float chain
+    the ONNX spec spells out is a quantum off at times, more after many layers)."""
     quantised = any(
         isinstance(e, ir.Call) and getattr(e.op, "name", "") == "quantize"
         for e in ir.post_order(mod["main"].body)
     )
     if not quantised:
         return mod
-    with pm.PassContext():
-        return pm.passes.FakeQuantizationToInteger()(mod)
+    passes = pm.passes
+    integer = [passes.FakeQuantizationToInteger(), passes.InferType(), passes.OnnxRuntimeSums()]
+    return pm.Sequential(integer)(mod)
 
 
 def _listed(value: Any) -> list[Any]:

@@ -122,6 +122,14 @@ class Call(Expr):
     def __repr__(self) -> str:
         return f"Call({short_repr(self)})"
 
+    def with_same_type(self, **attrs: Any) -> Call:
+        """This call with some attributes changed that do not change its type (how a sum
+        is computed, say), the type it has kept: no inference needed to read it."""
+        out = Call(self.op, self.args, Attrs({**self.attrs, **attrs}), self.span)
+        if self.has_type:
+            out._set_type(self.checked_type)
+        return out
+
 
 @dataclass(frozen=True, eq=False, slots=True)
 class Tuple(Expr):

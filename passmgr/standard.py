@@ -13,6 +13,7 @@ def standard_pipeline() -> Sequential:
             p.InferType(),  # every later pass reads checked types
             p.SimplifyInference(),  # batch/layer norm and dropout into plain arithmetic
             p.FakeQuantizationToInteger(),  # QDQ chains as integer ops, as ONNX Runtime runs them
+            p.OnnxRuntimeSums(),  # uint8 x int8 sums as ONNX Runtime's kernels here sum them
             p.CanonicalizeQnn(),  # quantised ops as arithmetic the code generator compiles
             p.FoldConstant(),  # precompute the statistics those rules produced, shifted weights
             p.FoldScaleAxis(),  # fold per-channel scales/shifts into conv2d weights and bias

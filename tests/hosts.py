@@ -1,14 +1,14 @@
 """What the suite needs to know of the CPU it runs on.
 
-The int8 kernels are chosen where the CPU multiplies bytes natively (VNNI); elsewhere
-CanonicalizeQnn makes quantised layers float arithmetic on exact integers. Tests of the
-kernels themselves force them (`force_int8_kernels`): without VNNI the emitter writes the
-byte products out as plain vector arithmetic, the same integers.
-
-ONNX Runtime's u8 x s8 kernels are exact only with VNNI: its AVX2 and AVX-512BW kernels
-add pairs of byte products in saturating 16-bit lanes (vpmaddubsw), so a pair above 32767
-clips. Where that is so, a test that wants "what ONNX Runtime's int8 kernels compute"
-compares with the exact integers instead (`ORT_INT8_EXACT`).
+The int8 kernels are chosen where the CPU multiplies bytes natively: VNNI, or AVX2's
+vpmaddubsw where its saturating 16-bit pairs give the sums a call declares (its `pairs`
+attribute); elsewhere CanonicalizeQnn makes quantised layers float arithmetic on exact
+integers. ONNX Runtime's u8 x s8 kernels are exact only with VNNI: its AVX2 and AVX-512BW
+kernels add pairs of byte products in saturating 16-bit lanes, and CanonicalizeQnn makes
+ours sum so too on such CPUs (config `qnn.saturating_pairs`, "auto"). Tests of the exact
+kernels themselves pretend the CPU has VNNI (`force_int8_kernels`): the kernels are chosen
+with exact sums, which the emitter writes out as plain vector arithmetic where the CPU
+has no vpdpbusd; `ORT_INT8_EXACT` says whether ONNX Runtime's sums here are the exact ones.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ VECTOR_FLOATS = 16 if host_has("avx512f") else 8  # float32 lanes of the host's 
 
 
 def force_int8_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Choose the int8 convolution and product kernels whatever the CPU."""
-    monkeypatch.setattr("codegen.lower.kernels.conv.int8.host_has_vnni", lambda: True)
-    monkeypatch.setattr("codegen.lower.kernels.gemm.int8.host_has_vnni", lambda: True)
+    """Choose the int8 convolution and product kernels, with exact sums, whatever the CPU
+    (as on a VNNI host, where ONNX Runtime's sums are exact too)."""
+    monkeypatch.setattr("codegen.lower.kernels.conv.shape.host_has_vnni", lambda: True)
+    monkeypatch.setattr("passmgr.passes.onnxruntime_sums.onnxruntime_saturates", lambda: False)

@@ -315,7 +315,7 @@ class _KernelEmitter:
         if isinstance(e, Bin):
             return self.binary(e)
         if isinstance(e, Dot4):
-            return self.math.dot4(b, self.expr(e.acc), self.expr(e.a), self.expr(e.b))
+            return self.math.dot4(b, self.expr(e.acc), self.expr(e.a), self.expr(e.b), e.pairs)
         if isinstance(e, Lookup):
             value = self.math.tables.read(b, e.table, self.expr(e.index))
             return self.cast(value, "int32", e.dtype)

@@ -95,12 +95,17 @@ class MathLib:
     def call(self, b: ir.IRBuilder, name: str, *args: ir.Value) -> ir.Value:
         return b.call(self.intrinsic(name, args[0].type, len(args)), list(args))
 
-    def dot4(self, b: ir.IRBuilder, acc: ir.Value, x: ir.Value, y: ir.Value) -> ir.Value:
+    def dot4(
+        self, b: ir.IRBuilder, acc: ir.Value, x: ir.Value, y: ir.Value, pairs: bool = False
+    ) -> ir.Value:
         """acc + per 32-bit lane the dot product of x's four unsigned bytes with y's four
-        signed bytes: one vpdpbusd with VNNI; elsewhere the same sum in plain vector IR
-        (widened products, four strided lane shuffles added), which cannot overflow
-        either: each lane adds at most 4 * 255 * 128."""
+        signed bytes: one vpdpbusd with VNNI; with `pairs` (loop_ir.Dot4) vpmaddubsw and
+        vpmaddwd; elsewhere the same sum in plain vector IR (widened products, four
+        strided lane shuffles added), which cannot overflow either: each lane adds at most
+        4 * 255 * 128."""
         lanes = acc.type.count
+        if pairs:
+            return self._pair_sums(b, acc, x, y)
         if host_has_vnni() and lanes == 16:
             name = "llvm.x86.avx512.vpdpbusd.512"
             if name not in self.declared:
@@ -118,6 +123,63 @@ class MathLib:
             pick = ir.Constant(ir.VectorType(I32, lanes), [4 * i + k for i in range(lanes)])
             total = b.add(total, b.shuffle_vector(products, ir.Constant(wide, ir.Undefined), pick))
         return total
+
+    def _pair_sums(self, b: ir.IRBuilder, acc: ir.Value, x: ir.Value, y: ir.Value) -> ir.Value:
+        """dot4 with each pair of byte products saturated to int16: vpmaddubsw (unsigned by
+        signed bytes, pairs added with saturation) and vpmaddwd by ones (the two pairs of a
+        word added in int32), on 512-bit vectors with AVX-512 BW, else on 256-bit halves;
+        without AVX2 the same arithmetic widened."""
+        lanes = acc.type.count
+        width = 512 if host_has("avx512bw") and lanes == 16 else 256 if host_has("avx2") else 0
+        if not width or (4 * 8 * lanes) % width:
+            return self._pair_sums_widened(b, acc, x, y)
+        words = width // 32  # 32-bit lanes per hardware vector
+        suffix = "avx512.pmaddubs.w.512" if width == 512 else "avx2.pmadd.ub.sw"
+        madd = "avx512.pmaddw.d.512" if width == 512 else "avx2.pmadd.wd"
+        bytes_, shorts, ints = (ir.VectorType(ir.IntType(n), width // n) for n in (8, 16, 32))
+        pair_fn = self._declare(f"llvm.x86.{suffix}", shorts, [bytes_, bytes_])
+        word_fn = self._declare(f"llvm.x86.{madd}", ints, [shorts, shorts])
+        ones = ir.Constant(shorts, [1] * shorts.count)
+        parts = []
+        for start in range(0, lanes, words):
+            pick = lane_mask(range(start, start + words))
+            halves = [b.shuffle_vector(v, ir.Constant(v.type, ir.Undefined), pick) for v in (x, y)]
+            xb, yb = (b.bitcast(h, bytes_) for h in halves)
+            parts.append(b.call(word_fn, [b.call(pair_fn, [xb, yb]), ones]))
+        total = parts[0]
+        if len(parts) > 1:
+            total = b.shuffle_vector(parts[0], parts[1], lane_mask(range(lanes)))
+        return b.add(acc, total)
+
+    def _pair_sums_widened(
+        self, b: ir.IRBuilder, acc: ir.Value, x: ir.Value, y: ir.Value
+    ) -> ir.Value:
+        """_pair_sums in plain vector IR: widened products, pairs added and clamped."""
+        lanes = acc.type.count
+        wide = ir.VectorType(I32, 4 * lanes)
+        xs = b.zext(b.bitcast(x, ir.VectorType(I8, 4 * lanes)), wide)
+        ys = b.sext(b.bitcast(y, ir.VectorType(I8, 4 * lanes)), wide)
+        products = b.mul(xs, ys)
+        undefined = ir.Constant(wide, ir.Undefined)
+        low = ir.Constant(ir.VectorType(I32, 2 * lanes), [-(2**15)] * (2 * lanes))
+        high = ir.Constant(ir.VectorType(I32, 2 * lanes), [2**15 - 1] * (2 * lanes))
+        even, odd = (
+            b.shuffle_vector(products, undefined, lane_mask(range(k, 4 * lanes, 2))) for k in (0, 1)
+        )
+        pair = b.add(even, odd)
+        pair = b.select(b.icmp_signed("<", pair, low), low, pair)
+        pair = b.select(b.icmp_signed(">", pair, high), high, pair)
+        undefined_pairs = ir.Constant(pair.type, ir.Undefined)
+        first, second = (
+            b.shuffle_vector(pair, undefined_pairs, lane_mask(range(k, 2 * lanes, 2)))
+            for k in (0, 1)
+        )
+        return b.add(acc, b.add(first, second))
+
+    def _declare(self, name: str, result: ir.Type, args: list[ir.Type]) -> ir.Function:
+        if name not in self.declared:
+            self.declared[name] = ir.Function(self.module, ir.FunctionType(result, args), name=name)
+        return self.declared[name]
 
     # ------------------------------------------------------------ helpers
     @staticmethod

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import functools
 import os
+import platform
 
+import llvmlite.binding as llvm
 import numpy as np
 
 from ..attrs import Attrs
@@ -89,6 +91,17 @@ def m1_groups(depth: int) -> list[int]:
     """How MLAS's one-row product walks its depth: fours, then a two, then a one."""
     fours, rest = divmod(depth, 4)
     return [4] * fours + ([2] if rest >= 2 else []) + ([1] if rest % 2 else [])
+
+
+@functools.cache
+def onnxruntime_saturates() -> bool:
+    """Whether ONNX Runtime's uint8 x int8 products on this CPU sum byte products in
+    saturating int16 pairs (vpmaddubsw: x86 without AVX-512 VNNI or AVX-VNNI); with VNNI,
+    and off x86, they are exact (egraph_ir/op/qnn.py: PAIRS)."""
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return False
+    features = llvm.get_host_cpu_features()
+    return not (features.get("avx512vnni", False) or features.get("avxvnni", False))
 
 
 @functools.cache

@@ -22,10 +22,10 @@ import ml_dtypes
 import numpy as np
 
 from ..attrs import Attrs
-from ..registry import Op, OpPattern, ShapeError, get_op, register_op
+from ..registry import AttrSpec, Op, OpPattern, ShapeError, get_op, register_op
 from ..types import NARROW_INTS, TensorType, Type
 from ._common import broadcast_shapes, per_output_element, require_dtype, size_of
-from .nn import CONV_ATTRS, conv2d_ref, matmul_shape
+from .nn import CONV_ATTRS, conv2d_ref, conv_geometry, matmul_shape, windows
 
 QUANTISED = ("int8", "uint8", "int32")
 
@@ -114,10 +114,64 @@ def _shifted(x: np.ndarray, zero: np.ndarray) -> np.ndarray:
     return x.astype(np.int64) - zero.astype(np.int64)
 
 
-def qnn_conv2d_ref(x, w, x_zero, w_zero, strides, padding, dilation, groups) -> np.ndarray:
-    """conv2d of (x - x_zero) and (w - w_zero), summed exactly, as int32."""
-    out = conv2d_ref(_shifted(x, x_zero), _shifted(w, w_zero), strides, padding, dilation, groups)
-    return out.astype(np.int32)
+# How byte products are summed: "exact" (int32), or "saturating" as ONNX Runtime's x86
+# uint8 x int8 kernels sum them on CPUs without VNNI (vpmaddubsw): the raw bytes' products
+# added in pairs of consecutive k, each pair saturated to int16, the pairs added in int32,
+# then the zero points' shares taken off exactly. k runs as MLAS lays it out: a product's
+# depth; a convolution's (kernel row, column, input channel), its NHWC im2col order.
+PAIRS = AttrSpec("pairs", "str", "exact", ("exact", "saturating"))
+_CHUNK = 1 << 22  # products held at once by pair_sums
+
+
+def pair_sums(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """sum_k a[..., m, k] * b[..., n, k] of raw bytes in saturating int16 pairs, (..., M, N)
+    int64; rows in chunks, so the (M, N, K) products never all exist at once."""
+    a, b = a.astype(np.int64), b.astype(np.int64)
+    if a.shape[-1] % 2:
+        a, b = (np.concatenate([t, np.zeros((*t.shape[:-1], 1), np.int64)], -1) for t in (a, b))
+    rows = max(1, _CHUNK // max(1, b.shape[-2] * b.shape[-1]))
+    parts = []
+    for m in range(0, a.shape[-2], rows):
+        products = a[..., m : m + rows, None, :] * b[..., None, :, :]
+        pairs = products[..., 0::2] + products[..., 1::2]
+        parts.append(np.clip(pairs, -(2**15), 2**15 - 1).sum(-1))
+    return np.concatenate(parts, axis=-2) if parts else np.zeros((*a.shape[:-1], b.shape[-2]))
+
+
+def _saturating(cols: np.ndarray, w: np.ndarray, x_zero: Any, w_zero: np.ndarray) -> np.ndarray:
+    """MLAS's sum of (cols - x_zero) * (w - w_zero) over k: the raw bytes in saturating
+    pairs, less x_zero * sum(w) and w_zero * sum(cols), plus K * x_zero * w_zero; w is
+    (N, K), w_zero per row of it."""
+    if np.size(x_zero) != 1:
+        raise ShapeError("saturating pairs take one data zero point per tensor")
+    zx, zw, depth = int(np.ravel(x_zero)[0]), w_zero.astype(np.int64), cols.shape[-1]
+    raw = pair_sums(cols, w)
+    col_sums = cols.astype(np.int64).sum(-1)[..., None]
+    return raw - zx * w.astype(np.int64).sum(-1) - zw * col_sums + depth * zx * zw
+
+
+def qnn_conv2d_ref(x, w, x_zero, w_zero, strides, padding, dilation, groups, pairs="exact"):
+    """conv2d of (x - x_zero) and (w - w_zero) as int32: summed exactly, or in saturating
+    pairs over MLAS's (kernel row, column, channel) order, the padding x_zero's bytes."""
+    if pairs == "exact":
+        out = conv2d_ref(
+            _shifted(x, x_zero), _shifted(w, w_zero), strides, padding, dilation, groups
+        )
+        return out.astype(np.int32)
+    attrs = dict(strides=strides, padding=padding, dilation=dilation, groups=groups)
+    (n, o, oh, ow), (pt, pl, pb, pr), (sh, sw), (dh, dw) = conv_geometry(x.shape, w.shape, attrs)
+    fill = int(np.ravel(x_zero)[0]) if np.size(x_zero) == 1 else 0
+    xp = np.pad(x.astype(np.int64), ((0, 0), (0, 0), (pt, pb), (pl, pr)), constant_values=fill)
+    zw = np.broadcast_to(w_zero, w.shape).reshape(o, -1)[:, 0]
+    cg, og = x.shape[1] // groups, o // groups
+    outs = []
+    for g in range(groups):
+        win = windows(xp[:, g * cg : (g + 1) * cg], w.shape[2], w.shape[3], sh, sw, dh, dw, oh, ow)
+        cols = win.transpose(0, 2, 3, 4, 5, 1).reshape(n, oh * ow, -1)  # (tap, channel)
+        wg = w[g * og : (g + 1) * og].transpose(0, 2, 3, 1).reshape(og, -1)
+        summed = _saturating(cols, wg, x_zero, zw[g * og : (g + 1) * og])
+        outs.append(summed.reshape(n, oh, ow, og).transpose(0, 3, 1, 2))
+    return np.concatenate(outs, axis=1).astype(np.int32)
 
 
 def _qnn_dense_infer(args: list[TensorType], attrs: Attrs) -> Type:
@@ -129,9 +183,12 @@ def _qnn_dense_infer(args: list[TensorType], attrs: Attrs) -> Type:
     return TensorType((data.shape[0], weight.shape[0]), "int32")
 
 
-def qnn_dense_ref(x, w, x_zero, w_zero) -> np.ndarray:
-    """(x - x_zero) @ (w - w_zero).T, summed exactly, as int32."""
-    return (_shifted(x, x_zero) @ _shifted(w, w_zero).T).astype(np.int32)
+def qnn_dense_ref(x, w, x_zero, w_zero, pairs="exact") -> np.ndarray:
+    """(x - x_zero) @ (w - w_zero).T as int32: exact, or in saturating pairs of k."""
+    if pairs == "exact":
+        return (_shifted(x, x_zero) @ _shifted(w, w_zero).T).astype(np.int32)
+    zw = np.broadcast_to(w_zero, w.shape)[:, 0]
+    return _saturating(x, w, x_zero, zw).astype(np.int32)
 
 
 def _scalar_scales(
@@ -231,9 +288,13 @@ def _qnn_matmul_infer(args: list[TensorType], attrs: Attrs) -> Type:
     return TensorType(matmul_shape(a.shape, b.shape), "int32")
 
 
-def qnn_matmul_ref(a, b, a_zero, b_zero) -> np.ndarray:
-    """ONNX's MatMulInteger: (a - a_zero) @ (b - b_zero), exact, int32."""
-    return np.matmul(_shifted(a, a_zero), _shifted(b, b_zero)).astype(np.int32)
+def qnn_matmul_ref(a, b, a_zero, b_zero, pairs="exact") -> np.ndarray:
+    """ONNX's MatMulInteger: (a - a_zero) @ (b - b_zero) as int32, exact or in saturating
+    pairs of k (one zero point for b, or one per column)."""
+    if pairs == "exact":
+        return np.matmul(_shifted(a, a_zero), _shifted(b, b_zero)).astype(np.int32)
+    zb = np.broadcast_to(b_zero, b.shape)[..., 0, :]
+    return _saturating(a, np.swapaxes(b, -1, -2), a_zero, zb[..., None, :]).astype(np.int32)
 
 
 def _matmul_macs(args: list[TensorType], out: Type, attrs: Attrs) -> float:
@@ -276,13 +337,14 @@ for name, infer, ref, doc in (
 INTEGER_PAIR = ("data", "weight", "data_zero_point", "weight_zero_point")
 FUSABLE, ELEMWISE = OpPattern.OUT_ELEMWISE_FUSABLE, OpPattern.ELEMWISE
 INTEGER_OPS: tuple[tuple[Any, ...], ...] = (
-    ("qnn_conv2d", INTEGER_PAIR, _qnn_conv2d_infer, qnn_conv2d_ref, FUSABLE, _macs, CONV_ATTRS,
-     "conv2d of int8/uint8 data and weight less their zero points, exact, int32"),
-    ("qnn_dense", INTEGER_PAIR, _qnn_dense_infer, qnn_dense_ref, FUSABLE, _macs, (),
-     "dense of int8/uint8 data and weight less their zero points, exact, int32"),
+    ("qnn_conv2d", INTEGER_PAIR, _qnn_conv2d_infer, qnn_conv2d_ref, FUSABLE, _macs,
+     (*CONV_ATTRS, PAIRS),
+     "conv2d of int8/uint8 data and weight less their zero points, int32 (pairs: how summed)"),
+    ("qnn_dense", INTEGER_PAIR, _qnn_dense_infer, qnn_dense_ref, FUSABLE, _macs, (PAIRS,),
+     "dense of int8/uint8 data and weight less their zero points, int32 (pairs: how summed)"),
     ("qnn_matmul", ("a", "b", "a_zero_point", "b_zero_point"), _qnn_matmul_infer,
-     qnn_matmul_ref, FUSABLE, _matmul_macs, (),
-     "matmul of int8/uint8 tensors less their zero points, exact, int32 (MatMulInteger)"),
+     qnn_matmul_ref, FUSABLE, _matmul_macs, (PAIRS,),
+     "matmul of int8/uint8 tensors less their zero points, int32 (MatMulInteger; pairs)"),
     ("qnn_add", ("lhs", "rhs", "lhs_scale", "lhs_zero_point", "rhs_scale", "rhs_zero_point",
                  "output_scale", "output_zero_point"), _qnn_add_infer, qnn_add_ref, ELEMWISE,
      per_output_element(4.0), (),

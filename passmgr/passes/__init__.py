@@ -23,6 +23,7 @@ from .fold_constant import FoldConstant, FoldReport
 from .fuse_ops import FuseOps, FuseReport
 from .infer_type import InferType
 from .inline import Inline, InlineReport
+from .onnxruntime_sums import OnnxRuntimeSums, SumsReport
 from .partition import (
     AnnotateReport,
     AnnotateTarget,
@@ -48,9 +49,11 @@ from .tabulate import TabulateByteFunctions, TabulateReport
 __all__ = [
     "BlockLayout",
     "CanonicalizeQnn",
+    "OnnxRuntimeSums",
     "ExpandMlasOrder",
     "MlasReport",
     "QnnReport",
+    "SumsReport",
     "FakeQuantizationToInteger",
     "Inline",
     "InlineReport",

@@ -109,7 +109,7 @@ def lowered(call: Call, args: list[Expr], lookup: Lookup) -> Expr:
     name = call.op.name  # type: ignore[union-attr]
     if name == "requantize":
         return _requantized(call, args, lookup)
-    if _kept(call):
+    if _stays(call):
         return Call(call.op, tuple(args), call.attrs)
     dtype = call.checked_type.dtype  # type: ignore[attr-defined]
     if name == "dequantize":
@@ -138,14 +138,21 @@ def _requantized(call: Call, args: list[Expr], lookup: Lookup) -> Expr:
     float arithmetic."""
     acc, multiplier, zero = args
     value = _float_accumulator(call.args[0], lookup)
-    if value is None and _kept(call):
+    if value is None and integer_kernel_keeps(call):
         return Call(call.op, tuple(args), call.attrs)
     value = _f32(acc) if value is None else value
     return _saturated(op.round(op.multiply(value, multiplier)), zero, call.checked_type.dtype)  # type: ignore[attr-defined]
 
 
-def _kept(call: Call) -> bool:
-    """A quantised call left for the code generator's integer kernel."""
+def _stays(call: Call) -> bool:
+    """A quantised call left as it is: for an integer kernel, or summing in saturating
+    pairs (OnnxRuntimeSums: the integer kernels and the op's reference compute those; they
+    have no float form)."""
+    return integer_kernel_keeps(call) or call.attrs.get("pairs") == "saturating"
+
+
+def integer_kernel_keeps(call: Call) -> bool:
+    """Whether a (typed) quantised call is left for the code generator's integer kernel."""
     return bool(PassContext.current().get_config("qnn.integer_kernels")) and has_native_form(call)
 
 
@@ -200,7 +207,7 @@ def _float_accumulator(acc: Expr, lookup: Lookup) -> Expr | None:
         bias = added
     if not (isinstance(conv, Call) and isinstance(conv.op, Op) and conv.op.name == "qnn_conv2d"):
         return None
-    if _kept(conv):
+    if _stays(conv):
         return None
     room = FLOAT32_INTEGERS - (0 if bias is None else int(np.abs(bias.data).max(initial=0)))
     value, dtype = _conv_in_floats(conv, lookup, room)
@@ -217,9 +224,8 @@ def _conv_in_floats(conv: Call, lookup: Lookup, room: int) -> tuple[Expr, str]:
     x, w, x_zero, w_zero = (lookup(a) for a in conv.args)
 
     def convolved(data: Expr, weight: Expr, dtype: str) -> Expr:
-        return op.conv2d(
-            _shifted(data, x_zero, dtype), _shifted(weight, w_zero, dtype), **conv.attrs
-        )
+        attrs = {k: v for k, v in conv.attrs.items() if k != "pairs"}  # exact sums here
+        return op.conv2d(_shifted(data, x_zero, dtype), _shifted(weight, w_zero, dtype), **attrs)
 
     slices = _channel_slices(conv, room)
     if len(slices) == 1:
@@ -277,7 +283,7 @@ def canonicalize(fn: Function) -> tuple[Function, int, int]:
     counts = [0, 0]
 
     def lower(call: Call, args: list[Expr], lookup: Lookup) -> Expr:
-        keep = _kept(call)
+        keep = _stays(call)
         counts[keep] += 1
         return lowered(call, args, lookup)
 

@@ -23,7 +23,7 @@ from . import channels, int8
 from .channels import ChannelLayout, tile_load, tile_shape
 from .epilogue import channel_block, micro_kernel
 from .int8 import ByteWords, offsets, pack_kernel, packed_input_shape
-from .shape import ConvShape
+from .shape import ConvShape, sums_by_pairs
 
 
 def int8_channel_conv(group: Group, anchor: Call, ops: list[str], lay: ChannelLayout) -> ConvKernel:
@@ -38,7 +38,7 @@ def int8_channel_conv(group: Group, anchor: Call, ops: list[str], lay: ChannelLa
     tile = (tile_shape(anchor, lay), "int32")
     scratches = [packed_input_shape(anchor, lay.wide), tile]
     panel = LoopVar(INDEX, "panel")
-    arithmetic = ByteWords(offsets=offset)
+    arithmetic = ByteWords(offsets=offset, pairs=sums_by_pairs(anchor))
     stmts = channels.panel_block(anchor, lay, panel, "xpad", packed, "tile", arithmetic)
     stmts += channel_block(group, panel, lay.width, flat_planes=True)
     macs, loop = channels.macs(anchor) // int8.WORD, ("panel", g.o // lay.width)

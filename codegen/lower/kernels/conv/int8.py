@@ -33,7 +33,6 @@ import numpy as np
 from egraph_ir.expr import Call, Constant
 from egraph_ir.support import register_native_form
 
-from ....llvm.mathlib import host_has_vnni
 from ....loop_ir import (
     INDEX,
     LANES,
@@ -71,7 +70,15 @@ from .depthwise_int8 import depthwise_fits
 from .direct import direct_block, wide_rows_load
 from .epilogue import INT8_MASKED_ROWS, block_epilogue, channel_block, micro_kernel
 from .prologue import span
-from .shape import Accumulation, ConvShape, Wide, int8_operands_fit, loop_var
+from .shape import (
+    Accumulation,
+    ConvShape,
+    Wide,
+    int8_operands_fit,
+    integer_sums_fit,
+    loop_var,
+    sums_by_pairs,
+)
 
 WORD = 4  # input channels per 32-bit word
 
@@ -82,11 +89,19 @@ def fits(call: Call) -> bool:
 
 
 def worth_it(call: Call) -> bool:
-    """Taken where the CPU multiplies bytes natively (VNNI); elsewhere the float
-    convolution CanonicalizeQnn writes is faster than widened byte products. Depthwise
-    calls always: they read the 8-bit input itself, where the float path converts it in
-    a kernel of its own first."""
-    return (fits(call) and host_has_vnni()) or depthwise_fits(call)
+    """Taken where the CPU multiplies bytes natively (VNNI's vpdpbusd, AVX2's vpmaddubsw
+    where its int16 pairs give the sums the call declares: integer_sums_fit); elsewhere the
+    float convolution CanonicalizeQnn writes is faster than widened byte products.
+    Depthwise calls always: they read the 8-bit input itself, where the float path
+    converts it in a kernel of its own first."""
+    return (fits(call) and integer_sums_fit(call, pair_order(call))) or depthwise_fits(call)
+
+
+def pair_order(call: Call) -> np.ndarray:
+    """The weights as the kernel pairs them: (O, kh, kw, C), channel pairs at one tap."""
+    w = call.args[1]
+    assert isinstance(w, Constant)
+    return np.asarray(w.data).transpose(0, 2, 3, 1)
 
 
 def layout(call: Call) -> Wide:
@@ -242,8 +257,10 @@ class ByteWords(Accumulation):
     def channels(self, g: ConvShape, groups: int) -> int:
         return words(g.c)
 
+    pairs: bool = False  # byte products added in int16 pairs (loop_ir.Dot4)
+
     def update(self, acc: LExpr, inputs: LExpr, weight: LExpr) -> LExpr:
-        return Dot4(self.vector, acc, inputs, weight)
+        return Dot4(self.vector, acc, inputs, weight, self.pairs)
 
 
 def macs(call: Call, lay: Wide) -> int:
@@ -265,7 +282,7 @@ def int8_conv(group: Group, anchor: Call, ops: list[str], lay: Wide) -> ConvKern
     weight, offset = group.buffer_of(Constant(packed)), group.buffer_of(Constant(offsets))
     special = {"xpad": BufferRef("scratch", 0), "wide": BufferRef("scratch", 1)}
     block = LoopVar(INDEX, "ob")
-    arithmetic = ByteWords(offsets=offset)
+    arithmetic = ByteWords(offsets=offset, pairs=sums_by_pairs(anchor))
     # output pixels are the wide rows' columns (1x1, whole blocks): the epilogue follows
     # each register block, on columns still in L1, not each block's rows from L2
     by_block = Wide.of(anchor).into_out

@@ -184,8 +184,9 @@ def pointwise_panel(
     conv: Call, lay: PointwiseLayout, work: LoopVar, source: str, packed: str, after_block
 ) -> list[Stmt]:
     """Shared iteration `work`: its panel's W output channels at its part of the pixels
-    of its item (of every item where the layout has one item), each register block of PR pixels from `first` into the thread's tile,
-    then `after_block(b, first)` (its epilogue, which writes the output). Parts are
+    of its item (of every item where the layout has one item), each register block of PR
+    pixels from `first` into the thread's tile, then `after_block(b, first)` (its
+    epilogue, which writes the output). Parts are
     equal; the last ones redo the last block where they do not divide (the same values,
     stored again)."""
     g = BlockedShape.of(conv)

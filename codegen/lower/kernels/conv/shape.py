@@ -18,7 +18,8 @@ from egraph_ir.op.nn import norm_padding, norm_pair
 from egraph_ir.registry import Op
 from egraph_ir.types import TensorType
 
-from ....llvm.cpu import accumulator_budget
+from ....llvm.cpu import accumulator_budget, host_has
+from ....llvm.mathlib import host_has_vnni
 from ....loop_ir import (
     INDEX,
     LANES,
@@ -231,6 +232,39 @@ def int8_operands_fit(call: Call) -> bool:
         and not w_zero.data.any()  # 0, per tensor or per output channel
         and min(g.top, g.left, g.bottom, g.right) >= 0
     )
+
+
+PAIR_LIMIT = 128  # |w0| + |w1| of a pair: 255 * 128 = 32640 stays within int16
+
+
+def pairs_in_int16(weights: np.ndarray) -> bool:
+    """Whether no pair of byte products (weights consecutive along the last axis, the pairs
+    a word of four holds; an odd count padded with 0) can leave int16 for any input byte."""
+    w = np.abs(weights.astype(np.int32))
+    if w.shape[-1] % 2:
+        w = np.concatenate([w, np.zeros((*w.shape[:-1], 1), np.int32)], axis=-1)
+    pairs = w[..., 0::2] + w[..., 1::2]
+    return pairs.size == 0 or int(pairs.max()) <= PAIR_LIMIT
+
+
+def sums_by_pairs(call: Call) -> bool:
+    """Whether an int8 kernel adds the call's byte products in int16 pairs (loop_ir.Dot4):
+    where the call says so (its `pairs` attribute "saturating", ONNX Runtime's sums without
+    VNNI), and on CPUs without VNNI, where pairs are the fast way (exact there:
+    integer_sums_fit)."""
+    return call.attrs.get("pairs") == "saturating" or not host_has_vnni()
+
+
+def integer_sums_fit(call: Call, pair_order: np.ndarray) -> bool:
+    """Whether this CPU's int8 kernels compute the call's sums as it declares them (its
+    int8 weights in pair order: pairs consecutive along the last axis). With VNNI always
+    (vpdpbusd exact, vpmaddubsw saturating); with AVX2 by vpmaddubsw, which saturates: for
+    a saturating call, or where no pair can overflow (7-bit weights always)."""
+    if host_has_vnni():
+        return True
+    if not host_has("avx2"):
+        return False
+    return call.attrs.get("pairs") == "saturating" or pairs_in_int16(pair_order)
 
 
 VECTOR = f"float32x{LANES}"

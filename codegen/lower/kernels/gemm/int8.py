@@ -23,12 +23,11 @@ from egraph_ir.support import register_native_form
 from egraph_ir.types import TensorType
 from egraph_ir.visitor import post_order
 
-from ....llvm.mathlib import host_has_vnni
 from ....loop_ir import INDEX, LANES, Bin, Buffer, Cast, Dot4, LExpr, Load, LoopVar, Splat, idx
 from ...group import Group
 from ...kinds import LoopKernel, Unsupported
 from ...strategy import NativeKernel
-from ..conv.shape import Accumulation
+from ..conv.shape import Accumulation, integer_sums_fit, sums_by_pairs
 from . import packed as gemm
 from .packed import Packed, panel_epilogue, panel_kernel
 
@@ -58,7 +57,13 @@ def fits(call: Call) -> bool:
 
 
 def worth_it(call: Call) -> bool:
-    return fits(call) and host_has_vnni()
+    """Where the CPU multiplies bytes natively as the call sums them (integer_sums_fit)."""
+    if not fits(call):
+        return False
+    b = call.args[1]
+    assert isinstance(b, Constant) and isinstance(call.op, Op)
+    by_column = b.data.T if call.op.name == "qnn_matmul" else b.data  # (N, K): k pairs
+    return integer_sums_fit(call, by_column)
 
 
 def pack(call: Call) -> tuple[Packed, np.ndarray]:
@@ -87,11 +92,12 @@ class ByteProduct(Accumulation):
     activations' zero point (`zero`, a run-time scalar) times their weight sums."""
 
     zero: str = ""  # the buffer holding the activations' zero point
+    pairs: bool = False  # byte products added in int16 pairs (loop_ir.Dot4)
     vector: str = f"int32x{LANES}"
     scalar: str = "int32"
 
     def update(self, acc: LExpr, inputs: LExpr, weight: LExpr) -> LExpr:
-        return Dot4(self.vector, acc, inputs, weight)
+        return Dot4(self.vector, acc, inputs, weight, self.pairs)
 
     def lanes_result(self, acc: LExpr, first: LExpr) -> LExpr:
         zero = Splat(self.vector, Cast("int32", Load("uint8", self.zero, idx(0))))
@@ -118,7 +124,8 @@ def int8_packed_gemm(
     a_buffer = group.buffers[a]
     group.buffers[a] = Buffer(a_buffer.name, "int32", (p.m, p.k))
     zero = group.buffer_of(a_zero if isinstance(a_zero, Var) else _one_element(a_zero))
-    arithmetic = ByteProduct(offsets=group.buffer_of(Constant(sums)), zero=zero)
+    offsets = group.buffer_of(Constant(sums))
+    arithmetic = ByteProduct(offsets=offsets, zero=zero, pairs=sums_by_pairs(anchor))
     panel = LoopVar(INDEX, "panel")
     packed = group.buffer_of(Constant(p.panels))
     stmts = gemm.panel_block(p, panel, a_buffer.name, packed, "acc", arithmetic)

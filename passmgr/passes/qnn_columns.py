@@ -1,0 +1,74 @@
+"""A quantised convolution of an odd channel count summed as ONNX Runtime sums it without
+VNNI: MLAS lays the input out as im2col columns, k over (kernel row, column, channel),
+and adds the uint8 x int8 products of consecutive k in saturating int16 pairs, so with
+three channels (an RGB stem) a pair joins the last channel of one tap and the first of
+the next. The int8 convolution kernels pair channels within a tap; this writes the columns
+and their product instead (CanonicalizeQnn), which the int8 product kernel computes in
+those pairs (codegen/lower/kernels/gemm/int8.py).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from egraph_ir import op
+from egraph_ir.expr import Call, Constant, Expr
+from egraph_ir.op.nn import norm_padding
+from egraph_ir.types import TensorType
+
+WORD = 4  # k per word of the int8 product kernel: the columns are padded to whole words
+
+
+def columns_fit(call: Call) -> bool:
+    """A one-group qnn_conv2d of uint8 data with an odd channel count, constant int8
+    weights of zero point 0, a constant scalar data zero point and no negative padding."""
+    x, w, x_zero, w_zero = call.args
+    x_t = x.checked_type
+    if not (isinstance(x_t, TensorType) and x_t.dtype == "uint8" and x_t.shape[1] % 2):
+        return False
+    if not all(isinstance(a, Constant) for a in (w, x_zero, w_zero)):
+        return False
+    assert isinstance(w, Constant) and isinstance(x_zero, Constant)
+    assert isinstance(w_zero, Constant)
+    return (
+        call.attrs["groups"] == 1
+        and w.data.dtype == np.int8
+        and x_zero.data.size == 1
+        and not w_zero.data.any()
+        and min(norm_padding(call.attrs["padding"])) >= 0
+    )
+
+
+def columns_product(call: Call, data: Expr) -> Expr:
+    """The call (columns_fit) as columns of `data` (its lowered input) and a saturating
+    qnn_dense of them, int32 (N, O, OH, OW) as the call's."""
+    out_t = call.checked_type
+    x_t = call.args[0].checked_type
+    w, x_zero = call.args[1:3]  # the weights zero point is 0 (columns_fit)
+    assert isinstance(out_t, TensorType) and isinstance(x_t, TensorType)
+    assert isinstance(w, Constant) and isinstance(x_zero, Constant)
+    n, c = x_t.shape[:2]
+    o, _, kh, kw = w.data.shape
+    oh, ow = out_t.shape[2:]
+    top, left, bottom, right = norm_padding(call.attrs["padding"])
+    (sh, sw), (dh, dw) = call.attrs["strides"], call.attrs["dilation"]
+    fill = float(np.ravel(x_zero.data)[0])  # MLAS pads with the zero point
+    padded = op.pad(data, pad_width=((0, 0), (0, 0), (top, bottom), (left, right)), pad_value=fill)
+    taps = []
+    for i in range(kh):
+        for j in range(kw):
+            begin = (0, 0, i * dh, j * dw)
+            end = (n, c, i * dh + (oh - 1) * sh + 1, j * dw + (ow - 1) * sw + 1)
+            tap = op.strided_slice(padded, begin=begin, end=end, strides=(1, 1, sh, sw))
+            taps.append(op.expand_dims(tap, axis=1))
+    stacked = op.concatenate(taps, axis=1)  # (N, taps, C, OH, OW)
+    depth = kh * kw * c
+    columns = op.reshape(op.transpose(stacked, axes=(0, 3, 4, 1, 2)), newshape=(n * oh * ow, depth))
+    extra = -depth % WORD
+    if extra:
+        columns = op.pad(columns, pad_width=((0, 0), (0, extra)), pad_value=fill)
+    weights = np.zeros((o, depth + extra), np.int8)
+    weights[:, :depth] = w.data.transpose(0, 2, 3, 1).reshape(o, depth)
+    zero = Constant(np.zeros((), np.int8))
+    product = op.call("qnn_dense", columns, Constant(weights), x_zero, zero, pairs="saturating")
+    return op.transpose(op.reshape(product, newshape=(n, oh, ow, o)), axes=(0, 3, 1, 2))
