@@ -23,7 +23,7 @@ from ..loop_ir import (
     Store,
     const,
 )
-from .compute import gather, qnn  # noqa: F401 (register their compute definitions)
+from .compute import columns, gather, qnn  # noqa: F401 (register their compute definitions)
 from .compute.definitions import COMPUTE, Ctx, Index
 from .kinds import Unsupported
 

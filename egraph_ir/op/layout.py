@@ -231,3 +231,52 @@ register_anchor(
     "filtering F(m x m, 3x3) with m = tile_size (2 or 4): what conv2d_nchwc computes, up "
     "to rounding; its FLOPs are the direct convolution's, so rates compare",
 )
+
+
+# ---------------------------------------------------------------- im2col columns
+def _columns_geometry(shape: tuple[int, ...], attrs: Mapping[str, Any]) -> tuple[int, ...]:
+    """(N, C, OH, OW, KH, KW) of im2col's input shape and attributes."""
+    kh, kw = attrs["kernel_size"]
+    geometry = dict(attrs, groups=1)
+    (n, _, oh, ow), *_ = conv_geometry(shape, (1, shape[1], kh, kw), geometry)
+    return n, shape[1], oh, ow, kh, kw
+
+
+def _im2col_infer(args: list[TensorType], attrs: Mapping[str, Any]) -> Type:
+    (x,) = args
+    if x.ndim != 4:
+        raise ShapeError(f"im2col takes NCHW data, got {x.shape}")
+    n, c, oh, ow, kh, kw = _columns_geometry(x.shape, attrs)
+    return TensorType((n * oh * ow, kh, kw, c), x.dtype)
+
+
+def im2col_ref(x, kernel_size, strides, padding, dilation, pad_value):
+    """Row (n, oy, ox): the window's values, (kernel row, column, channel) (MLAS's NHWC
+    im2col: reshaped to (rows, KH * KW * C), a product's depth), padding `pad_value`."""
+    attrs = dict(kernel_size=kernel_size, strides=strides, padding=padding, dilation=dilation)
+    n, c, oh, ow, kh, kw = _columns_geometry(x.shape, attrs)
+    _, (pt, pl, pb, pr), (sh, sw), (dh, dw) = conv_geometry(
+        x.shape, (1, c, kh, kw), dict(attrs, groups=1)
+    )
+    fill = np.asarray(pad_value).astype(x.dtype)
+    xp = np.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)), constant_values=fill)
+    taps = [
+        xp[:, :, i * dh : i * dh + (oh - 1) * sh + 1 : sh, j * dw : j * dw + (ow - 1) * sw + 1 : sw]
+        for i in range(kh)
+        for j in range(kw)
+    ]
+    columns = np.stack(taps, axis=-1).transpose(0, 2, 3, 4, 1)  # (N, OH, OW, taps, C)
+    return np.ascontiguousarray(columns).reshape(n * oh * ow, kh, kw, c)
+
+
+register_anchor(
+    "im2col",
+    ("data",),
+    _im2col_infer,
+    im2col_ref,
+    _transform_bytes,
+    (AttrSpec("kernel_size", "ints"), *CONV_ATTRS[:3], AttrSpec("pad_value", "float", 0.0)),
+    OpPattern.INJECTIVE,
+    doc="a convolution's windows as rows (N * OH * OW, KH, KW, C): MLAS's NHWC im2col; "
+    "padding reads pad_value",
+)

@@ -56,6 +56,10 @@ MAX_FANOUT = 4
 ANCHORS = (OpPattern.COMM_REDUCE, OpPattern.OUT_ELEMWISE_FUSABLE)
 ROW_ANCHORS = frozenset({"softmax", "log_softmax"})
 SCRATCH_ANCHORS = frozenset({"qnn_conv2d", "qnn_matmul", "qnn_dense"})
+# ops that read each input element many times (im2col: a window's worth): a producer
+# fused into them would be computed that many times, and they fused into a consumer would
+# lose the nest that makes their own indices loop variables; their groups are their own
+REREADING = frozenset({"im2col"})
 SINK = None  # the post-dominator of values that leave the dataflow (outputs, tuples)
 
 
@@ -169,6 +173,8 @@ def _fusable(n: Call, path: list[Call], end: Call, anchor: Call | None) -> bool:
     """May n's group absorb the path to its post-dominator? `anchor` is the anchor already in
     n's group: then n is part of its epilogue, and the epilogue rule applies."""
     kind = pattern_of(n)
+    if op_name(n) in REREADING:
+        return False
     if anchor is None and kind in ANCHORS:
         anchor = n
     if anchor is not None:
@@ -176,6 +182,8 @@ def _fusable(n: Call, path: list[Call], end: Call, anchor: Call | None) -> bool:
             pattern_of(m) <= OpPattern.BROADCAST and _epilogue_keeps(m, anchor) for m in path
         )
     if kind <= OpPattern.INJECTIVE:
+        if any(op_name(m) in REREADING for m in path):
+            return False
         return all(
             pattern_of(m) <= OpPattern.INJECTIVE
             or (m is end and pattern_of(m) == OpPattern.COMM_REDUCE)

@@ -50,22 +50,15 @@ def columns_product(call: Call, data: Expr) -> Expr:
     n, c = x_t.shape[:2]
     o, _, kh, kw = w.data.shape
     oh, ow = out_t.shape[2:]
-    top, left, bottom, right = norm_padding(call.attrs["padding"])
-    (sh, sw), (dh, dw) = call.attrs["strides"], call.attrs["dilation"]
     fill = float(np.ravel(x_zero.data)[0])  # MLAS pads with the zero point
-    padded = op.pad(data, pad_width=((0, 0), (0, 0), (top, bottom), (left, right)), pad_value=fill)
-    taps = []
-    for i in range(kh):
-        for j in range(kw):
-            begin = (0, 0, i * dh, j * dw)
-            end = (n, c, i * dh + (oh - 1) * sh + 1, j * dw + (ow - 1) * sw + 1)
-            tap = op.strided_slice(padded, begin=begin, end=end, strides=(1, 1, sh, sw))
-            taps.append(op.expand_dims(tap, axis=1))
-    stacked = op.concatenate(taps, axis=1)  # (N, taps, C, OH, OW)
     depth = kh * kw * c
-    columns = op.reshape(op.transpose(stacked, axes=(0, 3, 4, 1, 2)), newshape=(n * oh * ow, depth))
     extra = -depth % WORD
-    if extra:
+    windows = op.im2col(
+        data, kernel_size=(kh, kw), strides=call.attrs["strides"],
+        padding=call.attrs["padding"], dilation=call.attrs["dilation"], pad_value=fill,
+    )  # fmt: skip
+    columns = op.reshape(windows, newshape=(n * oh * ow, depth))
+    if extra:  # whole words of k, the extra ones zero point bytes times zero weights
         columns = op.pad(columns, pad_width=((0, 0), (0, extra)), pad_value=fill)
     weights = np.zeros((o, depth + extra), np.int8)
     weights[:, :depth] = w.data.transpose(0, 2, 3, 1).reshape(o, depth)

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 import egraph_ir as ir
 from egraph_ir import op
 from egraph_ir.op.layout import layout_transform_ref, parse_layout
-from egraph_ir.op.nn import conv2d_ref
+from egraph_ir.op.nn import conv2d_ref, norm_padding
 
 
 def nchw16c(x: np.ndarray, block: int = 16) -> np.ndarray:
@@ -138,3 +138,45 @@ def test_conv2d_winograd_takes_3x3_weights_only() -> None:
         ir.infer_type(
             ir.Function([x], op.conv2d_winograd(x, ir.const(np.zeros((16, 32, 1, 1), "float32"))))
         )
+
+
+@given(
+    st.integers(1, 3),
+    st.sampled_from([(1, 1), (3, 3), (2, 3)]),
+    st.sampled_from([(1, 1), (2, 2)]),
+    st.sampled_from([(0,), (1,), (1, 2, 0, 1)]),
+    st.sampled_from([(1, 1), (2, 1)]),
+)
+def test_im2col_rows_are_the_windows_in_row_column_channel_order(
+    channels: int, kernel: tuple[int, int], strides, padding, dilation
+) -> None:
+    """Row (n, oy, ox), entry (i, j, c): x[n, c, oy * sh + i * dh - top, ...], the padding
+    pad_value; the compiled kernel gives the reference's bytes."""
+    import codegen
+
+    rng = np.random.default_rng(channels)
+    x = rng.integers(0, 256, (2, channels, 7, 8)).astype("uint8")
+    attrs = dict(kernel_size=kernel, strides=strides, padding=padding, dilation=dilation)
+    fn = ir.Function(
+        [v := ir.var("x", shape=x.shape, dtype="uint8")], op.im2col(v, pad_value=9.0, **attrs)
+    )
+    got = ir.interpret(fn, x=x)
+    top, left, _, _ = norm_padding(padding)
+    (sh, sw), (dh, dw) = strides, dilation
+    xp = np.pad(x, ((0, 0), (0, 0), (top, 8), (left, 8)), constant_values=9)
+    oh, ow = _out_size(x.shape, kernel, strides, padding, dilation)
+    for n, oy, ox in [(0, 0, 0), (1, oh - 1, ow - 1), (1, oh // 2, 0)]:
+        row = got[(n * oh + oy) * ow + ox]
+        for i in range(kernel[0]):
+            for j in range(kernel[1]):
+                want = xp[n, :, oy * sh + i * dh, ox * sw + j * dw]
+                np.testing.assert_array_equal(row[i, j], want)
+    np.testing.assert_array_equal(codegen.build(fn).run(x=x), got)
+
+
+def _out_size(shape, kernel, strides, padding, dilation) -> tuple[int, int]:
+    from egraph_ir.op.nn import conv_geometry
+
+    attrs = dict(strides=strides, padding=padding, dilation=dilation, groups=1)
+    (_, _, oh, ow), *_ = conv_geometry(shape, (1, shape[1], *kernel), attrs)
+    return oh, ow

@@ -751,6 +751,7 @@ COVERED = (
         "layout_transform",  # test_layout_ops.py: by hand and through ONNX Runtime
         "conv2d_nchwc",
         "conv2d_winograd",  # test_layout_ops.py too
+        "im2col",  # test_layout_ops.py: against a loop over the windows, and compiled
     }
 )
 
