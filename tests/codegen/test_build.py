@@ -31,6 +31,7 @@ FROM_ATTRS = {
 EXPLICIT = {
     "einsum": ([(3, 4), (4, 5)], {"equation": "ij,jk->ik"}),
     "topk": ([(3, 6)], {"k": 2, "axis": 1}),
+    "im2col": ([(1, 3, 6, 5)], {"kernel_size": (3, 3), "padding": (1,), "pad_value": 0.5}),
 }
 
 
