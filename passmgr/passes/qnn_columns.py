@@ -42,6 +42,18 @@ def columns_fit(call: Call) -> bool:
 def columns_product(call: Call, data: Expr) -> Expr:
     """The call (columns_fit) as columns of `data` (its lowered input) and a saturating
     qnn_dense of them, int32 (N, O, OH, OW) as the call's."""
+    return as_nchw(call, columns_dense(call, data))
+
+
+def as_nchw(call: Call, rows: Expr) -> Expr:
+    """A (N * OH * OW, O) result of columns_dense in the call's NCHW shape."""
+    n, o, oh, ow = call.checked_type.shape  # type: ignore[attr-defined]
+    return op.transpose(op.reshape(rows, newshape=(n, oh, ow, o)), axes=(0, 3, 1, 2))
+
+
+def columns_dense(call: Call, data: Expr) -> Expr:
+    """The saturating qnn_dense of the columns: (N * OH * OW, O) int32, a row per pixel
+    (its bias and requantize can follow it there, before the transpose to NCHW)."""
     out_t = call.checked_type
     x_t = call.args[0].checked_type
     w, x_zero = call.args[1:3]  # the weights zero point is 0 (columns_fit)
@@ -63,5 +75,4 @@ def columns_product(call: Call, data: Expr) -> Expr:
     weights = np.zeros((o, depth + extra), np.int8)
     weights[:, :depth] = w.data.transpose(0, 2, 3, 1).reshape(o, depth)
     zero = Constant(np.zeros((), np.int8))
-    product = op.call("qnn_dense", columns, Constant(weights), x_zero, zero, pairs="saturating")
-    return op.transpose(op.reshape(product, newshape=(n, oh, ow, o)), axes=(0, 3, 1, 2))
+    return op.call("qnn_dense", columns, Constant(weights), x_zero, zero, pairs="saturating")
