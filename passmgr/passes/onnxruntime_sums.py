@@ -9,10 +9,10 @@ activations: 713 of 1,000 outputs on an AVX2 host). The pass marks such calls `p
 kernels compute them so (codegen's vpmaddubsw path): one-group convolutions of an even
 channel count whose sums a requantize reads (QLinearConv's form: ONNX Runtime's
 ConvInteger, whose int32 sums are the result, is exact everywhere), and products. A
-convolution of an odd
-channel count (an RGB stem) becomes MLAS's im2col columns and their saturating product
-(qnn_columns.py), its pairs crossing taps as ONNX Runtime's do. Depthwise convolutions are
-exact in ONNX Runtime too and are left alone, as are int8 activations (exact there).
+convolution of an odd channel count (an RGB stem) becomes MLAS's im2col columns and their
+saturating product (qnn_columns.py), its pairs crossing taps as ONNX Runtime's do, its
+bias and requantize on the product's rows. Depthwise convolutions are exact in ONNX
+Runtime too and are left alone, as are int8 activations (exact there).
 
 The config key `qnn.saturating_pairs` says when: "auto" (as ONNX Runtime on this CPU),
 "always", "never". Runs after FakeQuantizationToInteger, before CanonicalizeQnn (which
@@ -124,6 +124,8 @@ def _requantized_columns(
     int32 sums, transposed to NCHW (MobileNetV2's stem: 760 us of int32 transposed)."""
     acc, bias = call.args[0], None
     if isinstance(acc, Call) and getattr(acc.op, "name", "") == "bias_add":
+        if acc.attrs["axis"] not in (1, -3):  # not per channel: the NCHW form stays
+            return Call(call.op, tuple(args), call.attrs, call.span)
         acc, bias = acc.args
     if not (isinstance(acc, Call) and by_columns(acc)):
         return Call(call.op, tuple(args), call.attrs, call.span)
