@@ -101,20 +101,25 @@ def _saturates() -> bool:
     return onnxruntime_saturates()
 
 
-@pytest.mark.parametrize("form", ["QDQ", "MatMulInteger"])
+@pytest.mark.parametrize("form", ["QDQ", "QDQ MatMul", "MatMulInteger"])
 def test_products_equal_onnxruntime_on_this_cpu(form: str) -> None:
-    """A Gemm between DequantizeLinear and QuantizeLinear (quantize_static's form of a
-    classifier, which ONNX Runtime fuses into its uint8 x int8 QGemm) and MatMulInteger
-    (quantize_dynamic's)."""
+    """A Gemm or MatMul between DequantizeLinear and QuantizeLinear (quantize_static's form
+    of a classifier or projection, which ONNX Runtime fuses into its uint8 x int8 QGemm or
+    QLinearMatMul; the rules qdq-dense and qdq-matmul) and MatMulInteger (quantize_dynamic's)."""
     rng = np.random.default_rng(4)
     a = rng.integers(200, 256, (12, 64)).astype(np.uint8)
     inits = {**_scales(3), "b": _overflowing(rng, (64, 32))}
-    if form == "QDQ":
-        inits["b"] = inits["b"].T.copy()  # (N, K): a Gemm with transB, a dense product
+    if form.startswith("QDQ"):
+        gemm = form == "QDQ"
+        if gemm:
+            inits["b"] = inits["b"].T.copy()  # (N, K): a Gemm with transB, a dense product
+        product = h.make_node("Gemm", ["ad", "bd"], ["m"], transB=1) if gemm else (
+            h.make_node("MatMul", ["ad", "bd"], ["m"])
+        )  # fmt: skip
         nodes = [
             h.make_node("DequantizeLinear", ["a", "xs", "xz"], ["ad"]),
             h.make_node("DequantizeLinear", ["b", "ws", "wz"], ["bd"]),
-            h.make_node("Gemm", ["ad", "bd"], ["m"], transB=1),
+            product,
             h.make_node("QuantizeLinear", ["m", "ys", "yz"], ["y"]),
         ]
     else:
