@@ -259,12 +259,18 @@ def integer_sums_fit(call: Call, pair_order: np.ndarray) -> bool:
     """Whether this CPU's int8 kernels compute the call's sums as it declares them (its
     int8 weights in pair order: pairs consecutive along the last axis). With VNNI always
     (vpdpbusd exact, vpmaddubsw saturating); with AVX2 by vpmaddubsw, which saturates: for
-    a saturating call, or where no pair can overflow (7-bit weights always)."""
+    a saturating call, or where no pair can overflow (7-bit weights always). A saturating
+    call of int8 data is not one: its pairs are of the signed bytes, the kernels' of the
+    bytes shifted by 128."""
+    saturating = call.attrs.get("pairs") == "saturating"
+    data_t = call.args[0].checked_type
+    if saturating and not (isinstance(data_t, TensorType) and data_t.dtype == "uint8"):
+        return False
     if host_has_vnni():
         return True
     if not host_has("avx2"):
         return False
-    return call.attrs.get("pairs") == "saturating" or pairs_in_int16(pair_order)
+    return saturating or pairs_in_int16(pair_order)
 
 
 VECTOR = f"float32x{LANES}"
