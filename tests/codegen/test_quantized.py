@@ -309,7 +309,7 @@ def _silu_cnn(path: Path) -> Path:
         h.make_node("Gemm", ["f", "wf", "bf"], ["y"], transB=1),
     ]
     weights = {**weights, "wf": (10, 16), "bf": (10,)}
-    return _float_model(path, nodes, weights, 5, 0.3, [1, 3, 24, 24], [1, 10])
+    return _float_model(path, nodes, weights, 5, 0.3, [1, 3, 32, 32], [1, 10])
 
 
 @pytest.mark.parametrize("per_channel", [False, True])
@@ -319,7 +319,7 @@ def test_quantised_silus_are_table_reads_equal_to_onnxruntime(
     """Each quantised SiLU (QLinearSigmoid's table, then QLinearMul) is one table read in
     its convolution's epilogue (TabulateByteFunctions), the squeeze pool reads the bytes
     with its dequantize fused in, and the output equals ONNX Runtime's int8 run."""
-    exe = _equal_to_onnxruntime(_silu_cnn(tmp_path / "silu.onnx"), (1, 3, 24, 24), per_channel, 3)
+    exe = _equal_to_onnxruntime(_silu_cnn(tmp_path / "silu.onnx"), (1, 3, 32, 32), per_channel, 3)
     ops = [k.ops for k in exe.graph.kernels()]
     silu = ["qnn_conv2d", "bias_add", "requantize", "take"]  # QLinearMul's product gone
     assert [o for o in ops if "qnn_conv2d" in o] == [silu, silu], ops

@@ -19,6 +19,7 @@ import egraph_ir as ir
 import passmgr as pm
 from codegen.llvm import mathlib
 from codegen.lower.kernels.conv import int8 as conv_int8
+from egraph_ir.expr import op_name
 
 from .....hosts import force_int8_kernels
 
@@ -48,9 +49,10 @@ SHAPES = [
     (12, 8, 8, 3, 1, (0, 1, 2, 1), 1, 1, 1),
     (20, 32, 7, 3, 1, (1, 1, 1, 1), 1, 2, 1),
     (8, 16, 8, 1, 1, (0, 0, 0, 0), 1, 2, 1),
-    (16, 16, 10, 3, 1, (1, 1, 1, 1), 1, 1, 16),
-    (8, 8, 11, 5, 2, (2, 2, 2, 2), 1, 2, 8),
-    (12, 12, 9, 3, 2, (0, 1, 1, 0), 1, 1, 12),
+    # depthwise: planes of 15 x 15 and more (smaller ones take the float path, worth_it)
+    (16, 16, 16, 3, 1, (1, 1, 1, 1), 1, 1, 16),
+    (8, 8, 31, 5, 2, (2, 2, 2, 2), 1, 2, 8),
+    (12, 12, 31, 3, 2, (0, 1, 1, 0), 1, 1, 12),
 ]
 
 
@@ -138,6 +140,18 @@ def test_calls_outside_the_kernels_keep_the_float_path() -> None:
     with pm.PassContext(config={"qnn.integer_kernels": False}):
         exe = codegen.build(mod)
     assert _int8_kernels(exe) == 0
+    np.testing.assert_array_equal(exe.run(x=value), ir.interpret(mod, value))
+
+
+def test_small_depthwise_planes_take_the_float_path() -> None:
+    """Below 15 x 15 output pixels a depthwise call is not worth the byte kernel (its rows
+    of pixels waste most lanes; the float path's blocked kernel is faster): lowered, exact."""
+    mod = _model((12, 12, 13, 3, 1, (1, 1, 1, 1), 1, 1, 12), "uint8", 5, 4, "requantized")
+    conv = next(e for e in ir.post_order(mod["main"].body) if op_name(e) == "qnn_conv2d")
+    assert conv_int8.depthwise_fits(conv) and not conv_int8.worth_it(conv)
+    exe = codegen.build(mod)
+    assert _int8_kernels(exe) == 0
+    value = _input(mod, 4)
     np.testing.assert_array_equal(exe.run(x=value), ir.interpret(mod, value))
 
 
