@@ -410,30 +410,44 @@ class Kernel:
         return repr((self.name, buffers, self.unroll, self.size_names)) + self.body_key
 
 
+def walk(body: list[Stmt]) -> tuple[list[Stmt], list[LExpr]]:
+    """Every statement of a body (loops' bodies included) and every distinct expression
+    they hold (a loop's stop too), by worklists: expression trees of long fused chains are
+    deep."""
+    stmts: list[Stmt] = []
+    exprs: list[LExpr] = []
+    todo: list[Stmt] = list(reversed(body))
+    while todo:
+        s = todo.pop()
+        stmts.append(s)
+        if isinstance(s, For):
+            todo += reversed(s.body)
+            exprs += [] if s.stop is None else [s.stop]
+        elif isinstance(s, Store):
+            exprs += [s.index, s.value]
+        elif isinstance(s, Declare):
+            exprs.append(s.init)
+        elif isinstance(s, Assign):
+            exprs.append(s.value)
+    seen: set[int] = set()
+    found: list[LExpr] = []
+    while exprs:
+        e = exprs.pop()
+        if id(e) not in seen:
+            seen.add(id(e))
+            found.append(e)
+            exprs += operands(e)
+    return stmts, found
+
+
 HEAVY_MATH = frozenset({"exp", "log", "tanh", "sigmoid", "erf", "sin", "cos", "pow"})
 
 
 def heavy(body: list[Stmt]) -> bool:
     """Whether statements compute transcendental math (worth a function call of their own
     when they follow a register block: For.outline)."""
-    todo: list[Stmt | LExpr] = list(body)
-    seen: set[int] = set()
-    while todo:
-        item = todo.pop()
-        if id(item) in seen:
-            continue
-        seen.add(id(item))
-        if isinstance(item, For):
-            todo += item.body
-        elif isinstance(item, Store):
-            todo += [item.index, item.value]
-        elif isinstance(item, (Declare, Assign)):
-            todo.append(item.init if isinstance(item, Declare) else item.value)
-        elif isinstance(item, (Un, Bin)) and item.op in HEAVY_MATH:
-            return True
-        elif isinstance(item, LExpr):
-            todo += operands(item)
-    return False
+    _, exprs = walk(body)
+    return any(isinstance(e, Un | Bin) and e.op in HEAVY_MATH for e in exprs)
 
 
 def statements(body: list[Stmt]) -> int:

@@ -127,12 +127,12 @@ class MathLib:
     def _pair_sums(self, b: ir.IRBuilder, acc: ir.Value, x: ir.Value, y: ir.Value) -> ir.Value:
         """dot4 with each pair of byte products saturated to int16: vpmaddubsw (unsigned by
         signed bytes, pairs added with saturation) and vpmaddwd by ones (the two pairs of a
-        word added in int32), on 512-bit vectors with AVX-512 BW, else on 256-bit halves;
-        without AVX2 the same arithmetic widened."""
+        word added in int32), on 512-bit vectors with AVX-512 BW, else on 256-bit halves
+        (the int8 kernels take pairs only where the CPU has AVX2: integer_sums_fit)."""
         lanes = acc.type.count
-        width = 512 if host_has("avx512bw") and lanes == 16 else 256 if host_has("avx2") else 0
-        if not width or (4 * 8 * lanes) % width:
-            return self._pair_sums_widened(b, acc, x, y)
+        width = 512 if host_has("avx512bw") and lanes == 16 else 256
+        if not host_has("avx2") or (4 * 8 * lanes) % width:
+            raise NotImplementedError(f"int16 pair sums of {lanes} words without AVX2")
         words = width // 32  # 32-bit lanes per hardware vector
         suffix = "avx512.pmaddubs.w.512" if width == 512 else "avx2.pmadd.ub.sw"
         madd = "avx512.pmaddw.d.512" if width == 512 else "avx2.pmadd.wd"
@@ -150,31 +150,6 @@ class MathLib:
         if len(parts) > 1:
             total = b.shuffle_vector(parts[0], parts[1], lane_mask(range(lanes)))
         return b.add(acc, total)
-
-    def _pair_sums_widened(
-        self, b: ir.IRBuilder, acc: ir.Value, x: ir.Value, y: ir.Value
-    ) -> ir.Value:
-        """_pair_sums in plain vector IR: widened products, pairs added and clamped."""
-        lanes = acc.type.count
-        wide = ir.VectorType(I32, 4 * lanes)
-        xs = b.zext(b.bitcast(x, ir.VectorType(I8, 4 * lanes)), wide)
-        ys = b.sext(b.bitcast(y, ir.VectorType(I8, 4 * lanes)), wide)
-        products = b.mul(xs, ys)
-        undefined = ir.Constant(wide, ir.Undefined)
-        low = ir.Constant(ir.VectorType(I32, 2 * lanes), [-(2**15)] * (2 * lanes))
-        high = ir.Constant(ir.VectorType(I32, 2 * lanes), [2**15 - 1] * (2 * lanes))
-        even, odd = (
-            b.shuffle_vector(products, undefined, lane_mask(range(k, 4 * lanes, 2))) for k in (0, 1)
-        )
-        pair = b.add(even, odd)
-        pair = b.select(b.icmp_signed("<", pair, low), low, pair)
-        pair = b.select(b.icmp_signed(">", pair, high), high, pair)
-        undefined_pairs = ir.Constant(pair.type, ir.Undefined)
-        first, second = (
-            b.shuffle_vector(pair, undefined_pairs, lane_mask(range(k, 2 * lanes, 2)))
-            for k in (0, 1)
-        )
-        return b.add(acc, b.add(first, second))
 
     def _declare(self, name: str, result: ir.Type, args: list[ir.Type]) -> ir.Function:
         if name not in self.declared:

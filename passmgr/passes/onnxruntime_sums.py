@@ -21,7 +21,6 @@ keeps saturating calls for the kernels); `egc compile --check` runs it on its re
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from egraph_ir import op
@@ -37,7 +36,7 @@ from ..pass_base import FunctionPass
 from ..registry import register_pass
 from ..run import PassReport, record
 from .canonicalize_qnn import integer_kernel_keeps
-from .qnn_columns import as_nchw, columns_dense, columns_fit, columns_product
+from .qnn_columns import as_nchw, columns_dense, columns_fit
 
 register_config(
     "qnn.saturating_pairs",
@@ -97,18 +96,18 @@ def onnxruntime_sums(fn: Function) -> tuple[Function, int]:
     enabled = bool(PassContext.current().get_config("qnn.integer_kernels"))
     fused = _requantized_convolutions(fn)
 
-    def by_columns(conv: Expr) -> bool:
-        return isinstance(conv, Call) and id(conv) in fused and enabled and columns_fit(conv)
+    rows_of: dict[int, Expr] = {}  # a convolution written as columns: its product's rows
 
-    def choose(call: Call, args: list[Expr], lookup: Callable[[Expr], Expr]) -> Expr:
+    def choose(call: Call, args: list[Expr], lookup: object) -> Expr:
         name = call.op.name  # type: ignore[union-attr]
         if name == "requantize":
-            return _requantized_columns(call, args, lookup, by_columns)
+            return _requantized_rows(call, args, rows_of)
         if name == "qnn_conv2d" and id(call) not in fused:
             return Call(call.op, tuple(args), call.attrs, call.span)
-        if name == "qnn_conv2d" and by_columns(call):
+        if name == "qnn_conv2d" and enabled and columns_fit(call):
             changed[0] += 1
-            return columns_product(call, args[0])
+            rows_of[id(call)] = columns_dense(call, args[0])
+            return as_nchw(call, rows_of[id(call)])
         chosen = as_saturating(call)
         changed[0] += chosen is not call
         return Call(call.op, tuple(args), chosen.attrs, call.span)
@@ -116,24 +115,24 @@ def onnxruntime_sums(fn: Function) -> tuple[Function, int]:
     return rewrite_calls(fn, PRODUCTS | {"requantize"}, choose), changed[0]
 
 
-def _requantized_columns(
-    call: Call, args: list[Expr], lookup: Callable[[Expr], Expr], by_columns: Callable[[Expr], bool]
-) -> Expr:
+def _requantized_rows(call: Call, args: list[Expr], rows_of: dict[int, Expr]) -> Expr:
     """requantize((bias_add of) a convolution written as columns): the bias and requantize
     on the product's (pixels, O) rows, in its kernel's epilogue, and the bytes, not the
-    int32 sums, transposed to NCHW (MobileNetV2's stem: 760 us of int32 transposed)."""
+    int32 sums, transposed to NCHW (MobileNetV2's stem: 760 us of int32 transposed). The
+    convolution's own NCHW form, which nothing else reads then, is dropped."""
     acc, bias = call.args[0], None
     if isinstance(acc, Call) and getattr(acc.op, "name", "") == "bias_add":
         if acc.attrs["axis"] not in (1, -3):  # not per channel: the NCHW form stays
             return Call(call.op, tuple(args), call.attrs, call.span)
-        acc, bias = acc.args
-    if not (isinstance(acc, Call) and by_columns(acc)):
+        acc, bias = acc.args[0], args[0].args[1]  # type: ignore[attr-defined]
+    rows = rows_of.get(id(acc))
+    if rows is None:
         return Call(call.op, tuple(args), call.attrs, call.span)
-    rows = columns_dense(acc, lookup(acc.args[0]))
     if bias is not None:
-        rows = op.bias_add(rows, lookup(bias), axis=1)
+        rows = op.bias_add(rows, bias, axis=1)
     channels = acc.checked_type.shape[1]  # type: ignore[attr-defined]
     per_row = [_along_rows(a, channels) for a in args[1:]]
+    assert isinstance(acc, Call)
     return as_nchw(acc, Call(call.op, (rows, *per_row), call.attrs, call.span))
 
 

@@ -39,12 +39,6 @@ def columns_fit(call: Call) -> bool:
     )
 
 
-def columns_product(call: Call, data: Expr) -> Expr:
-    """The call (columns_fit) as columns of `data` (its lowered input) and a saturating
-    qnn_dense of them, int32 (N, O, OH, OW) as the call's."""
-    return as_nchw(call, columns_dense(call, data))
-
-
 def as_nchw(call: Call, rows: Expr) -> Expr:
     """A (N * OH * OW, O) result of columns_dense in the call's NCHW shape."""
     n, o, oh, ow = call.checked_type.shape  # type: ignore[attr-defined]

@@ -171,7 +171,7 @@ def transpose_lanes(rows: list[LExpr], name: str) -> tuple[list[Stmt], list[LExp
 
 def _in_item(lay: PointwiseLayout, work: LExpr) -> LExpr:
     """Shared iteration `work` within its item: (panel, part)."""
-    return work if lay.items == 1 else work % (lay.count * lay.splits)
+    return work % (lay.count * lay.splits)
 
 
 def panel_of(lay: PointwiseLayout, work: LExpr) -> LExpr:
@@ -184,16 +184,15 @@ def pointwise_panel(
     conv: Call, lay: PointwiseLayout, work: LoopVar, source: str, packed: str, after_block
 ) -> list[Stmt]:
     """Shared iteration `work`: its panel's W output channels at its part of the pixels
-    of its item (of every item where the layout has one item), each register block of PR
-    pixels from `first` into the thread's tile, then `after_block(b, first)` (its
-    epilogue, which writes the output). Parts are
+    of its item, each register block of PR pixels from `first` into the thread's tile,
+    then `after_block(b, first)` (its epilogue, which writes the output). Parts are
     equal; the last ones redo the last block where they do not divide (the same values,
     stored again)."""
     g = BlockedShape.of(conv)
     pixels = g.oh * g.ow
     panel = panel_of(lay, work)
     pb = LoopVar(INDEX, "pb")
-    b: LExpr = LoopVar(INDEX, "b") if lay.items == 1 else work // (lay.count * lay.splits)
+    b = work // (lay.count * lay.splits)
     blocks = -(-pixels // lay.pr)
     per_part = -(-blocks // lay.splits)
     block: LExpr = pb
@@ -228,8 +227,7 @@ def pointwise_panel(
                 at = tile_at(lay, idx(r), idx(v * LANES))
                 body.append(Store("tile", at, Ref(VECTOR, acc[r][v])))
     body += after_block(b, first)
-    blocks_loop = For("pb", per_part, body, unroll=False)
-    return [For("b", g.n, [blocks_loop])] if lay.items == 1 else [blocks_loop]
+    return [For("pb", per_part, body, unroll=False)]
 
 
 @dataclass(frozen=True)
