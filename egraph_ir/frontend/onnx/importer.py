@@ -28,7 +28,7 @@ from ...types import DTYPES, TensorType
 from .control import loop_globals
 from .functions import expand, function_schema
 from .node import CONVERTERS, Node, op_key
-from .ort_islands import FLOAT_SUFFIX, FloatIslands, float_islands
+from .ort_islands import FLOAT_SUFFIX, UINT8_SUFFIX, FloatIslands, float_islands
 from .quantize import dequantized
 from .sizes import SizeValues, evaluate, size_node
 
@@ -257,6 +257,8 @@ class Importer:
         if onnxruntime_float_groups:
             output_names = {out.name for out in self.graph.output}
             self.islands = float_islands(self.graph.node, output_names, self._constant)
+            for name, zero in self.islands.uint8_zeros.items():
+                self.env[name + UINT8_SUFFIX] = Constant(zero)
         params = []
         for value_info in self.graph.input:
             if value_info.name in self.env:

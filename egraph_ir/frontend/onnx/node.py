@@ -16,7 +16,7 @@ from ...expr import Constant, Expr
 from ...infer import infer_new_nodes
 from ...types import TensorType
 from ...visitor import free_vars
-from .ort_islands import FLOAT_SUFFIX, FloatIslands
+from .ort_islands import FLOAT_SUFFIX, UINT8_SUFFIX, FloatIslands
 from .sizes import SizeValues
 
 Converter = Callable[["Node"], Expr | list[Expr]]
@@ -90,6 +90,8 @@ class Node:
         name = names[i]
         if self.importer.islands.reads_float(self.proto, i):
             name += FLOAT_SUFFIX  # its DequantizeLinear as arithmetic (ort_islands.py)
+        elif self.importer.islands.reads_uint8_zero(self.proto, i):
+            name += UINT8_SUFFIX  # ONNX Runtime's int8 -> uint8 rewrite (ort_islands.py)
         if name not in self.importer.env:
             raise FrontendError(f"input '{names[i]}' is not defined before this node")
         return self.importer.env[name]

@@ -12,7 +12,11 @@ agree (input and output; both inputs of an Add or Mul), and for Conv/MatMul are 
 The groups it refuses run DequantizeLinear, the float op and QuantizeLinear as written,
 which round differently from the integer kernels our rules form; so the importer gives
 those groups' activation inputs the dequantize as plain arithmetic, which the quantize
-rules do not match. Files with uint8 activations (every type equal) are not affected.
+rules do not match. The rewritten pairs are rewritten here too (`shifted`: their Q and DQ
+read the zero point plus 128 as uint8): the values are the same, but the integer kernels
+ONNX Runtime then runs take uint8 data, whose byte products it sums in saturating pairs
+on CPUs without VNNI (passmgr/passes/onnxruntime_sums.py marks uint8 data only). Files
+with uint8 activations (every type equal) are not affected.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ GROUPS: dict[str, tuple[tuple[int, ...], bool]] = {
 }
 
 FLOAT_SUFFIX = "::float"  # the name the arithmetic form of a DequantizeLinear output takes
+UINT8_SUFFIX = "::uint8"  # the name a zero point moved to uint8 takes
 
 
 @dataclass
@@ -44,9 +49,15 @@ class FloatIslands:
 
     dequantized: set[str] = field(default_factory=set)
     inputs: dict[str, set[int]] = field(default_factory=dict)
+    shifted: set[str] = field(default_factory=set)  # Q and DQ nodes of rewritten pairs
+    uint8_zeros: dict[str, np.ndarray] = field(default_factory=dict)  # by zero point name
 
     def reads_float(self, proto: Any, i: int) -> bool:
         return bool(proto.output) and i in self.inputs.get(proto.output[0], ())
+
+    def reads_uint8_zero(self, proto: Any, i: int) -> bool:
+        """Whether input i of this node is a zero point it reads moved to uint8."""
+        return i == 2 and bool(proto.output) and proto.output[0] in self.shifted
 
 
 def _is(node: Any, op_type: str) -> bool:
@@ -115,6 +126,14 @@ def float_islands(
     file without int8 activations gets an empty plan."""
     graph = _Graph(nodes, outputs, constant)
     plan = FloatIslands()
+    for q in nodes:
+        if _is(q, "QuantizeLinear") and graph.to_uint8(q):
+            dq = graph.consumers[q.output[0]][0]
+            plan.shifted.update((q.output[0], dq.output[0]))
+            zero = graph.zero_point(q)
+            assert zero is not None
+            for node in (q, dq):
+                plan.uint8_zeros[node.input[2]] = (zero.astype(np.int16) + 128).astype(np.uint8)
     for node in nodes:
         group = GROUPS.get(node.op_type) if node.domain in ("", "ai.onnx") else None
         if group is None:
