@@ -2,12 +2,13 @@
 same file, in one process, 2 threads each, interleaved rounds.
 
     .venv/bin/python benchmarks/quantized.py [--models resnet18,bert_tiny2] [--rounds 5]
-        [--per-channel] [--activations int8|uint8] [--reduce-range]
+        [--per-channel] [--activations int8|uint8] [--reduce-range] [--format qdq|qoperator]
 
 The CNNs of ../shared/models/real are quantised as users do it, with
 onnxruntime.quantization.quantize_static (QDQ format, int8 weights, activations int8 as
 its defaults or uint8, per-tensor scales or per output channel with --per-channel, 7-bit
-weights with --reduce-range; four random calibration batches); the BERT encoder with
+weights with --reduce-range, QLinearConv and friends in the file with --format qoperator;
+four random calibration batches); the BERT encoder with
 quantize_dynamic (int8 weights, DynamicQuantizeLinear + MatMulInteger). The table gives
 latency medians, ours / the faster engine, ours / our own float build of the original
 model, how many outputs differ from ONNX Runtime's int8 run and by how much (the goal for
@@ -70,7 +71,8 @@ def quantise(name: str, feeds: dict[str, np.ndarray], out: Path, args: argparse.
     quant_pre_process(source, prepared, skip_symbolic_shape=True)
     activations = QuantType.QInt8 if args.activations == "int8" else QuantType.QUInt8
     quantize_static(
-        prepared, target, RandomBatches(), quant_format=QuantFormat.QDQ,
+        prepared, target, RandomBatches(),
+        quant_format=QuantFormat.QOperator if args.format == "qoperator" else QuantFormat.QDQ,
         activation_type=activations, weight_type=QuantType.QInt8, per_channel=args.per_channel,
         reduce_range=args.reduce_range,
     )  # fmt: skip
@@ -104,7 +106,8 @@ def bench(name: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:
     engines["ours float"] = lambda: float_exe.run(**feeds)
     ms = interleaved_ms(engines, rounds)
     best = min(v for k, v in ms.items() if k not in ("ours", "ours float"))
-    form = f"QDQ {'S8S8' if args.activations == 'int8' else 'U8S8'}"
+    form = "QOperator" if args.format == "qoperator" else "QDQ"
+    form += f" {'S8S8' if args.activations == 'int8' else 'U8S8'}"
     form += " per channel" if args.per_channel else ""
     form += " 7-bit weights" if args.reduce_range else ""
     return {
@@ -124,6 +127,7 @@ def main() -> None:
     parser.add_argument("--per-channel", action="store_true", help="weight scales per channel")
     parser.add_argument("--activations", choices=("int8", "uint8"), default="int8")
     parser.add_argument("--reduce-range", action="store_true", help="7-bit weights")
+    parser.add_argument("--format", choices=("qdq", "qoperator"), default="qdq")
     args = parser.parse_args()
     if not REAL.is_dir():
         print(f"no real models at {REAL}: nothing to measure")
