@@ -263,6 +263,22 @@ def _lift(value: LExpr | int | float | Dim, dtype: str) -> LExpr:
     return Const(dtype, value)
 
 
+def rounded_product(e: Cast) -> tuple[LExpr, LExpr] | None:
+    """a and b of float32(float64(a) * float64(b)): a float32 product rounded by itself
+    (the float64 product of two float32 values is exact), which no multiply-add may
+    absorb: codegen/llvm/emit.py emits one float32 multiply without `contract`."""
+    product = e.a
+    if not (isinstance(product, Bin) and product.op == "mul"):
+        return None
+    wide, narrow = product.dtype.split("x")[0], e.dtype.split("x")[0]
+    factors = (product.a, product.b)
+    if (wide, narrow) != ("float64", "float32") or not all(
+        isinstance(f, Cast) and f.a.dtype == e.dtype for f in factors
+    ):
+        return None
+    return factors[0].a, factors[1].a  # type: ignore[attr-defined]
+
+
 def dim_expr(d: int | Dim) -> LExpr:
     """The index expression of a (symbolic) size: its polynomial over Size reads, each
     floordiv atom a division (both sides are never negative)."""

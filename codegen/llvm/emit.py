@@ -45,6 +45,7 @@ from ..loop_ir import (
     Store,
     Un,
     operands,
+    rounded_product,
 )
 from .integers import int_binary
 from .loop_hints import SELF, loop_id
@@ -307,6 +308,9 @@ class _KernelEmitter:
         if isinstance(e, Shuffle):
             return b.shuffle_vector(self.expr(e.a), self.expr(e.b), lane_mask(e.mask))
         if isinstance(e, Cast):
+            factors = rounded_product(e)
+            if factors is not None:  # no `contract`: the product is rounded by itself
+                return b.fmul(self.expr(factors[0]), self.expr(factors[1]))
             return self.cast(self.expr(e.a), e.a.dtype, e.dtype, e.exact)
         if isinstance(e, Select):
             return b.select(self.expr(e.cond), self.expr(e.a), self.expr(e.b))

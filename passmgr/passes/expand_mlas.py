@@ -4,9 +4,9 @@ op, not hundreds (a 5x5 depthwise layer is 25 taps), and the products here are `
 constant weight slices, a single chain of fused multiply-adds from zero in our packed
 product kernel (which takes weights of a multiple of PANEL rows: the filters are padded
 with zero rows to one, the padding's outputs dropped; BLAS would sum in its own order).
-Where the filters are one per channel, each tap's product is rounded by itself (through
-float64, where the product is exact) so that the code generator's multiply-add
-contraction cannot absorb it: MLAS's one-row kernel adds rounded products."""
+Where the filters are one per channel, each tap's product is rounded by itself (asked for
+through float64, where the product is exact) so that no multiply-add absorbs it: MLAS's
+one-row kernel adds rounded products."""
 
 from __future__ import annotations
 
@@ -98,9 +98,10 @@ def _full(win: _Window, weight: Expr, threads: int) -> Expr:
 
 
 def _depthwise(win: _Window, weight: Expr) -> Expr:
-    """One filter per channel: taps four at a time, products rounded, added in order. The
-    rounded products are one tensor read by every sum (FuseOps materialises a value read
-    that often), so the sums add loaded numbers: no multiply for LLVM to contract."""
+    """One filter per channel: taps four at a time, products rounded, added in order, all
+    in one elementwise kernel. A product is float32(float64(x) * float64(w)), the float32
+    product (the float64 one is exact), which the code generator emits as a float32
+    multiply that no multiply-add may absorb (codegen/llvm/emit.py)."""
     kh, kw = win.kernel
     f, taps = win.filters, kh * kw
 
@@ -112,20 +113,12 @@ def _depthwise(win: _Window, weight: Expr) -> Expr:
         )
         return op.cast(wide, dtype="float32")
 
-    products = (
-        op.concatenate(*(product(t) for t in range(taps)), axis=0) if taps > 1 else product(0)
-    )
-    shape = (1, f, win.oh, win.ow)
-
-    def rounded(t: int) -> Expr:
-        return op.strided_slice(products, (t, 0, 0, 0), (t + 1, *shape[1:]))
-
     total: Expr | None = None
     start = 0
     for size in m1_groups(taps):
-        group = rounded(start)
+        group = product(start)
         for t in range(start + 1, start + size):
-            group = op.add(group, rounded(t))
+            group = op.add(group, product(t))
         total = group if total is None else op.add(group, total)
         start += size
     assert total is not None
