@@ -146,6 +146,15 @@ def _product(anchor: Call) -> Strategy:
     return LibraryProduct()
 
 
+def _dense_mlas(anchor: Call) -> Strategy:
+    """The packed kernel, which sums as MLAS does (constant weights of a multiple of 16
+    rows: ExpandMlasOrder pads them); no other kernel does, so elsewhere the host runs the
+    op's reference."""
+    if packed_fits(anchor) and isinstance(anchor.args[0], Var):
+        return PackedProduct(pack(anchor))
+    raise Unsupported("dense_mlas outside the packed kernel (constant weights, rows of 16)")
+
+
 MAX_PHASES = 16  # stride phases (sh * sw) the direct kernel splits its input into
 
 
@@ -259,6 +268,7 @@ CHOOSERS: dict[str, Callable[[Call], Strategy]] = {
     **dict.fromkeys(REDUCTIONS, lambda _: Reduction()),
     "argmax": lambda _: ArgMax(),
     **dict.fromkeys(PRODUCTS, _product),
+    "dense_mlas": _dense_mlas,
     "max_pool2d": lambda _: MaxPoolRows(),
     "avg_pool2d": lambda _: AvgPool(),
     "softmax": lambda _: RowOp(),

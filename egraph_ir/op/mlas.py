@@ -1,7 +1,8 @@
-"""conv2d_mlas: a float convolution summed in the order ONNX Runtime's MLAS sums it, so that
-a quantised group ONNX Runtime runs in float (frontend/onnx/ort_islands.py) rounds as it
-does there; one op through the rule passes, expanded into slices, products and sums just
-before code generation (passmgr/passes/expand_mlas.py).
+"""conv2d_mlas and dense_mlas: a float convolution and a product summed in the order ONNX
+Runtime's MLAS sums them, so that a quantised group ONNX Runtime runs in float
+(frontend/onnx/ort_islands.py) rounds as it does there; conv2d_mlas is one op through the
+rule passes, expanded into patches, dense_mlas products and sums just before code
+generation (passmgr/passes/expand_mlas.py).
 
 MLAS computes a float Conv of one image and one group as a product of the filters (F x K,
 K = channels * kernel taps) and the input's patches (K x N, N = output pixels, k over
@@ -164,20 +165,37 @@ def conv2d_mlas_ref(x, w, b, strides, padding, dilation, groups, threads) -> np.
             total = part if total is None else (part + total).astype(np.float32)
             start += size
         return (total + b[:, None, None]).astype(np.float32)[None]
-    patches = taps.transpose(0, 3, 1, 2).reshape(-1, oh * ow)  # (K, N), k = (c, kh, kw)
+    patches = taps.transpose(1, 2, 0, 3).reshape(oh * ow, -1)  # (N, K), k = (c, kh, kw)
     matrix = w.reshape(f, -1)
     k, n = matrix.shape[1], oh * ow
-    out = np.zeros((f, n), np.float32)
+    out = np.zeros((n, f), np.float32)
     for start, count in column_pieces(f, n, k, is_pointwise(w.shape, attrs), threads):
-        cols = patches[:, start : start + count]
-        step, total = stride_k(count, k), None
-        for k0 in range(0, k, step):
-            acc = np.zeros((f, count), np.float32)
-            for q in range(k0, min(k, k0 + step)):
-                acc = fma32(matrix[:, q, None], cols[q][None], acc)
-            total = acc if total is None else (acc + total).astype(np.float32)
-        out[:, start : start + count] = total
-    return (out + b[:, None]).astype(np.float32).reshape(1, f, oh, ow)
+        rows = patches[start : start + count]
+        out[start : start + count] = dense_mlas_ref(rows, matrix, stride_k(count, k))
+    return (out.T + b[:, None]).astype(np.float32).reshape(1, f, oh, ow)
+
+
+def dense_mlas_ref(x: np.ndarray, w: np.ndarray, stride_k: int) -> np.ndarray:
+    """x (M, K) times w (N, K) transposed, summed as MLAS's SGEMM kernel sums: K in slices
+    of stride_k, each a chain of fused multiply-adds from zero, added to the running sum."""
+    total = np.zeros((x.shape[0], w.shape[0]), np.float32)
+    for k0 in range(0, x.shape[1], stride_k):
+        acc = np.zeros_like(total)
+        for q in range(k0, min(x.shape[1], k0 + stride_k)):
+            acc = fma32(x[:, q, None], w[None, :, q], acc)
+        total = acc if k0 == 0 else (acc + total).astype(np.float32)
+    return total
+
+
+def _dense_infer(args: list[TensorType], attrs: Attrs) -> Type:
+    x, w = args
+    for t, what in ((x, "data"), (w, "weight")):
+        require_dtype(t, ("float32",), what)
+    if x.ndim != 2 or w.ndim != 2 or x.shape[1] != w.shape[1]:
+        raise ShapeError(f"dense_mlas needs data (M, K) and weight (N, K), got {x}, {w}")
+    if int(attrs["stride_k"]) < 1:
+        raise ShapeError(f"dense_mlas: stride_k must be positive, got {attrs['stride_k']}")
+    return TensorType((x.shape[0], w.shape[0]), "float32")
 
 
 def _macs(args: list[TensorType], out: Type, attrs: Attrs) -> float:
@@ -196,5 +214,18 @@ register_op(
         (*CONV_ATTRS, AttrSpec("threads", "int", 1)),
         doc="conv2d + bias of one image summed in ONNX Runtime's MLAS order (threads: its"
         " session's)",
+    )
+)
+
+register_op(
+    Op(
+        "dense_mlas",
+        ("data", "weight"),
+        _dense_infer,
+        dense_mlas_ref,
+        OpPattern.OUT_ELEMWISE_FUSABLE,
+        _macs,
+        (AttrSpec("stride_k", "int", STRIDE_K),),
+        doc="x · Wᵀ summed in MLAS's order (slices of stride_k, each a chain of FMAs)",
     )
 )

@@ -1,12 +1,11 @@
-"""ExpandMlasOrder: each conv2d_mlas (egraph_ir/op/mlas.py) as the slices, products and sums
-that compute it in MLAS's order, just before code generation: the rule passes before saw one
-op, not hundreds (a 5x5 depthwise layer is 25 taps), and the products here are `dense` on
-constant weight slices, a single chain of fused multiply-adds from zero in our packed
-product kernel (which takes weights of a multiple of PANEL rows: the filters are padded
-with zero rows to one, the padding's outputs dropped; BLAS would sum in its own order).
-Where the filters are one per channel, each tap's product is rounded by itself (asked for
-through float64, where the product is exact) so that no multiply-add absorbs it: MLAS's
-one-row kernel adds rounded products."""
+"""ExpandMlasOrder: each conv2d_mlas (egraph_ir/op/mlas.py) as the patches, products and
+sums that compute it in MLAS's order, just before code generation: the rule passes before
+saw one op, not hundreds (a 5x5 depthwise layer is 25 taps). A piece of MLAS's pixels is
+one `dense_mlas` (its K slices summed in the packed product kernel, which takes constant
+weights of a multiple of PANEL rows: the filters are padded with zero rows to one, the
+padding's outputs dropped). Where the filters are one per channel, each tap's product is
+rounded by itself (asked for through float64, where the product is exact) so that no
+multiply-add absorbs it: MLAS's one-row kernel adds rounded products."""
 
 from __future__ import annotations
 
@@ -27,7 +26,7 @@ from ..pass_base import FunctionPass
 from ..registry import register_pass
 from ..run import PassReport, record
 
-PANEL = 16  # codegen's packed product (a chain of FMAs) takes weights of a multiple of this
+PANEL = 16  # codegen's packed product (MLAS's order) takes weights of a multiple of this
 
 
 class _Window:
@@ -63,7 +62,7 @@ def _slice(weight: Expr, shape: tuple[int, ...], begin: tuple, end: tuple) -> Ex
 
 
 def _full(win: _Window, weight: Expr, threads: int) -> Expr:
-    """One group: patches (N, K) times weight slices, in MLAS's pieces and K slices."""
+    """One group: patches (N, K) times the weights, a dense_mlas per piece of MLAS's."""
     kh, kw = win.kernel
     rows = win.filters
     if isinstance(weight, Constant) and win.filters % PANEL:
@@ -76,21 +75,13 @@ def _full(win: _Window, weight: Expr, threads: int) -> Expr:
     stacked = taps[0] if len(taps) == 1 else op.concatenate(*taps, axis=2)  # (1, C, T, OH, OW)
     n, k = win.oh * win.ow, win.channels * kh * kw
     patches = op.reshape(op.transpose(stacked, (0, 3, 4, 1, 2)), (n, k))
+    matrix = _slice(weight, (rows, k), (0, 0), (rows, k))
     pieces = []
     for start, count in column_pieces(
         win.filters, n, k, is_pointwise(win.w_shape, win.attrs), threads
     ):
-        piece = op.strided_slice(patches, (start, 0), (start + count, k))
-        step, total = stride_k(count, k), None
-        for k0 in range(0, k, step):
-            k1 = min(k, k0 + step)
-            part_rows = (
-                piece if (k0, k1) == (0, k) else op.strided_slice(piece, (0, k0), (count, k1))
-            )
-            part = op.dense(part_rows, _slice(weight, (rows, k), (0, k0), (rows, k1)))
-            total = part if total is None else op.add(part, total)
-        assert total is not None
-        pieces.append(total)
+        piece = patches if count == n else op.strided_slice(patches, (start, 0), (start + count, k))
+        pieces.append(op.dense_mlas(piece, matrix, stride_k=stride_k(count, k)))
     out = pieces[0] if len(pieces) == 1 else op.concatenate(*pieces, axis=0)  # (N, rows)
     if rows != win.filters:
         out = op.strided_slice(out, (0, 0), (n, win.filters))

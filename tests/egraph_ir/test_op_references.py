@@ -678,7 +678,7 @@ def test_bitwise_against_onnxruntime(name: str, dtype: str) -> None:
 
 
 COVERED = (
-    {"conv2d_mlas"}
+    {"conv2d_mlas", "dense_mlas"}
     | set(UNARY_ONNX)
     | set(POSITIVE_ONNX)
     | set(BINARY_ONNX)
@@ -875,6 +875,15 @@ def test_conv2d_mlas_is_onnxruntimes_float_conv_bit_for_bit(c, f, size, k, strid
         dilation=(1, 1), groups=groups, threads=onnxruntime_threads(),
     )  # fmt: skip
     np.testing.assert_array_equal(got, want)
+
+
+def test_dense_mlas_is_onnxruntimes_float_matmul_bit_for_bit() -> None:
+    """A MatMul of two inputs (nothing prepacked) whose columns, split between threads or
+    not, are at least K: MLAS sums K in slices of 128."""
+    a, b = rnd(8, 300), rnd(300, 512)
+    want = run_onnx("MatMul", [a, b])[0]
+    np.testing.assert_array_equal(ir_eval("dense_mlas", [a, b.T.copy()], stride_k=128), want)
+    assert (ir_eval("dense_mlas", [a, b.T.copy()], stride_k=300) != want).any()  # one chain
 
 
 def test_every_registered_op_has_a_reference_test() -> None:

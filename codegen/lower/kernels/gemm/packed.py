@@ -61,6 +61,9 @@ class Packed:
     mr: int  # rows per register block (the last m % mr rows are one smaller block)
     xv: int  # vectors per panel
     panels: np.ndarray  # (N / PW, K, PW)
+    # dense_mlas: K in slices of this many, each summed from zero and added to the stored
+    # sums (MLAS's order); 0: one chain over all of K
+    stride_k: int = 0
 
     @property
     def width(self) -> int:
@@ -72,9 +75,9 @@ class Packed:
 
 
 def packed_fits(call: Call) -> bool:
-    """float32 dense / 2-D-or-more matmul whose right operand is a constant with a
-    multiple of 16 columns."""
-    if not isinstance(call.op, Op) or call.op.name not in ("dense", "matmul"):
+    """float32 dense (or dense_mlas) / 2-D-or-more matmul whose right operand is a constant
+    with a multiple of 16 columns."""
+    if not isinstance(call.op, Op) or call.op.name not in ("dense", "dense_mlas", "matmul"):
         return False
     a_t, b_t = call.args[0].checked_type, call.args[1].checked_type
     if not isinstance(a_t, TensorType) or not isinstance(b_t, TensorType):
@@ -101,7 +104,8 @@ def pack(call: Call) -> Packed:
     mr, xv = register_block(m, n)
     width = xv * LANES
     panels = np.ascontiguousarray(b.reshape(k, n // width, width).transpose(1, 0, 2), "float32")
-    return Packed(m, n, k, mr, xv, panels)
+    stride_k = int(call.attrs["stride_k"]) if call.op.name == "dense_mlas" else 0
+    return Packed(m, n, k, mr, xv, panels, stride_k)
 
 
 def register_block(m: int | Dim, n: int) -> tuple[int, int]:
@@ -153,30 +157,35 @@ def _row_block(
     arithmetic: Accumulation,
 ) -> list[Stmt]:
     """`rows` rows from row0 of one panel: rows x XV accumulators over k, then stored;
-    `buffers`: a, the packed panels, dest."""
+    `buffers`: a, the packed panels, dest. With p.stride_k, a slice of K at a time, each
+    slice's sums added to those stored before."""
     a, packed, dest = buffers
     vec = arithmetic.vector
-    kk = LoopVar(INDEX, f"{tag}kk")
     column = panel * p.width
-    at_k = (panel * p.k + kk) * p.width + 0
-    loads = [Load(vec, packed, at_k + (v * LANES)) for v in range(p.xv)]
     acc = [[f"{tag}acc{r}_{v}" for v in range(p.xv)] for r in range(rows)]
     body: list[Stmt] = [Declare(name, zero(vec)) for names in acc for name in names]
-    updates: list[Stmt] = []
-    for r in range(rows):
-        at_a = (row0 + r) * p.k + kk
-        splat = Splat(vec, Load(arithmetic.scalar, a, at_a))
-        for v in range(p.xv):
-            updates.append(
-                Assign(acc[r][v], arithmetic.update(Ref(vec, acc[r][v]), splat, loads[v]))
-            )
-    body.append(For(kk.name, p.k, updates, unroll=False))
-    for r in range(rows):
-        base = (row0 + r) * p.n + column
-        for v in range(p.xv):
-            lanes = column + (v * LANES)
-            value = arithmetic.lanes_result(Ref(vec, acc[r][v]), lanes)
-            body.append(Store(dest, base + (v * LANES), value))
+    step = p.stride_k or p.k
+    for k0 in range(0, p.k, step):
+        kk = LoopVar(INDEX, f"{tag}kk{k0}" if p.stride_k else f"{tag}kk")
+        at_k = (panel * p.k + (kk + k0)) * p.width
+        loads = [Load(vec, packed, at_k + (v * LANES)) for v in range(p.xv)]
+        updates: list[Stmt] = []
+        for r in range(rows):
+            splat = Splat(vec, Load(arithmetic.scalar, a, (row0 + r) * p.k + (kk + k0)))
+            for v in range(p.xv):
+                update = arithmetic.update(Ref(vec, acc[r][v]), splat, loads[v])
+                updates.append(Assign(acc[r][v], update))
+        if k0:
+            body += [Assign(name, zero(vec)) for names in acc for name in names]
+        body.append(For(kk.name, min(step, p.k - k0), updates, unroll=False))
+        for r in range(rows):
+            base = (row0 + r) * p.n + column
+            for v in range(p.xv):
+                at = base + (v * LANES)
+                value = arithmetic.lanes_result(Ref(vec, acc[r][v]), column + (v * LANES))
+                if k0:  # MLAS adds the slice's sums to the stored ones
+                    value = Bin(vec, "add", value, Load(vec, dest, at))
+                body.append(Store(dest, at, value))
     return body
 
 

@@ -15,6 +15,7 @@ from codegen.llvm.cpu import accumulator_budget
 from codegen.lower.kernels.gemm.packed import register_block
 from egraph_ir import op
 from egraph_ir.dims import Dim
+from egraph_ir.op.mlas import dense_mlas_ref
 
 
 @pytest.mark.parametrize("m", [1, 3, 6, 7, 64, 197, ir.size_var("tokens")])
@@ -35,3 +36,24 @@ def test_products_at_drawn_sizes_equal_numpy(m: int, k: int, n: int) -> None:
     exe = codegen.build(ir.Function([x], op.dense(x, ir.const(w))))
     value = rng.standard_normal((m, k)).astype("float32")
     np.testing.assert_allclose(exe.run(x=value), value @ w.T, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "m,k,n,stride_k",
+    [(49, 2304, 512, 256), (37, 300, 48, 128), (100, 20, 16, 1024)],
+    ids=["slices-of-256", "a-short-last-slice", "one-slice"],
+)
+def test_dense_mlas_sums_in_mlas_order(m: int, k: int, n: int, stride_k: int) -> None:
+    """dense_mlas on the packed kernel is its reference bit for bit: each slice of K a chain
+    of FMAs from zero, added to the sums stored before (an epilogue fused after it)."""
+    rng = np.random.default_rng(m + k)
+    x = ir.var("x", shape=(m, k), dtype="float32")
+    w = (rng.integers(-128, 128, (n, k)) * 0.0021).astype(np.float32)
+    body = op.add(op.dense_mlas(x, ir.const(w), stride_k=stride_k), ir.const(np.float32(0.5)))
+    exe = codegen.build(ir.Function([x], body))
+    value = (rng.integers(0, 256, (m, k)) * 0.0173 - 1.3).astype(np.float32)
+    want = dense_mlas_ref(value, w, stride_k) + np.float32(0.5)
+    assert int((exe.run(x=value) != want).sum()) == 0
+    assert (
+        dense_mlas_ref(value, w, k) != dense_mlas_ref(value, w, stride_k)
+    ).any() or k <= stride_k
