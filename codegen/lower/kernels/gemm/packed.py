@@ -89,7 +89,7 @@ def packed_fits(call: Call) -> bool:
         or not isinstance(call.args[1], Constant)
     ):
         return False
-    n = b_t.shape[0] if call.op.name == "dense" else b_t.shape[1]
+    n = b_t.shape[1] if call.op.name == "matmul" else b_t.shape[0]
     return n % LANES == 0
 
 

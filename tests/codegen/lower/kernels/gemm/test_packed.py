@@ -54,6 +54,7 @@ def test_dense_mlas_sums_in_mlas_order(m: int, k: int, n: int, stride_k: int) ->
     value = (rng.integers(0, 256, (m, k)) * 0.0173 - 1.3).astype(np.float32)
     want = dense_mlas_ref(value, w, stride_k) + np.float32(0.5)
     assert int((exe.run(x=value) != want).sum()) == 0
+    assert [k.variant for k in exe.profile({"x": value}, repeats=1)] == ["packed"]
     assert (
         dense_mlas_ref(value, w, k) != dense_mlas_ref(value, w, stride_k)
     ).any() or k <= stride_k
