@@ -75,7 +75,11 @@ def _full(win: _Window, weight: Expr, threads: int) -> Expr:
     stacked = taps[0] if len(taps) == 1 else op.concatenate(*taps, axis=2)  # (1, C, T, OH, OW)
     n, k = win.oh * win.ow, win.channels * kh * kw
     patches = op.reshape(op.transpose(stacked, (0, 3, 4, 1, 2)), (n, k))
-    matrix = _slice(weight, (rows, k), (0, 0), (rows, k))
+    matrix = (
+        Constant(weight.data.reshape(rows, k))
+        if isinstance(weight, Constant)
+        else op.reshape(weight, (rows, k))
+    )
     pieces = []
     for start, count in column_pieces(
         win.filters, n, k, is_pointwise(win.w_shape, win.attrs), threads
