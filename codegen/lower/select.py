@@ -38,7 +38,14 @@ from .kernels.conv.shape import ConvShape, Wide
 from .kernels.conv.winograd import BlockedWinograd, WinogradShape
 from .kernels.gemm import int8 as gemm_int8
 from .kernels.gemm.int8 import Int8Product
-from .kernels.gemm.packed import PackedProduct, pack, packed_fits
+from .kernels.gemm.packed import (
+    MlasProduct,
+    PackedProduct,
+    mlas_fits,
+    mlas_product,
+    pack,
+    packed_fits,
+)
 from .kinds import Unsupported
 from .strategy import NativeKernel
 
@@ -155,6 +162,14 @@ def _dense_mlas(anchor: Call) -> Strategy:
     raise Unsupported("dense_mlas outside the packed kernel (constant weights, rows of 16)")
 
 
+def _matmul_mlas(anchor: Call) -> Strategy:
+    """MLAS's own orientation (a constant left operand broadcast, columns filling 16
+    lanes); elsewhere the host runs the op's reference, as for dense_mlas."""
+    if mlas_fits(anchor) and isinstance(anchor.args[1], Var):
+        return MlasProduct(mlas_product(anchor))
+    raise Unsupported("matmul_mlas outside its kernel (a constant a, columns of 16)")
+
+
 MAX_PHASES = 16  # stride phases (sh * sw) the direct kernel splits its input into
 
 
@@ -269,6 +284,7 @@ CHOOSERS: dict[str, Callable[[Call], Strategy]] = {
     "argmax": lambda _: ArgMax(),
     **dict.fromkeys(PRODUCTS, _product),
     "dense_mlas": _dense_mlas,
+    "matmul_mlas": _matmul_mlas,
     "max_pool2d": lambda _: MaxPoolRows(),
     "avg_pool2d": lambda _: AvgPool(),
     "softmax": lambda _: RowOp(),

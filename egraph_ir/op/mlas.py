@@ -1,8 +1,8 @@
-"""conv2d_mlas and dense_mlas: a float convolution and a product summed in the order ONNX
-Runtime's MLAS sums them, so that a quantised group ONNX Runtime runs in float
+"""conv2d_mlas, dense_mlas and matmul_mlas: a float convolution and products summed in the
+order ONNX Runtime's MLAS sums them, so that a quantised group ONNX Runtime runs in float
 (frontend/onnx/ort_islands.py) rounds as it does there; conv2d_mlas is one op through the
-rule passes, expanded into patches, dense_mlas products and sums just before code
-generation (passmgr/passes/expand_mlas.py).
+rule passes, expanded into patches and those products just before code generation
+(passmgr/passes/expand_mlas.py).
 
 MLAS computes a float Conv of one image and one group as a product of the filters (F x K,
 K = channels * kernel taps) and the input's patches (K x N, N = output pixels, k over
@@ -187,6 +187,27 @@ def dense_mlas_ref(x: np.ndarray, w: np.ndarray, stride_k: int) -> np.ndarray:
     return total
 
 
+def matmul_mlas_ref(a: np.ndarray, b: np.ndarray, stride_k: int) -> np.ndarray:
+    """a (M, K) @ b (K, N) in MLAS's order: dense_mlas's sums, transposed."""
+    return dense_mlas_ref(np.ascontiguousarray(b.T), a, stride_k).T
+
+
+def _matmul_infer(args: list[TensorType], attrs: Attrs) -> Type:
+    a, b = args
+    for t, what in ((a, "a"), (b, "b")):
+        require_dtype(t, ("float32",), what)
+    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
+        raise ShapeError(f"matmul_mlas needs a (M, K) and b (K, N), got {a}, {b}")
+    if int(attrs["stride_k"]) < 1:
+        raise ShapeError(f"matmul_mlas: stride_k must be positive, got {attrs['stride_k']}")
+    return TensorType((a.shape[0], b.shape[1]), "float32")
+
+
+def _matmul_macs(args: list[TensorType], out: Type, attrs: Attrs) -> float:
+    assert isinstance(out, TensorType)
+    return 2.0 * size_of(out.shape) * args[0].shape[1]
+
+
 def _dense_infer(args: list[TensorType], attrs: Attrs) -> Type:
     x, w = args
     for t, what in ((x, "data"), (w, "weight")):
@@ -227,5 +248,18 @@ register_op(
         _macs,
         (AttrSpec("stride_k", "int", STRIDE_K),),
         doc="x · Wᵀ summed in MLAS's order (slices of stride_k, each a chain of FMAs)",
+    )
+)
+
+register_op(
+    Op(
+        "matmul_mlas",
+        ("a", "b"),
+        _matmul_infer,
+        matmul_mlas_ref,
+        OpPattern.OUT_ELEMWISE_FUSABLE,
+        _matmul_macs,
+        (AttrSpec("stride_k", "int", STRIDE_K),),
+        doc="a @ b summed in MLAS's order (slices of stride_k, each a chain of FMAs)",
     )
 )

@@ -1,9 +1,8 @@
 """ExpandMlasOrder: each conv2d_mlas (egraph_ir/op/mlas.py) as the patches, products and
 sums that compute it in MLAS's order, just before code generation: the rule passes before
-saw one op, not hundreds (a 5x5 depthwise layer is 25 taps). A piece of MLAS's pixels is
-one `dense_mlas` (its K slices summed in the packed product kernel, which takes constant
-weights of a multiple of PANEL rows: the filters are padded with zero rows to one, the
-padding's outputs dropped). Where the filters are one per channel, each tap's product is
+saw one op, not hundreds (a 5x5 depthwise layer is 25 taps). The products are
+`matmul_mlas` or `dense_mlas` (their K slices summed as MLAS does by codegen's kernels;
+see _full). Where the filters are one per channel, each tap's product is
 rounded by itself (asked for through float64, where the product is exact) so that no
 multiply-add absorbs it: MLAS's one-row kernel adds rounded products."""
 
@@ -26,7 +25,11 @@ from ..pass_base import FunctionPass
 from ..registry import register_pass
 from ..run import PassReport, record
 
-PANEL = 16  # codegen's packed product (MLAS's order) takes weights of a multiple of this
+PANEL = 16  # the MLAS-order kernels' vectors: whole ones of filters or pixels
+# matmul_mlas reads its pixels' rows in place, k after k a row apart: past this depth a
+# panel of them no longer stays in L1 and the packed dense_mlas (plus a transpose) wins
+# (ResNet-18's 3x3 layers, K = 576: 57-70 against 111-129 GFLOP/s on Zen 3)
+SHALLOW = 256
 
 
 class _Window:
@@ -62,8 +65,25 @@ def _slice(weight: Expr, shape: tuple[int, ...], begin: tuple, end: tuple) -> Ex
 
 
 def _full(win: _Window, weight: Expr, threads: int) -> Expr:
-    """One group: patches (N, K) times the weights, a dense_mlas per piece of MLAS's."""
+    """One group: the filters times the patches in MLAS's K slices. A column's sums depend
+    only on its piece's slice size, so where every piece has the same one, one product
+    over all columns: the filters (F, K) times the patches (K, N) as they lie, NCHW rows
+    out (matmul_mlas), when N fills vectors of PANEL and K is SHALLOW; else the patches
+    transposed (N, K) times the filters padded to PANEL rows, one dense_mlas per piece."""
     kh, kw = win.kernel
+    taps = [op.expand_dims(win.tap(i, j), 2) for i in range(kh) for j in range(kw)]
+    stacked = taps[0] if len(taps) == 1 else op.concatenate(*taps, axis=2)  # (1, C, T, OH, OW)
+    n, k = win.oh * win.ow, win.channels * kh * kw
+    pieces = column_pieces(win.filters, n, k, is_pointwise(win.w_shape, win.attrs), threads)
+    steps = {stride_k(count, k) for _, count in pieces}
+    shape = (1, win.filters, win.oh, win.ow)
+    if len(steps) == 1 and n % PANEL == 0 and k <= SHALLOW and isinstance(weight, Constant):
+        filters = Constant(weight.data.reshape(win.filters, k))
+        product = op.matmul_mlas(filters, op.reshape(stacked, (k, n)), stride_k=steps.pop())
+        return op.reshape(product, shape)
+    slices = [(start, count, stride_k(count, k)) for start, count in pieces]
+    if len(steps) == 1:
+        slices = [(0, n, steps.pop())]
     rows = win.filters
     if isinstance(weight, Constant) and win.filters % PANEL:
         rows += PANEL - win.filters % PANEL
@@ -71,25 +91,20 @@ def _full(win: _Window, weight: Expr, threads: int) -> Expr:
         weight = Constant(
             np.concatenate([data, np.zeros((rows - win.filters, data.shape[1]), data.dtype)])
         )
-    taps = [op.expand_dims(win.tap(i, j), 2) for i in range(kh) for j in range(kw)]
-    stacked = taps[0] if len(taps) == 1 else op.concatenate(*taps, axis=2)  # (1, C, T, OH, OW)
-    n, k = win.oh * win.ow, win.channels * kh * kw
     patches = op.reshape(op.transpose(stacked, (0, 3, 4, 1, 2)), (n, k))
     matrix = (
         Constant(weight.data.reshape(rows, k))
         if isinstance(weight, Constant)
         else op.reshape(weight, (rows, k))
     )
-    pieces = []
-    for start, count in column_pieces(
-        win.filters, n, k, is_pointwise(win.w_shape, win.attrs), threads
-    ):
+    products = []
+    for start, count, step in slices:
         piece = patches if count == n else op.strided_slice(patches, (start, 0), (start + count, k))
-        pieces.append(op.dense_mlas(piece, matrix, stride_k=stride_k(count, k)))
-    out = pieces[0] if len(pieces) == 1 else op.concatenate(*pieces, axis=0)  # (N, rows)
+        products.append(op.dense_mlas(piece, matrix, stride_k=step))
+    out = products[0] if len(products) == 1 else op.concatenate(*products, axis=0)  # (N, rows)
     if rows != win.filters:
         out = op.strided_slice(out, (0, 0), (n, win.filters))
-    return op.reshape(op.transpose(out, (1, 0)), (1, win.filters, win.oh, win.ow))
+    return op.reshape(op.transpose(out, (1, 0)), shape)
 
 
 def _depthwise(win: _Window, weight: Expr) -> Expr:

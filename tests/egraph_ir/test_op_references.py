@@ -678,7 +678,7 @@ def test_bitwise_against_onnxruntime(name: str, dtype: str) -> None:
 
 
 COVERED = (
-    {"conv2d_mlas", "dense_mlas"}
+    {"conv2d_mlas", "dense_mlas", "matmul_mlas"}
     | set(UNARY_ONNX)
     | set(POSITIVE_ONNX)
     | set(BINARY_ONNX)
@@ -884,6 +884,7 @@ def test_dense_mlas_is_onnxruntimes_float_matmul_bit_for_bit() -> None:
     want = run_onnx("MatMul", [a, b])[0]
     np.testing.assert_array_equal(ir_eval("dense_mlas", [a, b.T.copy()], stride_k=128), want)
     assert (ir_eval("dense_mlas", [a, b.T.copy()], stride_k=300) != want).any()  # one chain
+    np.testing.assert_array_equal(ir_eval("matmul_mlas", [a, b], stride_k=128), want)
 
 
 def test_every_registered_op_has_a_reference_test() -> None:

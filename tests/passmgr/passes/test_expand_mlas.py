@@ -1,6 +1,8 @@
 """ExpandMlasOrder: a conv2d_mlas compiled is its reference (MLAS's order of sums) bit for
-bit, whatever its filter count: the products it expands into must run on the packed kernel
-(one chain of FMAs per output), which takes weights of a multiple of 16 rows."""
+bit, whatever its filter and pixel counts: one matmul_mlas over every pixel (784 and 144
+pixels), dense_mlas on filters padded to 16 rows (81 pixels), and one dense_mlas per
+piece of MLAS's thread split where the pieces slice K apart (80 and 64 pixels, K = 144:
+slices of 128 and 256)."""
 
 from __future__ import annotations
 
@@ -15,8 +17,8 @@ from egraph_ir.op.mlas import conv2d_mlas_ref
 
 @pytest.mark.parametrize(
     "channels,filters,size,kernel",
-    [(144, 40, 28, 1), (24, 40, 9, 3), (32, 24, 12, 1)],
-    ids=["pointwise-40", "k216-40", "pointwise-24"],
+    [(144, 40, 28, 1), (24, 40, 9, 3), (32, 24, 12, 1), (16, 40, 12, 3)],
+    ids=["pointwise-40", "k216-40", "pointwise-24", "two-pieces-sliced-apart"],
 )
 def test_compiled_conv2d_mlas_is_its_reference(
     channels: int, filters: int, size: int, kernel: int

@@ -61,9 +61,12 @@ class Packed:
     mr: int  # rows per register block (the last m % mr rows are one smaller block)
     xv: int  # vectors per panel
     panels: np.ndarray  # (N / PW, K, PW)
-    # dense_mlas: K in slices of this many, each summed from zero and added to the stored
-    # sums (MLAS's order); 0: one chain over all of K
+    # dense_mlas / matmul_mlas: K in slices of this many, each summed from zero and added
+    # to the stored sums (MLAS's order); 0: one chain over all of K
     stride_k: int = 0
+    # matmul_mlas: `panels` is the constant left matrix (M, K), broadcast, and the vectors
+    # are read in place from the run-time right one (K, N)
+    direct: bool = False
 
     @property
     def width(self) -> int:
@@ -106,6 +109,25 @@ def pack(call: Call) -> Packed:
     panels = np.ascontiguousarray(b.reshape(k, n // width, width).transpose(1, 0, 2), "float32")
     stride_k = int(call.attrs["stride_k"]) if call.op.name == "dense_mlas" else 0
     return Packed(m, n, k, mr, xv, panels, stride_k)
+
+
+def mlas_fits(call: Call) -> bool:
+    """A matmul_mlas whose left operand is a constant and whose columns fill 16 lanes."""
+    a, b = call.args
+    b_t = b.checked_type
+    return isinstance(a, Constant) and isinstance(b_t, TensorType) and b_t.shape[1] % LANES == 0
+
+
+def mlas_product(call: Call) -> Packed:
+    """The kernel of matmul_mlas a @ b: MLAS's own orientation, a's elements broadcast and
+    b's rows read as vectors in place (no packing), so a convolution's filters times its
+    patches (K, pixels) give NCHW rows without a transpose."""
+    a, out_t = call.args[0], call.checked_type
+    assert isinstance(a, Constant) and isinstance(out_t, TensorType)
+    (m, k), n = a.data.shape, out_t.shape[1]
+    mr, xv = register_block(m, n)
+    weights = np.ascontiguousarray(a.data, "float32")
+    return Packed(m, n, k, mr, xv, weights, int(call.attrs["stride_k"]), direct=True)
 
 
 def register_block(m: int | Dim, n: int) -> tuple[int, int]:
@@ -167,7 +189,7 @@ def _row_block(
     step = p.stride_k or p.k
     for k0 in range(0, p.k, step):
         kk = LoopVar(INDEX, f"{tag}kk{k0}" if p.stride_k else f"{tag}kk")
-        at_k = (panel * p.k + (kk + k0)) * p.width
+        at_k = (kk + k0) * p.n + column if p.direct else (panel * p.k + (kk + k0)) * p.width
         loads = [Load(vec, packed, at_k + (v * LANES)) for v in range(p.xv)]
         updates: list[Stmt] = []
         for r in range(rows):
@@ -197,6 +219,16 @@ def packed_gemm(group: Group, anchor: Call, ops: list[str], p: Packed) -> LoopKe
     if anchor is not group.fn.body:
         stmts += panel_epilogue(group, panel, p)
     return panel_kernel(group, ops, p, stmts, PackedProduct.NAME)
+
+
+def mlas_gemm(group: Group, anchor: Call, ops: list[str], p: Packed) -> LoopKernel:
+    """matmul_mlas: the constant's elements broadcast, the run-time rows as vectors."""
+    panel = LoopVar(INDEX, "panel")
+    b = group.buffers[anchor.args[1]].name
+    stmts = panel_block(p, panel, group.buffer_of(Constant(p.panels)), b, "out")
+    if anchor is not group.fn.body:
+        stmts += panel_epilogue(group, panel, p)
+    return panel_kernel(group, ops, p, stmts, MlasProduct.NAME)
 
 
 def panel_kernel(
@@ -245,3 +277,14 @@ class PackedProduct(NativeKernel):
 
     def build(self, group: Group, anchor: Call, ops: list[str]) -> LoopKernel:
         return packed_gemm(group, anchor, ops, self.packed)
+
+
+@dataclass(frozen=True)
+class MlasProduct(NativeKernel):
+    """matmul_mlas in MLAS's order of sums (JIT micro-kernel, nothing packed)."""
+
+    NAME: ClassVar[str] = "gemm/mlas"
+    packed: Packed
+
+    def build(self, group: Group, anchor: Call, ops: list[str]) -> LoopKernel:
+        return mlas_gemm(group, anchor, ops, self.packed)

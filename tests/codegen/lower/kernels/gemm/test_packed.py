@@ -15,7 +15,7 @@ from codegen.llvm.cpu import accumulator_budget
 from codegen.lower.kernels.gemm.packed import register_block
 from egraph_ir import op
 from egraph_ir.dims import Dim
-from egraph_ir.op.mlas import dense_mlas_ref
+from egraph_ir.op.mlas import dense_mlas_ref, matmul_mlas_ref
 
 
 @pytest.mark.parametrize("m", [1, 3, 6, 7, 64, 197, ir.size_var("tokens")])
@@ -58,3 +58,20 @@ def test_dense_mlas_sums_in_mlas_order(m: int, k: int, n: int, stride_k: int) ->
     assert (
         dense_mlas_ref(value, w, k) != dense_mlas_ref(value, w, stride_k)
     ).any() or k <= stride_k
+
+
+@pytest.mark.parametrize(
+    "m,k,n,stride_k", [(512, 2304, 64, 256), (37, 300, 48, 128)], ids=["slices", "short-last"]
+)
+def test_matmul_mlas_sums_in_mlas_order(m: int, k: int, n: int, stride_k: int) -> None:
+    """matmul_mlas on its kernel (the constant's elements broadcast, the run-time rows read
+    in place: a convolution's NCHW rows) is its reference bit for bit."""
+    rng = np.random.default_rng(m + k)
+    b = ir.var("b", shape=(k, n), dtype="float32")
+    a = (rng.integers(-128, 128, (m, k)) * 0.0021).astype(np.float32)
+    body = op.add(op.matmul_mlas(ir.const(a), b, stride_k=stride_k), ir.const(np.float32(0.5)))
+    exe = codegen.build(ir.Function([b], body))
+    value = (rng.integers(0, 256, (k, n)) * 0.0173 - 1.3).astype(np.float32)
+    want = matmul_mlas_ref(a, value, stride_k) + np.float32(0.5)
+    assert int((exe.run(b=value) != want).sum()) == 0
+    assert [kernel.variant for kernel in exe.profile({"b": value}, repeats=1)] == ["mlas"]
