@@ -69,29 +69,38 @@ def _full(win: _Window, weight: Expr, threads: int) -> Expr:
     only on its piece's slice size, so where every piece has the same one, one product
     over all columns: the filters (F, K) times the patches (K, N) as they lie, NCHW rows
     out (matmul_mlas), when N fills vectors of PANEL and K is SHALLOW; else the patches
-    transposed (N, K) times the filters padded to PANEL rows, one dense_mlas per piece."""
+    transposed (N, K) times the filters padded to PANEL rows (dense_mlas)."""
     kh, kw = win.kernel
     taps = [op.expand_dims(win.tap(i, j), 2) for i in range(kh) for j in range(kw)]
     stacked = taps[0] if len(taps) == 1 else op.concatenate(*taps, axis=2)  # (1, C, T, OH, OW)
     n, k = win.oh * win.ow, win.channels * kh * kw
     pieces = column_pieces(win.filters, n, k, is_pointwise(win.w_shape, win.attrs), threads)
-    steps = {stride_k(count, k) for _, count in pieces}
-    shape = (1, win.filters, win.oh, win.ow)
-    if len(steps) == 1 and n % PANEL == 0 and k <= SHALLOW and isinstance(weight, Constant):
-        filters = Constant(weight.data.reshape(win.filters, k))
-        product = op.matmul_mlas(filters, op.reshape(stacked, (k, n)), stride_k=steps.pop())
-        return op.reshape(product, shape)
     slices = [(start, count, stride_k(count, k)) for start, count in pieces]
-    if len(steps) == 1:
-        slices = [(0, n, steps.pop())]
-    rows = win.filters
-    if isinstance(weight, Constant) and win.filters % PANEL:
-        rows += PANEL - win.filters % PANEL
-        data = weight.data.reshape(win.filters, -1)
-        weight = Constant(
-            np.concatenate([data, np.zeros((rows - win.filters, data.shape[1]), data.dtype)])
-        )
+    if len({step for *_, step in slices}) == 1:
+        slices = [(0, n, slices[0][2])]
+    shape = (1, win.filters, win.oh, win.ow)
+    if len(slices) == 1 and n % PANEL == 0 and k <= SHALLOW and isinstance(weight, Constant):
+        filters = Constant(weight.data.reshape(win.filters, k))
+        product = op.matmul_mlas(filters, op.reshape(stacked, (k, n)), stride_k=slices[0][2])
+        return op.reshape(product, shape)
     patches = op.reshape(op.transpose(stacked, (0, 3, 4, 1, 2)), (n, k))
+    out = _patches_times_filters(patches, weight, win.filters, k, slices)
+    return op.reshape(op.transpose(out, (1, 0)), shape)
+
+
+def _patches_times_filters(
+    patches: Expr, weight: Expr, filters: int, k: int, slices: list[tuple[int, int, int]]
+) -> Expr:
+    """(N, F): a dense_mlas per slice (start, count, K slice) of the patches' (N, k) rows,
+    on the filters padded with zero rows to a multiple of PANEL (the packed kernel's), the
+    padding's columns dropped."""
+    rows = filters
+    if isinstance(weight, Constant) and filters % PANEL:
+        rows += PANEL - filters % PANEL
+        data = weight.data.reshape(filters, -1)
+        weight = Constant(
+            np.concatenate([data, np.zeros((rows - filters, data.shape[1]), data.dtype)])
+        )
     matrix = (
         Constant(weight.data.reshape(rows, k))
         if isinstance(weight, Constant)
@@ -99,12 +108,15 @@ def _full(win: _Window, weight: Expr, threads: int) -> Expr:
     )
     products = []
     for start, count, step in slices:
-        piece = patches if count == n else op.strided_slice(patches, (start, 0), (start + count, k))
+        piece = (
+            patches
+            if len(slices) == 1
+            else op.strided_slice(patches, (start, 0), (start + count, k))
+        )
         products.append(op.dense_mlas(piece, matrix, stride_k=step))
-    out = products[0] if len(products) == 1 else op.concatenate(*products, axis=0)  # (N, rows)
-    if rows != win.filters:
-        out = op.strided_slice(out, (0, 0), (n, win.filters))
-    return op.reshape(op.transpose(out, (1, 0)), shape)
+    out = products[0] if len(products) == 1 else op.concatenate(*products, axis=0)
+    total = sum(count for _, count, _ in slices)
+    return op.strided_slice(out, (0, 0), (total, filters)) if rows != filters else out
 
 
 def _depthwise(win: _Window, weight: Expr) -> Expr:
