@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import os
 import platform
+from collections.abc import Callable
 
 import llvmlite.binding as llvm
 import numpy as np
@@ -192,34 +193,31 @@ def matmul_mlas_ref(a: np.ndarray, b: np.ndarray, stride_k: int) -> np.ndarray:
     return dense_mlas_ref(np.ascontiguousarray(b.T), a, stride_k).T
 
 
-def _matmul_infer(args: list[TensorType], attrs: Attrs) -> Type:
-    a, b = args
-    for t, what in ((a, "a"), (b, "b")):
-        require_dtype(t, ("float32",), what)
-    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
-        raise ShapeError(f"matmul_mlas needs a (M, K) and b (K, N), got {a}, {b}")
-    if int(attrs["stride_k"]) < 1:
-        raise ShapeError(f"matmul_mlas: stride_k must be positive, got {attrs['stride_k']}")
-    return TensorType((a.shape[0], b.shape[1]), "float32")
+def _product_infer(name: str, operands: str, k_of_b: int) -> Callable[..., Type]:
+    """The type relation of a float32 product a (M, K) by b, b being (N, K) (k_of_b 1:
+    dense_mlas) or (K, N) (k_of_b 0: matmul_mlas); `operands` names them in errors."""
+
+    def infer(args: list[TensorType], attrs: Attrs) -> Type:
+        a, b = args
+        for t, what in zip(args, operands.split(" and "), strict=True):
+            require_dtype(t, ("float32",), what.split(" ")[0])
+        if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[k_of_b]:
+            raise ShapeError(f"{name} needs {operands}, got {a}, {b}")
+        if int(attrs["stride_k"]) < 1:
+            raise ShapeError(f"{name}: stride_k must be positive, got {attrs['stride_k']}")
+        return TensorType((a.shape[0], b.shape[1 - k_of_b]), "float32")
+
+    return infer
 
 
-def _matmul_macs(args: list[TensorType], out: Type, attrs: Attrs) -> float:
+def _product_macs(args: list[TensorType], out: Type, attrs: Attrs) -> float:
+    """2 x outputs x K (a's columns, for both products)."""
     assert isinstance(out, TensorType)
     return 2.0 * size_of(out.shape) * args[0].shape[1]
 
 
-def _dense_infer(args: list[TensorType], attrs: Attrs) -> Type:
-    x, w = args
-    for t, what in ((x, "data"), (w, "weight")):
-        require_dtype(t, ("float32",), what)
-    if x.ndim != 2 or w.ndim != 2 or x.shape[1] != w.shape[1]:
-        raise ShapeError(f"dense_mlas needs data (M, K) and weight (N, K), got {x}, {w}")
-    if int(attrs["stride_k"]) < 1:
-        raise ShapeError(f"dense_mlas: stride_k must be positive, got {attrs['stride_k']}")
-    return TensorType((x.shape[0], w.shape[0]), "float32")
-
-
 def _macs(args: list[TensorType], out: Type, attrs: Attrs) -> float:
+    """2 x outputs x a filter's weights."""
     assert isinstance(out, TensorType)
     return 2.0 * size_of(out.shape) * size_of(args[1].shape[1:])
 
@@ -242,10 +240,10 @@ register_op(
     Op(
         "dense_mlas",
         ("data", "weight"),
-        _dense_infer,
+        _product_infer("dense_mlas", "data (M, K) and weight (N, K)", 1),
         dense_mlas_ref,
         OpPattern.OUT_ELEMWISE_FUSABLE,
-        _macs,
+        _product_macs,
         (AttrSpec("stride_k", "int", STRIDE_K),),
         doc="x · Wᵀ summed in MLAS's order (slices of stride_k, each a chain of FMAs)",
     )
@@ -255,10 +253,10 @@ register_op(
     Op(
         "matmul_mlas",
         ("a", "b"),
-        _matmul_infer,
+        _product_infer("matmul_mlas", "a (M, K) and b (K, N)", 0),
         matmul_mlas_ref,
         OpPattern.OUT_ELEMWISE_FUSABLE,
-        _matmul_macs,
+        _product_macs,
         (AttrSpec("stride_k", "int", STRIDE_K),),
         doc="a @ b summed in MLAS's order (slices of stride_k, each a chain of FMAs)",
     )

@@ -211,24 +211,20 @@ def _row_block(
     return body
 
 
-def packed_gemm(group: Group, anchor: Call, ops: list[str], p: Packed) -> LoopKernel:
-    """The packed-weights micro-kernel and the epilogue, one column panel at a time."""
+def packed_gemm(group: Group, anchor: Call, ops: list[str], p: Packed, name: str) -> LoopKernel:
+    """The micro-kernel and the epilogue, one column panel at a time: the run-time rows
+    broadcast against the packed constant panels, or (p.direct, matmul_mlas) the constant's
+    elements broadcast against the run-time rows."""
     panel = LoopVar(INDEX, "panel")
-    a = group.buffers[anchor.args[0]].name
-    stmts = panel_block(p, panel, a, group.buffer_of(Constant(p.panels)), "out")
+    constant = group.buffer_of(Constant(p.panels))
+    if p.direct:
+        broadcast, vectors = constant, group.buffers[anchor.args[1]].name
+    else:
+        broadcast, vectors = group.buffers[anchor.args[0]].name, constant
+    stmts = panel_block(p, panel, broadcast, vectors, "out")
     if anchor is not group.fn.body:
         stmts += panel_epilogue(group, panel, p)
-    return panel_kernel(group, ops, p, stmts, PackedProduct.NAME)
-
-
-def mlas_gemm(group: Group, anchor: Call, ops: list[str], p: Packed) -> LoopKernel:
-    """matmul_mlas: the constant's elements broadcast, the run-time rows as vectors."""
-    panel = LoopVar(INDEX, "panel")
-    b = group.buffers[anchor.args[1]].name
-    stmts = panel_block(p, panel, group.buffer_of(Constant(p.panels)), b, "out")
-    if anchor is not group.fn.body:
-        stmts += panel_epilogue(group, panel, p)
-    return panel_kernel(group, ops, p, stmts, MlasProduct.NAME)
+    return panel_kernel(group, ops, p, stmts, name)
 
 
 def panel_kernel(
@@ -276,15 +272,11 @@ class PackedProduct(NativeKernel):
     packed: Packed
 
     def build(self, group: Group, anchor: Call, ops: list[str]) -> LoopKernel:
-        return packed_gemm(group, anchor, ops, self.packed)
+        return packed_gemm(group, anchor, ops, self.packed, self.NAME)
 
 
 @dataclass(frozen=True)
-class MlasProduct(NativeKernel):
-    """matmul_mlas in MLAS's order of sums (JIT micro-kernel, nothing packed)."""
+class MlasProduct(PackedProduct):
+    """matmul_mlas in MLAS's order of sums (its `packed` is direct: nothing packed)."""
 
     NAME: ClassVar[str] = "gemm/mlas"
-    packed: Packed
-
-    def build(self, group: Group, anchor: Call, ops: list[str]) -> LoopKernel:
-        return mlas_gemm(group, anchor, ops, self.packed)
