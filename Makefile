@@ -31,14 +31,14 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy egraph_ir rules passmgr codegen egc
-	$(PY) -m pytest -q -n auto  # one worker per core (pytest-xdist)
+	$(PY) -m pytest -q -n auto --dist loadgroup  # one worker per core (pytest-xdist)
 
 # the default suite plus the minutes-long runs (marker `full`)
 test-all: $(STAMP)
-	$(PY) -m pytest -q -n auto -m "full or not full"
+	$(PY) -m pytest -q -n auto --dist loadgroup -m "full or not full"
 
 test-thorough: $(STAMP)
-	HYPOTHESIS_PROFILE=thorough $(PY) -m pytest -q -n auto
+	HYPOTHESIS_PROFILE=thorough $(PY) -m pytest -q -n auto --dist loadgroup
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -16,6 +16,10 @@ from egraph_ir.frontend import from_onnx
 
 pytest.importorskip("onnx.backend.test.case.node")
 
+# one worker collects ONNX's cases (~16 s) for both conformance modules (make test's
+# --dist loadgroup)
+pytestmark = pytest.mark.xdist_group("onnx_conformance")
+
 # ops whose definition did not change for float tensors after opset 21 (22 added bfloat16):
 # cases generated at a newer opset are read at 21, which the importer supports today
 OPS = {

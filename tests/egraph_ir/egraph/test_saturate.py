@@ -88,12 +88,12 @@ def test_guards_that_fail_now_are_retried_when_constants_fold() -> None:
 
 
 @pytest.mark.slow
-def test_node_limit_holds_on_a_2000_node_program_under_commutativity_and_associativity() -> None:
-    fn = random_program(2000)
-    result = optimize(fn, AC.rewrites(), Limits(nodes=20_000, seconds=120, iterations=50))
+def test_node_limit_holds_on_a_1000_node_program_under_commutativity_and_associativity() -> None:
+    fn = random_program(1000)
+    result = optimize(fn, AC.rewrites(), Limits(nodes=10_000, seconds=120, iterations=50))
     rep = result.report
     assert rep.stop_reason.kind is Stop.NODE_LIMIT
-    assert 20_000 <= rep.enodes_per_iteration[-1] <= 20_000 * 1.1
+    assert 10_000 <= rep.enodes_per_iteration[-1] <= 10_000 * 1.1
     x = {
         p.name_hint: np.random.default_rng(0).standard_normal(4).astype("float32")
         for p in fn.params
@@ -119,7 +119,7 @@ def test_time_limit_is_kept_within_twenty_percent(monkeypatch: pytest.MonkeyPatc
     import sys
 
     saturate_module = sys.modules["egraph_ir.egraph.saturate"]  # the package re-exports a function
-    clock = _Clock(0.01)
+    clock = _Clock(0.05)
     monkeypatch.setattr(saturate_module, "time", clock)
     result = optimize(
         random_program(300, seed=1),
