@@ -1,0 +1,142 @@
+"""A GPT-2 ONNX file at any size, written node by node as `torch.onnx.export` writes
+Hugging Face's GPT2LMHeadModel at opset 17 (random weights, no KV cache): token and
+position Gathers; per layer LayerNormalization, the fused QKV MatMul + Add, Split,
+Reshape to heads and Transposes (K straight to (0, 2, 3, 1)), the scaled scores with a
+causal Where, Softmax, the heads merged back by Transpose + Reshape, the tanh GELU as its
+Mul/Pow/Tanh chain; the tied vocabulary projection last.
+
+GPT-2 small (12 layers, 768 wide, 12 heads, 50,257 tokens) is 0.5 GB of float32: made
+for a benchmark run in /tmp, never committed, without torch in the environment.
+
+    .venv/bin/python benchmarks/gpt2_file.py /tmp/gpt2_small.onnx [--layers 12]
+        [--hidden 768] [--heads 12] [--vocab 50257] [--seq 64] [--batch 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+
+class _Graph:
+    """Nodes and initialisers with fresh names."""
+
+    def __init__(self, seed: int) -> None:
+        self.nodes: list[onnx.NodeProto] = []
+        self.inits: list[onnx.TensorProto] = []
+        self.rng = np.random.default_rng(seed)
+        self.count = 0
+
+    def name(self, hint: str) -> str:
+        self.count += 1
+        return f"{hint}_{self.count}"
+
+    def const(self, hint: str, value: np.ndarray) -> str:
+        name = self.name(hint)
+        self.inits.append(numpy_helper.from_array(np.asarray(value), name))
+        return name
+
+    def weight(self, hint: str, shape: tuple[int, ...], scale: float = 0.02) -> str:
+        return self.const(hint, (self.rng.standard_normal(shape) * scale).astype(np.float32))
+
+    def op(self, op_type: str, inputs: list[str], outputs: int = 1, **attrs: object) -> list[str]:
+        names = [self.name(op_type.lower()) for _ in range(outputs)]
+        self.nodes.append(helper.make_node(op_type, inputs, names, **attrs))
+        return names
+
+    def one(self, op_type: str, inputs: list[str], **attrs: object) -> str:
+        return self.op(op_type, inputs, **attrs)[0]
+
+
+def _layer_norm(g: _Graph, x: str, hidden: int) -> str:
+    scale = g.const("ln_w", np.ones(hidden, np.float32))
+    bias = g.const("ln_b", np.zeros(hidden, np.float32))
+    return g.one("LayerNormalization", [x, scale, bias], axis=-1, epsilon=1e-5)
+
+
+def _linear(g: _Graph, x: str, k: int, n: int) -> str:
+    """Hugging Face's Conv1D: x @ W (K, N) + b."""
+    return g.one("Add", [g.one("MatMul", [x, g.weight("w", (k, n))]), g.weight("b", (n,))])
+
+
+def _gelu(g: _Graph, x: str) -> str:
+    """0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))), node by node."""
+    cube = g.one("Pow", [x, g.const("three", np.float32(3.0))])
+    inner = g.one("Add", [x, g.one("Mul", [cube, g.const("c", np.float32(0.044715))])])
+    scaled = g.one("Mul", [inner, g.const("s", np.float32(np.sqrt(2 / np.pi)))])
+    one_plus = g.one("Add", [g.one("Tanh", [scaled]), g.const("one", np.float32(1.0))])
+    return g.one("Mul", [g.one("Mul", [x, g.const("half", np.float32(0.5))]), one_plus])
+
+
+def _attention(g: _Graph, x: str, batch: int, seq: int, hidden: int, heads: int) -> str:
+    qkv = _linear(g, x, hidden, 3 * hidden)
+    split = g.const("split", np.array([hidden] * 3, np.int64))
+    q, k, v = g.op("Split", [qkv, split], outputs=3, axis=2)
+    heads_shape = g.const("shape", np.array([batch, seq, heads, hidden // heads], np.int64))
+    q = g.one("Transpose", [g.one("Reshape", [q, heads_shape])], perm=[0, 2, 1, 3])
+    k = g.one("Transpose", [g.one("Reshape", [k, heads_shape])], perm=[0, 2, 3, 1])
+    v = g.one("Transpose", [g.one("Reshape", [v, heads_shape])], perm=[0, 2, 1, 3])
+    scores = g.one("MatMul", [q, k])
+    scores = g.one("Div", [scores, g.const("d", np.float32(np.sqrt(hidden // heads)))])
+    causal = np.tril(np.ones((seq, seq), bool))[None, None]
+    lowest = g.const("min", np.float32(np.finfo(np.float32).min))
+    scores = g.one("Where", [g.const("causal", causal), scores, lowest])
+    probs = g.one("Softmax", [scores], axis=-1)
+    merged = g.one("Transpose", [g.one("MatMul", [probs, v])], perm=[0, 2, 1, 3])
+    merged_shape = g.const("shape", np.array([batch, seq, hidden], np.int64))
+    return _linear(g, g.one("Reshape", [merged, merged_shape]), hidden, hidden)
+
+
+def gpt2(
+    layers: int, hidden: int, heads: int, vocab: int, seq: int, batch: int = 1
+) -> onnx.ModelProto:
+    """input_ids [batch, seq] int64 -> logits [batch, seq, vocab]."""
+    g = _Graph(seed=0)
+    wte = g.weight("wte", (vocab, hidden))
+    positions = g.const("positions", np.arange(seq, dtype=np.int64)[None])
+    h = g.one(
+        "Add",
+        [
+            g.one("Gather", [wte, "input_ids"], axis=0),
+            g.one("Gather", [g.weight("wpe", (1024, hidden), 0.01), positions], axis=0),
+        ],
+    )
+    for _ in range(layers):
+        h = g.one("Add", [h, _attention(g, _layer_norm(g, h, hidden), batch, seq, hidden, heads)])
+        mlp = _linear(g, _layer_norm(g, h, hidden), hidden, 4 * hidden)
+        h = g.one("Add", [h, _linear(g, _gelu(g, mlp), 4 * hidden, hidden)])
+    tied = g.one("Transpose", [wte], perm=[1, 0])
+    g.nodes.append(helper.make_node("MatMul", [_layer_norm(g, h, hidden), tied], ["logits"]))
+    graph = helper.make_graph(
+        g.nodes,
+        "gpt2",
+        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [batch, seq])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [batch, seq, vocab])],
+        g.inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--layers", type=int, default=12)
+    parser.add_argument("--hidden", type=int, default=768)
+    parser.add_argument("--heads", type=int, default=12)
+    parser.add_argument("--vocab", type=int, default=50257)
+    parser.add_argument("--seq", type=int, default=64)
+    parser.add_argument("--batch", type=int, default=1)
+    a = parser.parse_args()
+    model = gpt2(a.layers, a.hidden, a.heads, a.vocab, a.seq, a.batch)
+    data = a.out.with_name(a.out.name + ".data")
+    data.unlink(missing_ok=True)  # onnx appends to an existing data file
+    onnx.save(model, str(a.out), save_as_external_data=True, location=data.name)
+    print(f"wrote {a.out} and {data.name} ({data.stat().st_size / 1e6:.0f} MB)")
+
+
+if __name__ == "__main__":
+    main()
