@@ -48,6 +48,7 @@ from .channels import panels_of
 from .epilogue import lanes_epilogue, micro_kernel
 from .prologue import pad_kernel
 from .shape import (
+    L2_SHARE,
     MIN_WORK,
     VECTOR,
     BlockedShape,
@@ -102,6 +103,10 @@ class PointwiseLayout:
     # an NCHW result: 16 pixels x 16 channels per block, transposed in registers so the
     # tile holds each channel's 16 pixels in a row (the epilogue reads whole vectors)
     transposed: bool = False
+    # every panel in turn on a block of pixels, whose input stays in L1, rather than each
+    # panel sweeping the item's pixels: where an item's input overflows the core's share
+    # of L2 (a 56x56 map of 144 channels, 1.8 MB, was read once per panel from memory)
+    panels_inner: bool = False
 
     @property
     def width(self) -> int:
@@ -112,9 +117,14 @@ class PointwiseLayout:
         return self.panels.shape[0]
 
     @property
+    def shared_panels(self) -> int:
+        """Panels among the iterations the threads share (none: each runs every panel)."""
+        return 1 if self.panels_inner else self.count
+
+    @property
     def work(self) -> int:
         """Iterations of the loop the threads share: (item, panel, part of its pixels)."""
-        return self.items * self.count * self.splits
+        return self.items * self.shared_panels * self.splits
 
 
 def pointwise_layout(conv: Call) -> PointwiseLayout:
@@ -130,10 +140,14 @@ def pointwise_layout(conv: Call) -> PointwiseLayout:
     padded = np.zeros((-(-g.o // width) * width, *data.shape[1:]), "float32")
     padded[: g.o] = data
     panels = panels_of(padded, width)
+    item_input = g.c * g.h * g.w * 4
+    inner = panels.shape[0] > 1 and item_input > L2_SHARE and panels.nbytes <= L2_SHARE
     # a projection to 32 channels is one panel: cut its pixels so every thread has work
     blocks = -(-g.oh * g.ow // pr)
-    splits = min(blocks, -(-MIN_WORK // (panels.shape[0] * g.n)))
-    return PointwiseLayout(xv, pr, panels, splits, transposed=transposed, items=g.n)
+    splits = min(blocks, -(-MIN_WORK // ((1 if inner else panels.shape[0]) * g.n)))
+    return PointwiseLayout(
+        xv, pr, panels, splits, transposed=transposed, items=g.n, panels_inner=inner
+    )
 
 
 def pointwise_tile(conv: Call, lay: PointwiseLayout) -> tuple[tuple[int, ...], str]:
@@ -171,11 +185,13 @@ def transpose_lanes(rows: list[LExpr], name: str) -> tuple[list[Stmt], list[LExp
 
 def _in_item(lay: PointwiseLayout, work: LExpr) -> LExpr:
     """Shared iteration `work` within its item: (panel, part)."""
-    return work % (lay.count * lay.splits)
+    return work % (lay.shared_panels * lay.splits)
 
 
 def panel_of(lay: PointwiseLayout, work: LExpr) -> LExpr:
-    """The panel of shared iteration `work`."""
+    """The panel of shared iteration `work` (with panels_inner, the panel loop's)."""
+    if lay.panels_inner:
+        return LoopVar(INDEX, "pn")
     local = _in_item(lay, work)
     return local if lay.splits == 1 else local // lay.splits
 
@@ -192,7 +208,7 @@ def pointwise_panel(
     pixels = g.oh * g.ow
     panel = panel_of(lay, work)
     pb = LoopVar(INDEX, "pb")
-    b = work // (lay.count * lay.splits)
+    b = work // (lay.shared_panels * lay.splits)
     blocks = -(-pixels // lay.pr)
     per_part = -(-blocks // lay.splits)
     block: LExpr = pb
@@ -227,6 +243,8 @@ def pointwise_panel(
                 at = tile_at(lay, idx(r), idx(v * LANES))
                 body.append(Store("tile", at, Ref(VECTOR, acc[r][v])))
     body += after_block(b, first)
+    if lay.panels_inner:
+        body = [For("pn", lay.count, body, unroll=False)]
     return [For("pb", per_part, body, unroll=False)]
 
 

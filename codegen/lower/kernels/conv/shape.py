@@ -330,3 +330,4 @@ def pixels_per_block(width: int, most: int) -> int:
 
 
 MIN_WORK = 8  # work items a blocked kernel is cut into, at least, so both threads have work
+L2_SHARE = 256 * 1024  # bytes a kernel counts on keeping in a core's L2 (half of Zen 3's)

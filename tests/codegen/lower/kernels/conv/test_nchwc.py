@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 import codegen
 import egraph_ir as ir
 import passmgr as pm
+from codegen.lower.kernels.conv import nchwc_pointwise
 from codegen.lower.kernels.conv.nchwc_depthwise import BlockedDepthwise
 from codegen.lower.kernels.conv.nchwc_pointwise import BlockedPointwise, pointwise_layout
 from codegen.lower.kinds import Unsupported
@@ -113,10 +114,17 @@ def test_every_blocked_pointwise_form_matches_the_interpreter(case) -> None:
     assert_allclose(exe.run(**inputs), ir.interpret(fn, **inputs), what=str(fn))
 
 
+@pytest.mark.parametrize("panels_inner", [False, True])
 @pytest.mark.parametrize("out_layout", ["NCHW16c", "NCHW"])
-def test_a_batch_runs_item_by_item_through_the_pointwise_kernel(out_layout: str) -> None:
+def test_a_batch_runs_item_by_item_through_the_pointwise_kernel(
+    out_layout: str, panels_inner: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """At batch > 1 the threads share (item, panel, part) iterations, an item's panels in
-    turn (its input stays in cache): every item, with a residual, at 1 to 3 threads."""
+    turn (its input stays in cache), or, where an item's input overflows the L2 share,
+    (item, part) iterations running every panel on each block of pixels: every item, with
+    a residual, at 1 to 3 threads. (The share is shrunk here: the item's input is 31.7 KB,
+    its three panels 15 KB.)"""
+    monkeypatch.setattr(nchwc_pointwise, "L2_SHARE", 20_000 if panels_inner else 10**9)
     rng = np.random.default_rng(3)
     o = 48 if out_layout == "NCHW16c" else 40
     x = ir.var("x", shape=(3, 5, 9, 11, 16))
@@ -133,7 +141,8 @@ def test_a_batch_runs_item_by_item_through_the_pointwise_kernel(out_layout: str)
         assert [k.variant for k in exe.graph.kernels()] == ["nchwc-pointwise"]
         assert_allclose(exe.run(**inputs), ir.interpret(fn, **inputs))
     layout = pointwise_layout(ir.infer_type(ir.Function([x], conv)).body)
-    assert layout.items == 3 and layout.work == 3 * layout.count * layout.splits
+    assert layout.count == 3 and layout.panels_inner == panels_inner
+    assert layout.items == 3 and layout.work == 3 * layout.shared_panels * layout.splits
 
 
 @given(
