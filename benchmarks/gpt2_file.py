@@ -9,7 +9,10 @@ GPT-2 small (12 layers, 768 wide, 12 heads, 50,257 tokens) is 0.5 GB of float32:
 for a benchmark run in /tmp, never committed, without torch in the environment.
 
     .venv/bin/python benchmarks/gpt2_file.py /tmp/gpt2_small.onnx [--layers 12]
-        [--hidden 768] [--heads 12] [--vocab 50257] [--seq 64] [--batch 1]
+        [--hidden 768] [--heads 12] [--vocab 50257] [--seq 64] [--batch 1] [--step]
+
+With --step, one decoding step with its KV cache (gpt2_step: the past length symbolic),
+the program a text generation loop runs once per token.
 """
 
 from __future__ import annotations
@@ -91,6 +94,72 @@ def _attention(g: _Graph, x: str, batch: int, seq: int, hidden: int, heads: int)
     return _linear(g, g.one("Reshape", [merged, merged_shape]), hidden, hidden)
 
 
+def _attention_step(g: _Graph, x: str, hidden: int, heads: int, layer: int) -> str:
+    """One token's attention over its layer's cache: the new key and value appended to
+    past_{layer}_k / _v [1, heads, past, head] (Concat on axis 2) and returned as
+    present_{layer}_k / _v; no mask (a token sees the whole cache)."""
+    head = hidden // heads
+    qkv = _linear(g, x, hidden, 3 * hidden)
+    split = g.const("split", np.array([hidden] * 3, np.int64))
+    q, k, v = g.op("Split", [qkv, split], outputs=3, axis=2)
+    heads_shape = g.const("shape", np.array([1, 1, heads, head], np.int64))
+    q, k, v = (
+        g.one("Transpose", [g.one("Reshape", [t, heads_shape])], perm=[0, 2, 1, 3])
+        for t in (q, k, v)
+    )
+    names = {}
+    for part, new in (("k", k), ("v", v)):
+        names[part] = f"present_{layer}_{part}"
+        g.nodes.append(
+            helper.make_node("Concat", [f"past_{layer}_{part}", new], [names[part]], axis=2)
+        )
+    keys = g.one("Transpose", [names["k"]], perm=[0, 1, 3, 2])
+    scores = g.one("Div", [g.one("MatMul", [q, keys]), g.const("d", np.float32(np.sqrt(head)))])
+    probs = g.one("Softmax", [scores], axis=-1)
+    merged = g.one("Transpose", [g.one("MatMul", [probs, names["v"]])], perm=[0, 2, 1, 3])
+    merged_shape = g.const("shape", np.array([1, 1, hidden], np.int64))
+    return _linear(g, g.one("Reshape", [merged, merged_shape]), hidden, hidden)
+
+
+def gpt2_step(layers: int, hidden: int, heads: int, vocab: int) -> onnx.ModelProto:
+    """One decoding step with a KV cache, as a generation loop runs it: input_ids [1, 1]
+    and past_{i}_k / past_{i}_v [1, heads, past, head] (past symbolic) -> logits
+    [1, 1, vocab] and present_{i}_k / _v [1, heads, past + 1, head]; the token's position
+    is the cache's length."""
+    g = _Graph(seed=0)
+    wte = g.weight("wte", (vocab, hidden))
+    past = g.one("Gather", [g.one("Shape", ["past_0_k"]), g.const("two", np.int64(2))], axis=0)
+    position = g.one("Reshape", [past, g.const("shape", np.array([1, 1], np.int64))])
+    h = g.one(
+        "Add",
+        [
+            g.one("Gather", [wte, "input_ids"], axis=0),
+            g.one("Gather", [g.weight("wpe", (1024, hidden), 0.01), position], axis=0),
+        ],
+    )
+    for layer in range(layers):
+        attention = _attention_step(g, _layer_norm(g, h, hidden), hidden, heads, layer)
+        h = g.one("Add", [h, attention])
+        mlp = _linear(g, _layer_norm(g, h, hidden), hidden, 4 * hidden)
+        h = g.one("Add", [h, _linear(g, _gelu(g, mlp), 4 * hidden, hidden)])
+    tied = g.one("Transpose", [wte], perm=[1, 0])
+    g.nodes.append(helper.make_node("MatMul", [_layer_norm(g, h, hidden), tied], ["logits"]))
+    cache = [1, heads, "past", hidden // heads]
+    grown = [1, heads, "total", hidden // heads]
+    inputs = [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, 1])]
+    outputs = [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 1, vocab])]
+    for layer in range(layers):
+        for part in ("k", "v"):
+            inputs.append(
+                helper.make_tensor_value_info(f"past_{layer}_{part}", TensorProto.FLOAT, cache)
+            )
+            outputs.append(
+                helper.make_tensor_value_info(f"present_{layer}_{part}", TensorProto.FLOAT, grown)
+            )
+    graph = helper.make_graph(g.nodes, "gpt2_step", inputs, outputs, g.inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
 def gpt2(
     layers: int, hidden: int, heads: int, vocab: int, seq: int, batch: int = 1
 ) -> onnx.ModelProto:
@@ -130,8 +199,12 @@ def main() -> None:
     parser.add_argument("--vocab", type=int, default=50257)
     parser.add_argument("--seq", type=int, default=64)
     parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--step", action="store_true", help="one decoding step with a KV cache")
     a = parser.parse_args()
-    model = gpt2(a.layers, a.hidden, a.heads, a.vocab, a.seq, a.batch)
+    if a.step:
+        model = gpt2_step(a.layers, a.hidden, a.heads, a.vocab)
+    else:
+        model = gpt2(a.layers, a.hidden, a.heads, a.vocab, a.seq, a.batch)
     data = a.out.with_name(a.out.name + ".data")
     data.unlink(missing_ok=True)  # onnx appends to an existing data file
     onnx.save(model, str(a.out), save_as_external_data=True, location=data.name)
