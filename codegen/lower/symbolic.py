@@ -189,12 +189,14 @@ def _item_bytes(t: Type) -> int:
 
 
 def _taken(kernel: LoopKernel | GemmKernel) -> bool:
-    """A loop nest, a float product on packed weights (no scratch to plan per size), or a
-    BLAS product (its call is planned per size anyway) with a loop-nest epilogue."""
+    """A loop nest, a float product on packed weights (its scratch, if any, of a fixed
+    size: nothing to plan per size), or a BLAS product (its call is planned per size
+    anyway) with a loop-nest epilogue."""
     if type(kernel) is GemmKernel:
         return kernel.epilogue is None or type(kernel.epilogue) is LoopKernel
     return type(kernel) is LoopKernel or (
-        isinstance(kernel, JitGemmKernel) and not kernel.scratches
+        isinstance(kernel, JitGemmKernel)
+        and all(isinstance(d, int) for shape, _ in kernel.scratches for d in shape)
     )
 
 

@@ -11,11 +11,13 @@ from hypothesis import strategies as st
 
 import codegen
 import egraph_ir as ir
+import passmgr as pm
 from codegen.llvm.cpu import accumulator_budget
 from codegen.lower.kernels.gemm.packed import register_block
 from egraph_ir import op
 from egraph_ir.dims import Dim
 from egraph_ir.op.mlas import dense_mlas_ref, matmul_mlas_ref
+from egraph_ir.testing import assert_allclose
 
 
 @pytest.mark.parametrize("m", [1, 3, 6, 7, 64, 197, ir.size_var("tokens")])
@@ -75,3 +77,36 @@ def test_matmul_mlas_sums_in_mlas_order(m: int, k: int, n: int, stride_k: int) -
     want = matmul_mlas_ref(a, value, stride_k) + np.float32(0.5)
     assert int((exe.run(b=value) != want).sum()) == 0
     assert [kernel.variant for kernel in exe.profile({"b": value}, repeats=1)] == ["mlas"]
+
+
+@settings(max_examples=16, deadline=None)
+@given(
+    st.sampled_from([2, 5, 7, 64, "tokens"]),
+    st.sampled_from([8, 40, 96]),
+    st.sampled_from([64 + 1, 100, 300, 1000]),
+    st.sampled_from(["none", "bias-relu", "tanh"]),
+    st.integers(1, 3),
+)
+def test_columns_past_whole_panels_run_packed_and_equal_the_interpreter(
+    m: int | str, k: int, n: int, epilogue: str, threads: int
+) -> None:
+    """A product whose columns are no multiple of 16 (a vocabulary of 50,257) runs on the
+    packed kernel: the last panel's zero-padded columns are summed into a scratch and its
+    real ones copied out; an in-place epilogue (a bias, a tanh) runs once on each column,
+    at any thread count, for a symbolic row count too. (One row stays BLAS's GEMV:
+    tests/codegen/runtime/test_runner.py.)"""
+    rng = np.random.default_rng(n + k)
+    rows = ir.size_var("tokens") if m == "tokens" else m
+    x = ir.var("x", shape=(rows, k), dtype="float32")
+    w = rng.standard_normal((n, k)).astype("float32")
+    body = op.dense(x, ir.const(w))
+    if epilogue == "bias-relu":
+        body = op.relu(op.bias_add(body, ir.const(rng.standard_normal(n).astype("float32"))))
+    elif epilogue == "tanh":
+        body = op.tanh(op.add(body, ir.const(np.float32(0.25))))
+    fn = ir.Function([x], body)
+    with pm.PassContext(config={"codegen.num_threads": threads}):
+        exe = codegen.build(fn)
+    value = rng.standard_normal((3 if m == "tokens" else m, k)).astype("float32")
+    assert [t.variant for t in exe.profile({"x": value}, repeats=1)] == ["packed"]
+    assert_allclose(exe.run(x=value), ir.interpret(fn, x=value))
