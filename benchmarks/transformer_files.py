@@ -1,18 +1,23 @@
-"""A GPT-2 ONNX file at any size, written node by node as `torch.onnx.export` writes
-Hugging Face's GPT2LMHeadModel at opset 17 (random weights, no KV cache): token and
-position Gathers; per layer LayerNormalization, the fused QKV MatMul + Add, Split,
-Reshape to heads and Transposes (K straight to (0, 2, 3, 1)), the scaled scores with a
-causal Where, Softmax, the heads merged back by Transpose + Reshape, the tanh GELU as its
-Mul/Pow/Tanh chain; the tied vocabulary projection last.
+"""Transformer ONNX files at any size, written node by node as `torch.onnx.export` writes
+Hugging Face's models at opset 17 (random weights), for benchmarks at deployed sizes
+without torch in the environment:
 
-GPT-2 small (12 layers, 768 wide, 12 heads, 50,257 tokens) is 0.5 GB of float32: made
-for a benchmark run in /tmp, never committed, without torch in the environment.
+- `gpt2`: GPT2LMHeadModel without a cache: token and position Gathers; per layer
+  LayerNormalization, the fused QKV MatMul + Add, Split, Reshape to heads and Transposes
+  (K straight to (0, 2, 3, 1)), the scaled scores with a causal Where, Softmax, the heads
+  merged back by Transpose + Reshape, the tanh GELU as its Mul/Pow/Tanh chain; the tied
+  vocabulary projection last.
+- `gpt2_step`: one decoding step with its KV cache (the past length symbolic), the program
+  a generation loop runs once per token.
+- `bert`: BertModel's encoder: word, position and token-type embeddings, layer norms
+  after each residual, separate Q, K, V projections, an additive attention mask of ones,
+  the erf GELU; the last hidden state out.
 
-    .venv/bin/python benchmarks/gpt2_file.py /tmp/gpt2_small.onnx [--layers 12]
-        [--hidden 768] [--heads 12] [--vocab 50257] [--seq 64] [--batch 1] [--step]
+GPT-2 small (12 layers, 768 wide, 12 heads, 50,257 tokens) and BERT-base (30,522 tokens)
+are 0.5 and 0.4 GB of float32: made in /tmp for a run, never committed.
 
-With --step, one decoding step with its KV cache (gpt2_step: the past length symbolic),
-the program a text generation loop runs once per token.
+    .venv/bin/python benchmarks/transformer_files.py OUT.onnx [--model gpt2|gpt2-step|bert]
+        [--layers 12] [--hidden 768] [--heads 12] [--vocab 50257] [--seq 64] [--batch 1]
 """
 
 from __future__ import annotations
@@ -190,6 +195,64 @@ def gpt2(
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
+def _bert_attention(g: _Graph, x: str, batch: int, seq: int, hidden: int, heads: int) -> str:
+    head = hidden // heads
+    shape = g.const("shape", np.array([batch, seq, heads, head], np.int64))
+    q, k, v = (
+        g.one("Reshape", [_linear(g, x, hidden, hidden), shape]) for _ in range(3)
+    )  # three projections, each to (batch, seq, heads, head)
+    q = g.one("Transpose", [q], perm=[0, 2, 1, 3])
+    k = g.one("Transpose", [k], perm=[0, 2, 3, 1])
+    v = g.one("Transpose", [v], perm=[0, 2, 1, 3])
+    scores = g.one("Div", [g.one("MatMul", [q, k]), g.const("d", np.float32(np.sqrt(head)))])
+    mask = g.const("mask", np.zeros((batch, 1, 1, seq), np.float32))  # (1 - ones) * min
+    probs = g.one("Softmax", [g.one("Add", [scores, mask])], axis=-1)
+    merged = g.one("Transpose", [g.one("MatMul", [probs, v])], perm=[0, 2, 1, 3])
+    merged_shape = g.const("shape", np.array([batch, seq, hidden], np.int64))
+    return _linear(g, g.one("Reshape", [merged, merged_shape]), hidden, hidden)
+
+
+def _erf_gelu(g: _Graph, x: str) -> str:
+    """x * 0.5 * (1 + erf(x / sqrt(2)))."""
+    erf = g.one("Erf", [g.one("Div", [x, g.const("r2", np.float32(np.sqrt(2.0)))])])
+    one_plus = g.one("Add", [erf, g.const("one", np.float32(1.0))])
+    return g.one("Mul", [g.one("Mul", [x, one_plus]), g.const("half", np.float32(0.5))])
+
+
+def bert(
+    layers: int, hidden: int, heads: int, vocab: int, seq: int, batch: int = 1
+) -> onnx.ModelProto:
+    """input_ids [batch, seq] int64 -> last_hidden_state [batch, seq, hidden]."""
+    g = _Graph(seed=0)
+    positions = g.const("positions", np.arange(seq, dtype=np.int64)[None])
+    types = g.const("types", np.zeros((batch, seq), np.int64))
+    tables = [
+        (g.weight("word", (vocab, hidden)), "input_ids"),
+        (g.weight("position", (512, hidden)), positions),
+        (g.weight("type", (2, hidden)), types),
+    ]
+    sums = [g.one("Gather", [table, ids], axis=0) for table, ids in tables]
+    h = _layer_norm(g, g.one("Add", [g.one("Add", sums[:2]), sums[2]]), hidden)
+    for _ in range(layers):
+        attention = _bert_attention(g, h, batch, seq, hidden, heads)
+        h = _layer_norm(g, g.one("Add", [attention, h]), hidden)
+        mlp = _linear(g, _erf_gelu(g, _linear(g, h, hidden, 4 * hidden)), 4 * hidden, hidden)
+        h = _layer_norm(g, g.one("Add", [mlp, h]), hidden)
+    g.nodes.append(helper.make_node("Identity", [h], ["last_hidden_state"]))
+    graph = helper.make_graph(
+        g.nodes,
+        "bert",
+        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [batch, seq])],
+        [
+            helper.make_tensor_value_info(
+                "last_hidden_state", TensorProto.FLOAT, [batch, seq, hidden]
+            )
+        ],
+        g.inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path)
@@ -199,10 +262,12 @@ def main() -> None:
     parser.add_argument("--vocab", type=int, default=50257)
     parser.add_argument("--seq", type=int, default=64)
     parser.add_argument("--batch", type=int, default=1)
-    parser.add_argument("--step", action="store_true", help="one decoding step with a KV cache")
+    parser.add_argument("--model", choices=["gpt2", "gpt2-step", "bert"], default="gpt2")
     a = parser.parse_args()
-    if a.step:
+    if a.model == "gpt2-step":
         model = gpt2_step(a.layers, a.hidden, a.heads, a.vocab)
+    elif a.model == "bert":
+        model = bert(a.layers, a.hidden, a.heads, a.vocab, a.seq, a.batch)
     else:
         model = gpt2(a.layers, a.hidden, a.heads, a.vocab, a.seq, a.batch)
     data = a.out.with_name(a.out.name + ".data")
