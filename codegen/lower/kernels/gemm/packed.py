@@ -260,12 +260,8 @@ def packed_gemm(group: Group, anchor: Call, ops: list[str], p: Packed, name: str
         stmts += panel_epilogue(group, panel, p)
     if p.columns:  # the last panel runs the tail's statements instead
         tail = _tail_panel(group, anchor, p, panel, broadcast, vectors)
-        stmts = [_when(panel_before(panel, p.full_panels), stmts, "full"), *tail]
+        stmts = [_when(Bin("bool", "lt", panel, idx(p.full_panels)), stmts, "full"), *tail]
     return panel_kernel(group, ops, p, stmts, name)
-
-
-def panel_before(panel: LExpr, full: int) -> LExpr:
-    return Bin("bool", "lt", panel, idx(full))
 
 
 def _when(condition: LExpr, body: list[Stmt], name: str) -> For:
@@ -299,9 +295,13 @@ def panel_kernel(
     group: Group, ops: list[str], p: Packed, stmts: list[Stmt], name: str, int32_sums: bool = False
 ) -> JitGemmKernel:
     """The panel loop the threads share around `stmts` (kernel `name`); with `int32_sums`
-    an (M, N) int32 scratch "acc" the panels sum into before their epilogue."""
-    scratch = Buffer("acc", "int32", (p.m, p.n)) if int32_sums else None
-    if p.columns:  # the last panel's sums, a block of rows at a time (_tail_panel)
+    an (M, N) int32 scratch "acc" the panels sum into before their epilogue, with padded
+    columns the (MR, PW) float32 "tail" of the last panel (_tail_panel)."""
+    assert not (int32_sums and p.columns), "an int8 product's panels are whole"
+    scratch = None
+    if int32_sums:
+        scratch = Buffer("acc", "int32", (p.m, p.n))
+    elif p.columns:
         scratch = Buffer("tail", "float32", (p.mr, p.width))
     scratches = ((scratch.shape, scratch.dtype),) if scratch else ()
     buffers = group.kernel_buffers([scratch] if scratch else [])
