@@ -30,6 +30,16 @@ FORMAT = 2
 
 
 @cache
+def native_16_lanes() -> bool:
+    """Whether the host holds 16 float32 lanes in one register (AVX-512): the kernels'
+    measured rates differ by it (egraph_ir/egraph/kernel_cost.py)."""
+    import llvmlite.binding as llvm
+
+    llvm.initialize_native_target()
+    return bool(llvm.get_host_cpu_features().get("avx512f", False))
+
+
+@cache
 def cpu_id() -> str:
     """The host CPU's name and a digest of its features (what the generated code uses)."""
     import llvmlite.binding as llvm

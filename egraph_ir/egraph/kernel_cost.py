@@ -8,11 +8,12 @@ egraph_ir/measured.py, which the kernel chooser reads too), else its FLOPs at th
 rate of its kind: the kernel
 (conv2d in NCHW, conv2d_nchwc), its form (depthwise, strided depthwise, pointwise, other)
 and, for a pointwise conv2d_nchwc, which side is blocked. The default rates are medians
-over MobileNetV2's and EfficientNet-B0's layers on this project's machine (2 threads,
-AVX-512; `benchmarks/layouts.py` measures them anew). Elementwise and broadcast ops fuse
-into the kernel before them whatever the layout, and reshapes are views or index maps, so
-they cost a token amount (fewer calls win a tie); a layout conversion or a transpose is a
-copy that reads and writes every element; a product runs at its measured rate.
+over MobileNetV2's and EfficientNet-B0's layers on this project's machines (2 threads;
+one table for AVX-512 hosts, one for AVX2; `benchmarks/layouts.py` measures them anew).
+Elementwise and broadcast ops fuse into the kernel before them whatever the layout, and
+reshapes are views or index maps, so they cost a token amount (fewer calls win a tie); a
+layout conversion or a transpose is a copy that reads and writes every element; a product
+runs at its measured rate.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..expr import Call
-from ..measured import this_cpu
+from ..measured import native_16_lanes, this_cpu
 from ..registry import Op, OpPattern
 from ..types import TensorType, Type
 from .cost import COST_MODELS, Machine, load_machine
@@ -68,6 +69,49 @@ MEASURED_GFLOPS = {
     "dense": 150.0,
     "matmul": 150.0,
 }
+# The same kinds on a host without AVX-512 (a Zen 3, AVX2 + FMA, 2 threads, 2026-11-30:
+# benchmarks/layouts.py over both models' layers, benchmarks/winograd.py, the packed
+# product on GPT-2's and BERT's shapes). Not a uniform scaling of the table above: a
+# 16-lane vector is two registers here, so NCHW results cannot be transposed in registers
+# (a blocked result written back to NCHW loses more) and large NCHW pointwise layers run
+# at a third of their AVX-512 rate; with the AVX-512 table an AVX2 host kept MobileNetV2's
+# 112x112 layers in NCHW and ran it 10-13% slower (batch 1 and 8, measured in one process).
+AVX2_GFLOPS = {
+    "conv2d": 58.0,
+    "conv2d/pointwise": 35.0,
+    "conv2d/pointwise@large": 48.0,
+    "conv2d/depthwise": 28.0,
+    "conv2d/depthwise@large": 37.0,
+    "conv2d/depthwise-strided": 11.0,
+    "conv2d/depthwise-strided@large": 19.0,
+    "conv2d_nchwc/pointwise": 91.0,
+    "conv2d_nchwc/pointwise@large": 93.0,
+    "conv2d_nchwc/pointwise-in": 74.0,
+    "conv2d_nchwc/pointwise-in@large": 84.0,
+    "conv2d_nchwc/pointwise-out": 74.0,  # the tile's pixels stored plane by plane
+    "conv2d_nchwc/pointwise-out@large": 52.0,
+    "conv2d_nchwc/depthwise": 31.0,
+    "conv2d_nchwc/depthwise@large": 36.0,
+    "conv2d_nchwc/depthwise-strided": 20.0,
+    "conv2d_nchwc/depthwise-strided@large": 26.0,
+    "conv2d_nchwc/window-in": 78.0,
+    "conv2d_nchwc": 5.0,
+    # ResNet-18's layers: 2x2 tiles 187 at 56x56, 135-137 at 28x28 and 14x14, 77 at 7x7;
+    # 4x4 tiles 248-249 at 56x56 and 28x28, 147 at 14x14, 78 at 7x7
+    "conv2d_winograd": 135.0,
+    "conv2d_winograd@large": 187.0,
+    "conv2d_winograd/4": 147.0,
+    "conv2d_winograd/4@large": 249.0,
+    "dense": 110.0,  # 95-127 on 64-128 rows of GPT-2 small and BERT-base
+    "matmul": 110.0,
+}
+
+
+def default_gflops() -> dict[str, float]:
+    """The rates measured on a host with this one's vector registers."""
+    return dict(MEASURED_GFLOPS if native_16_lanes() else AVX2_GFLOPS)
+
+
 VIEWS = ("reshape", "flatten", "squeeze", "expand_dims")  # a view or an index map: no copy
 # GB/s (read + write) of a copy kernel: layout conversions and transposes each alone,
 # 2 threads: 25-36 GB/s from 150 KB to 1.6 MB (a 14x14 map's 2 us is mostly the call)
@@ -142,7 +186,7 @@ class KernelCost:
     """Estimated microseconds per e-node (see the module docstring)."""
 
     machine: Machine = field(default_factory=load_machine)
-    gflops: dict[str, float] = field(default_factory=lambda: dict(MEASURED_GFLOPS))
+    gflops: dict[str, float] = field(default_factory=default_gflops)
     times: dict[str, float] = field(default_factory=dict)
     measured: bool = True  # read this CPU's `egc tune` measurements
     copy_gbs: float = COPY_GBS
