@@ -41,7 +41,9 @@ def _best(name: str) -> float:
 def test_labels_on_the_benchmark_files_are_honest(name: str) -> None:
     runner = _runner()
     path = GYM / name
-    result = extract_serialized(load(path), "auto", time_limit=3.0)
+    # twice the 3 s that sufficed alone: with 3 s, maxcut run beside the rest of the suite
+    # stopped at -630 (the assertion below asks for -1,043 or less)
+    result = extract_serialized(load(path), "auto", time_limit=6.0)
     chosen = {c: n.literals[0] for c, n in result.choice.items() if c != ROOT}
     cost = runner.check(read_json(path), chosen)  # valid, and what it costs
     assert cost == pytest.approx(result.cost)
