@@ -7,6 +7,8 @@ import functools
 
 from llvmlite import binding as llvm
 
+from egraph_ir.measured import native_16_lanes
+
 
 @functools.cache
 def host_has(feature: str) -> bool:
@@ -18,5 +20,4 @@ def host_has(feature: str) -> bool:
 def accumulator_budget() -> int:
     """16-lane accumulators a kernel's register block may hold: 24 of the 32 AVX-512
     registers, else 6 (12 of the 16 AVX2 registers: a 16-lane vector takes two)."""
-    llvm.initialize_native_target()
-    return 24 if host_has("avx512f") else 6
+    return 24 if native_16_lanes() else 6

@@ -16,10 +16,10 @@ import itertools
 from collections.abc import Callable
 
 from egraph_ir.expr import Call, Var
+from egraph_ir.measured import native_16_lanes
 from egraph_ir.registry import Op
 from egraph_ir.types import TensorType
 
-from ..llvm.cpu import host_has
 from ..loop_ir import INDEX, LANES, Bin, For, LExpr, Load, LoopVar, Stmt, Store, idx
 from .group import Group
 from .kernels.conv.nchwc_pointwise import transpose_lanes
@@ -82,6 +82,6 @@ def _steps(source: str, blocks: int, pixels: int, blocked: bool) -> list[Stmt]:
         return (block * pixels + first + k) * LANES
 
     reads, writes = (plane_at, pixel_at) if blocked else (pixel_at, plane_at)
-    body = _transpose(source, reads, writes, HALF if not host_has("avx512f") else LANES)
+    body = _transpose(source, reads, writes, LANES if native_16_lanes() else HALF)
     steps = -(-pixels // LANES)
     return [For(block.name, blocks, [For(step.name, steps, body, unroll=False)], outer=True)]

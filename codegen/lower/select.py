@@ -154,12 +154,11 @@ def _product(anchor: Call) -> Strategy:
 
 
 def _dense_mlas(anchor: Call) -> Strategy:
-    """The packed kernel, which sums as MLAS does (constant weights of a multiple of 16
-    rows: ExpandMlasOrder pads them); no other kernel does, so elsewhere the host runs the
-    op's reference."""
+    """The packed kernel, which sums as MLAS does (constant weights, padded to whole
+    panels there); no other kernel does, so elsewhere the host runs the op's reference."""
     if packed_fits(anchor) and isinstance(anchor.args[0], Var):
         return PackedProduct(pack(anchor))
-    raise Unsupported("dense_mlas outside the packed kernel (constant weights, rows of 16)")
+    raise Unsupported("dense_mlas outside the packed kernel (constant weights)")
 
 
 def _matmul_mlas(anchor: Call) -> Strategy:

@@ -25,7 +25,7 @@ from ..pass_base import FunctionPass
 from ..registry import register_pass
 from ..run import PassReport, record
 
-PANEL = 16  # the MLAS-order kernels' vectors: whole ones of filters or pixels
+PANEL = 16  # matmul_mlas's vectors: whole ones of pixels
 # matmul_mlas reads its pixels' rows in place, k after k a row apart: past this depth a
 # panel of them no longer stays in L1 and the packed dense_mlas (plus a transpose) wins
 # (ResNet-18's 3x3 layers, K = 576: 57-70 against 111-129 GFLOP/s on Zen 3)
@@ -69,7 +69,7 @@ def _full(win: _Window, weight: Expr, threads: int) -> Expr:
     only on its piece's slice size, so where every piece has the same one, one product
     over all columns: the filters (F, K) times the patches (K, N) as they lie, NCHW rows
     out (matmul_mlas), when N fills vectors of PANEL and K is SHALLOW; else the patches
-    transposed (N, K) times the filters padded to PANEL rows (dense_mlas)."""
+    transposed (N, K) times the filters (dense_mlas)."""
     kh, kw = win.kernel
     taps = [op.expand_dims(win.tap(i, j), 2) for i in range(kh) for j in range(kw)]
     stacked = taps[0] if len(taps) == 1 else op.concatenate(*taps, axis=2)  # (1, C, T, OH, OW)
@@ -91,20 +91,12 @@ def _full(win: _Window, weight: Expr, threads: int) -> Expr:
 def _patches_times_filters(
     patches: Expr, weight: Expr, filters: int, k: int, slices: list[tuple[int, int, int]]
 ) -> Expr:
-    """(N, F): a dense_mlas per slice (start, count, K slice) of the patches' (N, k) rows,
-    on the filters padded with zero rows to a multiple of PANEL (the packed kernel's), the
-    padding's columns dropped."""
-    rows = filters
-    if isinstance(weight, Constant) and filters % PANEL:
-        rows += PANEL - filters % PANEL
-        data = weight.data.reshape(filters, -1)
-        weight = Constant(
-            np.concatenate([data, np.zeros((rows - filters, data.shape[1]), data.dtype)])
-        )
+    """(N, F): a dense_mlas per slice (start, count, K slice) of the patches' (N, k) rows
+    (the packed kernel pads the filters to whole panels itself)."""
     matrix = (
-        Constant(weight.data.reshape(rows, k))
+        Constant(weight.data.reshape(filters, k))
         if isinstance(weight, Constant)
-        else op.reshape(weight, (rows, k))
+        else op.reshape(weight, (filters, k))
     )
     products = []
     for start, count, step in slices:
@@ -114,9 +106,7 @@ def _patches_times_filters(
             else op.strided_slice(patches, (start, 0), (start + count, k))
         )
         products.append(op.dense_mlas(piece, matrix, stride_k=step))
-    out = products[0] if len(products) == 1 else op.concatenate(*products, axis=0)
-    total = sum(count for _, count, _ in slices)
-    return op.strided_slice(out, (0, 0), (total, filters)) if rows != filters else out
+    return products[0] if len(products) == 1 else op.concatenate(*products, axis=0)
 
 
 def _depthwise(win: _Window, weight: Expr) -> Expr:

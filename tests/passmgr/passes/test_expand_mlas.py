@@ -1,8 +1,8 @@
 """ExpandMlasOrder: a conv2d_mlas compiled is its reference (MLAS's order of sums) bit for
 bit, whatever its filter and pixel counts: one matmul_mlas over every pixel (784 and 144
-pixels), dense_mlas on filters padded to 16 rows (81 pixels), and one dense_mlas per
-piece of MLAS's thread split where the pieces slice K apart (80 and 64 pixels, K = 144:
-slices of 128 and 256)."""
+pixels), dense_mlas on 40 filters (81 pixels: the packed kernel pads them to whole panels),
+and one dense_mlas per piece of MLAS's thread split where the pieces slice K apart (80 and
+64 pixels, K = 144: slices of 128 and 256)."""
 
 from __future__ import annotations
 

@@ -98,7 +98,7 @@ PADDED_COLUMNS = 64  # the fewest columns packed into a zero-padded last panel
 def packed_fits(call: Call) -> bool:
     """float32 dense (or dense_mlas) / 2-D-or-more matmul whose right operand is a constant
     with a multiple of 16 columns, or 64 or more (padded to whole panels: at most a
-    quarter more work; dense_mlas always whole, ExpandMlasOrder pads its filters)."""
+    quarter more work); dense_mlas with any (no other kernel sums in MLAS's order)."""
     if not isinstance(call.op, Op) or call.op.name not in ("dense", "dense_mlas", "matmul"):
         return False
     a_t, b_t = call.args[0].checked_type, call.args[1].checked_type
@@ -115,8 +115,8 @@ def packed_fits(call: Call) -> bool:
     # one row (a decoding step's GEMV) streams its weights once: BLAS's GEMV reads them
     # unpadded, 13% faster for GPT-2's 768 x 50,257 vocabulary (8.3 against 9.4 ms)
     one_row = math.prod(a_t.shape[:-1]) == 1
-    padded = n >= PADDED_COLUMNS and call.op.name != "dense_mlas" and not one_row
-    return n % LANES == 0 or padded
+    padded = n >= PADDED_COLUMNS and not one_row
+    return n % LANES == 0 or padded or call.op.name == "dense_mlas"
 
 
 def pack(call: Call) -> Packed:

@@ -42,8 +42,8 @@ def test_products_at_drawn_sizes_equal_numpy(m: int, k: int, n: int) -> None:
 
 @pytest.mark.parametrize(
     "m,k,n,stride_k",
-    [(49, 2304, 512, 256), (37, 300, 48, 128), (100, 20, 16, 1024)],
-    ids=["slices-of-256", "a-short-last-slice", "one-slice"],
+    [(49, 2304, 512, 256), (37, 300, 48, 128), (100, 20, 16, 1024), (37, 300, 40, 128)],
+    ids=["slices-of-256", "a-short-last-slice", "one-slice", "columns-padded-to-panels"],
 )
 def test_dense_mlas_sums_in_mlas_order(m: int, k: int, n: int, stride_k: int) -> None:
     """dense_mlas on the packed kernel is its reference bit for bit: each slice of K a chain
