@@ -16,6 +16,7 @@ remains to ordinary arithmetic before code generation.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import ml_dtypes
@@ -281,6 +282,50 @@ def qnn_sigmoid_ref(x, sx, zx, sy, zy) -> np.ndarray:
     return table[x.astype(np.int64) - integer_range(str(x.dtype))[0]]
 
 
+def _qnn_softmax_infer(args: list[TensorType], attrs: Attrs) -> Type:
+    data, scale, zero, out_scale, out_zero = args
+    require_dtype(data, ("int8", "uint8"))
+    pairs = {"input": (scale, zero), "output": (out_scale, out_zero)}
+    _scalar_scales("qnn_softmax", data.dtype, pairs)
+    axis = int(attrs["axis"])
+    if not -len(data.shape) <= axis < len(data.shape):
+        raise ShapeError(f"qnn_softmax: axis {axis} out of range for shape {data.shape}")
+    return TensorType(data.shape, data.dtype)
+
+
+def softmax_table(x_scale: float, length: int, y_scale: float) -> np.ndarray:
+    """QLinearSoftmax's table: exp((i - 255 + shift) * x_scale) in double, stored as float,
+    where shift * x_scale = log(FLT_MAX / length) - 5 (at least 0) keeps a row's sum of
+    `length` entries finite. Where an entry times floor(1 / y_scale) would overflow
+    (rows of a few elements), ONNX Runtime's result is undefined (its quotient is inf);
+    this table is then scaled by 2**-16, which changes no quotient but the overflowing."""
+    largest = np.float32(np.finfo(np.float32).max) / np.float32(length)
+    shift = max(0.0, math.log(float(largest)) - 5.0) / x_scale
+    values = [math.exp((i - 255 + shift) * x_scale) for i in range(256)]
+    table = np.asarray(values, dtype=np.float64).astype(np.float32)
+    if float(table.max()) * float(softmax_inverse(y_scale)) > float(np.finfo(np.float32).max):
+        table = table * np.float32(2.0**-16)
+    return table
+
+
+def softmax_inverse(y_scale: float) -> np.float32:
+    """QLinearSoftmax's output multiplier: floor(1 / y_scale) in float32."""
+    return np.floor(np.float32(1.0) / np.float32(y_scale))
+
+
+def qnn_softmax_ref(x, sx, zx, sy, zy, axis=-1) -> np.ndarray:
+    """ONNX Runtime's QLinearSoftmax, not the float chain: each exponential read from the
+    table (softmax_table) at 255 - (row max - x), the row summed in order in float32,
+    the output round(e * floor(1 / sy) / sum) + zy, capped at the type's top (the
+    quotient is never negative). zx cancels out."""
+    table = softmax_table(float(sx), int(x.shape[axis]), float(sy))
+    values = x.astype(np.int64)
+    e = table[values + 255 - values.max(axis=axis, keepdims=True)]
+    total = np.take(np.cumsum(e, axis=axis, dtype=np.float32), [-1], axis=axis)
+    q = np.rint((e * softmax_inverse(float(sy))) / total).astype(np.int64) + int(zy)
+    return np.minimum(q, integer_range(str(x.dtype))[1]).astype(x.dtype)
+
+
 def _qnn_matmul_infer(args: list[TensorType], attrs: Attrs) -> Type:
     a, b, a_zero, b_zero = args
     _zero_point_of(a, a_zero, "a")
@@ -352,6 +397,10 @@ INTEGER_OPS: tuple[tuple[Any, ...], ...] = (
     ("qnn_sigmoid", ("data", "scale", "zero_point", "output_scale", "output_zero_point"),
      _qnn_sigmoid_infer, qnn_sigmoid_ref, ELEMWISE, per_output_element(1.0), (),
      "sigmoid of a quantised tensor requantised, by a 256-entry table"),
+    ("qnn_softmax", ("data", "scale", "zero_point", "output_scale", "output_zero_point"),
+     _qnn_softmax_infer, qnn_softmax_ref, OpPattern.OPAQUE, per_output_element(4.0),
+     (AttrSpec("axis", "int", -1),),
+     "softmax of a quantised tensor along axis, quantised (ONNX Runtime's table algorithm)"),
 )  # fmt: skip
 for op_name, inputs, relation, reference, pattern, flops, attrs, text in INTEGER_OPS:
     register_op(Op(op_name, inputs, relation, reference, pattern, flops, attrs, doc=text))

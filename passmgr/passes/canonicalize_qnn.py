@@ -11,7 +11,8 @@ else float32 convolutions over slices of input channels summed in float64, else 
 constants. Under a requantize the accumulator stays in floats, so the whole epilogue fuses into the
 conv kernel; - qnn_matmul (MatMulInteger): a float32 matmul when a constant b bounds every partial
 sum below 2**24, else float64; - qnn_add: QLinearAdd's two fused multiply-adds, each as a float64
-sum rounded once; - qnn_sigmoid: a gather from its 256-entry table, computed here. A qnn_conv2d,
+sum rounded once; - qnn_sigmoid: a gather from its 256-entry table, computed here;
+- qnn_softmax: QLinearSoftmax's table algorithm. A qnn_conv2d,
 qnn_matmul or qnn_dense the host code generator computes natively (its int8 kernels: u8 x s8 words
 accumulated by VNNI's vpdpbusd, codegen/lower/kernels/conv/int8.py and
 codegen/lower/kernels/gemm/int8.py, declared through egraph_ir.support.register_native_form) stays
@@ -33,7 +34,7 @@ from egraph_ir import op
 from egraph_ir.expr import Call, Constant, Expr, Function
 from egraph_ir.frontend import from_onnx
 from egraph_ir.module import IRModule
-from egraph_ir.op.qnn import integer_range, sigmoid_table
+from egraph_ir.op.qnn import integer_range, sigmoid_table, softmax_inverse, softmax_table
 from egraph_ir.registry import Op
 from egraph_ir.support import has_native_form
 from egraph_ir.visitor import rewrite_calls
@@ -70,7 +71,7 @@ register_config(
 
 QNN_OPS = (
     "dequantize", "quantize", "requantize", "qnn_conv2d", "qnn_dense", "qnn_matmul", "qnn_add",
-    "qnn_sigmoid",
+    "qnn_sigmoid", "qnn_softmax",
 )  # fmt: skip
 
 
@@ -125,6 +126,8 @@ def lowered(call: Call, args: list[Expr], lookup: Lookup) -> Expr:
         return _qnn_add(args, dtype)
     if name == "qnn_sigmoid":
         return _qnn_sigmoid(call, args, dtype)
+    if name == "qnn_softmax":
+        return _qnn_softmax(call, args, dtype)
     x, w, x_zero, w_zero = args  # qnn_matmul (b is (K, N)) or qnn_dense (weight is (N, K))
     summed = -2 if name == "qnn_matmul" else -1
     wide = "float32" if _exact_in_float32(call, summed) else "float64"
@@ -183,6 +186,26 @@ def _qnn_sigmoid(call: Call, args: list[Expr], dtype: str) -> Expr:
     # where byte entries were gathered a lane at a time
     words = Constant(table.astype(np.int32))
     return op.cast(op.take(words, index, axis=0, mode="fast"), dtype=dtype)
+
+
+def _qnn_softmax(call: Call, args: list[Expr], dtype: str) -> Expr:
+    """QLinearSoftmax's algorithm (egraph_ir/op/qnn.py: qnn_softmax_ref) with the table
+    the constant input scale gives (the float chain when the scales are not constants)."""
+    x, sx, zx, sy, zy = args
+    axis = int(call.attrs["axis"])
+    if not (isinstance(sx, Constant) and isinstance(sy, Constant) and isinstance(zy, Constant)):
+        return _quantized(op.softmax(_dequantized(x, sx, zx), axis=axis), sy, zy, dtype)
+    shape = call.args[0].checked_type.shape  # type: ignore[attr-defined]
+    table = Constant(softmax_table(float(sx.data), int(shape[axis]), float(sy.data)))
+    values = op.cast(x, dtype="int32")
+    top = op.max(values, axis=axis, keepdims=True)
+    index = op.subtract(op.add(values, Constant(np.array(255, "int32"))), top)
+    e = op.take(table, index, axis=0)
+    scaled = op.multiply(e, Constant(np.asarray(softmax_inverse(float(sy.data)), "float32")))
+    q = op.round(op.divide(scaled, op.sum(e, axis=axis, keepdims=True)))
+    level = op.add(op.cast(q, dtype="int32"), op.cast(zy, dtype="int32"))
+    top_level = Constant(np.array(integer_range(dtype)[1], "int32"))
+    return op.cast(op.minimum(level, top_level), dtype=dtype)
 
 
 def _qnn_add(args: list[Expr], dtype: str) -> Expr:

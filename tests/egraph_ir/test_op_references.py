@@ -25,7 +25,7 @@ from .onnx_single_op import run_model, run_onnx, single_op_model
 pytestmark = pytest.mark.onnx
 QNN_OPS = (
     "quantize", "dequantize", "requantize", "qnn_conv2d", "qnn_dense", "qnn_matmul", "qnn_add",
-    "qnn_sigmoid",
+    "qnn_sigmoid", "qnn_softmax",
 )  # fmt: skip
 rng = np.random.default_rng(1234)
 
@@ -831,7 +831,8 @@ def _qdq_model(op_type: str, inputs: list[str], consts: dict[str, np.ndarray], e
 
 def test_qnn_add_and_sigmoid_against_onnxruntimes_qlinear_kernels() -> None:
     """qnn_add is QLinearAdd, qnn_sigmoid QLinearSigmoid (a table of MLAS's logistic),
-    and a quantised product (rule qdq-multiply) QLinearMul, bit for bit."""
+    qnn_softmax QLinearSoftmax (its table algorithm) and a quantised product (rule
+    qdq-multiply) QLinearMul, bit for bit."""
     from onnx import TensorProto
 
     consts = {n: np.array(v, d) for n, v, d in [
@@ -854,6 +855,8 @@ def test_qnn_add_and_sigmoid_against_onnxruntimes_qlinear_kernels() -> None:
     want = run_model(_qdq_model("Sigmoid", ["a"], signed, TensorProto.INT8), {"a": x})[0]
     args = [x, *(signed[n] for n in ("sa", "za", "sc", "zc"))]
     np.testing.assert_array_equal(ir_eval("qnn_sigmoid", args), want)
+    want = run_model(_qdq_model("Softmax", ["a"], signed, TensorProto.INT8), {"a": x})[0]
+    np.testing.assert_array_equal(ir_eval("qnn_softmax", args, axis=-1), want)
 
 
 @pytest.mark.parametrize(

@@ -36,6 +36,7 @@ GROUPS: dict[str, tuple[tuple[int, ...], bool]] = {
     "Add": ((0, 1), False),
     "Mul": ((0, 1), False),
     "Sigmoid": ((0,), False),
+    "Softmax": ((0,), False),
 }
 
 FLOAT_SUFFIX = "::float"  # the name the arithmetic form of a DequantizeLinear output takes

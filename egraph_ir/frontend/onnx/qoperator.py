@@ -84,16 +84,12 @@ def _qlinear_average_pool(n: Node) -> Expr:
 @converter("com.microsoft.QLinearSoftmax")
 def _qlinear_softmax(n: Node) -> Expr:
     """X, X_scale, X_zero, Y_scale, Y_zero; attributes axis and opset. Not the QDQ chain:
-    ONNX Runtime's own algorithm, whose bits differ from it. Each element's exponential is
-    read from a 256-entry float table made from X_scale (shifted so that the row's sum
-    stays finite) at 255 - (row max - x); the row sums them; the output is
-    round(e * floor(1 / Y_scale) / sum) + Y_zero, capped at the type's top. X_zero cancels
-    out. Before opset 13 the row is everything from `axis` on."""
+    ONNX Runtime's own table algorithm (qnn_softmax, egraph_ir/op/qnn.py), whose bits
+    differ from it. Before opset 13 the row is everything from `axis` on."""
     t = n.type(0)
     opset = int(n.attr("opset", 13))
     axis = int(n.attr("axis", -1 if opset >= 13 else 1)) % t.ndim
-    x_scale, y_scale = n.const(1), n.const(3)
-    if x_scale is None or y_scale is None:
+    if n.const(1) is None or n.const(3) is None:
         raise FrontendError(
             f"QLinearSoftmax {n.proto.name!r}: X_scale and Y_scale must be constants"
         )
@@ -102,37 +98,15 @@ def _qlinear_softmax(n: Node) -> Expr:
         raise FrontendError(
             f"QLinearSoftmax {n.proto.name!r}: rows of symbolic length {row}; pass shapes="
         )
-    length = math.prod(row)
-    x = op.cast(n.x(0), "int32")
+    x = n.x(0)
     if opset < 13:  # one row: every axis from `axis` on
-        x = op.reshape(x, newshape=(*t.shape[:axis], length))
-    table = Constant(_exp_table(float(np.asarray(x_scale).reshape(-1)[0]), length))
-    top = op.max(x, axis=axis, keepdims=True)
-    index = op.subtract(op.add(x, Constant(np.array(255, "int32"))), top)
-    e = op.take(table, index, axis=0)
-    total = op.sum(e, axis=axis, keepdims=True)
-    inverse = np.floor(np.float32(1.0) / np.float32(np.asarray(y_scale).reshape(-1)[0]))
-    q = op.round(op.divide(op.multiply(e, Constant(np.asarray(inverse, "float32"))), total))
-    zero = n.const(4)
-    dtype = t.dtype
-    zp = int(np.asarray(zero).reshape(-1)[0]) if zero is not None else 0
-    top_level = 127 if dtype == "int8" else 255  # q >= 0: only the top can be passed
-    level = op.minimum(
-        op.add(op.cast(q, "int32"), Constant(np.array(zp, "int32"))),
-        Constant(np.array(top_level, "int32")),
-    )
-    out = op.cast(level, dtype)
+        x = op.reshape(x, newshape=(*t.shape[:axis], math.prod(row)))
+    scalar = TensorType((), "float32")
+    out = op.qnn_softmax(
+        x, spread(n, 1, scalar), zero_point(n, 2, scalar, t.dtype),
+        spread(n, 3, scalar), zero_point(n, 4, scalar, t.dtype), axis=axis,
+    )  # fmt: skip
     return op.reshape(out, newshape=tuple(t.shape)) if opset < 13 else out
-
-
-def _exp_table(x_scale: float, length: int) -> np.ndarray:
-    """ONNX Runtime's table: exp((i - 255 + shift) * x_scale) in double, stored as float,
-    where shift * x_scale = log(FLT_MAX / length) - 5 (at least 0) keeps a row's sum of
-    `length` entries finite."""
-    largest = np.float32(np.finfo(np.float32).max) / np.float32(length)
-    shift = max(0.0, math.log(float(largest)) - 5.0) / x_scale
-    values = [math.exp((i - 255 + shift) * x_scale) for i in range(256)]
-    return np.asarray(values, dtype=np.float64).astype(np.float32)
 
 
 @converter("com.microsoft.QLinearConcat")

@@ -189,42 +189,71 @@ def pack_kernel(call: Call, lay: Wide, name: str) -> Kernel:
     padded input's row y * sh + a - top, column x * sw + b - left for phase (a, b), as
     unsigned bytes; the zero point outside the input and past the last channel. Rows and
     columns outside are plain fill loops (prologue.span), the interior a copy
-    without bounds checks, which vectorises."""
+    without bounds checks, which vectorises. Where every phase of the stride grid reads
+    the same rows and columns, one nest loops over the phases (a ViT's 16 x 16 patches:
+    256 copies of it were a function LLVM took a minute over)."""
     g = ConvShape.of(call)
     c4, planes = words(g.c), len(lay.phases)
-    fill = const(unsigned_zero(call), "uint8")
     b, word = loop_var("b"), loop_var("word")
-    body: list[Stmt] = []
-    for k, (pa, pb) in enumerate(lay.phases):
-        plane = (b * c4 + word) * planes + k
-
-        def at(row: LExpr, col: LExpr, plane: LExpr = plane) -> LExpr:
-            return ((plane * lay.rows + row) * lay.wp + col) * WORD
-
-        r0, r1 = span(pa - g.top, g.sh, g.h, lay.rows)
-        c0, c1 = span(pb - g.left, g.sw, g.w, lay.wp)
-        outside = [(0, r0), (r1, lay.rows - r1)]
-        body += _fills(f"z{k}", [(at(idx(y0), idx(0)), n * lay.wp) for y0, n in outside], fill)
-        if r1 <= r0:
-            continue
-        r, col = loop_var(f"r{k}"), loop_var(f"c{k}")
-        row, column = r + r0, col + c0
-        edges = [(at(row, idx(0)), c0), (at(row, idx(c1)), lay.wp - c1)]
-        inner = _fills(f"e{k}", edges, fill)
-        y = row * g.sh + (pa - g.top)
-        x = column * g.sw + (pb - g.left)
-        if c1 > c0:
-            to = at(row, column)
-            lanes: list[Stmt] = [
-                Store("out", to + v, _byte(g, fill, (b, word, v), y, x)) for v in range(WORD)
-            ]
-            inner.append(For(col.name, c1 - c0, lanes))
-        body.append(For(r.name, r1 - r0, inner))
+    grid = [(pa, pb) for pa in range(g.sh) for pb in range(g.sw)]
+    rows = {span(pa - g.top, g.sh, g.h, lay.rows) for pa in range(g.sh)}
+    cols = {span(pb - g.left, g.sw, g.w, lay.wp) for pb in range(g.sw)}
+    body: list[Stmt]
+    if planes > 1 and list(lay.phases) == grid and len(rows) == 1 and len(cols) == 1:
+        pa, pb = loop_var("pa"), loop_var("pb")
+        phase = _phase_copy(call, lay, (b, word), (pa * g.sw + pb, pa, pb), (0, 0), "")
+        body = [For(pa.name, g.sh, [For(pb.name, g.sw, phase)])]
+    else:
+        body = []
+        for k, (pa_k, pb_k) in enumerate(lay.phases):
+            at_k = (idx(k), idx(pa_k), idx(pb_k))
+            body += _phase_copy(call, lay, (b, word), at_k, (pa_k, pb_k), str(k))
     nest = For("word", c4, [For("b", g.n, body)], outer=True)
     shape = (g.n, c4, planes * lay.plane, WORD)
     buffers = [Buffer("in0", g.dtype, (g.n, g.c, g.h, g.w)), Buffer("out", "uint8", shape)]
     work = float(g.n * c4 * planes * lay.plane * WORD)
     return Kernel(name, buffers, [nest], c4, work=work, unroll=False)
+
+
+def _phase_copy(
+    call: Call,
+    lay: Wide,
+    item: tuple[LExpr, LExpr],
+    phase: tuple[LExpr, LExpr, LExpr],
+    first: tuple[int, int],
+    tag: str,
+) -> list[Stmt]:
+    """pack_kernel's loops for phase plane k = (a, b) of item (b, word): the fills and
+    the copy, over the rows and columns phase `first` reads (every phase's, where k loops
+    over a uniform grid)."""
+    g = ConvShape.of(call)
+    fill = const(unsigned_zero(call), "uint8")
+    (b, word), (k, pa, pb), (first_a, first_b) = item, phase, first
+    plane = (b * words(g.c) + word) * len(lay.phases) + k
+
+    def at(row: LExpr, col: LExpr) -> LExpr:
+        return ((plane * lay.rows + row) * lay.wp + col) * WORD
+
+    r0, r1 = span(first_a - g.top, g.sh, g.h, lay.rows)
+    c0, c1 = span(first_b - g.left, g.sw, g.w, lay.wp)
+    outside = [(0, r0), (r1, lay.rows - r1)]
+    body = _fills(f"z{tag}", [(at(idx(y0), idx(0)), n * lay.wp) for y0, n in outside], fill)
+    if r1 <= r0:
+        return body
+    r, col = loop_var(f"r{tag}"), loop_var(f"c{tag}")
+    row, column = r + r0, col + c0
+    edges = [(at(row, idx(0)), c0), (at(row, idx(c1)), lay.wp - c1)]
+    inner = _fills(f"e{tag}", edges, fill)
+    y = row * g.sh + (pa + (-g.top))
+    x = column * g.sw + (pb + (-g.left))
+    if c1 > c0:
+        to = at(row, column)
+        lanes: list[Stmt] = [
+            Store("out", to + v, _byte(g, fill, (b, word, v), y, x)) for v in range(WORD)
+        ]
+        inner.append(For(col.name, c1 - c0, lanes))
+    body.append(For(r.name, r1 - r0, inner))
+    return body
 
 
 def _fills(prefix: str, spans: list[tuple[LExpr, int]], fill: LExpr) -> list[Stmt]:
