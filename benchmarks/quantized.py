@@ -4,12 +4,13 @@ same file, in one process, 2 threads each, interleaved rounds.
     .venv/bin/python benchmarks/quantized.py [--models resnet18,bert_tiny2] [--rounds 5]
         [--per-channel] [--activations int8|uint8] [--reduce-range] [--format qdq|qoperator]
 
-The CNNs of ../shared/models/real are quantised as users do it, with
+The CNNs, ViT and LSTM of ../shared/models/real are quantised as users do it, with
 onnxruntime.quantization.quantize_static (QDQ format, int8 weights, activations int8 as
 its defaults or uint8, per-tensor scales or per output channel with --per-channel, 7-bit
 weights with --reduce-range, QLinearConv and friends in the file with --format qoperator;
 four random calibration batches); the BERT encoder with
-quantize_dynamic (int8 weights, DynamicQuantizeLinear + MatMulInteger). The table gives
+quantize_dynamic (int8 weights, DynamicQuantizeLinear + MatMulInteger), or statically with
+--dynamic ''. The table gives
 latency medians, ours / the faster engine, ours / our own float build of the original
 model, how many outputs differ from ONNX Runtime's int8 run and by how much (the goal for
 the CNNs' 8-bit outputs: none; BERT's are floats computed in another order), and the
@@ -35,7 +36,7 @@ import passmgr as pm
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from engines import REAL, interleaved_ms, onnxruntime, openvino
 
-STATIC = ("resnet18", "mobilenet_v2", "efficientnet_b0")
+STATIC = ("resnet18", "mobilenet_v2", "efficientnet_b0", "vit_tiny4", "lstm1")
 DYNAMIC = ("bert_tiny2",)
 
 
@@ -51,7 +52,7 @@ def quantise(name: str, feeds: dict[str, np.ndarray], out: Path, args: argparse.
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
     source, target = REAL / f"{name}.onnx", out / f"{name}_int8.onnx"
-    if name in DYNAMIC:
+    if name in args.dynamic.split(","):
         quantize_dynamic(source, target, weight_type=QuantType.QInt8)
         return target
 
@@ -111,7 +112,7 @@ def bench(name: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:
     form += " per channel" if args.per_channel else ""
     form += " 7-bit weights" if args.reduce_range else ""
     return {
-        "model": f"{name} ({'dynamic' if name in DYNAMIC else form})", "ms": ms,
+        "model": f"{name} ({'dynamic' if name in args.dynamic.split(',') else form})", "ms": ms,
         "ratio": ms["ours"] / best, "vs_float": ms["ours"] / ms["ours float"],
         "differ": int((got != want).sum()), "outputs": want.size,
         "max_diff": float(np.abs(got.astype(np.float64) - want.astype(np.float64)).max()),
@@ -128,6 +129,10 @@ def main() -> None:
     parser.add_argument("--activations", choices=("int8", "uint8"), default="int8")
     parser.add_argument("--reduce-range", action="store_true", help="7-bit weights")
     parser.add_argument("--format", choices=("qdq", "qoperator"), default="qdq")
+    parser.add_argument(
+        "--dynamic", default=",".join(DYNAMIC),
+        help="models quantised with quantize_dynamic ('' quantises BERT statically too)",
+    )  # fmt: skip
     args = parser.parse_args()
     if not REAL.is_dir():
         print(f"no real models at {REAL}: nothing to measure")
