@@ -72,7 +72,7 @@ def test_random_float16_programs_round_like_the_interpreter(case, _: int) -> Non
 DATA = Path(__file__).resolve().parents[1] / "data" / "reliability4"
 
 
-@pytest.mark.parametrize("name", ["nan_lost_opt3", "f16_matmul_sum", "f16_case_2"])
+@pytest.mark.parametrize("name", ["f16_matmul_sum", "f16_case_2"])
 def test_the_fourth_rounds_programs_equal_the_interpreter_at_opt_level_3(name: str) -> None:
     """The reliability-4 reproductions as the generator found them (tests/data/reliability4):
     NaN where the interpreter has NaN; float16 values bit for bit, float32 ones within the
@@ -90,3 +90,33 @@ def test_the_fourth_rounds_programs_equal_the_interpreter_at_opt_level_3(name: s
             np.testing.assert_array_equal(g, w)
         else:
             ir.testing.assert_allclose(g, w)
+
+
+def test_nan_lost_opt3_keeps_the_nans_of_its_second_half() -> None:
+    """reliability-4's nan_lost_opt3: an argmax over row sums that tie to the last bit,
+    then batch_matmul, abs, rsqrt, batch_matmul and max; where an index is 0, rsqrt(0) is
+    inf and the result NaN. Which index wins the tie depends on the order the sums are
+    added, which differs between BLAS builds and hosts (numpy's own result is NaN on an
+    AVX2 host, 15.97 on an AVX-512 one), so the whole program's end value tests nothing:
+    its first half is compared within float32 tolerance, and its second half, compiled at
+    opt level 3, on both the interpreter's indices and all-zero ones (NaN for certain)."""
+    mod = ir.parse((DATA / "nan_lost_opt3.ir").read_text())
+    inputs = dict(np.load(DATA / "nan_lost_opt3.npz"))
+    calls = [n for n in ir.post_order(mod["main"].body) if isinstance(n, ir.Call)]
+    dense = next(c for c in calls if c.op.name == "dense")
+    head = ir.Function(list(mod["main"].params), dense)
+    with pm.PassContext(opt_level=3):
+        ir.testing.assert_allclose(codegen.build(head).run(**inputs), ir.interpret(head, **inputs))
+    weights = [c.args[1] for c in calls if c.op.name == "batch_matmul"]
+    q = ir.var("q", shape=(5, 1, 3))
+    tail = op.rsqrt(op.abs(op.batch_matmul(q, weights[0])))
+    fn = ir.Function([q], op.max(op.batch_matmul(tail, weights[1])))
+    indices = np.argmax(ir.interpret(head, **inputs), axis=1)[:, None, :].astype("float32")
+    for value in (indices, np.zeros_like(indices)):
+        with np.errstate(all="ignore"):
+            want = ir.interpret(fn, q=value)
+        with pm.PassContext(opt_level=3):
+            got = codegen.build(fn).run(q=value)
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        ir.testing.assert_allclose(got, want)
+    assert np.isnan(want)  # the zero indices: inf * weights summed
