@@ -63,7 +63,36 @@ def elementwise_nest(group: Group, root: Expr, rolled: bool = False) -> list[Stm
         index = Index(shape, multi=multi or None, flat=flat)
         return [Store("out", flat, group.reader(root)(index))]
 
-    return group.nest(loops, inner, unroll_outer=False if rolled else None)
+    unroll = False if rolled else None
+    spans = _padded_row_spans(root, loops)
+    if spans is None:
+        return group.nest(loops, inner, unroll_outer=unroll)
+
+    def row(vs: list[LExpr]) -> list[Stmt]:
+        parts: list[Stmt] = []
+        for start, count in spans:
+            v = group.var()
+            parts.append(For(v.name, count, inner([*vs, v + start])))
+        return parts
+
+    return group.nest(loops[:-1], row, unroll_outer=unroll)
+
+
+def _padded_row_spans(root: Expr, loops: tuple[Any, ...]) -> list[tuple[int, int]] | None:
+    """A group whose result is a constant pad along its innermost loop's axis: the loop
+    split into the padding before, the input's run and the padding after. In the run every
+    read is at consecutive addresses (vector loads, once LLVM sees the clamps are no-ops);
+    one loop over the whole row read it by gathers (EfficientNet-B0's int8 SiLUs: a third
+    of the model's time)."""
+    if not (isinstance(root, Call) and isinstance(root.op, Op) and root.op.name == "pad"):
+        return None
+    if root.attrs["pad_mode"] != "constant" or len(loops) < 2:
+        return None
+    (before, after), width = root.attrs["pad_width"][-1], loops[-1]
+    if not isinstance(width, int) or not (before or after) or width - before - after <= 0:
+        return None
+    bounds = [(0, before), (before, width - before - after), (width - after, after)]
+    return [(start, count) for start, count in bounds if count > 0]
 
 
 def _shape(e: Expr) -> tuple[int, ...]:
