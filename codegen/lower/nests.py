@@ -86,7 +86,8 @@ def _padded_row_spans(root: Expr, loops: tuple[Any, ...]) -> list[tuple[int, int
     of the model's time)."""
     if not (isinstance(root, Call) and isinstance(root.op, Op) and root.op.name == "pad"):
         return None
-    if root.attrs["pad_mode"] != "constant" or len(loops) < 2:
+    # the threads split the first axis longer than one: it must stay a loop of the nest
+    if root.attrs["pad_mode"] != "constant" or not any(map(longer_than_one, loops[:-1])):
         return None
     (before, after), width = root.attrs["pad_width"][-1], loops[-1]
     if not isinstance(width, int) or not (before or after) or width - before - after <= 0:
