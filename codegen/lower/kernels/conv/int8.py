@@ -69,7 +69,7 @@ from .channels import (
 from .depthwise_int8 import depthwise_fits
 from .direct import direct_block, wide_rows_load
 from .epilogue import INT8_MASKED_ROWS, block_epilogue, channel_block, micro_kernel
-from .prologue import span
+from .prologue import grid_spans, span
 from .shape import (
     Accumulation,
     ConvShape,
@@ -195,19 +195,17 @@ def pack_kernel(call: Call, lay: Wide, name: str) -> Kernel:
     g = ConvShape.of(call)
     c4, planes = words(g.c), len(lay.phases)
     b, word = loop_var("b"), loop_var("word")
-    grid = [(pa, pb) for pa in range(g.sh) for pb in range(g.sw)]
-    rows = {span(pa - g.top, g.sh, g.h, lay.rows) for pa in range(g.sh)}
-    cols = {span(pb - g.left, g.sw, g.w, lay.wp) for pb in range(g.sw)}
-    body: list[Stmt]
-    if planes > 1 and list(lay.phases) == grid and len(rows) == 1 and len(cols) == 1:
+    body: list[Stmt] = []
+    if (shared := grid_spans(g, lay.phases, lay.rows, lay.wp)) is not None:
         pa, pb = loop_var("pa"), loop_var("pb")
-        phase = _phase_copy(call, lay, (b, word), (pa * g.sw + pb, pa, pb), (0, 0), "")
+        phase = _phase_copy(call, lay, (b, word), (pa * g.sw + pb, pa, pb), shared, "")
         body = [For(pa.name, g.sh, [For(pb.name, g.sw, phase)])]
     else:
-        body = []
         for k, (pa_k, pb_k) in enumerate(lay.phases):
+            rows = span(pa_k - g.top, g.sh, g.h, lay.rows)
+            columns = span(pb_k - g.left, g.sw, g.w, lay.wp)
             at_k = (idx(k), idx(pa_k), idx(pb_k))
-            body += _phase_copy(call, lay, (b, word), at_k, (pa_k, pb_k), str(k))
+            body += _phase_copy(call, lay, (b, word), at_k, (rows, columns), str(k))
     nest = For("word", c4, [For("b", g.n, body)], outer=True)
     shape = (g.n, c4, planes * lay.plane, WORD)
     buffers = [Buffer("in0", g.dtype, (g.n, g.c, g.h, g.w)), Buffer("out", "uint8", shape)]
@@ -220,22 +218,19 @@ def _phase_copy(
     lay: Wide,
     item: tuple[LExpr, LExpr],
     phase: tuple[LExpr, LExpr, LExpr],
-    first: tuple[int, int],
+    spans: tuple[tuple[int, int], tuple[int, int]],
     tag: str,
 ) -> list[Stmt]:
     """pack_kernel's loops for phase plane k = (a, b) of item (b, word): the fills and
-    the copy, over the rows and columns phase `first` reads (every phase's, where k loops
-    over a uniform grid)."""
+    the copy of the (first, end) rows and columns the phase reads (prologue.span)."""
     g = ConvShape.of(call)
     fill = const(unsigned_zero(call), "uint8")
-    (b, word), (k, pa, pb), (first_a, first_b) = item, phase, first
+    (b, word), (k, pa, pb), ((r0, r1), (c0, c1)) = item, phase, spans
     plane = (b * words(g.c) + word) * len(lay.phases) + k
 
     def at(row: LExpr, col: LExpr) -> LExpr:
         return ((plane * lay.rows + row) * lay.wp + col) * WORD
 
-    r0, r1 = span(first_a - g.top, g.sh, g.h, lay.rows)
-    c0, c1 = span(first_b - g.left, g.sw, g.w, lay.wp)
     outside = [(0, r0), (r1, lay.rows - r1)]
     body = _fills(f"z{tag}", [(at(idx(y0), idx(0)), n * lay.wp) for y0, n in outside], fill)
     if r1 <= r0:

@@ -205,6 +205,23 @@ def span(first: int, step: int, size: int, extent: int) -> tuple[int, int]:
     return lo, hi
 
 
+def grid_spans(
+    g: ConvShape, phases: Sequence[tuple[int, int]], rows: int, width: int
+) -> tuple[tuple[int, int], tuple[int, int]] | None:
+    """The (first, end) rows and columns every phase reads when `phases` is the whole
+    stride grid, in order, of more than one phase and each reads the same ones (span);
+    else None. Then one loop over the phases copies them all, instead of a copy per phase
+    (256 for a ViT's 16x16 patches, a function LLVM takes up to a minute over)."""
+    grid = [(a, b) for a in range(g.sh) for b in range(g.sw)]
+    if len(grid) < 2 or list(phases) != grid:
+        return None
+    row_spans = {span(a - g.top, g.sh, g.h, rows) for a in range(g.sh)}
+    column_spans = {span(b - g.left, g.sw, g.w, width) for b in range(g.sw)}
+    if len(row_spans) != 1 or len(column_spans) != 1:
+        return None
+    return row_spans.pop(), column_spans.pop()
+
+
 def _uniform(
     g: ConvShape,
     phases: Sequence[tuple[int, int]],
@@ -212,20 +229,11 @@ def _uniform(
     width: int,
     stride: tuple[int, int],
 ) -> bool:
-    """Every phase of the stride grid, in order, reads whole input rows from its first row
-    (no padding reaches it; rows past the input's, which the register blocks read, are
-    zeros): then one loop over the phases copies them all, instead of a copy per phase
-    (256 for a ViT's 16x16 patches, a module LLVM takes seconds over)."""
-    sh, sw = stride
-    grid = [(a, b) for a in range(sh) for b in range(sw)]
-    spans = {span(a - g.top, sh, g.h, rows) for a in range(sh)}
-    return (
-        len(grid) > 1
-        and list(phases) == grid
-        and len(spans) == 1
-        and next(iter(spans))[0] == 0
-        and all(span(b - g.left, sw, g.w, width) == (0, width) for b in range(sw))
-    )
+    """Every phase of the stride grid reads whole input rows from its first row (no
+    padding reaches it; rows past the input's, which the register blocks read, are
+    zeros): _grid_copy copies them (grid_spans)."""
+    spans = grid_spans(g, phases, rows, width)
+    return spans is not None and spans[0][0] == 0 and spans[1] == (0, width)
 
 
 def _grid_copy(
