@@ -40,6 +40,11 @@ STATIC = ("resnet18", "mobilenet_v2", "efficientnet_b0", "vit_tiny4", "lstm1")
 DYNAMIC = ("bert_tiny2",)
 
 
+def dynamic(name: str, args: argparse.Namespace) -> bool:
+    """Whether the model is quantised with quantize_dynamic (--dynamic)."""
+    return name in args.dynamic.split(",")
+
+
 def quantise(name: str, feeds: dict[str, np.ndarray], out: Path, args: argparse.Namespace) -> Path:
     """The model quantised as onnxruntime.quantization writes it (see the docstring)."""
     from onnxruntime.quantization import (
@@ -52,7 +57,7 @@ def quantise(name: str, feeds: dict[str, np.ndarray], out: Path, args: argparse.
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
     source, target = REAL / f"{name}.onnx", out / f"{name}_int8.onnx"
-    if name in args.dynamic.split(","):
+    if dynamic(name, args):
         quantize_dynamic(source, target, weight_type=QuantType.QInt8)
         return target
 
@@ -112,7 +117,7 @@ def bench(name: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:
     form += " per channel" if args.per_channel else ""
     form += " 7-bit weights" if args.reduce_range else ""
     return {
-        "model": f"{name} ({'dynamic' if name in args.dynamic.split(',') else form})", "ms": ms,
+        "model": f"{name} ({'dynamic' if dynamic(name, args) else form})", "ms": ms,
         "ratio": ms["ours"] / best, "vs_float": ms["ours"] / ms["ours float"],
         "differ": int((got != want).sum()), "outputs": want.size,
         "max_diff": float(np.abs(got.astype(np.float64) - want.astype(np.float64)).max()),

@@ -57,14 +57,10 @@ def _typed_case(name: str):
         else rng.integers(-128 if d == "int8" else 0, 128 if d == "int8" else 256, s).astype(d)
         for x, (s, d) in zip(xs, TYPED[name], strict=True)
     }
-    if name in CONSTANT_SCALARS:
-        args = [
-            ir.const(values.pop(x.name_hint)) if not s else x
-            for x, (s, _) in zip(xs, TYPED[name], strict=True)
-        ]
-        params = [x for x, (s, _) in zip(xs, TYPED[name], strict=True) if s]
-        return [(ir.Function(params, op.call(name, *args)), values)]
-    return [(ir.Function(xs, op.call(name, *xs)), values)]
+    if name not in CONSTANT_SCALARS:
+        return [(ir.Function(xs, op.call(name, *xs)), values)]
+    args = [x if x.type_annotation.shape else ir.const(values.pop(x.name_hint)) for x in xs]
+    return [(ir.Function([x for x in xs if x in args], op.call(name, *args)), values)]
 
 
 def _single_op_cases(name: str, count: int = 2):

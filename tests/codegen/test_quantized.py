@@ -237,10 +237,12 @@ def _quantize_static(
     name: str,
     form: str = "QDQ",
     per_channel: bool = False,
+    activations: str = "uint8",
 ) -> Path:
     """The model quantised by onnxruntime.quantization: QDQ, or QOperator (QLinearConv);
-    weight scales per tensor or per output channel."""
+    weight scales per tensor or per output channel; uint8 or int8 activations."""
     quantization = pytest.importorskip("onnxruntime.quantization")
+    kind = quantization.QuantType.QInt8 if activations == "int8" else quantization.QuantType.QUInt8
 
     class Batches(quantization.CalibrationDataReader):
         def __init__(self) -> None:
@@ -255,7 +257,7 @@ def _quantize_static(
     quantization.quantize_static(
         str(float_path), str(out), Batches(),
         quant_format=getattr(quantization.QuantFormat, form),
-        activation_type=quantization.QuantType.QUInt8,
+        activation_type=kind,
         weight_type=quantization.QuantType.QInt8, per_channel=per_channel,
     )  # fmt: skip
     return out

@@ -23,6 +23,9 @@ import codegen
 import egraph_ir as ir
 import passmgr as pm
 from egraph_ir.op.qnn import qnn_softmax_ref
+from passmgr.passes.canonicalize_qnn import import_onnx
+
+from .test_quantized import _quantize_static
 
 ort = pytest.importorskip("onnxruntime")
 onnx = pytest.importorskip("onnx")
@@ -69,41 +72,21 @@ def _attention(path: Path) -> Path:
 
 
 def _quantised(source: Path, activations: str, per_channel: bool) -> Path:
-    """As users quantise: quant_pre_process, then quantize_static (QDQ, int8 weights)."""
-
-    class Batches(quantization.CalibrationDataReader):
-        def __init__(self) -> None:
-            rng = np.random.default_rng(1)
-            batches = [rng.standard_normal((1, SEQ, WIDTH)).astype("float32") for _ in range(3)]
-            self.items = iter({"x": b} for b in batches)
-
-        def get_next(self) -> dict[str, np.ndarray] | None:
-            return next(self.items, None)
-
-    prepared, out = source.with_name("pre.onnx"), source.with_name("q.onnx")
+    """As users quantise: quant_pre_process (which writes MatMul + Add as Gemm), then
+    quantize_static (QDQ, int8 weights)."""
+    prepared = source.with_name("pre.onnx")
     quantization.shape_inference.quant_pre_process(
         str(source), str(prepared), skip_symbolic_shape=True
     )
-    kind = quantization.QuantType.QInt8 if activations == "int8" else quantization.QuantType.QUInt8
-    quantization.quantize_static(
-        str(prepared), str(out), Batches(), quant_format=quantization.QuantFormat.QDQ,
-        activation_type=kind, weight_type=quantization.QuantType.QInt8, per_channel=per_channel,
-    )  # fmt: skip
-    return out
+    out, shape = source.with_name("q.onnx"), (1, SEQ, WIDTH)
+    return _quantize_static(prepared, out, shape, "x", "QDQ", per_channel, activations)
 
 
 def _formed(model: Any) -> str:
-    """The imported model after FakeQuantizationToInteger, as text."""
-    mod = ir.infer_type(codegen_import(model))
+    """The imported model (as codegen.build imports it) after FakeQuantizationToInteger."""
     with pm.PassContext():
+        mod = ir.infer_type(import_onnx(model))
         return str(pm.passes.FakeQuantizationToInteger()(mod)["main"])
-
-
-def codegen_import(model: Any) -> ir.IRModule:
-    from passmgr.passes.canonicalize_qnn import import_onnx
-
-    with pm.PassContext():
-        return import_onnx(model)
 
 
 @pytest.mark.parametrize("per_channel", [False, True])
