@@ -443,7 +443,7 @@ def share_identical_kernels(graph: Graph) -> int:
     first: dict[str, str] = {}
     rename: dict[str, str] = {}
     for k in unique_kernels(graph):
-        key = repr((k.buffers, k.body, k.extent))
+        key = repr((k.buffers, k.extent, k.unroll, k.size_names)) + k.body_text()
         rename[k.name] = first.setdefault(key, k.name)
     for kernel in graph.kernels():
         for k in kernel.jit_kernels():

@@ -414,16 +414,22 @@ class Kernel:
     # its launch from the sizes when it runs, so the glue too serves every size
     symbolic: tuple[int | Dim, float | Dim] | None = None
 
-    body_key: str = field(default="", repr=False, compare=False)  # repr(body), kept
+    body_key: str = field(default="", repr=False, compare=False)  # body_text(body), kept
 
     def code_key(self) -> str:
         """What the emitted code depends on (codegen/llvm/emit.py): not the extent, work
-        or buffer shapes, which only the caller uses. The body's text is made once (a
-        symbolic kernel's copies for each size share it)."""
-        if not self.body_key:
-            self.body_key = repr(self.body)
+        or buffer shapes, which only the caller uses."""
         buffers = [(b.name, b.dtype) for b in self.buffers]
-        return repr((self.name, buffers, self.unroll, self.size_names)) + self.body_key
+        return repr((self.name, buffers, self.unroll, self.size_names)) + self.body_text()
+
+    def body_text(self) -> str:
+        """The body as text (codegen/loop_text.py), made once: a symbolic kernel's copies
+        for each size share it."""
+        if not self.body_key:
+            from .loop_text import body_text  # it reads this module's classes
+
+            self.body_key = body_text(self.body)
+        return self.body_key
 
 
 def walk(body: list[Stmt]) -> tuple[list[Stmt], list[LExpr]]:

@@ -80,13 +80,12 @@ def single_assignment(body: list[Stmt]) -> set[str]:
     unreached: set[str] = set()
     active: list[set[str]] = []  # names declared so far in each enclosing list
 
+    refs = _RefsRead()
+
     def read(e: LExpr | None) -> None:
-        todo = [e] if e is not None else []
-        while todo:
-            x = todo.pop()
-            if isinstance(x, Ref) and not any(x.name in names for names in active):
-                unreached.add(x.name)
-            todo += operands(x)
+        for name in refs.of(e) if e is not None else ():
+            if not any(name in names for names in active):
+                unreached.add(name)
 
     def visit(stmts: list[Stmt]) -> None:
         active.append(set())
@@ -108,3 +107,28 @@ def single_assignment(body: list[Stmt]) -> set[str]:
 
     visit(body)
     return {n for n, k in declared.items() if k == 1 and n not in assigned | unreached}
+
+
+class _RefsRead:
+    """The locals an expression reads, each shared operand looked at once (an int8
+    epilogue reads one requantized value in a clamp, a select and a store: walked as a
+    tree, its operands were visited hundreds of times)."""
+
+    def __init__(self) -> None:
+        self.known: dict[int, tuple[frozenset[str], LExpr]] = {}  # id -> (names, kept alive)
+
+    def of(self, root: LExpr) -> frozenset[str]:
+        todo: list[tuple[LExpr, bool]] = [(root, False)]
+        while todo:
+            e, ready = todo.pop()
+            if id(e) in self.known:
+                continue
+            if not ready:
+                todo.append((e, True))
+                todo += [(x, False) for x in operands(e)]
+                continue
+            names = frozenset([e.name]) if isinstance(e, Ref) else frozenset()
+            for x in operands(e):
+                names |= self.known[id(x)][0]
+            self.known[id(e)] = (names, e)
+        return self.known[id(root)][0]

@@ -213,7 +213,7 @@ def _bound(template: LoopKernel, sizes: Mapping[str, int]) -> LoopKernel:
     """A copy of a symbolic kernel whose extent, work and buffer shapes are these sizes'
     (what the caller plans with); its code, and so its compiled module, is the template's."""
     k = template.kernel
-    k.code_key()  # its body's text, made once and copied to every bound kernel
+    k.body_text()  # made once and copied to every bound kernel
     buffers = [Buffer(b.name, b.dtype, _static(b.shape, sizes)) for b in k.buffers]
     extent = evaluate(k.extent, sizes) if isinstance(k.extent, Dim) else k.extent
     work = evaluate(k.work, sizes) if isinstance(k.work, Dim) else k.work
