@@ -45,6 +45,7 @@ from .llvm import JitLibrary
 from .llvm.jit import Compilation, start_helpers
 from .llvm.modules import SharedModules, emit_modules
 from .loop_ir import Kernel
+from .loop_text import kernel_text
 from .lower.cache import KernelCache
 from .lower.kinds import ExternalKernel
 from .lower.symbolic import NotForEverySize, SymbolicKernels
@@ -443,7 +444,7 @@ def share_identical_kernels(graph: Graph) -> int:
     first: dict[str, str] = {}
     rename: dict[str, str] = {}
     for k in unique_kernels(graph):
-        key = repr((k.buffers, k.extent, k.unroll, k.size_names)) + k.body_text()
+        key = repr((k.buffers, k.extent, k.unroll, k.size_names)) + kernel_text(k)
         rename[k.name] = first.setdefault(key, k.name)
     for kernel in graph.kernels():
         for k in kernel.jit_kernels():

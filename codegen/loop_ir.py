@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
 
+import numpy as np
+
 from egraph_ir.dims import Dim
 
 INDEX = "int64"
@@ -271,12 +273,20 @@ def rounded_product(e: Cast) -> tuple[LExpr, LExpr] | None:
     if not (isinstance(product, Bin) and product.op == "mul"):
         return None
     wide, narrow = product.dtype.split("x")[0], e.dtype.split("x")[0]
-    factors = (product.a, product.b)
-    if (wide, narrow) != ("float64", "float32") or not all(
-        isinstance(f, Cast) and f.a.dtype == e.dtype for f in factors
-    ):
+    if (wide, narrow) != ("float64", "float32"):
         return None
-    return factors[0].a, factors[1].a  # type: ignore[attr-defined]
+    a, b = (_narrowed(f, e.dtype) for f in (product.a, product.b))
+    return None if a is None or b is None else (a, b)
+
+
+def _narrowed(wide: LExpr, dtype: str) -> LExpr | None:
+    """The float32 value a float64 factor widens (a cast, or a constant that is a
+    float32: a folded cast of a scale), or None."""
+    if isinstance(wide, Cast) and wide.a.dtype == dtype:
+        return wide.a
+    if isinstance(wide, Const) and dtype == "float32" and float(np.float32(wide.value)) == float(wide.value):
+        return Const(dtype, wide.value)
+    return None
 
 
 def dim_expr(d: int | Dim) -> LExpr:
@@ -414,22 +424,12 @@ class Kernel:
     # its launch from the sizes when it runs, so the glue too serves every size
     symbolic: tuple[int | Dim, float | Dim] | None = None
 
-    body_key: str = field(default="", repr=False, compare=False)  # body_text(body), kept
-
-    def code_key(self) -> str:
-        """What the emitted code depends on (codegen/llvm/emit.py): not the extent, work
-        or buffer shapes, which only the caller uses."""
-        buffers = [(b.name, b.dtype) for b in self.buffers]
-        return repr((self.name, buffers, self.unroll, self.size_names)) + self.body_text()
-
-    def body_text(self) -> str:
-        """The body as text (codegen/loop_text.py), made once: a symbolic kernel's copies
-        for each size share it."""
-        if not self.body_key:
-            from .loop_text import body_text  # it reads this module's classes
-
-            self.body_key = body_text(self.body)
-        return self.body_key
+    # the values of its scalar buffers, by name: constants the launch binds, so kernels
+    # that differ in them share code (codegen/lower/scalars.py)
+    scalars: dict[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
+    # its body's text (codegen/loop_text.py), made once: a symbolic kernel's copies for
+    # each size share it
+    body_key: str = field(default="", repr=False, compare=False)
 
 
 def walk(body: list[Stmt]) -> tuple[list[Stmt], list[LExpr]]:

@@ -1,5 +1,5 @@
 """A loop-IR body as text, each distinct expression written once: the key equal kernels
-share code by (Kernel.code_key, build.share_identical_kernels).
+share code by (code_key, build.share_identical_kernels).
 
 `repr(body)` writes an expression as often as it is used: a requantized value read by a
 clamp, a select and a store is written three times, its operands nine, and a fused chain
@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
-from .loop_ir import Assign, Declare, For, LExpr, Stmt, Store
+from .loop_ir import Assign, Declare, For, Kernel, LExpr, Stmt, Store
 
 _FIELDS: dict[type, tuple[tuple[str, bool], ...]] = {}  # type -> (name, is an operand)
 
@@ -23,6 +23,20 @@ _FIELDS: dict[type, tuple[tuple[str, bool], ...]] = {}  # type -> (name, is an o
 def body_text(body: list[Stmt]) -> str:
     """The body's statements, one a line, over a numbered list of its expressions."""
     return _Writer().body(body)
+
+
+def kernel_text(kernel: Kernel) -> str:
+    """The kernel's body as text, made once (kept in Kernel.body_key)."""
+    if not kernel.body_key:
+        kernel.body_key = body_text(kernel.body)
+    return kernel.body_key
+
+
+def code_key(kernel: Kernel) -> str:
+    """What the emitted code depends on (codegen/llvm/emit.py): not the extent, work or
+    buffer shapes, which only the caller uses."""
+    buffers = [(b.name, b.dtype) for b in kernel.buffers]
+    return repr((kernel.name, buffers, kernel.unroll, kernel.size_names)) + kernel_text(kernel)
 
 
 class _Writer:

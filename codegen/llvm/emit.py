@@ -164,6 +164,7 @@ class _KernelEmitter:
         self.values: dict[str, ir.Value] = {}  # locals set once (sharing.single_assignment)
         self.single = single_assignment(kernel.body)
         self.sizes: dict[str, ir.Value] = {}  # each size variable read once, on entry
+        self.scalar_values: dict[tuple[str, int], ir.Value] = {}  # and each scalar
         self.reads_bools = "bool" in self.dtypes.values()
         if extra:
             loop = kernel.body[0]
@@ -294,6 +295,8 @@ class _KernelEmitter:
                 return self.values[e.name]
             slot, _ = self.locals[e.name]
             return b.load(slot)
+        if isinstance(e, Load) and e.buffer in self.kernel.scalars:
+            return self.scalar(e)
         if isinstance(e, Load):
             ptr = b.gep(self.pointers[e.buffer], [self.expr(e.index)], inbounds=True)
             if vector_of(e.dtype):
@@ -334,6 +337,17 @@ class _KernelEmitter:
             ptr = self.entry_builder.gep(sizes_global(self.fn.module), slot, inbounds=True)
             self.sizes[name] = self.entry_builder.load(ptr, name=name)
         return self.sizes[name]
+
+    def scalar(self, e: Load) -> ir.Value:
+        """A value of the kernel's scalar buffers (codegen/lower/scalars.py), read once on
+        entry: loop-invariant wherever it is used."""
+        assert isinstance(e.index, Const), "a scalar buffer is read at constant slots"
+        key = (e.buffer, int(e.index.value))
+        if key not in self.scalar_values:
+            index = ir.Constant(ir.IntType(64), key[1])
+            ptr = self.entry_builder.gep(self.pointers[e.buffer], [index], inbounds=True)
+            self.scalar_values[key] = self.entry_builder.load(ptr, name=f"{e.buffer}.{key[1]}")
+        return self.scalar_values[key]
 
     def constant(self, value: Any, dtype: str) -> ir.Constant:
         vec = vector_of(dtype)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from llvmlite import ir
 
 from ..loop_ir import Kernel, statements
+from ..loop_text import code_key
 from .emit import emit_module
 from .objcompile import QUICK
 
@@ -46,7 +47,7 @@ def emit_modules(
     for index in [*range(1, parts), 0]:
         rest = [k for share in shares[1:] for k in share] if index == 0 else []
         # the glue (module 0): the same where `glue` says so (a symbolic program's)
-        key = "|".join(k.code_key() for k in shares[index]) if index else glue
+        key = "|".join(code_key(k) for k in shares[index]) if index else glue
         text = known.get(key) if known is not None and key else None
         if text is None:
             text = emit_module(shares[index], extend if index == 0 else None, rest)

@@ -17,6 +17,7 @@ from .group import Group, longer_than_one
 from .kernels.conv.library import conv_kernel
 from .kinds import CompiledKernel, GemmKernel, HostKernel, LoopKernel, Unsupported, operand
 from .nests import argmax_nest, before_reshapes, elementwise_nest, product_nest, reduction_nest
+from .scalars import hoist_scalars
 from .select import (
     ArgMax,
     AvgPool,
@@ -56,7 +57,7 @@ def lower(fn: Function, name: str, host_fallback: bool = True) -> CompiledKernel
         narrow = _narrow_dtypes(fn, calls)
         if narrow:
             raise Unsupported(f"native kernels do not compute in {', '.join(narrow)}")
-        return build_kernel(Group(fn, name), calls, ops)
+        compiled = build_kernel(Group(fn, name), calls, ops)
     except Unsupported as why:
         if not host_fallback:
             raise CodegenError(
@@ -64,6 +65,8 @@ def lower(fn: Function, name: str, host_fallback: bool = True) -> CompiledKernel
                 "set codegen.host_fallback to run it with numpy"
             ) from None
         return HostKernel(name, ops, fn)
+    hoist_scalars(compiled)
+    return compiled
 
 
 def _tensors(fn: Function, calls: list[Call]) -> list[TensorType]:

@@ -57,10 +57,15 @@ OUT, SCRATCH = BufferRef("out"), BufferRef("scratch", 0)
 
 @dataclass
 class Launch:
-    """A JIT kernel over its outer extent, buffers in the kernel's order."""
+    """A JIT kernel over its outer extent, buffers in the kernel's order; its scalar
+    buffers (codegen/lower/scalars.py) are bound here, after the ones given."""
 
     kernel: Kernel
     buffers: list[BufferRef]
+
+    def __post_init__(self) -> None:
+        scalars = [BufferRef("constant", array=a) for a in self.kernel.scalars.values()]
+        self.buffers = [*self.buffers, *scalars]
 
 
 @dataclass
@@ -134,6 +139,8 @@ class LoopKernel(CompiledKernel):
     def native_calls(self) -> list[NativeCall]:
         refs = []
         for k, b in enumerate(self.kernel.buffers):
+            if b.name in self.kernel.scalars:
+                continue  # bound by the Launch
             if b.name in self.constants:
                 refs.append(BufferRef("constant", array=self.constants[b.name]))
             elif b.name == "out":

@@ -30,6 +30,7 @@ from egraph_ir.visitor import post_order
 
 from ..llvm.emit import emit_module
 from ..loop_ir import Buffer
+from ..loop_text import kernel_text
 from ..runtime.blas import product_of
 from .driver import lower
 from .keys import group_key
@@ -213,7 +214,7 @@ def _bound(template: LoopKernel, sizes: Mapping[str, int]) -> LoopKernel:
     """A copy of a symbolic kernel whose extent, work and buffer shapes are these sizes'
     (what the caller plans with); its code, and so its compiled module, is the template's."""
     k = template.kernel
-    k.body_text()  # made once and copied to every bound kernel
+    kernel_text(k)  # made once and copied to every bound kernel
     buffers = [Buffer(b.name, b.dtype, _static(b.shape, sizes)) for b in k.buffers]
     extent = evaluate(k.extent, sizes) if isinstance(k.extent, Dim) else k.extent
     work = evaluate(k.work, sizes) if isinstance(k.work, Dim) else k.work

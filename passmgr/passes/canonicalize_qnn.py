@@ -91,7 +91,12 @@ def _saturated(value: Expr, zero: Expr, dtype: str) -> Expr:
 
 
 def _dequantized(x: Expr, scale: Expr, zero: Expr) -> Expr:
-    return op.multiply(op.subtract(_f32(x), _f32(zero)), scale)
+    """(x - zero) * scale rounded to float32 by itself, as ONNX Runtime's
+    DequantizeLinear writes it: the product in float64 (exact), so that no multiply-add
+    takes it into the add that follows (a residual's; loop_ir.rounded_product)."""
+    shifted = op.subtract(_f32(x), _f32(zero))
+    wide = op.multiply(op.cast(shifted, dtype="float64"), op.cast(scale, dtype="float64"))
+    return op.cast(wide, dtype="float32")
 
 
 def _quantized(value: Expr, scale: Expr, zero: Expr, dtype: str) -> Expr:
