@@ -284,8 +284,9 @@ def _narrowed(wide: LExpr, dtype: str) -> LExpr | None:
     float32: a folded cast of a scale), or None."""
     if isinstance(wide, Cast) and wide.a.dtype == dtype:
         return wide.a
-    if isinstance(wide, Const) and dtype == "float32" and float(np.float32(wide.value)) == float(wide.value):
-        return Const(dtype, wide.value)
+    if isinstance(wide, Const) and dtype == "float32":
+        value = float(wide.value)
+        return Const(dtype, wide.value) if float(np.float32(value)) == value else None
     return None
 
 
