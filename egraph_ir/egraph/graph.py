@@ -16,7 +16,7 @@ import ast
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from egglog import bindings
 
@@ -96,9 +96,10 @@ def op_constructor(op: Op, nargs: int) -> str:
     return f"op_{op.name}_{nargs}" if op.variadic else f"op_{op.name}"
 
 
-@dataclass(frozen=True, slots=True)
-class ENode:
-    """One row of a constructor table: kind, children classes, literal payload, class."""
+class ENode(NamedTuple):
+    """One row of a constructor table: kind, children classes, literal payload, class.
+    A named tuple: every snapshot makes one per e-node, several thousand a rule round,
+    and a frozen dataclass's __init__ was a tenth of an int8 model's optimisation."""
 
     ctor: str
     children: tuple[Value, ...]
@@ -215,28 +216,38 @@ class TensorEGraph:
 
     # ---------------------------------------------------------------- reading
     def snapshot(self, relations: tuple[str, ...] = ()) -> Snapshot:
-        """Freeze the e-graph: IR nodes, handles and the named relations' rows."""
+        """Freeze the e-graph: IR nodes, handles and the named relations' rows. Run after
+        every rule round, so written for speed: each table's child and literal positions
+        found once, each literal's text read once (attribute strings repeat)."""
         frozen = self.low.freeze().functions
         nodes: list[ENode] = []
         handles: dict[int, Value] = {}
         rels: dict[str, list[tuple[Value, ...]]] = {}
         low = self.low
+        texts: dict[Value, str] = {}
         for name, fn in frozen.items():
-            sorts = fn.input_sorts
             if name == "H":
                 for row in fn.rows:
                     handles[low.value_to_i64(row.inputs[0])] = row.output
             elif name in relations:
                 rels[name] = [tuple(row.inputs) for row in fn.rows]
             elif name.startswith(("op_", "Tup")) or name in NODE_TABLES:
+                sorts = fn.input_sorts
+                kids = [k for k, s in enumerate(sorts) if s == "T"]
+                strings = [(k, s == "String") for k, s in enumerate(sorts) if s != "T"]
                 for row in fn.rows:
-                    kids = tuple(v for v, s in zip(row.inputs, sorts, strict=True) if s == "T")
-                    lits = tuple(
-                        low.value_to_string(v) if s == "String" else low.value_to_i64(v)
-                        for v, s in zip(row.inputs, sorts, strict=True)
-                        if s != "T"
-                    )
-                    nodes.append(ENode(name, kids, lits, row.output))
+                    inputs = row.inputs
+                    lits = []
+                    for k, is_string in strings:
+                        v = inputs[k]
+                        if not is_string:
+                            lits.append(low.value_to_i64(v))
+                        elif (text := texts.get(v)) is not None:
+                            lits.append(text)
+                        else:
+                            lits.append(texts.setdefault(v, low.value_to_string(v)))
+                    children = tuple(inputs[k] for k in kids)
+                    nodes.append(ENode(name, children, tuple(lits), row.output))
         return Snapshot(nodes, handles, relations=rels)
 
     def string(self, value: Value) -> str:
