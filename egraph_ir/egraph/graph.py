@@ -237,7 +237,7 @@ class TensorEGraph:
                 strings = [(k, s == "String") for k, s in enumerate(sorts) if s != "T"]
                 for row in fn.rows:
                     inputs = row.inputs
-                    lits = []
+                    lits: list[int | str] = []
                     for k, is_string in strings:
                         v = inputs[k]
                         if not is_string:
