@@ -60,7 +60,7 @@ def hoist(kernel: Kernel) -> None:
     slots: dict[tuple[str, object], LExpr] = {}
     values: dict[str, list[object]] = {}
 
-    def replace(e: LExpr) -> LExpr | None:
+    def slot_of(e: LExpr) -> LExpr | None:
         if not isinstance(e, Const) or id(e) in pinned or not _varies(e):
             return None
         # a float64 that is a float32 (a widened scale) stays a widened float32: the
@@ -73,7 +73,7 @@ def hoist(kernel: Kernel) -> None:
             column.append(e.value)
         return slots[key] if dtype == e.dtype else Cast(e.dtype, slots[key])
 
-    body = _Rewriter(replace).body(kernel.body)
+    body = _Rewriter(slot_of).body(kernel.body)
     if not values:
         return
     kernel.body = body
