@@ -51,6 +51,7 @@ from .lower.kinds import ExternalKernel
 from .lower.symbolic import NotForEverySize, SymbolicKernels
 from .measure import choices
 from .options import BuildOptions
+from .plan.depth_first import depth_first
 from .plan.devices import assign_devices, mentions_devices, plan_devices
 from .plan.every_size import serves_every_size, symbolic_shapes
 from .plan.graph import Graph, build_graph
@@ -322,7 +323,12 @@ def _build(
     else:
         mod = clock("optimise", optimise, mod, params, extra_passes)
     refuse_function_values(mod["main"])  # typed by the passes, before any lowering
-    placed = clock("devices", plan_devices, mod) if mentions_devices(mod) else mod
+    if mentions_devices(mod):
+        placed = clock("devices", plan_devices, mod)
+    elif options.depth_first and prefused is None:
+        placed = clock("depth-first", depth_first, mod)
+    else:
+        placed = mod
     fused = placed if prefused is not None else clock("fuse", fuse, placed)
     with choices.using(kernel_db):
         graph, cache = clock("lower", lower, fused, options.host_fallback, externals, prefused)

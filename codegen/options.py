@@ -60,6 +60,12 @@ pm.register_config(
     "codegen.check_devices", bool, False, "check every kernel's buffers lie on its device"
 )
 pm.register_config(
+    "codegen.depth_first",
+    bool,
+    True,
+    "run a batched CNN's large-plane first layers image by image (codegen/plan/depth_first.py)",
+)
+pm.register_config(
     "codegen.kernel_db",
     str,
     "auto",
@@ -161,6 +167,7 @@ class BuildOptions:
     memory_pools: str = ""
     check_devices: bool = False
     kernel_db: str = "auto"  # where lowering reads measured choices (codegen/measure/choices.py)
+    depth_first: bool = True  # the large-plane first layers image by image
     external_options: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     memory_budget: dict[str, int] = dataclasses.field(default_factory=dict)  # device -> bytes
     # a symbolic program's sizes: name -> (lowest, highest) (codegen.size_bounds)
@@ -179,6 +186,7 @@ class BuildOptions:
             memory_pools=str(ctx.get_config("codegen.memory_pools")),
             check_devices=bool(ctx.get_config("codegen.check_devices")),
             kernel_db=str(ctx.get_config("codegen.kernel_db")),
+            depth_first=bool(ctx.get_config("codegen.depth_first")),
             external_options=dict(ctx.get_config("codegen.external_options")),
             memory_budget=dict(ctx.get_config("codegen.memory_budget")),
             size_bounds=parse_bounds(ctx.get_config("codegen.size_bounds")),

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from egraph_ir.expr import Function
+from egraph_ir.expr import Constant, Function
+from egraph_ir.visitor import post_order
 
 from .driver import lower, primitive_ops
 from .keys import group_key
@@ -29,6 +30,7 @@ class KernelCache:
         (codegen/lower/symbolic.py)."""
         self.host_fallback = host_fallback
         self.first: dict[tuple[Any, ...], CompiledKernel] = {}
+        self.same: dict[tuple[Any, ...], CompiledKernel] = {}
         self.hits = 0
         self.symbolic, self.counterparts = symbolic, counterparts or {}
 
@@ -41,9 +43,17 @@ class KernelCache:
             kernel = self.symbolic.kernel(original, name, fn, self.host_fallback)
         elif self.symbolic is not None:  # no counterpart: lowered for these sizes only
             self.symbolic.lowered_per_size(name)
+        key = group_key(fn)
         if kernel is None:
-            kernel = lower(fn, name, self.host_fallback)
-        first = self.first.setdefault(group_key(fn), kernel)
+            # a copy of a group with the very same constants (an image of a depth-first
+            # prefix, codegen/plan/depth_first.py) takes the kernel itself, not lowered again
+            same = (key, tuple(id(c) for c in post_order(fn.body) if isinstance(c, Constant)))
+            kernel = self.same.get(same)
+            if kernel is not None:
+                self.hits += 1
+                return kernel
+            kernel = self.same[same] = lower(fn, name, self.host_fallback)
+        first = self.first.setdefault(key, kernel)
         if first is not kernel:
             for mine, theirs in zip(kernel.jit_kernels(), first.jit_kernels(), strict=True):
                 mine.name = theirs.name

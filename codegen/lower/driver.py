@@ -14,6 +14,7 @@ from ..loop_ir import Kernel, Stmt
 from ..runtime import blas
 from .convert import block_transpose
 from .group import Group, longer_than_one
+from .joins import join_nest
 from .kernels.conv.library import conv_kernel
 from .kinds import CompiledKernel, GemmKernel, HostKernel, LoopKernel, Unsupported, operand
 from .nests import argmax_nest, before_reshapes, elementwise_nest, product_nest, reduction_nest
@@ -98,6 +99,8 @@ def build_kernel(group: Group, calls: list[Call], ops: list[str]) -> CompiledKer
     if anchor is None:
         if (transposed := block_transpose(group)) is not None:
             return _loops(group, *transposed, ops)
+        if (joined := join_nest(group)) is not None:
+            return _loops(group, *joined, ops)
         root, shape = before_reshapes(group.fn.body)  # the finer shape of the two
         return _loops(group, elementwise_nest(group, root, rolled), shape, ops)
     if isinstance(strategy, NativeKernel):
