@@ -39,6 +39,7 @@ ELEMENTWISE = frozenset(
      "relu", "sigmoid", "tanh", "exp", "negative"}
 )  # fmt: skip
 REDUCTIONS = frozenset({"mean", "sum", "max"})
+LAYOUT_ATTRS = ("layout", "data_layout", "out_layout", "src_layout", "dst_layout")
 
 
 def depth_first(mod: IRModule) -> IRModule:
@@ -113,7 +114,8 @@ def _per_item(n: Call, prefix: set[Expr], batch: int) -> bool:
         return False
     data = n.args[0] if n.args else None
     if name in WINDOWED:
-        return data in prefix and all(isinstance(a, Constant) for a in n.args[1:])
+        constants = all(isinstance(a, Constant) for a in n.args[1:])
+        return data in prefix and constants and _batch_first(n)
     if name in REDUCTIONS:
         return data in prefix and _keeps_batch(n)
     if name in ELEMENTWISE:
@@ -130,6 +132,12 @@ def _same_rank(a: Expr, rank: int) -> bool:
     """A prefix operand broadcast against the result keeps its batch axis first."""
     t = a.checked_type
     return isinstance(t, TensorType) and len(t.shape) == rank
+
+
+def _batch_first(n: Call) -> bool:
+    """The data layouts the call reads and writes keep the batch axis first."""
+    layouts = [n.attrs.get(k) for k in LAYOUT_ATTRS if k in n.attrs]
+    return all(not isinstance(v, str) or v.startswith("N") for v in layouts)
 
 
 def _keeps_batch(n: Call) -> bool:
@@ -151,6 +159,8 @@ def _batch_broadcast(a: Expr, rank: int) -> bool:
 
 
 def _plane(t: TensorType) -> int:
+    if len(t.shape) < 4:
+        return 0
     h, w = t.shape[2], t.shape[3]
     return h * w if isinstance(h, int) and isinstance(w, int) else 0
 
