@@ -15,6 +15,7 @@ into LLVM IR, and LLVM does the vectorising.
 
 from __future__ import annotations
 
+from collections.abc import Container
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
 
@@ -245,6 +246,23 @@ def operands(e: LExpr) -> tuple[LExpr, ...]:
     return tuple(getattr(e, name) for name in names)
 
 
+def unseen_post_order(root: LExpr, seen: Container[int]) -> list[LExpr]:
+    """The expressions `root` is built from (itself included) whose id is not in `seen`,
+    each once, after its operands (a worklist: fused chains are deep, operands shared)."""
+    out: list[LExpr] = []
+    listed: set[int] = set()
+    todo: list[tuple[LExpr, bool]] = [(root, False)]
+    while todo:
+        e, ready = todo.pop()
+        if id(e) not in seen and id(e) not in listed:
+            if ready:
+                listed.add(id(e))
+                out.append(e)
+            else:
+                todo += [(e, True), *((x, False) for x in operands(e))]
+    return out
+
+
 def _checked(kind: type[BinOp] | type[UnOp], op: str) -> BinOp | UnOp:
     """`op` as the enum member: a name the emitter does not know fails here, when the node
     is built, not when LLVM is emitted."""
@@ -280,8 +298,7 @@ def rounded_product(e: Cast) -> tuple[LExpr, LExpr] | None:
 
 
 def _narrowed(wide: LExpr, dtype: str) -> LExpr | None:
-    """The float32 value a float64 factor widens (a cast, or a constant that is a
-    float32: a folded cast of a scale), or None."""
+    """The float32 a float64 factor widens (a cast, or a constant that is a float32)."""
     if isinstance(wide, Cast) and wide.a.dtype == dtype:
         return wide.a
     if isinstance(wide, Const) and dtype == "float32":
@@ -428,9 +445,7 @@ class Kernel:
     # the values of its scalar buffers, by name: constants the launch binds, so kernels
     # that differ in them share code (codegen/lower/scalars.py)
     scalars: dict[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
-    # its body's text (codegen/loop_text.py), made once: a symbolic kernel's copies for
-    # each size share it
-    body_key: str = field(default="", repr=False, compare=False)
+    body_key: str = field(default="", repr=False, compare=False)  # loop_text.kernel_text
 
 
 def walk(body: list[Stmt]) -> tuple[list[Stmt], list[LExpr]]:

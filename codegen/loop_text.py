@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
-from .loop_ir import Assign, Declare, For, Kernel, LExpr, Stmt, Store
+from .loop_ir import Assign, Declare, For, Kernel, LExpr, Stmt, Store, unseen_post_order
 
 _FIELDS: dict[type, tuple[tuple[str, bool], ...]] = {}  # type -> (name, is an operand)
 
@@ -75,18 +75,9 @@ class _Writer:
     def number(self, root: LExpr) -> int:
         """The number of `root`, writing the lines of it and of its operands not written
         yet (post-order, by a worklist: fused chains are deep)."""
-        todo: list[tuple[LExpr, bool]] = [(root, False)]
-        while todo:
-            e, ready = todo.pop()
-            if id(e) in self.numbers:
-                continue
-            spec = _fields_of(e)
-            if not ready:
-                todo.append((e, True))
-                todo += [(getattr(e, n), False) for n, operand in spec if operand]
-                continue
+        for e in unseen_post_order(root, self.numbers):
             parts: list[Any] = []
-            for name, operand in spec:
+            for name, operand in _fields_of(e):
                 value = getattr(e, name)
                 parts.append(f"#{self.numbers[id(value)]}" if operand else repr(value))
             text = f"{type(e).__name__}({', '.join(parts)})"

@@ -34,6 +34,7 @@ from ..loop_ir import (
     Store,
     Un,
     operands,
+    unseen_post_order,
 )
 
 # expressions computed from loop variables, sizes and constants only: equal ones share a key
@@ -118,15 +119,7 @@ class _RefsRead:
         self.known: dict[int, tuple[frozenset[str], LExpr]] = {}  # id -> (names, kept alive)
 
     def of(self, root: LExpr) -> frozenset[str]:
-        todo: list[tuple[LExpr, bool]] = [(root, False)]
-        while todo:
-            e, ready = todo.pop()
-            if id(e) in self.known:
-                continue
-            if not ready:
-                todo.append((e, True))
-                todo += [(x, False) for x in operands(e)]
-                continue
+        for e in unseen_post_order(root, self.known):
             names = frozenset([e.name]) if isinstance(e, Ref) else frozenset()
             for x in operands(e):
                 names |= self.known[id(x)][0]

@@ -39,6 +39,7 @@ from ..loop_ir import (
     Stmt,
     Store,
     operands,
+    unseen_post_order,
 )
 from ..loop_ir import walk as walk_body
 from .kinds import CompiledKernel
@@ -159,15 +160,7 @@ class _Rewriter:
         return out
 
     def expr(self, root: LExpr) -> LExpr:
-        todo: list[tuple[LExpr, bool]] = [(root, False)]
-        while todo:
-            e, ready = todo.pop()
-            if id(e) in self.done:
-                continue
-            if not ready:
-                todo.append((e, True))
-                todo += [(x, False) for x in operands(e)]
-                continue
+        for e in unseen_post_order(root, self.done):
             self.done[id(e)] = (self._rebuilt(e), e)
         return self.done[id(root)][0]
 
