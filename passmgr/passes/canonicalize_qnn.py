@@ -33,6 +33,7 @@ import numpy as np
 from egraph_ir import op
 from egraph_ir.expr import Call, Constant, Expr, Function
 from egraph_ir.frontend import from_onnx
+from egraph_ir.frontend.onnx.quantize import rounded_product
 from egraph_ir.module import IRModule
 from egraph_ir.op.qnn import integer_range, sigmoid_table, softmax_inverse, softmax_table
 from egraph_ir.registry import Op
@@ -91,12 +92,8 @@ def _saturated(value: Expr, zero: Expr, dtype: str) -> Expr:
 
 
 def _dequantized(x: Expr, scale: Expr, zero: Expr) -> Expr:
-    """(x - zero) * scale rounded to float32 by itself, as ONNX Runtime's
-    DequantizeLinear writes it: the product in float64 (exact), so that no multiply-add
-    takes it into the add that follows (a residual's; loop_ir.rounded_product)."""
-    shifted = op.subtract(_f32(x), _f32(zero))
-    wide = op.multiply(op.cast(shifted, dtype="float64"), op.cast(scale, dtype="float64"))
-    return op.cast(wide, dtype="float32")
+    """(x - zero) * scale, the product rounded by itself (as ONNX Runtime writes it)."""
+    return rounded_product(op.subtract(_f32(x), _f32(zero)), scale)
 
 
 def _quantized(value: Expr, scale: Expr, zero: Expr, dtype: str) -> Expr:

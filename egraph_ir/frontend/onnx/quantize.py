@@ -38,15 +38,20 @@ def spread(n: Node, i: int, x: TensorType, axis: int | None = None) -> Expr:
 
 
 def dequantized(n: Node, x: int, scale: int, zero: int, axis: int | None = None) -> Expr:
-    """(input x - zero point) * scale, in float32: the product rounded by itself, as
-    ONNX Runtime's DequantizeLinear writes it (in float64, where it is exact, so that no
-    multiply-add takes it into the op that follows; codegen's loop_ir.rounded_product)."""
+    """(input x - zero point) * scale, in float32, the product rounded by itself."""
     x_t = n.type(x)
     value = op.cast(n.x(x), dtype="float32")
     if n.input(zero) is not None:
         value = op.subtract(value, op.cast(spread(n, zero, x_t, axis), dtype="float32"))
-    scale_f32 = op.cast(spread(n, scale, x_t, axis), dtype="float32")
-    wide = op.multiply(op.cast(value, dtype="float64"), op.cast(scale_f32, dtype="float64"))
+    return rounded_product(value, op.cast(spread(n, scale, x_t, axis), dtype="float32"))
+
+
+def rounded_product(a: Expr, b: Expr) -> Expr:
+    """a * b of two float32 tensors rounded to float32 by itself, as ONNX Runtime's
+    DequantizeLinear writes its tensor: the product in float64 (exact) and cast back, so
+    that no multiply-add takes it into the op that follows (codegen's
+    loop_ir.rounded_product emits one float32 multiply without `contract`)."""
+    wide = op.multiply(op.cast(a, dtype="float64"), op.cast(b, dtype="float64"))
     return op.cast(wide, dtype="float32")
 
 
