@@ -39,6 +39,7 @@ ELEMENTWISE = frozenset(
      "relu", "sigmoid", "tanh", "exp", "negative"}
 )  # fmt: skip
 REDUCTIONS = frozenset({"mean", "sum", "max"})
+CONVOLUTIONS = frozenset({"conv2d", "conv2d_nchwc"})  # a cut comes after one of them
 LAYOUT_ATTRS = ("layout", "data_layout", "out_layout", "src_layout", "dst_layout")
 
 
@@ -92,7 +93,7 @@ def _cut(nodes: list[Expr], x: Var, batch: int) -> Call | None:
         if not _per_item(n, prefix, batch):
             break
         prefix.add(n)
-        convolved = convolved or getattr(n.op, "name", "") in ("conv2d", "conv2d_nchwc")
+        convolved = convolved or getattr(n.op, "name", "") in CONVOLUTIONS
         here = position[n]
         out = n.checked_type
         assert isinstance(out, TensorType)
