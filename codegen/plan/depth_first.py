@@ -19,7 +19,8 @@ tensor is taken (the join copies it), the later one where two are equal.
 
 Measured (2 threads, Zen 4, interleaved with ONNX Runtime, batch 8): MobileNetV2 35.2 ->
 28.0 ms (1.10 -> 0.88x ORT), EfficientNet-B0 55.9 -> 49.4 ms (0.94 -> 0.83x), ResNet-18
-unchanged within noise (87.8 / 89.6 ms); the results are the same bits. Config
+unchanged within noise (87.8 / 89.6 ms); on these three the outputs are the same bits (an
+image's kernels may sum in another order than the batch's elsewhere). Config
 `codegen.depth_first` (default on) turns it off.
 """
 
