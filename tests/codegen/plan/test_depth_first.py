@@ -30,7 +30,7 @@ def _conv(rng: np.random.Generator, x: ir.Expr, c: int, o: int, **attrs: Any) ->
 @st.composite
 def cnns(draw: st.DrawFn) -> tuple[ir.Function, np.ndarray]:
     """A batch of 2 to 4 images of 28 to 32 pixels: blocks of conv, depthwise, residual
-    adds, squeeze-and-excitation gates and pools, then a stride-2 tail and a classifier."""
+    adds, squeeze-and-excitation gates and pools, then a stride-2 tail and a global mean."""
     batch, size, c = draw(st.integers(2, 4)), draw(st.integers(28, 32)), draw(st.integers(2, 8))
     rng = np.random.default_rng(draw(st.integers(0, 2**16)))
     x = ir.var("x", shape=(batch, 3, size, size))
