@@ -119,21 +119,30 @@ def _qlinear_concat(n: Node) -> Expr:
 
 @converter("com.microsoft.QGemm")
 def _qgemm(n: Node) -> Expr:
-    """alpha * A' B' + C, A and B dequantized, C the int32 bias at scale a_scale *
-    b_scale; quantized when y_scale is given, else float."""
-    a, b = _dequantized(n, 0, 1, 2), _dequantized(n, 3, 4, 5)
-    if n.attr("transA", 0):
+    """alpha * A' B' + C, A and B dequantized (B per tensor or per output column: its axis
+    0 with transB, else 1), C the int32 bias at scale a_scale * b_scale; quantized when
+    y_scale is given, else float."""
+    a_t, b_t = n.type(0), n.type(3)
+    trans_a, trans_b = n.attr("transA", 0), n.attr("transB", 0)
+    b_axis = 0 if trans_b else 1
+    a = _dequantized(n, 0, 1, 2)
+    b_zero = zero_point(n, 5, b_t, b_t.dtype, axis=b_axis)
+    b = op.dequantize(n.x(3), spread(n, 4, b_t, axis=b_axis), b_zero)
+    if trans_a:
         a = op.transpose(a, (1, 0))
-    value = op.dense(a, b) if n.attr("transB", 0) else op.matmul(a, b)
+    value = op.dense(a, b) if trans_b else op.matmul(a, b)
     alpha = float(n.attr("alpha", 1.0))
     if alpha != 1.0:
         value = op.multiply(value, Constant(np.array(alpha, "float32")))
+    rows, columns = a_t.shape[1 if trans_a else 0], b_t.shape[0 if trans_b else 1]
+    out = TensorType((rows, columns), "float32")
     if n.input(6) is not None:
-        scale = op.multiply(spread(n, 1, n.type(0)), spread(n, 4, n.type(3)))
+        b_scale = spread(n, 4, out, axis=1)  # (1, columns) per column: the bias is 1-D
+        b_scale = op.reshape(b_scale, (-1,)) if n.type(4).size > 1 else b_scale
+        scale = op.multiply(spread(n, 1, a_t), b_scale)
         bias = op.dequantize(n.x(6), scale, Constant(np.zeros((), "int32")))
         value = op.add(value, bias)
     if n.input(7) is None:
         return value
-    out = TensorType((n.type(0).shape[0], n.type(3).shape[0]), "float32")
     y_zero = n.type(8).dtype if n.input(8) is not None else "uint8"
     return op.quantize(value, spread(n, 7, out), zero_point(n, 8, out, y_zero))

@@ -83,11 +83,12 @@ def _onnx_dtype(n: Node, code: int) -> str:
 INTEGER_OPS = ("int8", "uint8", "int32")  # quantised types kept as the IR's (de)quantize
 
 
-def zero_point(n: Node, zero: int, x: TensorType, dtype: str) -> Expr:
-    """Input `zero` shaped against x, or a zero of `dtype` when absent."""
+def zero_point(n: Node, zero: int, x: TensorType, dtype: str, axis: int | None = None) -> Expr:
+    """Input `zero` shaped against x along `axis` (the node's, by default), or a zero of
+    `dtype` when absent."""
     if n.input(zero) is None:
         return Constant(np.zeros((), dtype))
-    return spread(n, zero, x)
+    return spread(n, zero, x, axis)
 
 
 @converter("DequantizeLinear")
@@ -191,19 +192,23 @@ def _qlinear_conv(n: Node) -> Expr:
     quantisation rules turn it into qnn_conv2d + requantize, ONNX Runtime's arithmetic."""
     x_t, w_t = n.type(0), n.type(3)
     x = op.dequantize(n.x(0), spread(n, 1, x_t), zero_point(n, 2, x_t, x_t.dtype))
-    w = op.dequantize(n.x(3), spread(n, 4, w_t, axis=0), zero_point(n, 5, w_t, w_t.dtype))
+    w_zero = zero_point(n, 5, w_t, w_t.dtype, axis=0)  # per output channel, as the scale
+    w = op.dequantize(n.x(3), spread(n, 4, w_t, axis=0), w_zero)
     win = _window(n, 3)
     out = _convolved(n, win, win.lift(x), win.lift(w), integer=False)
     if n.input(8) is not None:
         sx, sw = n.input(1), n.input(4)
-        if isinstance(sx, Constant) and isinstance(sw, Constant) and sw.data.size == 1:
-            scale: Expr = Constant(np.array(np.float32(sx.data) * np.float32(sw.data)).reshape(()))
+        if isinstance(sx, Constant) and isinstance(sw, Constant):  # the rules' constant
+            product = np.float32(sx.data.reshape(())) * sw.data.astype(np.float32)
+            scale: Expr = Constant(product.reshape(() if sw.data.size == 1 else (-1,)))
         else:
             scale = op.multiply(
                 op.cast(spread(n, 1, x_t), dtype="float32"),
                 op.reshape(spread(n, 4, w_t, axis=0), (-1,)),
             )
-        bias = op.dequantize(n.x(8), scale, Constant(np.zeros((), "int32")))
+        per_channel = n.type(4).size > 1  # the bias's zero point as QDQ writes it
+        b_zero = np.zeros((w_t.shape[0],) if per_channel else (), "int32")
+        bias = op.dequantize(n.x(8), scale, Constant(b_zero))
         out = op.bias_add(out, bias, axis=1)
     y_zero = n.type(7).dtype if n.input(7) is not None else "uint8"
     y = op.quantize(out, spread(n, 6, n.type()), zero_point(n, 7, n.type(), y_zero))

@@ -295,6 +295,57 @@ def test_qgemm_matches_onnxruntime(quantized_output: bool) -> None:
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-5)
 
 
+@pytest.mark.parametrize("trans_b", [1, 0])
+def test_qgemm_with_a_scale_per_column_matches_onnxruntime(trans_b: int) -> None:
+    """QGemm as quantize_static(per_channel=True) writes a classifier: B's scale and zero
+    point per output column (B's axis 0 with transB, else 1); it failed to import."""
+    rng = np.random.default_rng(4)
+    a = rng.integers(0, 256, (4, 64)).astype(np.uint8)
+    b = rng.integers(-63, 64, (24, 64)).astype(np.int8)
+    c = {
+        "as": np.array(0.02, np.float32), "az": np.array(120, np.uint8),
+        "b": b if trans_b else np.ascontiguousarray(b.T),
+        "bs": rng.uniform(0.002, 0.006, 24).astype(np.float32), "bz": np.zeros(24, np.int8),
+        "c": rng.integers(-2000, 2000, 24).astype(np.int32),
+        "ys": np.array(0.09, np.float32), "yz": np.array(128, np.uint8),
+    }  # fmt: skip
+    order = ["a", "as", "az", "b", "bs", "bz", "c", "ys", "yz"]
+    model = _qoperator_model("QGemm", {"a": a}, c, {"transB": trans_b}, order, "uint8")
+    want = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, {"a": a})[0]
+    with pm.PassContext(opt_level=3):
+        got = codegen.build(from_onnx(model)).run(a)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_a_qlinearconv_per_channel_is_the_int8_kernel_and_equals_onnxruntime() -> None:
+    """QLinearConv with a scale and a (zero) zero point per output channel, as ORT's
+    quantizer writes the QOperator format: the weights' zero points spread along their
+    axis 0 (they failed to import), the bias dequantized as the QDQ form writes it, so the
+    per-channel rule forms qnn_conv2d (ResNet-18 so: 0 of 1,000 outputs differ)."""
+    rng = np.random.default_rng(3)
+    x = rng.integers(0, 256, (1, 8, 10, 10)).astype(np.uint8)
+    c = {
+        "xs": np.array(0.02, np.float32), "xz": np.array(120, np.uint8),
+        "w": rng.integers(-63, 64, (16, 8, 3, 3)).astype(np.int8),  # 7 bits: no host saturates
+        "ws": rng.uniform(0.002, 0.006, 16).astype(np.float32), "wz": np.zeros(16, np.int8),
+        "ys": np.array(0.05, np.float32), "yz": np.array(128, np.uint8),
+        "b": rng.integers(-2000, 2000, 16).astype(np.int32),
+    }  # fmt: skip
+    node = helper.make_node("QLinearConv", ["x", *c], ["y"], pads=[1, 1, 1, 1])
+    graph = helper.make_graph(
+        [node], "conv", [helper.make_tensor_value_info("x", onnx.TensorProto.UINT8, x.shape)],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.UINT8, None)],
+        [numpy_helper.from_array(v, k) for k, v in c.items()],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+    data = model.SerializeToString()
+    want = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    with pm.PassContext(opt_level=3):
+        exe = codegen.build(from_onnx(data))
+    np.testing.assert_array_equal(exe.run(x), want)
+    assert "qnn_conv2d" in exe.graph.kernels()[0].ops
+
+
 def test_the_float_groups_can_be_turned_off_for_speed() -> None:
     """onnx.onnxruntime_float_groups=false: every group an integer op, as with uint8."""
     model = _residual_block(16, 8, 3, 1, 0)
