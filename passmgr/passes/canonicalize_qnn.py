@@ -146,7 +146,11 @@ def _requantized(call: Call, args: list[Expr], lookup: Lookup) -> Expr:
     if value is None and integer_kernel_keeps(call):
         return Call(call.op, tuple(args), call.attrs)
     value = _f32(acc) if value is None else value
-    return _saturated(op.round(op.multiply(value, multiplier)), zero, call.checked_type.dtype)  # type: ignore[attr-defined]
+    # float32(acc) * multiplier rounded by itself, as ORT's requantize: a plain multiply
+    # was folded into a float convolution's weights by FoldScaleAxis (per channel), which
+    # moved MobileNetV2's per-channel depthwise results by a quantum
+    scaled = rounded_product(value, multiplier)
+    return _saturated(op.round(scaled), zero, call.checked_type.dtype)  # type: ignore[attr-defined]
 
 
 def _stays(call: Call) -> bool:

@@ -16,8 +16,10 @@ from hypothesis import strategies as st
 import codegen
 import egraph_ir as ir
 import passmgr as pm
+from codegen.build import optimise
 from egraph_ir import op
 from egraph_ir.op.qnn import quantize_ref, requantize_ref
+from egraph_ir.visitor import post_order
 
 from ..hosts import ORT_INT8_EXACT, force_int8_kernels
 
@@ -495,4 +497,35 @@ def test_per_channel_bias_scales_must_be_the_float32_products() -> None:
     value = np.random.default_rng(9).integers(0, 256, (1, 2, 5, 5)).astype(np.uint8)
     exe = codegen.build(mod)
     assert int8_kernels(exe) == 1
+    np.testing.assert_array_equal(exe.run(x=value), ir.interpret(exact, value))
+
+
+def test_a_float_path_requantize_keeps_its_multiplier_out_of_the_weights() -> None:
+    """A small depthwise layer per channel (under 15 x 15: CanonicalizeQnn's exact float
+    path): the convolution sums the integer weights exactly and the per-channel
+    multiplier is applied to the sum, rounded once, as ONNX Runtime requantizes. As a
+    plain multiply FoldScaleAxis folded it into the weights, and the reassociated sums
+    moved a MobileNetV2 output by a quantum (1 of 75,264)."""
+    rng = np.random.default_rng(10)
+    c = ir.const
+    x = ir.var("x", shape=(1, 8, 10, 10), dtype="uint8")
+    sx, sw = np.float32(0.02), rng.uniform(0.002, 0.02, (8, 1, 1, 1)).astype(np.float32)
+    w = rng.integers(-127, 128, (8, 1, 3, 3)).astype(np.int8)
+    xd = op.dequantize(x, c(sx), c(np.array(3, np.uint8)))
+    wd = op.dequantize(c(w), c(sw), c(np.zeros((8, 1, 1, 1), np.int8)))
+    sb = (sx * sw).reshape(8)
+    bd = op.dequantize(c(rng.integers(-500, 500, 8).astype(np.int32)), c(sb), c(np.zeros(8, np.int32)))  # fmt: skip
+    y = op.bias_add(op.conv2d(xd, wd, padding=[1] * 4, groups=8), bd, axis=1)
+    q = op.quantize(y, c(np.float32(0.05)), c(np.array(128, np.uint8)))
+    mod = ir.infer_type(ir.IRModule.from_expr(ir.Function([x], q)))
+    with pm.PassContext(opt_level=3):
+        exact = pm.passes.FakeQuantizationToInteger()(mod)
+        optimised = optimise(mod, None)
+        exe = codegen.build(mod)
+    assert "qnn_conv2d" in str(exact)
+    convs = [n for n in post_order(optimised["main"].body) if getattr(getattr(n, "op", None), "name", "") == "conv2d"]  # fmt: skip
+    for conv in convs:  # the float path's weights are the int8 weights themselves
+        weights = conv.args[1].data
+        np.testing.assert_array_equal(weights, np.round(weights))
+    value = rng.integers(0, 256, (1, 8, 10, 10)).astype(np.uint8)
     np.testing.assert_array_equal(exe.run(x=value), ir.interpret(exact, value))
