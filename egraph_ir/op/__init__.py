@@ -43,6 +43,7 @@ __all__ = [
     "get",
     "list_ops",
     "register_op",
+    "rounded_product",
     "register_support",
     "supports",
     "unregister_support",
@@ -94,6 +95,18 @@ def call(name: str, *args: Any, **attrs: Any) -> Call:
             raise TypeError(f"{name}: attribute '{spec.name}' given twice")
         attrs[spec.name] = value
     return Call(o, tuple(_as_exprs(tensors)), Attrs(attrs))
+
+
+def rounded_product(a: Expr, b: Expr) -> Expr:
+    """a * b of two float32 tensors rounded to float32 by itself: the product in float64
+    (exact) and cast back, which the code generator emits as one float32 multiply that no
+    multiply-add may absorb (codegen's loop_ir.rounded_product) and no pass folds into a
+    neighbour (a plain multiply after a convolution FoldScaleAxis folds into its weights).
+    What ONNX Runtime computes where it rounds a product before adding it: a
+    DequantizeLinear's tensor, a requantize's float32(acc) * multiplier, MLAS's one-row
+    depthwise taps."""
+    wide = call("multiply", call("cast", a, dtype="float64"), call("cast", b, dtype="float64"))
+    return call("cast", wide, dtype="float32")
 
 
 _CONSTRUCTORS: dict[str, Callable[..., Call]] = {}

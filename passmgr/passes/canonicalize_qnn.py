@@ -33,7 +33,6 @@ import numpy as np
 from egraph_ir import op
 from egraph_ir.expr import Call, Constant, Expr, Function
 from egraph_ir.frontend import from_onnx
-from egraph_ir.frontend.onnx.quantize import rounded_product
 from egraph_ir.module import IRModule
 from egraph_ir.op.qnn import integer_range, sigmoid_table, softmax_inverse, softmax_table
 from egraph_ir.registry import Op
@@ -93,7 +92,7 @@ def _saturated(value: Expr, zero: Expr, dtype: str) -> Expr:
 
 def _dequantized(x: Expr, scale: Expr, zero: Expr) -> Expr:
     """(x - zero) * scale, the product rounded by itself (as ONNX Runtime writes it)."""
-    return rounded_product(op.subtract(_f32(x), _f32(zero)), scale)
+    return op.rounded_product(op.subtract(_f32(x), _f32(zero)), scale)
 
 
 def _quantized(value: Expr, scale: Expr, zero: Expr, dtype: str) -> Expr:
@@ -149,7 +148,7 @@ def _requantized(call: Call, args: list[Expr], lookup: Lookup) -> Expr:
     # float32(acc) * multiplier rounded by itself, as ORT's requantize: a plain multiply
     # was folded into a float convolution's weights by FoldScaleAxis (per channel), which
     # moved MobileNetV2's per-channel depthwise results by a quantum
-    scaled = rounded_product(value, multiplier)
+    scaled = op.rounded_product(value, multiplier)
     return _saturated(op.round(scaled), zero, call.checked_type.dtype)  # type: ignore[attr-defined]
 
 

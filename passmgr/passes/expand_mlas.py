@@ -120,10 +120,7 @@ def _depthwise(win: _Window, weight: Expr) -> Expr:
     def product(t: int) -> Expr:
         i, j = divmod(t, kw)
         column = _slice(weight, (1, f, kh, kw), (0, 0, i, j), (1, f, i + 1, j + 1))
-        wide = op.multiply(
-            op.cast(win.tap(i, j), dtype="float64"), op.cast(column, dtype="float64")
-        )
-        return op.cast(wide, dtype="float32")
+        return op.rounded_product(win.tap(i, j), column)
 
     total: Expr | None = None
     start = 0

@@ -43,16 +43,7 @@ def dequantized(n: Node, x: int, scale: int, zero: int, axis: int | None = None)
     value = op.cast(n.x(x), dtype="float32")
     if n.input(zero) is not None:
         value = op.subtract(value, op.cast(spread(n, zero, x_t, axis), dtype="float32"))
-    return rounded_product(value, op.cast(spread(n, scale, x_t, axis), dtype="float32"))
-
-
-def rounded_product(a: Expr, b: Expr) -> Expr:
-    """a * b of two float32 tensors rounded to float32 by itself, as ONNX Runtime's
-    DequantizeLinear writes its tensor: the product in float64 (exact) and cast back, so
-    that no multiply-add takes it into the op that follows (codegen's
-    loop_ir.rounded_product emits one float32 multiply without `contract`)."""
-    wide = op.multiply(op.cast(a, dtype="float64"), op.cast(b, dtype="float64"))
-    return op.cast(wide, dtype="float32")
+    return op.rounded_product(value, op.cast(spread(n, scale, x_t, axis), dtype="float32"))
 
 
 def quantized(
