@@ -77,7 +77,6 @@ def _cut(nodes: list[Expr], x: Var, batch: int) -> Call | None:
     """The cut: the prefix of per-item calls (in the program's order) ends at it, no call
     before it is read after it, its plane is at least MIN_PLANE; the smallest such tensor,
     the later of equals. None where the prefix has no convolution before any cut."""
-    position = {n: i for i, n in enumerate(nodes)}
     last_use = dict.fromkeys(nodes, -1)
     for i, n in enumerate(nodes):
         for c in children(n):
@@ -88,14 +87,13 @@ def _cut(nodes: list[Expr], x: Var, batch: int) -> Call | None:
     reach = -1  # the latest position a call of the prefix so far is read at
     best: tuple[int, Call] | None = None
     convolved = False
-    for n in nodes:
+    for here, n in enumerate(nodes):
         if not isinstance(n, Call):
             continue
         if not _per_item(n, prefix, batch):
             break
         prefix.add(n)
         convolved = convolved or getattr(n.op, "name", "") in CONVOLUTIONS
-        here = position[n]
         out = n.checked_type
         assert isinstance(out, TensorType)
         if convolved and reach <= here and _plane(out) >= MIN_PLANE:
