@@ -40,6 +40,16 @@ def native_16_lanes() -> bool:
 
 
 @cache
+def host_has_vnni() -> bool:
+    """Whether the host multiplies bytes into int32 sums natively (AVX-512 VNNI): the
+    blocked int8 kernels need it."""
+    import llvmlite.binding as llvm
+
+    llvm.initialize_native_target()
+    return bool(llvm.get_host_cpu_features().get("avx512vnni", False))
+
+
+@cache
 def cpu_id() -> str:
     """The host CPU's name and a digest of its features (what the generated code uses)."""
     import llvmlite.binding as llvm

@@ -18,6 +18,7 @@ from .visitor import post_order
 
 WRITTEN_LAYOUT = {
     "conv2d_nchwc": "out_layout",
+    "qnn_conv2d_nchwc": "out_layout",
     "conv2d_winograd": "out_layout",
     "layout_transform": "dst_layout",
 }

@@ -287,7 +287,11 @@ def _propose(
         return (new, x.shape[-1])
     if op == "matmul" and x.ndim:
         return (x.shape[-1], new)
-    if op == "conv2d" and x.ndim == 4:
+    if op == "requantize" and index == 1 and x.ndim == 4 and b.rng.random() < 0.5:
+        return (x.shape[1], 1, 1)  # a multiplier per channel
+    if op == "qnn_conv2d" and index > 1:
+        return ()  # zero points: one per tensor
+    if op in ("conv2d", "qnn_conv2d") and x.ndim == 4:
         groups = attrs.get("groups", 1)
         if not isinstance(groups, int) or groups < 1 or x.shape[1] % groups:
             return None
@@ -327,7 +331,7 @@ def _propose_data(p: PCall, b: _Builder) -> tuple[int, ...] | None:
             return b._pick(
                 [(n, 16 * int(b._pick([1, 2])), h, w), (n, int(b._pick(list(DIMS))), h, w, 16)]
             )
-    if p.op == "conv2d" and b.rng.random() < 0.5:
+    if p.op in ("conv2d", "qnn_conv2d") and b.rng.random() < 0.5:
         h, w = b._random_shape(2)
         if b.rng.random() < 0.5:  # an even map (Winograd's 2x2 tiles)
             h, w = h + h % 2, w + w % 2

@@ -23,7 +23,8 @@ from egraph_ir.visitor import post_order
 
 # the data (argument 0) is NCHW-style, the batch first; the other arguments are weights
 ITEM_DATA = {
-    "conv2d", "conv2d_nchwc", "conv2d_winograd", "qnn_conv2d", "max_pool2d", "avg_pool2d",
+    "conv2d", "conv2d_nchwc", "conv2d_winograd", "qnn_conv2d", "qnn_conv2d_nchwc", "max_pool2d",
+    "avg_pool2d",
     "global_avg_pool2d", "dense", "qnn_dense", "layout_transform", "batch_flatten",
 }  # fmt: skip
 # ops along the axes their `axis` attribute names: taken where axis 0 is not one of them

@@ -18,7 +18,7 @@ from egraph_ir.types import TensorType
 
 from ..measure import choices
 from ..runtime import blas
-from .kernels.conv import channels, int8, winograd
+from .kernels.conv import channels, int8, nchwc_int8, winograd
 from .kernels.conv.channels import ChannelConv
 from .kernels.conv.channels_int8 import Int8ChannelConv
 from .kernels.conv.depthwise_int8 import ByteDepthwise
@@ -27,6 +27,7 @@ from .kernels.conv.direct import DirectConv, columns_fit, direct_fits
 from .kernels.conv.int8 import Int8Conv
 from .kernels.conv.nchwc_depthwise import BlockedDepthwise
 from .kernels.conv.nchwc_depthwise import depthwise_fits as blocked_depthwise_fits
+from .kernels.conv.nchwc_int8 import Int8BlockedDepthwise, Int8BlockedPointwise
 from .kernels.conv.nchwc_pointwise import (
     BlockedPointwise,
     pointwise_fits,
@@ -225,6 +226,17 @@ def _qnn_conv2d(anchor: Call) -> Strategy:
     raise Unsupported("qnn_conv2d outside the int8 kernels (int8 weights, zero point 0)")
 
 
+def _qnn_conv2d_nchwc(anchor: Call) -> Strategy:
+    """The blocked int8 kernels take the forms blocked.rules makes (depthwise, pointwise)
+    on a host with VNNI; others run their reference on the host."""
+    _materialised(anchor)
+    if nchwc_int8.depthwise_fits(anchor):
+        return Int8BlockedDepthwise()
+    if nchwc_int8.pointwise_fits(anchor):
+        return Int8BlockedPointwise(nchwc_int8.word_layout(anchor))
+    raise Unsupported("qnn_conv2d_nchwc other than uint8 depthwise or pointwise with VNNI")
+
+
 def _qnn_product(anchor: Call) -> Strategy:
     """The int8 product; CanonicalizeQnn lowers the products it does not take."""
     if not gemm_int8.fits(anchor) or not isinstance(anchor.args[0], Var):
@@ -292,6 +304,7 @@ CHOOSERS: dict[str, Callable[[Call], Strategy]] = {
     "conv2d": _conv2d,
     "qnn_conv2d": _qnn_conv2d,
     "conv2d_nchwc": _conv2d_nchwc,
+    "qnn_conv2d_nchwc": _qnn_conv2d_nchwc,
     "conv2d_winograd": _conv2d_winograd,
     "qnn_matmul": _qnn_product,
     "qnn_dense": _qnn_product,

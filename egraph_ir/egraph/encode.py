@@ -36,7 +36,10 @@ def constant_key(c: Constant) -> str:
     return key
 
 
-WINDOW_OPS = ("conv2d", "conv2d_nchwc", "conv2d_winograd", "qnn_conv2d", "max_pool2d", "avg_pool2d")
+WINDOW_OPS = (
+    "conv2d", "conv2d_nchwc", "conv2d_winograd", "qnn_conv2d", "qnn_conv2d_nchwc", "max_pool2d",
+    "avg_pool2d",
+)  # fmt: skip
 
 
 def canonical_attrs(call: Call) -> dict[str, object]:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..expr import Call
-from ..measured import native_16_lanes, this_cpu
+from ..measured import host_has_vnni, native_16_lanes, this_cpu
 from ..registry import Op, OpPattern
 from ..types import TensorType, Type
 from .cost import COST_MODELS, Machine, load_machine
@@ -107,9 +107,31 @@ AVX2_GFLOPS = {
 }
 
 
+# The int8 convolutions (GOP/s, two per multiply-add) on a host with VNNI: MobileNetV2's
+# uint8 layers, 2 threads, 2026-11-30 (per-kernel profile of the NCHW kernels; blocked
+# ones timed as the layers run in the model). Without VNNI a blocked int8 convolution has
+# no kernel of its own (the reference runs on the host): never worth a conversion.
+INT8_GOPS = {
+    "qnn_conv2d": 350.0,
+    "qnn_conv2d/pointwise": 400.0,
+    "qnn_conv2d/depthwise": 60.0,
+    "qnn_conv2d/depthwise@large": 70.0,
+    "qnn_conv2d/depthwise-strided": 35.0,
+    "qnn_conv2d/depthwise-strided@large": 35.0,
+    "qnn_conv2d_nchwc/pointwise": 450.0,
+    "qnn_conv2d_nchwc/pointwise-in": 400.0,
+    "qnn_conv2d_nchwc/pointwise-out": 400.0,
+    "qnn_conv2d_nchwc/depthwise": 120.0,
+    "qnn_conv2d_nchwc/depthwise-strided": 100.0,
+    "qnn_conv2d_nchwc": 5.0,
+}
+INT8_WITHOUT_VNNI = {"qnn_conv2d": 150.0, "qnn_conv2d_nchwc": 5.0}
+
+
 def default_gflops() -> dict[str, float]:
     """The rates measured on a host with this one's vector registers."""
-    return dict(MEASURED_GFLOPS if native_16_lanes() else AVX2_GFLOPS)
+    rates = dict(MEASURED_GFLOPS if native_16_lanes() else AVX2_GFLOPS)
+    return rates | (INT8_GOPS if host_has_vnni() else INT8_WITHOUT_VNNI)
 
 
 VIEWS = ("reshape", "flatten", "squeeze", "expand_dims")  # a view or an index map: no copy
@@ -119,7 +141,8 @@ COPY_GBS = 25.0
 COPIES = ("layout_transform", "transpose")
 LARGE_MAP = 56 * 56  # input pixels from which a layer's rate is its kind's "@large" one
 FUSED_US = 0.01  # an op fused into a kernel's epilogue
-CONVOLUTIONS = ("conv2d", "conv2d_nchwc", "conv2d_winograd")
+CONVOLUTIONS = ("conv2d", "conv2d_nchwc", "conv2d_winograd", "qnn_conv2d", "qnn_conv2d_nchwc")
+BLOCKED = ("conv2d_nchwc", "qnn_conv2d_nchwc")
 # from these maps on, Winograd's tiles fill its register blocks (by tile size)
 LARGE_WINOGRAD = {2: 14 * 14, 4: 28 * 28}
 
@@ -152,11 +175,11 @@ def conv_kind(name: str, x: Type, w: Type, attrs: Mapping[str, Any]) -> str:
         form = "/depthwise-strided" if strided else "/depthwise"
     elif attrs["groups"] == 1 and w.shape[2:] == (1, 1) and not strided:
         form = "/pointwise"
-        if name == "conv2d_nchwc" and attrs["data_layout"] == "NCHW":
+        if name in BLOCKED and attrs["data_layout"] == "NCHW":
             form += "-in"
-        elif name == "conv2d_nchwc" and attrs["out_layout"] == "NCHW":
+        elif name in BLOCKED and attrs["out_layout"] == "NCHW":
             form += "-out"
-    elif name == "conv2d_nchwc" and attrs["groups"] == 1 and attrs["data_layout"] == "NCHW":
+    elif name in BLOCKED and attrs["groups"] == 1 and attrs["data_layout"] == "NCHW":
         form = "/window-in"
     size = "@large" if form and x.shape[2] * x.shape[3] >= LARGE_MAP else ""
     return name + form + size

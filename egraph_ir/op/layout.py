@@ -20,10 +20,11 @@ from typing import Any
 import numpy as np
 
 from ..attrs import Attrs
-from ..registry import AttrSpec, OpPattern, ShapeError
+from ..registry import AttrSpec, OpPattern, ShapeError, get_op
 from ..types import FLOAT_DTYPES, TensorType, Type
 from ._common import register_anchor, require_dtype, same_dtype, size_of
 from .nn import CONV_ATTRS, conv2d_ref, conv_geometry
+from .qnn import PAIRS, qnn_conv2d_ref
 
 LayoutAxes = tuple[tuple[str, int], ...]  # (letter, factor): factor 0 for a primal axis
 _ITEM = re.compile(r"([A-Z])|([1-9][0-9]*)([a-z])")
@@ -193,6 +194,46 @@ register_anchor(
     ),
     doc="conv2d reading data in data_layout and writing out_layout (NCHW or NCHW<b>c), "
     "OIHW weight: the blocked kernels' op",
+)
+
+
+# ---------------------------------------------------------------- qnn_conv2d on blocked data
+def _qnn_nchwc_infer(args: list[TensorType], attrs: Mapping[str, Any]) -> Type:
+    data, weight, data_zero, weight_zero = args
+    data_layout, out_layout = attrs["data_layout"], attrs["out_layout"]
+    for layout in (data_layout, out_layout):
+        channel_block(layout)
+    extents = primal_extents(data.shape, data_layout)
+    plain = TensorType(tuple(extents[a] for a in "NCHW"), data.dtype)
+    conv_attrs = Attrs({k: v for k, v in attrs.items() if k not in ("data_layout", "out_layout")})
+    out = get_op("qnn_conv2d").infer([plain, weight, data_zero, weight_zero], conv_attrs)
+    assert isinstance(out, TensorType)
+    n, o, oh, ow = out.shape
+    return TensorType(layout_shape({"N": n, "C": o, "H": oh, "W": ow}, out_layout), "int32")
+
+
+def qnn_conv2d_nchwc_ref(
+    x, w, x_zero, w_zero, strides, padding, dilation, groups, pairs, data_layout, out_layout
+):
+    plain = layout_transform_ref(x, data_layout, "NCHW")
+    out = qnn_conv2d_ref(plain, w, x_zero, w_zero, strides, padding, dilation, groups, pairs)
+    return layout_transform_ref(out, "NCHW", out_layout)
+
+
+register_anchor(
+    "qnn_conv2d_nchwc",
+    ("data", "weight", "data_zero_point", "weight_zero_point"),
+    _qnn_nchwc_infer,
+    qnn_conv2d_nchwc_ref,
+    lambda a, out, at: 2.0 * size_of(out.shape) * size_of(a[1].shape[1:]),
+    (
+        *CONV_ATTRS,
+        PAIRS,
+        AttrSpec("data_layout", "str", "NCHW16c"),
+        AttrSpec("out_layout", "str", "NCHW16c"),
+    ),
+    doc="qnn_conv2d reading data in data_layout and writing its int32 sums in out_layout "
+    "(NCHW or NCHW<b>c), OIHW weight: the blocked int8 kernels' op",
 )
 
 

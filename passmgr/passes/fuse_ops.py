@@ -55,7 +55,7 @@ register_config(
 MAX_FANOUT = 4
 ANCHORS = (OpPattern.COMM_REDUCE, OpPattern.OUT_ELEMWISE_FUSABLE)
 ROW_ANCHORS = frozenset({"softmax", "log_softmax"})
-SCRATCH_ANCHORS = frozenset({"qnn_conv2d", "qnn_matmul", "qnn_dense"})
+SCRATCH_ANCHORS = frozenset({"qnn_conv2d", "qnn_conv2d_nchwc", "qnn_matmul", "qnn_dense"})
 # ops that read each input element many times (im2col: a window's worth): a producer
 # fused into them would be computed that many times, and they fused into a consumer would
 # lose the nest that makes their own indices loop variables; their groups are their own

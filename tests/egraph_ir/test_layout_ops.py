@@ -1,4 +1,4 @@
-"""layout_transform and conv2d_nchwc (egraph_ir/op/layout.py): their references against
+"""layout_transform, conv2d_nchwc and qnn_conv2d_nchwc (egraph_ir/op/layout.py): their references against
 plain numpy, their shape rules, their errors, and their ONNX export through ONNX Runtime."""
 
 from __future__ import annotations
@@ -90,6 +90,47 @@ def test_conv2d_nchwc_types_and_errors() -> None:
         ir.infer_type(ir.Function([x], op.conv2d_nchwc(x, w, data_layout="NHWC")))
     plain_out = op.conv2d_nchwc(x, w, padding=(1,), out_layout="NCHW")
     assert ir.infer_type(ir.Function([x], plain_out)).body.checked_type.shape == (1, 48, 8, 8)
+
+
+@given(
+    st.sampled_from([(32, 32), (32, 16), (16, 48)]),
+    st.sampled_from([1, 3]),
+    st.sampled_from([(1, 1), (2, 2)]),
+    st.booleans(),
+    st.sampled_from([("NCHW16c", "NCHW16c"), ("NCHW", "NCHW16c"), ("NCHW16c", "NCHW")]),
+)
+def test_the_blocked_int8_convolution_is_qnn_conv2d_between_conversions(
+    channels, kernel, strides, depthwise, layouts
+) -> None:
+    c, o = (channels[0], channels[0]) if depthwise else channels
+    groups = c if depthwise else 1
+    rng = np.random.default_rng(c + o + kernel)
+    x = rng.integers(0, 256, (1, c, 7, 6)).astype(np.uint8)
+    w = rng.integers(-128, 128, (o, c // groups, kernel, kernel)).astype(np.int8)
+    zeros = (np.array(3, np.uint8), np.array(0, np.int8))
+    attrs = dict(strides=strides, padding=(kernel // 2,), dilation=(1, 1), groups=groups)
+    data, out = layouts
+    x_in = nchw16c(x) if data == "NCHW16c" else x
+    blocked = ir.op.get("qnn_conv2d_nchwc").reference(
+        x_in, w, *zeros, **attrs, pairs="exact", data_layout=data, out_layout=out
+    )
+    plain = ir.op.get("qnn_conv2d").reference(x, w, *zeros, **attrs)
+    np.testing.assert_array_equal(blocked, nchw16c(plain) if out == "NCHW16c" else plain)
+
+
+def test_qnn_conv2d_nchwc_types_and_errors() -> None:
+    x = ir.var("x", shape=(1, 2, 8, 8, 16), dtype="uint8")
+    w = ir.const(np.zeros((48, 32, 1, 1), "int8"))
+    zeros = ir.const(np.array(0, "uint8")), ir.const(np.array(0, "int8"))
+    call = ir.infer_type(ir.Function([x], op.qnn_conv2d_nchwc(x, w, *zeros)))
+    assert call.body.checked_type == ir.TensorType((1, 3, 8, 8, 16), "int32")
+    plain_out = op.qnn_conv2d_nchwc(x, w, *zeros, out_layout="NCHW")
+    assert ir.infer_type(ir.Function([x], plain_out)).body.checked_type.shape == (1, 48, 8, 8)
+    with pytest.raises(ir.CompilerError, match="takes layouts NCHW and NCHW<b>c"):
+        ir.infer_type(ir.Function([x], op.qnn_conv2d_nchwc(x, w, *zeros, data_layout="NHWC")))
+    with pytest.raises(ir.CompilerError, match="40 does not split by 16"):
+        w40 = ir.const(np.zeros((40, 32, 1, 1), "int8"))
+        ir.infer_type(ir.Function([x], op.qnn_conv2d_nchwc(x, w40, *zeros)))
 
 
 def test_both_ops_export_to_onnx_and_run_in_onnx_runtime() -> None:

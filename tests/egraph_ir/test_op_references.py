@@ -750,6 +750,7 @@ COVERED = (
         *QNN_OPS,
         "layout_transform",  # test_layout_ops.py: by hand and through ONNX Runtime
         "conv2d_nchwc",
+        "qnn_conv2d_nchwc",  # test_layout_ops.py too
         "conv2d_winograd",  # test_layout_ops.py too
         "im2col",  # test_layout_ops.py: against a loop over the windows, and compiled
     }

@@ -12,6 +12,7 @@ import pytest
 import codegen
 import egraph_ir as ir
 import passmgr as pm
+from codegen.llvm.mathlib import host_has_vnni
 from egraph_ir import op
 from egraph_ir.egraph import KernelCost
 from egraph_ir.egraph.cost import Machine
@@ -202,3 +203,59 @@ def test_without_a_convolution_extraction_is_greedy() -> None:
             pm.passes.BlockLayout()(mod)
         extractors.append(ctx.run.last("BlockLayout").extractor)
     assert extractors[0] == "greedy" and extractors[1] != "greedy", extractors
+
+
+def int8_inverted_residual(side: int = 14) -> ir.IRModule:
+    """A uint8 MobileNetV2 block as FakeQuantizationToInteger leaves it: expand 1x1 ->
+    depthwise 3x3 -> project 1x1 (24 channels: no whole blocks), each qnn_conv2d with an
+    int32 bias and a requantize to uint8 (the depthwise one per channel)."""
+    rng = np.random.default_rng(0)
+
+    def layer(
+        x: ir.Expr, shape: tuple[int, ...], zeros: tuple[int, int], scale, **attrs
+    ) -> ir.Expr:
+        w = ir.const(rng.integers(-128, 128, shape).astype("int8"))
+        zx = ir.const(np.array(zeros[0], "uint8"))
+        acc = op.qnn_conv2d(x, w, zx, ir.const(np.array(0, "int8")), **attrs)
+        acc = op.bias_add(acc, ir.const(rng.integers(-999, 999, shape[0]).astype("int32")))
+        return op.requantize(acc, ir.const(scale), ir.const(np.array(zeros[1], "uint8")))
+
+    x = ir.var("x", shape=(1, 24, side, side), dtype="uint8")
+    y = layer(x, (96, 24, 1, 1), (5, 0), np.array(2e-3, "float32"))
+    per_channel = rng.uniform(1e-4, 1e-3, (96, 1, 1)).astype("float32")
+    y = layer(y, (96, 1, 3, 3), (0, 0), per_channel, padding=(1,), groups=96)
+    y = layer(y, (24, 96, 1, 1), (0, 128), np.array(5e-4, "float32"))
+    return ir.infer_type(ir.IRModule.from_expr(ir.Function([x], y)))
+
+
+@pytest.mark.parametrize("vnni", [True, False])
+def test_an_int8_chain_runs_blocked_bytes_where_the_host_has_vnni(
+    vnni: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With VNNI the three int8 convolutions go blocked (the expansion from NCHW, the
+    projection back to it: no conversion left), without it none does (no blocked int8
+    kernel there); either way the outputs are the plain program's, bit for bit."""
+    from egraph_ir.egraph import kernel_cost
+
+    monkeypatch.setattr(kernel_cost, "host_has_vnni", lambda: vnni)
+    mod = int8_inverted_residual()
+    with pm.PassContext(opt_level=3):
+        block = pm.passes.BlockLayout(
+            cost_model=KernelCost(Machine(), measured=False), extract_time_limit_s=5.0
+        )  # type: ignore[arg-type]
+        out = block(mod)
+    assert _calls(out, "qnn_conv2d_nchwc") == (3 if vnni else 0)
+    assert _calls(out, "layout_transform") == 0
+    value = np.random.default_rng(1).integers(0, 256, (1, 24, 14, 14)).astype("uint8")
+    np.testing.assert_array_equal(ir.interpret(out, value), ir.interpret(mod, value))
+
+
+@pytest.mark.skipif(not host_has_vnni(), reason="the blocked int8 kernels need VNNI")
+def test_the_int8_chain_builds_into_the_blocked_byte_kernels() -> None:
+    mod = int8_inverted_residual(side=20)
+    value = np.random.default_rng(2).integers(0, 256, (1, 24, 20, 20)).astype("uint8")
+    with pm.PassContext(opt_level=3, config={"codegen.host_fallback": False}):
+        exe = codegen.build(mod)
+    np.testing.assert_array_equal(exe.run(x=value), ir.interpret(mod, value))
+    labels = {k.label for k in exe.profile({"x": value}, repeats=1)}
+    assert {"conv/int8-nchwc-pointwise", "conv/int8-nchwc-depthwise"} <= labels

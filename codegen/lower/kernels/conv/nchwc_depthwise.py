@@ -78,20 +78,31 @@ def interior_columns(g: BlockedShape) -> tuple[int, int]:
     return (x0, x1) if x1 > x0 else (g.ow, g.ow)
 
 
-def depthwise_rows(conv: Call, block: LoopVar, source: str, weights: str, after_row) -> list[Stmt]:
+def depthwise_rows(
+    conv: Call,
+    block: LoopVar,
+    source: str,
+    weights: str,
+    after_row,
+    sums: RowSums | None = None,
+) -> list[Stmt]:
     """Every output row of channel block `block` for every batch item into `out`, read
     straight from the input: a tap row above or below the map takes a zero weight (and a
     clamped row address), the columns whose taps leave the row are computed one pixel at a
     time with those taps left out, the interior in register blocks of PR pixels. Kernel
     rows are a loop (one row's taps unrolled): a 5x5 kernel is not 25 copies of the block.
-    `after_row(b, y)` gives the statements that follow a finished row (its epilogue)."""
+    `after_row(b, y)` gives the statements that follow a finished row (its epilogue).
+    `sums`: how the input is read and where a row's sums go (default: float32 input, the
+    sums into the output, where the epilogue rewrites them in place)."""
     g = BlockedShape.of(conv)
+    sums = sums if sums is not None else RowSums()
     b, y, i = LoopVar(INDEX, "b"), LoopVar(INDEX, "y"), LoopVar(INDEX, "i")
     item = b * g.cb + block
     row = y * g.sh + (i * g.dh + (-g.top))
     tap_row = _TapRow(
         g,
         source,
+        sums,
         (item * g.h + clamp(row, 0, g.h - 1)) * g.w,
         [
             Select(
@@ -108,7 +119,7 @@ def depthwise_rows(conv: Call, block: LoopVar, source: str, weights: str, after_
         ],
     )
     x0, x1 = interior_columns(g)
-    out_row = (item * g.oh + y) * g.ow
+    out_row = sums.row(item * g.oh + y, g)
     sweep: list[Stmt] = []
     if x1 > x0:
         sweep.append(tap_row.interior(out_row, x0, x1))
@@ -119,12 +130,29 @@ def depthwise_rows(conv: Call, block: LoopVar, source: str, weights: str, after_
 
 
 @dataclass(frozen=True)
+class RowSums:
+    """How depthwise_rows reads an input vector (at an element offset of its source) and
+    where it stores a finished row's sums (the output itself: in place for the
+    epilogue)."""
+
+    dest: str = "out"
+
+    def read(self, source: str, at: LExpr) -> LExpr:
+        return Load(VECTOR, source, at)
+
+    def row(self, out_row: LExpr, g: BlockedShape) -> LExpr:
+        """The first pixel of output row `out_row` (item and channel block folded in)."""
+        return out_row * g.ow
+
+
+@dataclass(frozen=True)
 class _TapRow:
     """One kernel row's taps: the input row's start (`base`, clamped into the map) and
     its KW weight vectors (zero for a row outside the map), inside a loop over rows."""
 
     g: BlockedShape
     source: str
+    sums: RowSums
     base: LExpr
     weights: list[LExpr]
 
@@ -153,13 +181,13 @@ class _TapRow:
 
         def loads(p: int, j: int) -> LExpr:
             column = (first + p) * g.sw + (j * g.dw - g.left)
-            return Load(VECTOR, self.source, (self.base + column) * LANES)
+            return self.sums.read(self.source, (self.base + column) * LANES)
 
         names = [f"acc{p}" for p in range(pr)]
         body = self._sum(names, loads)
         for p, name in enumerate(names):
             at = (out_row + (first + p)) * LANES
-            body.append(Store("out", at, Ref(VECTOR, name)))
+            body.append(Store(self.sums.dest, at, Ref(VECTOR, name)))
         return For("xb", -(-(x1 - x0) // pr), body, unroll=False)
 
     def border_pixel(self, out_row: LExpr, x: int) -> list[Stmt]:
@@ -170,10 +198,10 @@ class _TapRow:
             column = x * g.sw + j * g.dw - g.left
             if not 0 <= column < g.w:
                 return None
-            return Load(VECTOR, self.source, (self.base + column) * LANES)
+            return self.sums.read(self.source, (self.base + column) * LANES)
 
         body = self._sum(["edge"], loads)
-        return [*body, Store("out", (out_row + x) * LANES, Ref(VECTOR, "edge"))]
+        return [*body, Store(self.sums.dest, (out_row + x) * LANES, Ref(VECTOR, "edge"))]
 
 
 def depthwise_macs(conv: Call) -> int:

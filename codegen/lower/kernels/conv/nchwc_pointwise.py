@@ -29,6 +29,7 @@ from ....loop_ir import (
     Bin,
     Declare,
     For,
+    Kernel,
     LExpr,
     Load,
     LoopVar,
@@ -87,6 +88,49 @@ def pointwise_fits(conv: Call) -> bool:
 
 
 # ---------------------------------------------------------------- pointwise
+@dataclass(frozen=True)
+class PanelSums:
+    """How a panel's register block sums: float32 products of a broadcast input scalar
+    with the panel's weight vectors (nchwc_int8.py: VNNI dot products of a broadcast word
+    of four input bytes with weight words, into int32)."""
+
+    vector: str = VECTOR
+
+    @property
+    def scalar(self) -> str:
+        return self.vector.partition("x")[0]
+
+    def reads(self, g: BlockedShape, b: LExpr, source: str) -> PanelReads:
+        return _input_reads(g, b, source)
+
+    def splat(self, value: LExpr) -> LExpr:
+        return Splat(self.vector, value)
+
+    def update(self, acc: LExpr, weights: LExpr, splat: LExpr) -> LExpr:
+        return Bin(self.vector, "add", acc, Bin(self.vector, "mul", weights, splat))
+
+    def finish(self, acc: LExpr, lanes: LExpr) -> LExpr:
+        """The block's sums for the panel's channels from `lanes`, as the tile holds them."""
+        return acc
+
+    @property
+    def name(self) -> str:
+        return BlockedPointwise.NAME
+
+    def prologue(self, conv: Call, name: str) -> tuple[Kernel | None, tuple[tuple[int, ...], str]]:
+        """A kernel writing what the panels read, and its scratch, or None: the input
+        itself. A window over NCHW data reads a zero-padded copy (one load per tap and
+        pixel, where bounds tests and a select cost more than the product did: an RGB stem
+        ran at 17 GFLOP/s)."""
+        g = BlockedShape.of(conv)
+        if (g.top, g.left, g.bottom, g.right) == (0, 0, 0, 0):
+            return None, ((), "")
+        return pad_kernel(g, name)
+
+
+FLOAT_PANEL = PanelSums()
+
+
 @dataclass(frozen=True)
 class PointwiseLayout:
     """XV output blocks per panel, PR pixels per register block, the packed panels
@@ -150,9 +194,11 @@ def pointwise_layout(conv: Call) -> PointwiseLayout:
     )
 
 
-def pointwise_tile(conv: Call, lay: PointwiseLayout) -> tuple[tuple[int, ...], str]:
+def pointwise_tile(
+    conv: Call, lay: PointwiseLayout, sums: PanelSums = FLOAT_PANEL
+) -> tuple[tuple[int, ...], str]:
     """Where a register block's sums wait for the epilogue: PR x W per thread slot."""
-    return (lay.work, lay.pr * lay.width), "float32"
+    return (lay.work, lay.pr * lay.width), sums.scalar
 
 
 def tile_at(lay: PointwiseLayout, r: LExpr, lane: LExpr) -> LExpr:
@@ -197,7 +243,13 @@ def panel_of(lay: PointwiseLayout, work: LExpr) -> LExpr:
 
 
 def pointwise_panel(
-    conv: Call, lay: PointwiseLayout, work: LoopVar, source: str, packed: str, after_block
+    conv: Call,
+    lay: PointwiseLayout,
+    work: LoopVar,
+    source: str,
+    packed: str,
+    after_block,
+    sums: PanelSums = FLOAT_PANEL,
 ) -> list[Stmt]:
     """Shared iteration `work`: its panel's W output channels at its part of the pixels
     of its item, each register block of PR pixels from `first` into the thread's tile,
@@ -218,30 +270,32 @@ def pointwise_panel(
     first: LExpr = block * lay.pr
     if pixels % lay.pr:
         first = Bin(INDEX, "min", first, idx(pixels - lay.pr))
+    vec = sums.vector
     acc = [[f"acc{r}_{v}" for v in range(lay.xv)] for r in range(lay.pr)]
-    body: list[Stmt] = [Declare(name, zero(VECTOR)) for names in acc for name in names]
-    reads = _input_reads(g, b, source)
-    panel_rows = panel * (g.c * g.kh * g.kw)
+    body: list[Stmt] = [Declare(name, zero(vec)) for names in acc for name in names]
+    reads = sums.reads(g, b, source)
+    panel_rows = panel * (lay.panels.shape[1] * g.kh * g.kw)
     updates: list[Stmt] = []
     for j in range(g.kw):
         w_at = (panel_rows + reads.weight_row + j) * lay.width
-        loads = [Load(VECTOR, packed, w_at + (v * LANES)) for v in range(lay.xv)]
+        loads = [Load(vec, packed, w_at + (v * LANES)) for v in range(lay.xv)]
         for r in range(lay.pr):
-            splat = Splat(VECTOR, reads.value(first + r, j))
+            splat = sums.splat(reads.value(first + r, j))
             for v in range(lay.xv):
-                product = Bin(VECTOR, "mul", loads[v], splat)
-                update = Bin(VECTOR, "add", Ref(VECTOR, acc[r][v]), product)
+                update = sums.update(Ref(vec, acc[r][v]), loads[v], splat)
                 updates.append(Assign(acc[r][v], update))
     body.append(reads.loops(updates))
+    lanes = [panel * lay.width + (v * LANES) for v in range(lay.xv)]
     if lay.transposed:  # channel j's 16 pixels into row j of the tile
-        swap, columns = transpose_lanes([Ref(VECTOR, acc[r][0]) for r in range(lay.pr)], "tr")
+        rows = [sums.finish(Ref(vec, acc[r][0]), lanes[0]) for r in range(lay.pr)]
+        swap, columns = transpose_lanes(rows, "tr")
         body += swap
         body += [Store("tile", tile_at(lay, idx(0), idx(j)), c) for j, c in enumerate(columns)]
     else:
         for v in range(lay.xv):
             for r in range(lay.pr):
                 at = tile_at(lay, idx(r), idx(v * LANES))
-                body.append(Store("tile", at, Ref(VECTOR, acc[r][v])))
+                body.append(Store("tile", at, sums.finish(Ref(vec, acc[r][v]), lanes[v])))
     body += after_block(b, first)
     if lay.panels_inner:
         body = [For("pn", lay.count, body, unroll=False)]
@@ -249,7 +303,7 @@ def pointwise_panel(
 
 
 @dataclass(frozen=True)
-class _Reads:
+class PanelReads:
     """How a panel's update reads its input: the weight row of tap (i, 0) for the
     current channel, the input scalar of a pixel at tap column j, the channel loops."""
 
@@ -258,7 +312,7 @@ class _Reads:
     loops: Callable[[list[Stmt]], Stmt]
 
 
-def _input_reads(g: BlockedShape, b: LExpr, source: str) -> _Reads:
+def _input_reads(g: BlockedShape, b: LExpr, source: str) -> PanelReads:
     """Blocks of 16 lanes for blocked data (1x1); for NCHW data one loop over channels
     and one over kernel rows, a tap outside the map reading zero."""
     pixels = g.oh * g.ow
@@ -272,7 +326,7 @@ def _input_reads(g: BlockedShape, b: LExpr, source: str) -> _Reads:
         def blocked_loops(body: list[Stmt]) -> Stmt:
             return For("cb", g.cb, [For("lane", LANES, body, unroll=False)], unroll=False)
 
-        return _Reads(cb * LANES + lane, blocked, blocked_loops)
+        return PanelReads(cb * LANES + lane, blocked, blocked_loops)
     ch = LoopVar(INDEX, "ch")
     i: LExpr = LoopVar(INDEX, "i") if g.kh > 1 else idx(0)  # kernel rows: a loop or none
     hp, wp = g.padded  # a padded window reads the padded copy (blocked_pointwise)
@@ -291,7 +345,7 @@ def _input_reads(g: BlockedShape, b: LExpr, source: str) -> _Reads:
         return For("ch", g.c, [rows] if rows else body, unroll=False)
 
     row = ch * (g.kh * g.kw) + i * g.kw if g.kh > 1 else ch * g.kw
-    return _Reads(row, plain, plain_loops)
+    return PanelReads(row, plain, plain_loops)
 
 
 def pointwise_macs(conv: Call) -> int:
@@ -300,7 +354,11 @@ def pointwise_macs(conv: Call) -> int:
 
 
 def blocked_pointwise(
-    group: Group, anchor: Call, ops: list[str], lay: PointwiseLayout
+    group: Group,
+    anchor: Call,
+    ops: list[str],
+    lay: PointwiseLayout,
+    sums: PanelSums = FLOAT_PANEL,
 ) -> ConvKernel:
     """Pointwise conv2d_nchwc: a loop over (panel of W output channels, part of the
     pixels), each register block of pixels followed by its epilogue from the thread's
@@ -313,42 +371,36 @@ def blocked_pointwise(
     pixels = g.oh * g.ow
     special: dict[str, BufferRef] = {}
     scratches = []
-    pad = None
-    if (g.top, g.left, g.bottom, g.right) != (0, 0, 0, 0):  # a window over NCHW data
-        # its taps read a zero-padded copy (the prologue's, scratch 0): one load per tap
-        # and pixel, where bounds tests and a select cost more than the product did (an
-        # RGB stem ran at 17 GFLOP/s)
-        pad, padded = pad_kernel(g, f"{group.name}_pad")
+    pad, padded = sums.prologue(anchor, f"{group.name}_pad")
+    if pad is not None:
         special["xpad"] = BufferRef("scratch", 0)
         scratches.append(padded)
         source = "xpad"
     special["tile"] = BufferRef("scratch", len(scratches))
-    scratches.append(pointwise_tile(anchor, lay))
+    scratches.append(pointwise_tile(anchor, lay, sums))
 
     def after_block(b: LExpr, first: LExpr) -> list[Stmt]:
         if not g.out_blocked:
-            return _planes_from_tile(group, lay, panel, b, first)
+            return _planes_from_tile(group, lay, panel, b, first, sums.scalar)
         stmts: list[Stmt] = []
         for v in range(lay.xv):
             blk = panel * lay.xv + v
             start = ((b * g.ob + blk) * pixels + first) * LANES
 
-            def sums(p: LExpr, lane: LExpr, v: int = v) -> LExpr:
-                return Load("float32", "tile", tile_at(lay, p, (v * LANES) + lane))
+            def read(p: LExpr, lane: LExpr, v: int = v) -> LExpr:
+                return Load(sums.scalar, "tile", tile_at(lay, p, (v * LANES) + lane))
 
-            stmts += lanes_epilogue(group, start, lay.pr, first, blk, b, sums)
+            stmts += lanes_epilogue(group, start, lay.pr, first, blk, b, read)
         return stmts
 
-    stmts = pointwise_panel(anchor, lay, work, source, packed, after_block)
+    stmts = pointwise_panel(anchor, lay, work, source, packed, after_block, sums)
     macs = pointwise_macs(anchor)
     loop = ("work", lay.work)
-    return micro_kernel(
-        group, anchor, ops, stmts, loop, macs, special, scratches, pad, BlockedPointwise.NAME
-    )
+    return micro_kernel(group, anchor, ops, stmts, loop, macs, special, scratches, pad, sums.name)
 
 
 def _planes_from_tile(
-    group: Group, lay: PointwiseLayout, panel: LExpr, b: LExpr, first: LExpr
+    group: Group, lay: PointwiseLayout, panel: LExpr, b: LExpr, first: LExpr, dtype: str
 ) -> list[Stmt]:
     """The epilogue of a register block into NCHW planes: for each of the panel's W
     channels, its PR pixels (contiguous in the plane) from the tile. Lanes past the last
@@ -361,7 +413,7 @@ def _planes_from_tile(
     plane = b * shape[1] + o
     index = Index(shape, multi=[b, o, *rows], flat=plane * (shape[2] * shape[3]) + pixel)
     at = tile_at(lay, r, o - panel * lay.width)
-    store = Store("out", index.flat(), group.result_at(index, Load("float32", "tile", at)))
+    store = Store("out", index.flat(), group.result_at(index, Load(dtype, "tile", at)))
     pixels = For("er", lay.pr, [store], unroll=True, vectorize=True)
     return [For("el", lay.width, [pixels], unroll=False, outline=heavy([store]))]
 

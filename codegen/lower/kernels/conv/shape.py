@@ -62,7 +62,8 @@ class ConvShape:
         x_t, w_t, out_t = conv.args[0].checked_type, conv.args[1].checked_type, conv.checked_type
         assert isinstance(x_t, TensorType) and isinstance(w_t, TensorType)
         assert isinstance(out_t, TensorType)
-        return conv_shape(x_t.shape, w_t.shape, out_t.shape, conv.attrs, x_t.dtype)
+        x, out = _plain(x_t.shape), _plain(out_t.shape)  # blocked sides: their NCHW sizes
+        return conv_shape(x, w_t.shape, out, conv.attrs, x_t.dtype)
 
     @property
     def padded(self) -> tuple[int, int]:
@@ -216,7 +217,7 @@ FLOAT_SUMS = Accumulation()  # the float32 convolutions' arithmetic
 def int8_operands_fit(call: Call) -> bool:
     """A qnn_conv2d over an 8-bit input with constant int8 weights whose zero points are
     0, a constant scalar input zero point and no negative padding."""
-    if not (isinstance(call.op, Op) and call.op.name == "qnn_conv2d"):
+    if not (isinstance(call.op, Op) and call.op.name in ("qnn_conv2d", "qnn_conv2d_nchwc")):
         return False
     x, w, x_zero, w_zero = call.args
     x_t = x.checked_type
@@ -289,8 +290,7 @@ class BlockedShape(ConvShape):
         x_t, w_t, out_t = conv.args[0].checked_type, conv.args[1].checked_type, conv.checked_type
         assert isinstance(x_t, TensorType) and isinstance(w_t, TensorType)
         assert isinstance(out_t, TensorType)
-        x, out = _plain(x_t.shape), _plain(out_t.shape)
-        plain = conv_shape(x, w_t.shape, out, conv.attrs, x_t.dtype)
+        plain = ConvShape.of(conv)
         sizes = dataclasses.asdict(plain)
         return BlockedShape(**sizes, data_blocked=x_t.ndim == 5, out_blocked=out_t.ndim == 5)
 

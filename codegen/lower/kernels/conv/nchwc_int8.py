@@ -1,0 +1,248 @@
+"""qnn_conv2d_nchwc on bytes of 16 channels per pixel (kernels "conv/int8-nchwc-depthwise"
+and "conv/int8-nchwc-pointwise"; the layouts BlockLayout chooses, rules/builtin/blocked.rules).
+
+Depthwise: nchwc_depthwise.py's rows, each tap one 16-byte load widened to float32 (bytes
+and their products are exact floats, and so are sums of up to EXACT_TAPS of them), less
+the input zero point where it is not 0, so a tap outside the map, which the row sweep
+leaves out, counts as the zero point it stands for. A row's sums wait in the thread's
+row of a scratch; the epilogue reads them as int32.
+
+Pointwise: nchwc_pointwise.py's panels with int32 accumulators: per step one broadcast
+32-bit word of four input channels of a pixel (in NCHW16c data, four consecutive words of
+one pixel's 16 bytes; from NCHW data, int8.py's packed words) times the panel's weight
+words, four byte products added per lane (VNNI's vpdpbusd), then less each output
+channel's zero-point share (zx * sum of its weights: int8.py's offsets). uint8 data only:
+vpdpbusd multiplies unsigned bytes."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from egraph_ir.expr import Call, Constant, Var
+
+from ....llvm.mathlib import host_has_vnni
+from ....loop_ir import (
+    INDEX,
+    LANES,
+    THREAD_SLOT,
+    Bin,
+    Cast,
+    Dot4,
+    For,
+    Kernel,
+    LExpr,
+    Load,
+    LoopVar,
+    Shuffle,
+    Splat,
+    Stmt,
+    const,
+)
+from ...group import Group
+from ...kinds import BufferRef, ConvKernel
+from ...strategy import NativeKernel
+from . import int8
+from .channels import panels_of
+from .depthwise_int8 import EXACT_TAPS
+from .epilogue import lanes_epilogue, micro_kernel
+from .nchwc_depthwise import RowSums, depthwise_rows, depthwise_weights
+from .nchwc_pointwise import (
+    PanelReads,
+    PanelSums,
+    PointwiseLayout,
+    blocked_pointwise,
+    pointwise_layout,
+)
+from .shape import VECTOR, BlockedShape, int8_operands_fit
+
+WORDS = f"int32x{LANES}"
+BYTES = f"uint8x{LANES}"
+
+
+def fits(conv: Call) -> bool:
+    """A qnn_conv2d_nchwc over uint8 data with constant int8 weights whose zero point is
+    0, one constant input zero point, no negative padding, each side NCHW or NCHW16c,
+    computed exactly (VNNI)."""
+    if not (isinstance(conv.args[0], Var) and int8_operands_fit(conv)):
+        return False
+    layouts = (conv.attrs["data_layout"], conv.attrs["out_layout"])
+    x_t = conv.args[0].checked_type
+    return (
+        getattr(x_t, "dtype", "") == "uint8"
+        and conv.attrs["pairs"] == "exact"
+        and host_has_vnni()
+        and all(layout in ("NCHW", f"NCHW{LANES}c") for layout in layouts)
+    )
+
+
+def depthwise_fits(conv: Call) -> bool:
+    """Blocked data in and out, one channel per group, sums exact in float32."""
+    if not fits(conv):
+        return False
+    g = BlockedShape.of(conv)
+    one_each = int(conv.attrs["groups"]) == g.c == g.o
+    return g.data_blocked and g.out_blocked and one_each and g.kh * g.kw <= EXACT_TAPS
+
+
+def pointwise_fits(conv: Call) -> bool:
+    """A 1x1 convolution of one group without stride or padding, one side blocked at
+    least, input channels in whole words."""
+    if not fits(conv) or int(conv.attrs["groups"]) != 1:
+        return False
+    g = BlockedShape.of(conv)
+    plain_1x1 = (g.kh, g.kw, g.sh, g.sw) == (1, 1, 1, 1)
+    no_pad = (g.top, g.left, g.bottom, g.right) == (0, 0, 0, 0)
+    return plain_1x1 and no_pad and (g.data_blocked or g.out_blocked)
+
+
+# ---------------------------------------------------------------- depthwise
+@dataclass(frozen=True)
+class _ByteRows(RowSums):
+    """Input vectors of 16 bytes as float32 less the zero point; a row's sums into the
+    calling thread's row of the `rows` scratch."""
+
+    zero_point: int = 0
+
+    def read(self, source: str, at: LExpr) -> LExpr:
+        value: LExpr = Cast(VECTOR, Load(BYTES, source, at))
+        if self.zero_point:
+            value = Bin(
+                VECTOR, "sub", value, Splat(VECTOR, const(float(self.zero_point), "float32"))
+            )
+        return value
+
+    def row(self, out_row: LExpr, g: BlockedShape) -> LExpr:
+        return THREAD_SLOT * g.ow
+
+
+def byte_depthwise(group: Group, anchor: Call, ops: list[str]) -> ConvKernel:
+    """A loop over channel blocks, each sweeping its rows; each row's sums in the thread's
+    scratch row, then its epilogue from them into the 8-bit (or other) output."""
+    g = BlockedShape.of(anchor)
+    source = group.buffers[anchor.args[0]].name
+    weights = group.buffer_of(Constant(depthwise_weights(anchor)))
+    block = LoopVar(INDEX, "blk")
+    sums = _ByteRows("rows", int8.unsigned_zero(anchor))
+
+    def read(p: LExpr, lane: LExpr) -> LExpr:
+        at = (THREAD_SLOT * g.ow + p) * LANES + lane
+        return Cast("int32", Load("float32", "rows", at), exact=True)
+
+    def after_row(b: LExpr, y: LExpr) -> list[Stmt]:
+        row = ((b * g.ob + block) * g.oh + y) * g.ow
+        return lanes_epilogue(group, row * LANES, g.ow, y * g.ow, block, b, read)
+
+    stmts = depthwise_rows(anchor, block, source, weights, after_row, sums)
+    special = {"rows": BufferRef("scratch", 0)}
+    scratches: list[tuple[tuple[int, ...], str]] = [((g.cb, g.ow * LANES), "float32")]
+    macs = g.n * g.o * g.oh * g.ow * g.kh * g.kw
+    name = Int8BlockedDepthwise.NAME
+    return micro_kernel(
+        group, anchor, ops, stmts, ("blk", g.cb), macs, special, scratches, None, name
+    )
+
+
+@dataclass(frozen=True)
+class Int8BlockedDepthwise(NativeKernel):
+    """A depthwise qnn_conv2d_nchwc: 16 channels' bytes per tap, exact float32 sums."""
+
+    NAME: ClassVar[str] = "conv/int8-nchwc-depthwise"
+    ANY_RESULT_DTYPE: ClassVar[bool] = True
+
+    def build(self, group: Group, anchor: Call, ops: list[str]) -> ConvKernel:
+        return byte_depthwise(group, anchor, ops)
+
+
+# ---------------------------------------------------------------- pointwise
+@dataclass(frozen=True)
+class _WordPanel(PanelSums):
+    """Panels summing VNNI words into int32, less each channel's zero-point share."""
+
+    vector: str = WORDS
+    offsets: str = ""
+    packed_input: bool = False  # NCHW data: int8.py's packed words in scratch 0
+    plane: int = 0  # words of one packed input channel, and its rows' width
+    wp: int = 0
+
+    @property
+    def name(self) -> str:
+        return Int8BlockedPointwise.NAME
+
+    def reads(self, g: BlockedShape, b: LExpr, source: str) -> PanelReads:
+        pixels = g.oh * g.ow
+        if not self.packed_input:  # word k of a pixel: bytes 4k .. 4k + 3 of its 16
+            cb, k = LoopVar(INDEX, "cb"), LoopVar(INDEX, "k")
+            plane = (b * g.cb + cb) * (pixels * LANES) + k * int8.WORD
+
+            def word(pixel: LExpr, j: int) -> LExpr:
+                return Load("int32x1", source, plane + pixel * LANES)
+
+            def loops(body: list[Stmt]) -> Stmt:
+                per_block = For("k", LANES // int8.WORD, body, unroll=False)
+                return For("cb", g.cb, [per_block], unroll=False)
+
+            return PanelReads(cb * (LANES // int8.WORD) + k, word, loops)
+        ch, words = LoopVar(INDEX, "ch"), int8.words(g.c)
+
+        def packed(pixel: LExpr, j: int) -> LExpr:
+            y, x = pixel // g.ow, pixel % g.ow
+            return Load("int32", source, (b * words + ch) * self.plane + (y * self.wp + x))
+
+        return PanelReads(ch, packed, lambda body: For("ch", words, body, unroll=False))
+
+    def splat(self, value: LExpr) -> LExpr:
+        if value.dtype == "int32x1":  # a one-lane load: broadcast it (vpbroadcastd)
+            return Shuffle(self.vector, value, value, (0,) * LANES)
+        return Splat(self.vector, value)
+
+    def update(self, acc: LExpr, weights: LExpr, splat: LExpr) -> LExpr:
+        return Dot4(self.vector, acc, splat, weights)
+
+    def finish(self, acc: LExpr, lanes: LExpr) -> LExpr:
+        return Bin(self.vector, "sub", acc, Load(self.vector, self.offsets, lanes))
+
+    def prologue(self, conv: Call, name: str) -> tuple[Kernel | None, tuple[tuple[int, ...], str]]:
+        if not self.packed_input:
+            return None, ((), "")
+        lay = int8.layout(conv)
+        return int8.pack_kernel(conv, lay, name), int8.packed_input_shape(conv, lay)
+
+
+def word_layout(conv: Call) -> PointwiseLayout:
+    """nchwc_pointwise's blocking with the weights as words of four input channels:
+    panels (O / W, C / 4, 1, W) int32, output channels padded with zero words."""
+    lay = pointwise_layout(conv)
+    words, _ = int8.packed_weights(conv)
+    padded = np.zeros((lay.count * lay.width, *words.shape[1:]), np.int32)
+    padded[: words.shape[0]] = words
+    return dataclasses.replace(lay, panels=panels_of(padded, lay.width))
+
+
+def word_pointwise(group: Group, anchor: Call, ops: list[str], lay: PointwiseLayout) -> ConvKernel:
+    g = BlockedShape.of(anchor)
+    offsets = np.zeros(lay.count * lay.width, np.int32)
+    offsets[: g.o] = int8.offsets(anchor)
+    wide = int8.layout(anchor)
+    sums = _WordPanel(
+        offsets=group.buffer_of(Constant(offsets)),
+        packed_input=not g.data_blocked,
+        plane=wide.plane,
+        wp=wide.wp,
+    )
+    return blocked_pointwise(group, anchor, ops, lay, sums)
+
+
+@dataclass(frozen=True)
+class Int8BlockedPointwise(NativeKernel):
+    """A 1x1 qnn_conv2d_nchwc: output channels in the lanes, VNNI words of input bytes."""
+
+    NAME: ClassVar[str] = "conv/int8-nchwc-pointwise"
+    ANY_RESULT_DTYPE: ClassVar[bool] = True
+    layout: PointwiseLayout
+
+    def build(self, group: Group, anchor: Call, ops: list[str]) -> ConvKernel:
+        return word_pointwise(group, anchor, ops, self.layout)

@@ -1,0 +1,101 @@
+"""qnn_conv2d_nchwc kernels on bytes of 16 channels (codegen/lower/kernels/conv/nchwc_int8.py):
+every form they take equals the interpreter bit for bit, with the int8 epilogues (a
+blocked bias, a requantize per tensor or per channel) fused, and runs natively."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import codegen
+import egraph_ir as ir
+import passmgr as pm
+from codegen.llvm.mathlib import host_has_vnni
+from egraph_ir import op
+
+pytestmark = pytest.mark.skipif(not host_has_vnni(), reason="the blocked int8 kernels need VNNI")
+NATIVE = {"codegen.host_fallback": False}
+
+
+def _requantized(draw: st.DrawFn, body: ir.Expr, o: int, blocked: bool, rng) -> ir.Expr:
+    """A bias (blocked: (1, O/16, 1, 1, 16)), then the requantize to uint8: one scale, or
+    one per output channel ((C, 1, 1); blocked (C/16, 1, 1, 16)), or none (int32 out)."""
+    bias = rng.integers(-3000, 3000, o).astype("int32")
+    shape = (1, o // 16, 1, 1, 16) if blocked else (1, o, 1, 1)
+    body = op.add(body, ir.const(bias.reshape(shape)))
+    kind = draw(st.sampled_from(["tensor", "channel", "none"]))
+    zero = ir.const(np.array(draw(st.integers(0, 255)), "uint8"))
+    if kind == "tensor":
+        return op.requantize(body, ir.const(np.array(rng.uniform(1e-4, 5e-3), "float32")), zero)
+    if kind == "channel":
+        scales = rng.uniform(1e-4, 5e-3, o).astype("float32")
+        return op.requantize(
+            body, ir.const(scales.reshape((o // 16, 1, 1, 16) if blocked else (o, 1, 1))), zero
+        )
+    return body
+
+
+def _zero(draw: st.DrawFn) -> ir.Expr:
+    return ir.const(np.array(draw(st.sampled_from([0, 0, 3, 128, 255])), "uint8"))
+
+
+@st.composite
+def depthwise_cases(draw: st.DrawFn) -> tuple[ir.Function, dict[str, np.ndarray]]:
+    c = 16 * draw(st.integers(1, 3))
+    kernel = draw(st.sampled_from([1, 3, 5]))
+    strides = draw(st.sampled_from([(1, 1), (2, 2), (1, 2)]))
+    padding = draw(st.sampled_from([(0,), (1,), (2,), (0, 1, 2, 0)]))
+    n = draw(st.integers(1, 2))
+    h, w = draw(st.integers(kernel, 19)), draw(st.integers(kernel, 19))
+    rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+    x = ir.var("x", shape=(n, c // 16, h, w, 16), dtype="uint8")
+    weights = ir.const(rng.integers(-128, 128, (c, 1, kernel, kernel)).astype("int8"))
+    conv = op.qnn_conv2d_nchwc(
+        x, weights, _zero(draw), ir.const(np.array(0, "int8")),
+        strides=strides, padding=padding, groups=c,
+    )  # fmt: skip
+    inputs = {"x": rng.integers(0, 256, (n, c // 16, h, w, 16)).astype("uint8")}
+    return ir.Function([x], _requantized(draw, conv, c, True, rng)), inputs
+
+
+@st.composite
+def pointwise_cases(draw: st.DrawFn) -> tuple[ir.Function, dict[str, np.ndarray]]:
+    """Blocked in and out, or one side NCHW with any channel count (24, 40: the residual
+    streams a chain enters blocked data from or leaves it to)."""
+    data_blocked, out_blocked = draw(st.sampled_from([(True, True), (False, True), (True, False)]))
+    c = 16 * draw(st.integers(1, 4)) if data_blocked else draw(st.sampled_from([3, 16, 24, 40]))
+    o = 16 * draw(st.integers(1, 5)) if out_blocked else draw(st.sampled_from([8, 24, 40, 64]))
+    n = draw(st.integers(1, 3))
+    h, w = draw(st.integers(1, 15)), draw(st.integers(1, 15))
+    rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+    shape = (n, c // 16, h, w, 16) if data_blocked else (n, c, h, w)
+    x = ir.var("x", shape=shape, dtype="uint8")
+    weights = ir.const(rng.integers(-128, 128, (o, c, 1, 1)).astype("int8"))
+    conv = op.qnn_conv2d_nchwc(
+        x, weights, _zero(draw), ir.const(np.array(0, "int8")),
+        data_layout="NCHW16c" if data_blocked else "NCHW",
+        out_layout="NCHW16c" if out_blocked else "NCHW",
+    )  # fmt: skip
+    inputs = {"x": rng.integers(0, 256, shape).astype("uint8")}
+    return ir.Function([x], _requantized(draw, conv, o, out_blocked, rng)), inputs
+
+
+def _build_native(fn: ir.Function) -> codegen.Executable:
+    with pm.PassContext(config=NATIVE):
+        exe = codegen.build(fn)
+    assert "host" not in exe.kernel_kinds()
+    return exe
+
+
+@given(depthwise_cases())
+def test_every_int8_blocked_depthwise_form_matches_the_interpreter(case) -> None:
+    fn, inputs = case
+    np.testing.assert_array_equal(_build_native(fn).run(**inputs), ir.interpret(fn, **inputs))
+
+
+@given(pointwise_cases())
+def test_every_int8_blocked_pointwise_form_matches_the_interpreter(case) -> None:
+    fn, inputs = case
+    np.testing.assert_array_equal(_build_native(fn).run(**inputs), ir.interpret(fn, **inputs))
