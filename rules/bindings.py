@@ -287,8 +287,10 @@ def _propose(
         return (new, x.shape[-1])
     if op == "matmul" and x.ndim:
         return (x.shape[-1], new)
-    if op == "requantize" and index == 1 and x.ndim == 4 and b.rng.random() < 0.5:
-        return (x.shape[1], 1, 1)  # a multiplier per channel
+    # a multiplier or offset per channel of blocks of 16 (the blocked-layout rules' guards)
+    per_channel = op in ("requantize", "multiply", "add") and index == 1 and x.ndim == 4
+    if per_channel and x.shape[1] % 16 == 0 and b.rng.random() < 0.5:
+        return (x.shape[1], 1, 1)
     if op == "qnn_conv2d" and index > 1:
         return ()  # zero points: one per tensor
     if op in ("conv2d", "qnn_conv2d") and x.ndim == 4:

@@ -10,7 +10,8 @@ rate of its kind: the kernel
 and, for a pointwise conv2d_nchwc, which side is blocked. The default rates are medians
 over MobileNetV2's and EfficientNet-B0's layers on this project's machines (2 threads;
 one table for AVX-512 hosts, one for AVX2; `benchmarks/layouts.py` measures them anew).
-Elementwise and broadcast ops fuse into the kernel before them whatever the layout, and
+The int8 convolutions (qnn_conv2d, qnn_conv2d_nchwc) have rates of their own where the
+host has VNNI. Elementwise and broadcast ops fuse into the kernel before them whatever the layout, and
 reshapes are views or index maps, so they cost a token amount (fewer calls win a tie); a
 layout conversion or a transpose is a copy that reads and writes every element; a product
 runs at its measured rate.
@@ -107,22 +108,28 @@ AVX2_GFLOPS = {
 }
 
 
-# The int8 convolutions (GOP/s, two per multiply-add) on a host with VNNI: MobileNetV2's
-# uint8 layers, 2 threads, 2026-11-30 (per-kernel profile of the NCHW kernels; blocked
-# ones timed as the layers run in the model). Without VNNI a blocked int8 convolution has
-# no kernel of its own (the reference runs on the host): never worth a conversion.
+# The int8 convolutions (GOP/s, two per multiply-add) on a host with VNNI: medians over
+# MobileNetV2's uint8 layers as they run in the model (per-kernel profile, 2 threads, Zen 4,
+# 2026-11-30), NCHW kernels and blocked ones. Small-map depthwise layers are not here:
+# CanonicalizeQnn computes those in float32 (the float kinds above price them). Without
+# VNNI a blocked int8 convolution has no kernel (its reference runs on the host).
 INT8_GOPS = {
-    "qnn_conv2d": 350.0,
-    "qnn_conv2d/pointwise": 400.0,
+    "qnn_conv2d": 280.0,  # a full window (an RGB stem)
+    "qnn_conv2d/pointwise": 450.0,
+    "qnn_conv2d/pointwise@large": 400.0,
     "qnn_conv2d/depthwise": 60.0,
-    "qnn_conv2d/depthwise@large": 70.0,
+    "qnn_conv2d/depthwise@large": 80.0,
     "qnn_conv2d/depthwise-strided": 35.0,
-    "qnn_conv2d/depthwise-strided@large": 35.0,
-    "qnn_conv2d_nchwc/pointwise": 450.0,
-    "qnn_conv2d_nchwc/pointwise-in": 400.0,
-    "qnn_conv2d_nchwc/pointwise-out": 400.0,
-    "qnn_conv2d_nchwc/depthwise": 120.0,
-    "qnn_conv2d_nchwc/depthwise-strided": 100.0,
+    "qnn_conv2d/depthwise-strided@large": 40.0,
+    "qnn_conv2d_nchwc/pointwise": 550.0,
+    "qnn_conv2d_nchwc/pointwise@large": 500.0,
+    "qnn_conv2d_nchwc/pointwise-in": 450.0,
+    "qnn_conv2d_nchwc/pointwise-out": 450.0,
+    "qnn_conv2d_nchwc/pointwise-out@large": 400.0,
+    "qnn_conv2d_nchwc/depthwise": 130.0,
+    "qnn_conv2d_nchwc/depthwise@large": 155.0,
+    "qnn_conv2d_nchwc/depthwise-strided": 80.0,
+    "qnn_conv2d_nchwc/depthwise-strided@large": 105.0,
     "qnn_conv2d_nchwc": 5.0,
 }
 INT8_WITHOUT_VNNI = {"qnn_conv2d": 150.0, "qnn_conv2d_nchwc": 5.0}

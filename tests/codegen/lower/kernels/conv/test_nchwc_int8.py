@@ -13,6 +13,9 @@ import codegen
 import egraph_ir as ir
 import passmgr as pm
 from codegen.llvm.mathlib import host_has_vnni
+from codegen.lower.kernels.conv.nchwc_int8 import Int8BlockedDepthwise, Int8BlockedPointwise
+from codegen.lower.kinds import Unsupported
+from codegen.lower.select import CHOOSERS
 from egraph_ir import op
 
 pytestmark = pytest.mark.skipif(not host_has_vnni(), reason="the blocked int8 kernels need VNNI")
@@ -46,15 +49,17 @@ def depthwise_cases(draw: st.DrawFn) -> tuple[ir.Function, dict[str, np.ndarray]
     c = 16 * draw(st.integers(1, 3))
     kernel = draw(st.sampled_from([1, 3, 5]))
     strides = draw(st.sampled_from([(1, 1), (2, 2), (1, 2)]))
+    dilation = draw(st.sampled_from([(1, 1), (1, 1), (2, 2)]))
     padding = draw(st.sampled_from([(0,), (1,), (2,), (0, 1, 2, 0)]))
     n = draw(st.integers(1, 2))
-    h, w = draw(st.integers(kernel, 19)), draw(st.integers(kernel, 19))
+    h = draw(st.integers(kernel * dilation[0], 19))
+    w = draw(st.integers(kernel * dilation[1], 19))
     rng = np.random.default_rng(draw(st.integers(0, 2**16)))
     x = ir.var("x", shape=(n, c // 16, h, w, 16), dtype="uint8")
     weights = ir.const(rng.integers(-128, 128, (c, 1, kernel, kernel)).astype("int8"))
     conv = op.qnn_conv2d_nchwc(
         x, weights, _zero(draw), ir.const(np.array(0, "int8")),
-        strides=strides, padding=padding, groups=c,
+        strides=strides, padding=padding, dilation=dilation, groups=c,
     )  # fmt: skip
     inputs = {"x": rng.integers(0, 256, (n, c // 16, h, w, 16)).astype("uint8")}
     return ir.Function([x], _requantized(draw, conv, c, True, rng)), inputs
@@ -86,6 +91,7 @@ def _build_native(fn: ir.Function) -> codegen.Executable:
     with pm.PassContext(config=NATIVE):
         exe = codegen.build(fn)
     assert "host" not in exe.kernel_kinds()
+    assert len(list(exe.graph.kernels())) == 1  # the epilogue fused into the convolution
     return exe
 
 
@@ -99,3 +105,24 @@ def test_every_int8_blocked_depthwise_form_matches_the_interpreter(case) -> None
 def test_every_int8_blocked_pointwise_form_matches_the_interpreter(case) -> None:
     fn, inputs = case
     np.testing.assert_array_equal(_build_native(fn).run(**inputs), ir.interpret(fn, **inputs))
+
+
+def _anchor(x_shape: tuple[int, ...], w_shape: tuple[int, ...], **attrs: object) -> ir.Call:
+    x = ir.var("x", shape=x_shape, dtype="uint8")
+    w = ir.const(np.zeros(w_shape, "int8"))
+    zeros = ir.const(np.array(0, "uint8")), ir.const(np.array(0, "int8"))
+    return ir.infer_type(ir.Function([x], op.qnn_conv2d_nchwc(x, w, *zeros, **attrs))).body
+
+
+def test_the_blocked_int8_kernels_take_depthwise_and_pointwise_forms_only() -> None:
+    choose = CHOOSERS["qnn_conv2d_nchwc"]
+    depthwise = _anchor((1, 2, 8, 8, 16), (32, 1, 3, 3), groups=32, padding=(1,))
+    assert isinstance(choose(depthwise), Int8BlockedDepthwise)
+    assert isinstance(choose(_anchor((1, 2, 8, 8, 16), (48, 32, 1, 1))), Int8BlockedPointwise)
+    for other in (
+        _anchor((1, 2, 8, 8, 16), (16, 32, 3, 3), padding=(1,)),  # a full 3x3 window
+        _anchor((1, 2, 8, 8, 16), (48, 32, 1, 1), strides=(2, 2)),  # a strided 1x1
+        _anchor((1, 2, 8, 8, 16), (48, 32, 1, 1), pairs="saturating"),  # not exact sums
+    ):
+        with pytest.raises(Unsupported):  # its reference on the host
+            choose(other)
