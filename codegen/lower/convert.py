@@ -22,7 +22,7 @@ from egraph_ir.types import TensorType
 
 from ..loop_ir import INDEX, LANES, Bin, For, LExpr, Load, LoopVar, Stmt, Store, idx
 from .group import Group
-from .kernels.conv.nchwc_pointwise import transpose_lanes
+from .kernels.conv.nchwc.pointwise import transpose_lanes
 
 HALF = LANES // 2  # the lanes of an AVX2 register
 FORMS = {("NCHW", f"NCHW{LANES}c"), (f"NCHW{LANES}c", "NCHW")}

@@ -18,17 +18,18 @@ from egraph_ir.types import TensorType
 
 from ..measure import choices
 from ..runtime import blas
-from .kernels.conv import channels, int8, nchwc_int8, winograd
+from .kernels.conv import channels, int8, winograd
 from .kernels.conv.channels import ChannelConv
 from .kernels.conv.channels_int8 import Int8ChannelConv
 from .kernels.conv.depthwise_int8 import ByteDepthwise
 from .kernels.conv.depthwise_int8 import depthwise_fits as byte_depthwise_fits
 from .kernels.conv.direct import DirectConv, columns_fit, direct_fits
 from .kernels.conv.int8 import Int8Conv
-from .kernels.conv.nchwc_depthwise import BlockedDepthwise
-from .kernels.conv.nchwc_depthwise import depthwise_fits as blocked_depthwise_fits
-from .kernels.conv.nchwc_int8 import Int8BlockedDepthwise, Int8BlockedPointwise
-from .kernels.conv.nchwc_pointwise import (
+from .kernels.conv.nchwc import int8 as nchwc_int8
+from .kernels.conv.nchwc.depthwise import BlockedDepthwise
+from .kernels.conv.nchwc.depthwise import depthwise_fits as blocked_depthwise_fits
+from .kernels.conv.nchwc.int8 import Int8BlockedDepthwise, Int8BlockedPointwise
+from .kernels.conv.nchwc.pointwise import (
     BlockedPointwise,
     pointwise_fits,
     pointwise_layout,

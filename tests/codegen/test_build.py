@@ -40,6 +40,8 @@ TYPED = {
     "qnn_add": [((2, 3), "uint8")] * 2 + [((), "float32"), ((), "uint8")] * 3,
     "qnn_sigmoid": [((2, 3), "int8")] + [((), "float32"), ((), "int8")] * 2,
     "qnn_softmax": [((2, 3, 8), "int8")] + [((), "float32"), ((), "int8")] * 2,
+    "qnn_conv2d_nchwc": [((1, 2, 5, 5, 16), "uint8"), ((32, 32, 1, 1), "int8")]
+    + [((), "uint8"), ((), "int8")],
 }
 
 

@@ -1,4 +1,4 @@
-"""conv2d_nchwc kernels on channel-blocked data (codegen/lower/kernels/conv/nchwc_*.py) and the layout
+"""conv2d_nchwc kernels on channel-blocked data (codegen/lower/kernels/conv/nchwc/) and the layout
 conversions around them: every form they take equals the interpreter, fused epilogues
 included, and runs natively (no host fallback)."""
 
@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 import codegen
 import egraph_ir as ir
 import passmgr as pm
-from codegen.lower.kernels.conv import nchwc_pointwise
-from codegen.lower.kernels.conv.nchwc_depthwise import BlockedDepthwise
-from codegen.lower.kernels.conv.nchwc_pointwise import BlockedPointwise, pointwise_layout
+from codegen.lower.kernels.conv.nchwc import pointwise as nchwc_pointwise
+from codegen.lower.kernels.conv.nchwc.depthwise import BlockedDepthwise
+from codegen.lower.kernels.conv.nchwc.pointwise import BlockedPointwise, pointwise_layout
 from codegen.lower.kinds import Unsupported
 from codegen.lower.select import CHOOSERS
 from egraph_ir import op

@@ -1,4 +1,4 @@
-"""qnn_conv2d_nchwc kernels on bytes of 16 channels (codegen/lower/kernels/conv/nchwc_int8.py):
+"""qnn_conv2d_nchwc kernels on bytes of 16 channels (codegen/lower/kernels/conv/nchwc/int8.py):
 every form they take equals the interpreter bit for bit, with the int8 epilogues (a
 blocked bias, a requantize per tensor or per channel) fused, and runs natively."""
 
@@ -13,7 +13,7 @@ import codegen
 import egraph_ir as ir
 import passmgr as pm
 from codegen.llvm.mathlib import host_has_vnni
-from codegen.lower.kernels.conv.nchwc_int8 import Int8BlockedDepthwise, Int8BlockedPointwise
+from codegen.lower.kernels.conv.nchwc.int8 import Int8BlockedDepthwise, Int8BlockedPointwise
 from codegen.lower.kinds import Unsupported
 from codegen.lower.select import CHOOSERS
 from egraph_ir import op

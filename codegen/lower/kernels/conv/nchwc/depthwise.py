@@ -19,7 +19,7 @@ import numpy as np
 
 from egraph_ir.expr import Call, Constant
 
-from ....loop_ir import (
+from .....loop_ir import (
     INDEX,
     LANES,
     Assign,
@@ -37,11 +37,11 @@ from ....loop_ir import (
     idx,
     within,
 )
-from ...group import Group
-from ...kinds import ConvKernel
-from ...strategy import NativeKernel
-from .epilogue import lanes_epilogue, micro_kernel
-from .shape import (
+from ....group import Group
+from ....kinds import ConvKernel
+from ....strategy import NativeKernel
+from ..epilogue import lanes_epilogue, micro_kernel
+from ..shape import (
     VECTOR,
     BlockedShape,
     native_blocks,

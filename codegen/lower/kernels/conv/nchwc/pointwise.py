@@ -20,8 +20,8 @@ import numpy as np
 
 from egraph_ir.expr import Call, Constant
 
-from ....llvm.cpu import accumulator_budget
-from ....loop_ir import (
+from .....llvm.cpu import accumulator_budget
+from .....loop_ir import (
     INDEX,
     LANES,
     THREAD_SLOT,
@@ -41,14 +41,14 @@ from ....loop_ir import (
     heavy,
     idx,
 )
-from ...compute.definitions import Index
-from ...group import Group
-from ...kinds import BufferRef, ConvKernel
-from ...strategy import NativeKernel
-from .channels import panels_of
-from .epilogue import lanes_epilogue, micro_kernel
-from .prologue import pad_kernel
-from .shape import (
+from ....compute.definitions import Index
+from ....group import Group
+from ....kinds import BufferRef, ConvKernel
+from ....strategy import NativeKernel
+from ..channels import panels_of
+from ..epilogue import lanes_epilogue, micro_kernel
+from ..prologue import pad_kernel
+from ..shape import (
     L2_SHARE,
     MIN_WORK,
     VECTOR,
@@ -91,7 +91,7 @@ def pointwise_fits(conv: Call) -> bool:
 @dataclass(frozen=True)
 class PanelSums:
     """How a panel's register block sums: float32 products of a broadcast input scalar
-    with the panel's weight vectors (nchwc_int8.py: VNNI dot products of a broadcast word
+    with the panel's weight vectors (int8.py: VNNI dot products of a broadcast word
     of four input bytes with weight words, into int32)."""
 
     vector: str = VECTOR

@@ -1,17 +1,17 @@
 """qnn_conv2d_nchwc on bytes of 16 channels per pixel (kernels "conv/int8-nchwc-depthwise"
 and "conv/int8-nchwc-pointwise"; the layouts BlockLayout chooses, rules/builtin/blocked.rules).
 
-Depthwise: nchwc_depthwise.py's rows, each tap one 16-byte load widened to float32 (bytes
+Depthwise: depthwise.py's rows, each tap one 16-byte load widened to float32 (bytes
 and their products are exact floats, and so are sums of up to EXACT_TAPS of them), less
 the input zero point where it is not 0, so a tap outside the map, which the row sweep
 leaves out, counts as the zero point it stands for. A row's sums wait in the thread's
 row of a scratch; the epilogue reads them as int32.
 
-Pointwise: nchwc_pointwise.py's panels with int32 accumulators: per step one broadcast
+Pointwise: pointwise.py's panels with int32 accumulators: per step one broadcast
 32-bit word of four input channels of a pixel (in NCHW16c data, four consecutive words of
-one pixel's 16 bytes; from NCHW data, int8.py's packed words) times the panel's weight
+one pixel's 16 bytes; from NCHW data, conv/int8.py's packed words) times the panel's weight
 words, four byte products added per lane (VNNI's vpdpbusd), then less each output
-channel's zero-point share (zx * sum of its weights: int8.py's offsets). uint8 data only:
+channel's zero-point share (zx * sum of its weights: conv/int8.py's offsets). uint8 data only:
 vpdpbusd multiplies unsigned bytes."""
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ import numpy as np
 
 from egraph_ir.expr import Call, Constant, Var
 
-from ....llvm.mathlib import host_has_vnni
-from ....loop_ir import (
+from .....llvm.mathlib import host_has_vnni
+from .....loop_ir import (
     INDEX,
     LANES,
     THREAD_SLOT,
@@ -42,22 +42,22 @@ from ....loop_ir import (
     Stmt,
     const,
 )
-from ...group import Group
-from ...kinds import BufferRef, ConvKernel
-from ...strategy import NativeKernel
-from . import int8
-from .channels import panels_of
-from .depthwise_int8 import EXACT_TAPS
-from .epilogue import lanes_epilogue, micro_kernel
-from .nchwc_depthwise import RowSums, depthwise_rows, depthwise_weights
-from .nchwc_pointwise import (
+from ....group import Group
+from ....kinds import BufferRef, ConvKernel
+from ....strategy import NativeKernel
+from .. import int8 as nchw_int8
+from ..channels import panels_of
+from ..depthwise_int8 import EXACT_TAPS
+from ..epilogue import lanes_epilogue, micro_kernel
+from ..shape import VECTOR, BlockedShape, int8_operands_fit
+from .depthwise import RowSums, depthwise_rows, depthwise_weights
+from .pointwise import (
     PanelReads,
     PanelSums,
     PointwiseLayout,
     blocked_pointwise,
     pointwise_layout,
 )
-from .shape import VECTOR, BlockedShape, int8_operands_fit
 
 WORDS = f"int32x{LANES}"
 BYTES = f"uint8x{LANES}"
@@ -126,7 +126,7 @@ def byte_depthwise(group: Group, anchor: Call, ops: list[str]) -> ConvKernel:
     source = group.buffers[anchor.args[0]].name
     weights = group.buffer_of(Constant(depthwise_weights(anchor)))
     block = LoopVar(INDEX, "blk")
-    sums = _ByteRows("rows", int8.unsigned_zero(anchor))
+    sums = _ByteRows("rows", nchw_int8.unsigned_zero(anchor))
 
     def read(p: LExpr, lane: LExpr) -> LExpr:
         at = (THREAD_SLOT * g.ow + p) * LANES + lane
@@ -164,7 +164,7 @@ class _WordPanel(PanelSums):
 
     vector: str = WORDS
     offsets: str = ""
-    packed_input: bool = False  # NCHW data: int8.py's packed words in scratch 0
+    packed_input: bool = False  # NCHW data: conv/int8.py's packed words in scratch 0
     plane: int = 0  # words of one packed input channel, and its rows' width
     wp: int = 0
 
@@ -176,17 +176,17 @@ class _WordPanel(PanelSums):
         pixels = g.oh * g.ow
         if not self.packed_input:  # word k of a pixel: bytes 4k .. 4k + 3 of its 16
             cb, k = LoopVar(INDEX, "cb"), LoopVar(INDEX, "k")
-            plane = (b * g.cb + cb) * (pixels * LANES) + k * int8.WORD
+            plane = (b * g.cb + cb) * (pixels * LANES) + k * nchw_int8.WORD
 
             def word(pixel: LExpr, j: int) -> LExpr:
                 return Load("int32x1", source, plane + pixel * LANES)
 
             def loops(body: list[Stmt]) -> Stmt:
-                per_block = For("k", LANES // int8.WORD, body, unroll=False)
+                per_block = For("k", LANES // nchw_int8.WORD, body, unroll=False)
                 return For("cb", g.cb, [per_block], unroll=False)
 
-            return PanelReads(cb * (LANES // int8.WORD) + k, word, loops)
-        ch, words = LoopVar(INDEX, "ch"), int8.words(g.c)
+            return PanelReads(cb * (LANES // nchw_int8.WORD) + k, word, loops)
+        ch, words = LoopVar(INDEX, "ch"), nchw_int8.words(g.c)
 
         def packed(pixel: LExpr, j: int) -> LExpr:
             y, x = pixel // g.ow, pixel % g.ow
@@ -208,15 +208,15 @@ class _WordPanel(PanelSums):
     def prologue(self, conv: Call, name: str) -> tuple[Kernel | None, tuple[tuple[int, ...], str]]:
         if not self.packed_input:
             return None, ((), "")
-        lay = int8.layout(conv)
-        return int8.pack_kernel(conv, lay, name), int8.packed_input_shape(conv, lay)
+        lay = nchw_int8.layout(conv)
+        return nchw_int8.pack_kernel(conv, lay, name), nchw_int8.packed_input_shape(conv, lay)
 
 
 def word_layout(conv: Call) -> PointwiseLayout:
-    """nchwc_pointwise's blocking with the weights as words of four input channels:
+    """pointwise.py's blocking with the weights as words of four input channels:
     panels (O / W, C / 4, 1, W) int32, output channels padded with zero words."""
     lay = pointwise_layout(conv)
-    words, _ = int8.packed_weights(conv)
+    words, _ = nchw_int8.packed_weights(conv)
     padded = np.zeros((lay.count * lay.width, *words.shape[1:]), np.int32)
     padded[: words.shape[0]] = words
     return dataclasses.replace(lay, panels=panels_of(padded, lay.width))
@@ -225,8 +225,8 @@ def word_layout(conv: Call) -> PointwiseLayout:
 def word_pointwise(group: Group, anchor: Call, ops: list[str], lay: PointwiseLayout) -> ConvKernel:
     g = BlockedShape.of(anchor)
     offsets = np.zeros(lay.count * lay.width, np.int32)
-    offsets[: g.o] = int8.offsets(anchor)
-    wide = int8.layout(anchor)
+    offsets[: g.o] = nchw_int8.offsets(anchor)
+    wide = nchw_int8.layout(anchor)
     sums = _WordPanel(
         offsets=group.buffer_of(Constant(offsets)),
         packed_input=not g.data_blocked,
