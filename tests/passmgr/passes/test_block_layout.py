@@ -206,9 +206,10 @@ def test_without_a_convolution_extraction_is_greedy() -> None:
 
 
 def int8_inverted_residual(side: int = 14) -> ir.IRModule:
-    """A uint8 MobileNetV2 block as FakeQuantizationToInteger leaves it: expand 1x1 ->
-    depthwise 3x3 -> project 1x1 (24 channels: no whole blocks), each qnn_conv2d with an
-    int32 bias and a requantize to uint8 (the depthwise one per channel)."""
+    """A uint8 inverted residual as FakeQuantizationToInteger leaves it: expand 1x1 (and
+    an EfficientNet's SiLU, a table) -> depthwise 3x3 -> project 1x1 (24 channels: no
+    whole blocks), each qnn_conv2d with an int32 bias and a requantize to uint8 (the
+    depthwise one per channel)."""
     rng = np.random.default_rng(0)
 
     def layer(
@@ -222,6 +223,8 @@ def int8_inverted_residual(side: int = 14) -> ir.IRModule:
 
     x = ir.var("x", shape=(1, 24, side, side), dtype="uint8")
     y = layer(x, (96, 24, 1, 1), (5, 0), np.array(2e-3, "float32"))
+    silu = ir.const(rng.integers(0, 256, 256).astype("uint8"))  # a quantised SiLU's table
+    y = op.take(silu, y, axis=0, mode="fast")
     per_channel = rng.uniform(1e-4, 1e-3, (96, 1, 1)).astype("float32")
     y = layer(y, (96, 1, 3, 3), (0, 0), per_channel, padding=(1,), groups=96)
     y = layer(y, (24, 96, 1, 1), (0, 128), np.array(5e-4, "float32"))
