@@ -196,6 +196,26 @@ def test_canonicalised_products_stay_exact_past_float32_integers() -> None:
         np.testing.assert_array_equal(got[1], want[1])
 
 
+@pytest.mark.parametrize("depth, zeros", [(64, (134, 127)), (197, (0, 123)), (300, (0, 0))])
+def test_a_product_of_two_activations_sums_in_float32_where_its_depth_allows(
+    depth: int, zeros: tuple[int, int]
+) -> None:
+    """Attention's QK^T and PV (both operands 8-bit activations): float32 where depth x the
+    largest |b - zero point| x 255 stays below 2**24 (ViT-tiny's 64 and 197), float64
+    beyond; exact either way, at the extremes of both operands."""
+    a = ir.var("a", shape=(3, 5, depth), dtype="uint8")
+    b = ir.var("b", shape=(3, depth, 7), dtype="uint8")
+    za, zb = (ir.const(np.array(z, np.uint8)) for z in zeros)
+    mod = ir.infer_type(ir.IRModule.from_expr(ir.Function([a, b], ir.op.qnn_matmul(a, b, za, zb))))
+    lowered = pm.passes.CanonicalizeQnn()(mod)
+    wide = 255 * depth * max(zeros[1], 255 - zeros[1]) >= 2**24
+    assert ("float64" in str(lowered)) == wide
+    far = {"a": np.full((3, 5, depth), 255 if zeros[0] < 128 else 0, np.uint8)}
+    far["b"] = np.full((3, depth, 7), 255 if zeros[1] < 128 else 0, np.uint8)
+    want = ir.interpret(mod, **far)
+    np.testing.assert_array_equal(codegen.build(lowered).run(**far), want)
+
+
 def _float_model(
     path: Path, nodes: list[Any], weights: dict[str, tuple[int, ...]], seed: int, scale: float,
     x_shape: list[int], y_shape: list[int],
