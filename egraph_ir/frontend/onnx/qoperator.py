@@ -17,7 +17,7 @@ from ...errors import FrontendError
 from ...expr import Constant, Expr
 from ...types import TensorType
 from .node import Node, converter
-from .quantize import spread, zero_point
+from .quantize import dequantized_bias, spread, zero_point
 from .windows import Window
 
 
@@ -136,12 +136,8 @@ def _qgemm(n: Node) -> Expr:
         value = op.multiply(value, Constant(np.array(alpha, "float32")))
     rows, columns = a_t.shape[1 if trans_a else 0], b_t.shape[0 if trans_b else 1]
     out = TensorType((rows, columns), "float32")
-    if n.input(6) is not None:
-        b_scale = spread(n, 4, out, axis=1)  # (1, columns) per column: the bias is 1-D
-        b_scale = op.reshape(b_scale, (-1,)) if n.type(4).size > 1 else b_scale
-        scale = op.multiply(spread(n, 1, a_t), b_scale)
-        bias = op.dequantize(n.x(6), scale, Constant(np.zeros((), "int32")))
-        value = op.add(value, bias)
+    if n.input(6) is not None:  # per column: a vector of products, zero points
+        value = op.add(value, dequantized_bias(n, 6, (1, 4), b_t, b_axis))
     if n.input(7) is None:
         return value
     y_zero = n.type(8).dtype if n.input(8) is not None else "uint8"

@@ -37,6 +37,28 @@ def spread(n: Node, i: int, x: TensorType, axis: int | None = None) -> Expr:
     return op.reshape(value, tuple(shape))
 
 
+def dequantized_bias(
+    n: Node, bias: int, scales: tuple[int, int], w_t: TensorType, axis: int
+) -> Expr:
+    """Input `bias` (int32) at scale x_scale * w_scale (inputs `scales`; w_scale per
+    tensor or along the weight's `axis`) as the QDQ form writes it, which the quantize
+    rules read: the float32 product a constant (per channel a vector), the zero point 0
+    of the scale's shape."""
+    x_t = n.type(scales[0])
+    sx, sw = n.input(scales[0]), n.input(scales[1])
+    per_channel = n.type(scales[1]).size > 1
+    if isinstance(sx, Constant) and isinstance(sw, Constant):  # the rules' constant
+        product = np.float32(sx.data.reshape(())) * sw.data.astype(np.float32)
+        scale: Expr = Constant(product.reshape((-1,) if per_channel else ()))
+    else:
+        scale = op.multiply(
+            op.cast(spread(n, scales[0], x_t), dtype="float32"),
+            op.reshape(spread(n, scales[1], w_t, axis=axis), (-1,)),
+        )
+    zero = np.zeros((w_t.shape[axis],) if per_channel else (), "int32")
+    return op.dequantize(n.x(bias), scale, Constant(zero))
+
+
 def dequantized(n: Node, x: int, scale: int, zero: int, axis: int | None = None) -> Expr:
     """(input x - zero point) * scale, in float32, the product rounded by itself."""
     x_t = n.type(x)
@@ -188,18 +210,7 @@ def _qlinear_conv(n: Node) -> Expr:
     win = _window(n, 3)
     out = _convolved(n, win, win.lift(x), win.lift(w), integer=False)
     if n.input(8) is not None:
-        sx, sw = n.input(1), n.input(4)
-        if isinstance(sx, Constant) and isinstance(sw, Constant):  # the rules' constant
-            product = np.float32(sx.data.reshape(())) * sw.data.astype(np.float32)
-            scale: Expr = Constant(product.reshape(() if sw.data.size == 1 else (-1,)))
-        else:
-            scale = op.multiply(
-                op.cast(spread(n, 1, x_t), dtype="float32"),
-                op.reshape(spread(n, 4, w_t, axis=0), (-1,)),
-            )
-        per_channel = n.type(4).size > 1  # the bias's zero point as QDQ writes it
-        b_zero = np.zeros((w_t.shape[0],) if per_channel else (), "int32")
-        bias = op.dequantize(n.x(8), scale, Constant(b_zero))
+        bias = dequantized_bias(n, 8, (1, 4), w_t, 0)
         out = op.bias_add(out, bias, axis=1)
     y_zero = n.type(7).dtype if n.input(7) is not None else "uint8"
     y = op.quantize(out, spread(n, 6, n.type()), zero_point(n, 7, n.type(), y_zero))
