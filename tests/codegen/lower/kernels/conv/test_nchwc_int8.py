@@ -13,7 +13,12 @@ import codegen
 import egraph_ir as ir
 import passmgr as pm
 from codegen.llvm.mathlib import host_has_vnni
-from codegen.lower.kernels.conv.nchwc.int8 import Int8BlockedDepthwise, Int8BlockedPointwise
+from codegen.lower.kernels.conv.nchwc import pointwise as nchwc_pointwise
+from codegen.lower.kernels.conv.nchwc.int8 import (
+    Int8BlockedDepthwise,
+    Int8BlockedPointwise,
+    word_layout,
+)
 from codegen.lower.kinds import Unsupported
 from codegen.lower.select import CHOOSERS
 from egraph_ir import op
@@ -126,3 +131,32 @@ def test_the_blocked_int8_kernels_take_depthwise_and_pointwise_forms_only() -> N
     ):
         with pytest.raises(Unsupported):  # its reference on the host
             choose(other)
+
+
+@pytest.mark.parametrize("panels_inner", [False, True])
+@pytest.mark.parametrize("out_layout", ["NCHW16c", "NCHW"])
+def test_a_batch_runs_item_by_item_through_the_int8_pointwise_kernel(
+    out_layout: str, panels_inner: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At batch > 1 the threads share (item, panel, part) iterations, or, where an item's
+    input overflows the L2 share, run every panel on each block of pixels: every item
+    equals the interpreter at 1 to 3 threads, requantized per channel. (The share is
+    shrunk here so the small case takes the second way.)"""
+    monkeypatch.setattr(nchwc_pointwise, "L2_SHARE", 20_000 if panels_inner else 10**9)
+    rng = np.random.default_rng(3)
+    o = 48 if out_layout == "NCHW16c" else 40
+    x = ir.var("x", shape=(3, 5, 9, 11, 16), dtype="uint8")
+    weights = ir.const(rng.integers(-128, 128, (o, 80, 1, 1)).astype("int8"))
+    zeros = ir.const(np.array(7, "uint8")), ir.const(np.array(0, "int8"))
+    conv = op.qnn_conv2d_nchwc(x, weights, *zeros, out_layout=out_layout)
+    scales = rng.uniform(1e-4, 1e-3, o).astype("float32")
+    shape = (o // 16, 1, 1, 16) if out_layout == "NCHW16c" else (o, 1, 1)
+    fn = ir.Function([x], op.requantize(conv, ir.const(scales.reshape(shape)), zeros[0]))
+    value = rng.integers(0, 256, (3, 5, 9, 11, 16)).astype("uint8")
+    for threads in (1, 2, 3):
+        with pm.PassContext(config={**NATIVE, "codegen.num_threads": threads}):
+            exe = codegen.build(fn)
+        assert [k.variant for k in exe.graph.kernels()] == ["int8-nchwc-pointwise"]
+        np.testing.assert_array_equal(exe.run(x=value), ir.interpret(fn, x=value))
+    layout = word_layout(ir.infer_type(ir.Function([x], conv)).body)
+    assert layout.panels_inner == panels_inner and layout.items == 3
