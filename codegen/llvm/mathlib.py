@@ -22,17 +22,14 @@ from collections.abc import Sequence
 import numpy as np
 from llvmlite import ir
 
+from egraph_ir.measured import host_has_vnni  # vpdpbusd: code is compiled for the host
+
 from .cpu import host_has
 from .lookup import Tables
 
 F32 = ir.FloatType()
 I32 = ir.IntType(32)
 I8 = ir.IntType(8)
-
-
-def host_has_vnni() -> bool:
-    """Whether this CPU has AVX-512 VNNI (vpdpbusd): code is compiled for the host CPU."""
-    return host_has("avx512vnni")
 
 
 class MathLib:

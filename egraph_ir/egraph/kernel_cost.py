@@ -12,9 +12,9 @@ over MobileNetV2's and EfficientNet-B0's layers on this project's machines (2 th
 one table for AVX-512 hosts, one for AVX2; `benchmarks/layouts.py` measures them anew).
 The int8 convolutions (qnn_conv2d, qnn_conv2d_nchwc) have rates of their own where the
 host has VNNI. Elementwise and broadcast ops fuse into the kernel before them whatever the
-layout, and reshapes are views or index maps, so they cost a token amount (fewer calls win a tie); a
-layout conversion or a transpose is a copy that reads and writes every element; a product
-runs at its measured rate.
+layout, and reshapes are views or index maps, so they cost a token amount (fewer calls win
+a tie); a layout conversion or a transpose is a copy that reads and writes every element;
+a product runs at its measured rate.
 """
 
 from __future__ import annotations

@@ -140,9 +140,10 @@ class RowSums:
     def read(self, source: str, at: LExpr) -> LExpr:
         return Load(VECTOR, source, at)
 
-    def row(self, out_row: LExpr, g: BlockedShape) -> LExpr:
-        """The first pixel of output row `out_row` (item and channel block folded in)."""
-        return out_row * g.ow
+    def row(self, row: LExpr, g: BlockedShape) -> LExpr:
+        """Where in `dest` (in pixels) output row `row` starts: its number counts the
+        item's and channel block's rows before it."""
+        return row * g.ow
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from typing import ClassVar
 import numpy as np
 
 from egraph_ir.expr import Call, Constant, Var
+from egraph_ir.types import TensorType
 
 from .....llvm.mathlib import host_has_vnni
 from .....loop_ir import (
@@ -50,7 +51,7 @@ from ..channels import panels_of
 from ..depthwise_int8 import EXACT_TAPS
 from ..epilogue import lanes_epilogue, micro_kernel
 from ..shape import VECTOR, BlockedShape, int8_operands_fit
-from .depthwise import RowSums, depthwise_rows, depthwise_weights
+from .depthwise import RowSums, depthwise_macs, depthwise_rows, depthwise_weights
 from .pointwise import (
     PanelReads,
     PanelSums,
@@ -71,8 +72,9 @@ def fits(conv: Call) -> bool:
         return False
     layouts = (conv.attrs["data_layout"], conv.attrs["out_layout"])
     x_t = conv.args[0].checked_type
+    assert isinstance(x_t, TensorType)  # int8_operands_fit says so
     return (
-        getattr(x_t, "dtype", "") == "uint8"
+        x_t.dtype == "uint8"
         and conv.attrs["pairs"] == "exact"
         and host_has_vnni()
         and all(layout in ("NCHW", f"NCHW{LANES}c") for layout in layouts)
@@ -90,7 +92,7 @@ def depthwise_fits(conv: Call) -> bool:
 
 def pointwise_fits(conv: Call) -> bool:
     """A 1x1 convolution of one group without stride or padding, one side blocked at
-    least, input channels in whole words."""
+    least (both NCHW is conv/int8.py's work)."""
     if not fits(conv) or int(conv.attrs["groups"]) != 1:
         return False
     g = BlockedShape.of(conv)
@@ -115,8 +117,8 @@ class _ByteRows(RowSums):
             )
         return value
 
-    def row(self, out_row: LExpr, g: BlockedShape) -> LExpr:
-        return THREAD_SLOT * g.ow
+    def row(self, row: LExpr, g: BlockedShape) -> LExpr:
+        return THREAD_SLOT * g.ow  # one row per thread: its epilogue reads it next
 
 
 def byte_depthwise(group: Group, anchor: Call, ops: list[str]) -> ConvKernel:
@@ -139,7 +141,7 @@ def byte_depthwise(group: Group, anchor: Call, ops: list[str]) -> ConvKernel:
     stmts = depthwise_rows(anchor, block, source, weights, after_row, sums)
     special = {"rows": BufferRef("scratch", 0)}
     scratches: list[tuple[tuple[int, ...], str]] = [((g.cb, g.ow * LANES), "float32")]
-    macs = g.n * g.o * g.oh * g.ow * g.kh * g.kw
+    macs = depthwise_macs(anchor)
     name = Int8BlockedDepthwise.NAME
     return micro_kernel(
         group, anchor, ops, stmts, ("blk", g.cb), macs, special, scratches, None, name
@@ -223,6 +225,8 @@ def word_layout(conv: Call) -> PointwiseLayout:
 
 
 def word_pointwise(group: Group, anchor: Call, ops: list[str], lay: PointwiseLayout) -> ConvKernel:
+    """The float pointwise kernel's loops over words: each channel's zero-point share
+    (padded channels: 0) taken off as a block's sums go to the tile."""
     g = BlockedShape.of(anchor)
     offsets = np.zeros(lay.count * lay.width, np.int32)
     offsets[: g.o] = nchw_int8.offsets(anchor)
