@@ -58,4 +58,7 @@ class BlockLayout(EqSat):
 
 
 def _has_convolution(fn: Function) -> bool:
-    return any(isinstance(e, Call) and op_name(e) == "conv2d" for e in post_order(fn))
+    """A float or int8 convolution: what blocked forms exist for."""
+    return any(
+        isinstance(e, Call) and op_name(e) in ("conv2d", "qnn_conv2d") for e in post_order(fn)
+    )
