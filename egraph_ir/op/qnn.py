@@ -75,11 +75,14 @@ def _to_zero_point_type(allowed: tuple[str, ...], what: str):
 
 
 def _saturated(rounded: np.ndarray, zero: np.ndarray) -> np.ndarray:
-    """rounded + zero point, clipped to the zero point's type (NaN: 0) and cast to it."""
+    """rounded + zero point, clipped to the zero point's type and cast to it. NaN is the
+    type's least value, as ONNX Runtime's x86 kernels give it (the conversion's
+    INT_MIN, saturated): int8 -128, uint8 0 (a scale of inf from a -inf attention mask
+    makes NaNs of every quantized element)."""
     low, high = integer_range(str(zero.dtype))
     with np.errstate(all="ignore"):
         shifted = rounded + zero.astype(np.float32)
-    return np.nan_to_num(np.clip(shifted, low, high), nan=0.0).astype(zero.dtype)
+    return np.nan_to_num(np.clip(shifted, low, high), nan=float(low)).astype(zero.dtype)
 
 
 def quantize_ref(x: np.ndarray, scale: np.ndarray, zero: np.ndarray) -> np.ndarray:

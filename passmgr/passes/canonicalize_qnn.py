@@ -81,9 +81,14 @@ def _f32(e: Expr) -> Expr:
 
 
 def _clipped(value: Expr, dtype: str) -> Expr:
-    """value clipped to an integer type's range and cast to it."""
+    """value clipped to an integer type's range and cast to it; NaN the least value, as
+    ONNX Runtime's kernels give it (egraph_ir/op/qnn.py: _saturated)."""
     low, high = integer_range(dtype)
-    return op.cast(op.clip(value, a_min=float(low), a_max=float(high)), dtype=dtype)
+    clipped = op.clip(value, a_min=float(low), a_max=float(high))
+    if low != 0:  # a cast gives NaN 0 (uint8's least value)
+        least = Constant(np.array(low, np.float32))
+        clipped = op.where(op.not_equal(value, value), least, clipped)
+    return op.cast(clipped, dtype=dtype)
 
 
 def _saturated(value: Expr, zero: Expr, dtype: str) -> Expr:
