@@ -201,18 +201,21 @@ def _qnn_sigmoid(call: Call, args: list[Expr], dtype: str) -> Expr:
 
 def _qnn_softmax(call: Call, args: list[Expr], dtype: str) -> Expr:
     """QLinearSoftmax's algorithm (egraph_ir/op/qnn.py: qnn_softmax_ref) with the table
-    the constant input scale and the row's length give; the float chain, a quantum apart,
-    when the scales are run-time values or the row's length symbolic. The code generator
-    sums rows under 256 elements in order, as ONNX Runtime does; longer ones in lanes,
-    which can move a quotient within a rounding of .5 by one."""
+    the constant input scale and the row's length give (a symbolic length, a KV cache's:
+    the table computed when the program runs, as ONNX Runtime does); the float chain, a
+    quantum apart, when the scales are run-time values. The code generator sums rows under
+    256 elements in order, as ONNX Runtime does; longer ones in lanes, which can move a
+    quotient within a rounding of .5 by one."""
     x, sx, zx, sy, zy = args
     axis = int(call.attrs["axis"])
     length = call.args[0].checked_type.shape[axis]  # type: ignore[attr-defined]
-    constants = all(isinstance(a, Constant) for a in (sx, sy, zy))
-    if not constants or not isinstance(length, int):
+    if not all(isinstance(a, Constant) for a in (sx, sy, zy)):
         return _quantized(op.softmax(_dequantized(x, sx, zx), axis=axis), sy, zy, dtype)
     assert isinstance(sx, Constant) and isinstance(sy, Constant)
-    table = Constant(softmax_table(float(sx.data), length, float(sy.data)))
+    if isinstance(length, int):
+        table: Expr = Constant(softmax_table(float(sx.data), length, float(sy.data)))
+    else:
+        table = _run_time_softmax_table(length, float(sx.data), float(sy.data))
     values = op.cast(x, dtype="int32")
     top = op.max(values, axis=axis, keepdims=True)
     index = op.subtract(op.add(values, Constant(np.array(255, "int32"))), top)
@@ -222,6 +225,28 @@ def _qnn_softmax(call: Call, args: list[Expr], dtype: str) -> Expr:
     level = op.add(op.cast(q, dtype="int32"), op.cast(zy, dtype="int32"))
     top_level = Constant(np.array(integer_range(dtype)[1], "int32"))
     return op.cast(op.minimum(level, top_level), dtype=dtype)
+
+
+def _run_time_softmax_table(length: Any, x_scale: float, y_scale: float) -> Expr:
+    """softmax_table's arithmetic over a row length known only when the program runs:
+    the float32 quotient FLT_MAX / length, its log and the 256 exponentials in float64
+    (libm's, as ONNX Runtime's), stored as float32, scaled by 2**-16 where the largest
+    entry times floor(1 / y_scale) would overflow."""
+
+    def f64(value: float) -> Constant:
+        return Constant(np.array(value, np.float64))
+
+    top = float(np.finfo(np.float32).max)
+    n = op.cast(op.dim_values(values=(length,), shape=(), dtype="int64"), dtype="float32")
+    largest = op.cast(op.divide(Constant(np.array(top, np.float32)), n), dtype="float64")
+    shift = op.divide(op.maximum(op.subtract(op.log(largest), f64(5.0)), f64(0.0)), f64(x_scale))
+    steps = Constant(np.arange(256, dtype=np.float64) - 255.0)
+    table = op.cast(op.exp(op.multiply(op.add(steps, shift), f64(x_scale))), dtype="float32")
+    widest = op.multiply(
+        op.cast(op.max(table), dtype="float64"), f64(float(softmax_inverse(y_scale)))
+    )
+    scale = op.where(op.greater(widest, f64(top)), Constant(np.array(2.0**-16, np.float32)), 1.0)
+    return op.multiply(table, scale)
 
 
 def _qnn_add(args: list[Expr], dtype: str) -> Expr:
