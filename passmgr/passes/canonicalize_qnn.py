@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from egraph_ir import op
+from egraph_ir.dims import Dim
 from egraph_ir.expr import Call, Constant, Expr, Function
 from egraph_ir.frontend import from_onnx
 from egraph_ir.module import IRModule
@@ -227,7 +228,7 @@ def _qnn_softmax(call: Call, args: list[Expr], dtype: str) -> Expr:
     return op.cast(op.minimum(level, top_level), dtype=dtype)
 
 
-def _run_time_softmax_table(length: Any, x_scale: float, y_scale: float) -> Expr:
+def _run_time_softmax_table(length: Dim, x_scale: float, y_scale: float) -> Expr:
     """softmax_table's arithmetic over a row length known only when the program runs:
     the float32 quotient FLT_MAX / length, its log and the 256 exponentials in float64
     (libm's, as ONNX Runtime's), stored as float32, scaled by 2**-16 where the largest
