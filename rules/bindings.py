@@ -337,7 +337,8 @@ def _propose_data(p: PCall, b: _Builder) -> tuple[int, ...] | None:
         h, w = b._random_shape(2)
         if b.rng.random() < 0.5:  # an even map (Winograd's 2x2 tiles)
             h, w = h + h % 2, w + w % 2
-        return (int(b._pick([1, 2])), 16 * int(b._pick([1, 2])), h, w)
+        channels = [16, 32] if p.op == "conv2d" else [3, 16, 32]  # an int8 RGB stem too
+        return (int(b._pick([1, 2])), int(b._pick(channels)), h, w)
     return None
 
 

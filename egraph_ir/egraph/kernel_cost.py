@@ -130,6 +130,7 @@ INT8_GOPS = {
     "qnn_conv2d_nchwc/depthwise@large": 155.0,
     "qnn_conv2d_nchwc/depthwise-strided": 80.0,
     "qnn_conv2d_nchwc/depthwise-strided@large": 105.0,
+    "qnn_conv2d_nchwc/window-in": 300.0,  # an RGB stem into blocks
     "qnn_conv2d_nchwc": 5.0,
 }
 INT8_WITHOUT_VNNI = {"qnn_conv2d": 150.0, "qnn_conv2d_nchwc": 5.0}

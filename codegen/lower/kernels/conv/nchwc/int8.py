@@ -42,15 +42,16 @@ from .....loop_ir import (
     Splat,
     Stmt,
     const,
+    idx,
 )
 from ....group import Group
 from ....kinds import BufferRef, ConvKernel
 from ....strategy import NativeKernel
 from .. import int8 as nchw_int8
-from ..channels import panels_of
+from ..channels import MAX_TAPS, panels_of
 from ..depthwise_int8 import EXACT_TAPS
 from ..epilogue import lanes_epilogue, micro_kernel
-from ..shape import VECTOR, BlockedShape, int8_operands_fit
+from ..shape import VECTOR, BlockedShape, Wide, int8_operands_fit
 from .depthwise import RowSums, depthwise_macs, depthwise_rows, depthwise_weights
 from .pointwise import (
     PanelReads,
@@ -92,13 +93,15 @@ def depthwise_fits(conv: Call) -> bool:
 
 def pointwise_fits(conv: Call) -> bool:
     """A 1x1 convolution of one group without stride or padding, one side blocked at
-    least (both NCHW is conv/int8.py's work)."""
+    least (both NCHW is conv/int8.py's work); or any window of one group from NCHW data
+    into blocks (an RGB stem), read from the packed words of conv/int8.py's prologue."""
     if not fits(conv) or int(conv.attrs["groups"]) != 1:
         return False
     g = BlockedShape.of(conv)
     plain_1x1 = (g.kh, g.kw, g.sh, g.sw) == (1, 1, 1, 1)
     no_pad = (g.top, g.left, g.bottom, g.right) == (0, 0, 0, 0)
-    return plain_1x1 and no_pad and (g.data_blocked or g.out_blocked)
+    window_in = not g.data_blocked and g.out_blocked
+    return (plain_1x1 and no_pad and (g.data_blocked or g.out_blocked)) or window_in
 
 
 # ---------------------------------------------------------------- depthwise
@@ -166,9 +169,7 @@ class _WordPanel(PanelSums):
 
     vector: str = WORDS
     offsets: str = ""
-    packed_input: bool = False  # NCHW data: conv/int8.py's packed words in scratch 0
-    plane: int = 0  # words of one packed input channel, and its rows' width
-    wp: int = 0
+    packed: Wide | None = None  # NCHW data: conv/int8.py's packed words (this layout)
 
     @property
     def name(self) -> str:
@@ -176,7 +177,7 @@ class _WordPanel(PanelSums):
 
     def reads(self, g: BlockedShape, b: LExpr, source: str) -> PanelReads:
         pixels = g.oh * g.ow
-        if not self.packed_input:  # word k of a pixel: bytes 4k .. 4k + 3 of its 16
+        if self.packed is None:  # word k of a pixel: bytes 4k .. 4k + 3 of its 16
             cb, k = LoopVar(INDEX, "cb"), LoopVar(INDEX, "k")
             plane = (b * g.cb + cb) * (pixels * LANES) + k * nchw_int8.WORD
 
@@ -188,13 +189,38 @@ class _WordPanel(PanelSums):
                 return For("cb", g.cb, [per_block], unroll=False)
 
             return PanelReads(cb * (LANES // nchw_int8.WORD) + k, word, loops)
+        return self._packed_reads(g, b, source)
+
+    def _packed_reads(self, g: BlockedShape, b: LExpr, source: str) -> PanelReads:
+        """Words from the packed phase planes: every tap unrolled (its plane and offset
+        constants) up to MAX_TAPS, else a loop over kernel rows (offsets computed)."""
+        wide, taps = self.packed, g.kh * g.kw
+        assert wide is not None
         ch, words = LoopVar(INDEX, "ch"), nchw_int8.words(g.c)
+        channel = (b * words + ch) * (len(wide.phases) * wide.plane)
 
-        def packed(pixel: LExpr, j: int) -> LExpr:
+        def at(pixel: LExpr, tap: LExpr) -> LExpr:
             y, x = pixel // g.ow, pixel % g.ow
-            return Load("int32", source, (b * words + ch) * self.plane + (y * self.wp + x))
+            return Load("int32", source, channel + tap + (y * wide.wp + x))
 
-        return PanelReads(ch, packed, lambda body: For("ch", words, body, unroll=False))
+        def channel_loop(body: list[Stmt]) -> Stmt:
+            return For("ch", words, body, unroll=False)
+
+        if taps <= MAX_TAPS:
+
+            def tap(pixel: LExpr, t: int) -> LExpr:
+                return at(pixel, idx(wide.tap(g, *divmod(t, g.kw))))
+
+            return PanelReads(ch * taps, tap, channel_loop, columns=taps)
+        i = LoopVar(INDEX, "i")
+
+        def rows(body: list[Stmt]) -> Stmt:
+            return channel_loop([For("i", g.kh, body, unroll=False)])
+
+        def column(pixel: LExpr, j: int) -> LExpr:
+            return at(pixel, wide.row_tap(g, i, j))
+
+        return PanelReads(ch * taps + i * g.kw, column, rows)
 
     def splat(self, value: LExpr) -> LExpr:
         if value.dtype == "int32x1":  # a one-lane load: broadcast it (vpbroadcastd)
@@ -208,10 +234,10 @@ class _WordPanel(PanelSums):
         return Bin(self.vector, "sub", acc, Load(self.vector, self.offsets, lanes))
 
     def prologue(self, conv: Call, name: str) -> tuple[Kernel | None, tuple[tuple[int, ...], str]]:
-        if not self.packed_input:
+        if self.packed is None:
             return None, ((), "")
-        lay = nchw_int8.layout(conv)
-        return nchw_int8.pack_kernel(conv, lay, name), nchw_int8.packed_input_shape(conv, lay)
+        shape = nchw_int8.packed_input_shape(conv, self.packed)
+        return nchw_int8.pack_kernel(conv, self.packed, name), shape
 
 
 def word_layout(conv: Call) -> PointwiseLayout:
@@ -230,13 +256,8 @@ def word_pointwise(group: Group, anchor: Call, ops: list[str], lay: PointwiseLay
     g = BlockedShape.of(anchor)
     offsets = np.zeros(lay.count * lay.width, np.int32)
     offsets[: g.o] = nchw_int8.offsets(anchor)
-    wide = nchw_int8.layout(anchor)
-    sums = _WordPanel(
-        offsets=group.buffer_of(Constant(offsets)),
-        packed_input=not g.data_blocked,
-        plane=wide.plane,
-        wp=wide.wp,
-    )
+    packed = None if g.data_blocked else nchw_int8.layout(anchor)
+    sums = _WordPanel(offsets=group.buffer_of(Constant(offsets)), packed=packed)
     return blocked_pointwise(group, anchor, ops, lay, sums)
 
 

@@ -276,7 +276,7 @@ def pointwise_panel(
     reads = sums.reads(g, b, source)
     panel_rows = panel * (lay.panels.shape[1] * g.kh * g.kw)
     updates: list[Stmt] = []
-    for j in range(g.kw):
+    for j in range(reads.columns or g.kw):
         w_at = (panel_rows + reads.weight_row + j) * lay.width
         loads = [Load(vec, packed, w_at + (v * LANES)) for v in range(lay.xv)]
         for r in range(lay.pr):
@@ -305,11 +305,14 @@ def pointwise_panel(
 @dataclass(frozen=True)
 class PanelReads:
     """How a panel's update reads its input: the weight row of tap (i, 0) for the
-    current channel, the input scalar of a pixel at tap column j, the channel loops."""
+    current channel, the input scalar of a pixel at tap column j, the channel loops.
+    `columns`: the taps unrolled per step (default the kernel's width; a reader that
+    unrolls every tap, its rows too, gives their count)."""
 
     weight_row: LExpr
     value: Callable[[LExpr, int], LExpr]
     loops: Callable[[list[Stmt]], Stmt]
+    columns: int = 0
 
 
 def _input_reads(g: BlockedShape, b: LExpr, source: str) -> PanelReads:

@@ -92,6 +92,26 @@ def pointwise_cases(draw: st.DrawFn) -> tuple[ir.Function, dict[str, np.ndarray]
     return ir.Function([x], _requantized(draw, conv, o, out_blocked, rng)), inputs
 
 
+@st.composite
+def window_cases(draw: st.DrawFn) -> tuple[ir.Function, dict[str, np.ndarray]]:
+    """Any window over a few NCHW channels into blocks (an RGB stem: 3x3 stride 2, 7x7)."""
+    c, o = draw(st.sampled_from([1, 3, 4, 5])), 16 * draw(st.integers(1, 3))
+    kernel = draw(st.sampled_from([1, 3, 7]))
+    strides = draw(st.sampled_from([(1, 1), (2, 2)]))
+    padding = draw(st.sampled_from([(0,), (1,), (3,), (0, 1, 2, 0)]))
+    n = draw(st.integers(1, 2))
+    h, w = draw(st.integers(kernel, 17)), draw(st.integers(kernel, 17))
+    rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+    x = ir.var("x", shape=(n, c, h, w), dtype="uint8")
+    weights = ir.const(rng.integers(-128, 128, (o, c, kernel, kernel)).astype("int8"))
+    conv = op.qnn_conv2d_nchwc(
+        x, weights, _zero(draw), ir.const(np.array(0, "int8")),
+        strides=strides, padding=padding, data_layout="NCHW",
+    )  # fmt: skip
+    inputs = {"x": rng.integers(0, 256, (n, c, h, w)).astype("uint8")}
+    return ir.Function([x], _requantized(draw, conv, o, True, rng)), inputs
+
+
 def _build_native(fn: ir.Function) -> codegen.Executable:
     with pm.PassContext(config=NATIVE):
         exe = codegen.build(fn)
@@ -112,6 +132,12 @@ def test_every_int8_blocked_pointwise_form_matches_the_interpreter(case) -> None
     np.testing.assert_array_equal(_build_native(fn).run(**inputs), ir.interpret(fn, **inputs))
 
 
+@given(window_cases())
+def test_every_int8_window_into_blocks_matches_the_interpreter(case) -> None:
+    fn, inputs = case
+    np.testing.assert_array_equal(_build_native(fn).run(**inputs), ir.interpret(fn, **inputs))
+
+
 def _anchor(x_shape: tuple[int, ...], w_shape: tuple[int, ...], **attrs: object) -> ir.Call:
     x = ir.var("x", shape=x_shape, dtype="uint8")
     w = ir.const(np.zeros(w_shape, "int8"))
@@ -125,7 +151,7 @@ def test_the_blocked_int8_kernels_take_depthwise_and_pointwise_forms_only() -> N
     assert isinstance(choose(depthwise), Int8BlockedDepthwise)
     assert isinstance(choose(_anchor((1, 2, 8, 8, 16), (48, 32, 1, 1))), Int8BlockedPointwise)
     for other in (
-        _anchor((1, 2, 8, 8, 16), (16, 32, 3, 3), padding=(1,)),  # a full 3x3 window
+        _anchor((1, 2, 8, 8, 16), (16, 32, 3, 3), padding=(1,)),  # a window over blocks
         _anchor((1, 2, 8, 8, 16), (48, 32, 1, 1), strides=(2, 2)),  # a strided 1x1
         _anchor((1, 2, 8, 8, 16), (48, 32, 1, 1), pairs="saturating"),  # not exact sums
     ):
