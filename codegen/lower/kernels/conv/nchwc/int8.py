@@ -188,7 +188,7 @@ class _WordPanel(PanelSums):
                 per_block = For("k", LANES // nchw_int8.WORD, body, unroll=False)
                 return For("cb", g.cb, [per_block], unroll=False)
 
-            return PanelReads(cb * (LANES // nchw_int8.WORD) + k, word, loops)
+            return PanelReads(cb * (LANES // nchw_int8.WORD) + k, word, loops, g.kw)
         return self._packed_reads(g, b, source)
 
     def _packed_reads(self, g: BlockedShape, b: LExpr, source: str) -> PanelReads:
@@ -211,7 +211,7 @@ class _WordPanel(PanelSums):
             def tap(pixel: LExpr, t: int) -> LExpr:
                 return at(pixel, idx(wide.tap(g, *divmod(t, g.kw))))
 
-            return PanelReads(ch * taps, tap, channel_loop, columns=taps)
+            return PanelReads(ch * taps, tap, channel_loop, taps)
         i = LoopVar(INDEX, "i")
 
         def rows(body: list[Stmt]) -> Stmt:
@@ -220,7 +220,7 @@ class _WordPanel(PanelSums):
         def column(pixel: LExpr, j: int) -> LExpr:
             return at(pixel, wide.row_tap(g, i, j))
 
-        return PanelReads(ch * taps + i * g.kw, column, rows)
+        return PanelReads(ch * taps + i * g.kw, column, rows, g.kw)
 
     def splat(self, value: LExpr) -> LExpr:
         if value.dtype == "int32x1":  # a one-lane load: broadcast it (vpbroadcastd)

@@ -276,7 +276,7 @@ def pointwise_panel(
     reads = sums.reads(g, b, source)
     panel_rows = panel * (lay.panels.shape[1] * g.kh * g.kw)
     updates: list[Stmt] = []
-    for j in range(reads.columns or g.kw):
+    for j in range(reads.columns):
         w_at = (panel_rows + reads.weight_row + j) * lay.width
         loads = [Load(vec, packed, w_at + (v * LANES)) for v in range(lay.xv)]
         for r in range(lay.pr):
@@ -305,14 +305,14 @@ def pointwise_panel(
 @dataclass(frozen=True)
 class PanelReads:
     """How a panel's update reads its input: the weight row of tap (i, 0) for the
-    current channel, the input scalar of a pixel at tap column j, the channel loops.
-    `columns`: the taps unrolled per step (default the kernel's width; a reader that
-    unrolls every tap, its rows too, gives their count)."""
+    current channel, the input scalar of a pixel at tap column j (of `columns` unrolled per
+    step: the kernel's width, or every tap where a reader unrolls its rows too), the
+    channel loops."""
 
     weight_row: LExpr
     value: Callable[[LExpr, int], LExpr]
     loops: Callable[[list[Stmt]], Stmt]
-    columns: int = 0
+    columns: int
 
 
 def _input_reads(g: BlockedShape, b: LExpr, source: str) -> PanelReads:
@@ -329,7 +329,7 @@ def _input_reads(g: BlockedShape, b: LExpr, source: str) -> PanelReads:
         def blocked_loops(body: list[Stmt]) -> Stmt:
             return For("cb", g.cb, [For("lane", LANES, body, unroll=False)], unroll=False)
 
-        return PanelReads(cb * LANES + lane, blocked, blocked_loops)
+        return PanelReads(cb * LANES + lane, blocked, blocked_loops, g.kw)
     ch = LoopVar(INDEX, "ch")
     i: LExpr = LoopVar(INDEX, "i") if g.kh > 1 else idx(0)  # kernel rows: a loop or none
     hp, wp = g.padded  # a padded window reads the padded copy (blocked_pointwise)
@@ -348,7 +348,7 @@ def _input_reads(g: BlockedShape, b: LExpr, source: str) -> PanelReads:
         return For("ch", g.c, [rows] if rows else body, unroll=False)
 
     row = ch * (g.kh * g.kw) + i * g.kw if g.kh > 1 else ch * g.kw
-    return PanelReads(row, plain, plain_loops)
+    return PanelReads(row, plain, plain_loops, g.kw)
 
 
 def pointwise_macs(conv: Call) -> int:

@@ -20,6 +20,8 @@ from codegen.lower.select import CHOOSERS
 from egraph_ir import op
 from egraph_ir.testing import assert_allclose
 
+from .blocked_shapes import depthwise_geometry, pointwise_geometry
+
 NATIVE = {"codegen.host_fallback": False}
 
 
@@ -50,42 +52,29 @@ def _epilogue(draw: st.DrawFn, body: ir.Expr, o: int, rng, params, inputs) -> ir
 
 @st.composite
 def depthwise_cases(draw: st.DrawFn) -> tuple[ir.Function, dict[str, np.ndarray]]:
-    c = 16 * draw(st.integers(1, 3))
-    kernel = draw(st.sampled_from([1, 3, 5]))
-    strides = draw(st.sampled_from([(1, 1), (2, 2), (1, 2)]))
-    dilation = draw(st.sampled_from([(1, 1), (1, 1), (2, 2)]))
-    padding = draw(st.sampled_from([(0,), (1,), (2,), (0, 1, 2, 0)]))
-    n = draw(st.integers(1, 2))
-    h = draw(st.integers(kernel * dilation[0], 19))
-    w = draw(st.integers(kernel * dilation[1], 19))
+    g = draw(depthwise_geometry())
     rng = np.random.default_rng(draw(st.integers(0, 2**16)))
-    x = ir.var("x", shape=(n, c // 16, h, w, 16))
-    weights = ir.const((rng.standard_normal((c, 1, kernel, kernel)) / kernel).astype("float32"))
-    params, inputs = [x], {"x": rng.standard_normal((n, c // 16, h, w, 16)).astype("float32")}
+    x = ir.var("x", shape=g.blocked)
+    k = g.kernel
+    weights = ir.const((rng.standard_normal((g.c, 1, k, k)) / k).astype("float32"))
+    params, inputs = [x], {"x": rng.standard_normal(g.blocked).astype("float32")}
     conv = op.conv2d_nchwc(
-        x, weights, strides=strides, padding=padding, dilation=dilation, groups=c
+        x, weights, strides=g.strides, padding=g.padding, dilation=g.dilation, groups=g.c
     )
-    return ir.Function(params, _epilogue(draw, conv, c, rng, params, inputs)), inputs
+    return ir.Function(params, _epilogue(draw, conv, g.c, rng, params, inputs)), inputs
 
 
 @st.composite
 def pointwise_cases(draw: st.DrawFn) -> tuple[ir.Function, dict[str, np.ndarray]]:
-    """Blocked in and out, or one side NCHW with any channel count (24, 40: the residual
-    streams a chain enters blocked data from or leaves it to)."""
-    data_blocked, out_blocked = draw(st.sampled_from([(True, True), (False, True), (True, False)]))
-    c = 16 * draw(st.integers(1, 4)) if data_blocked else draw(st.sampled_from([3, 16, 24, 40]))
-    o = 16 * draw(st.integers(1, 5)) if out_blocked else draw(st.sampled_from([8, 24, 40, 64]))
-    n = draw(st.integers(1, 3))
-    h, w = draw(st.integers(1, 15)), draw(st.integers(1, 15))
+    """A pointwise geometry (blocked_shapes.py) with an epilogue."""
+    g = draw(pointwise_geometry())
+    o = g.o
     rng = np.random.default_rng(draw(st.integers(0, 2**16)))
-    shape = (n, c // 16, h, w, 16) if data_blocked else (n, c, h, w)
-    x = ir.var("x", shape=shape)
-    weights = ir.const((rng.standard_normal((o, c, 1, 1)) / np.sqrt(c)).astype("float32"))
-    params, inputs = [x], {"x": rng.standard_normal(shape).astype("float32")}
-    layouts = {"data_layout": "NCHW16c" if data_blocked else "NCHW"}
-    layouts["out_layout"] = "NCHW16c" if out_blocked else "NCHW"
-    conv = op.conv2d_nchwc(x, weights, **layouts)
-    if out_blocked:
+    x = ir.var("x", shape=g.data_shape)
+    weights = ir.const((rng.standard_normal((o, g.c, 1, 1)) / np.sqrt(g.c)).astype("float32"))
+    params, inputs = [x], {"x": rng.standard_normal(g.data_shape).astype("float32")}
+    conv = op.conv2d_nchwc(x, weights, **g.layouts)
+    if g.out_blocked:
         return ir.Function(params, _epilogue(draw, conv, o, rng, params, inputs)), inputs
     if draw(st.booleans()):  # NCHW's own epilogue: a bias along axis 1, ReLU6
         bias = ir.const(rng.standard_normal(o).astype("float32"))

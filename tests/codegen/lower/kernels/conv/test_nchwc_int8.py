@@ -23,6 +23,8 @@ from codegen.lower.kinds import Unsupported
 from codegen.lower.select import CHOOSERS
 from egraph_ir import op
 
+from .blocked_shapes import depthwise_geometry, pointwise_geometry
+
 pytestmark = pytest.mark.skipif(not host_has_vnni(), reason="the blocked int8 kernels need VNNI")
 NATIVE = {"codegen.host_fallback": False}
 
@@ -51,45 +53,29 @@ def _zero(draw: st.DrawFn) -> ir.Expr:
 
 @st.composite
 def depthwise_cases(draw: st.DrawFn) -> tuple[ir.Function, dict[str, np.ndarray]]:
-    c = 16 * draw(st.integers(1, 3))
-    kernel = draw(st.sampled_from([1, 3, 5]))
-    strides = draw(st.sampled_from([(1, 1), (2, 2), (1, 2)]))
-    dilation = draw(st.sampled_from([(1, 1), (1, 1), (2, 2)]))
-    padding = draw(st.sampled_from([(0,), (1,), (2,), (0, 1, 2, 0)]))
-    n = draw(st.integers(1, 2))
-    h = draw(st.integers(kernel * dilation[0], 19))
-    w = draw(st.integers(kernel * dilation[1], 19))
+    g = draw(depthwise_geometry())
     rng = np.random.default_rng(draw(st.integers(0, 2**16)))
-    x = ir.var("x", shape=(n, c // 16, h, w, 16), dtype="uint8")
-    weights = ir.const(rng.integers(-128, 128, (c, 1, kernel, kernel)).astype("int8"))
+    x = ir.var("x", shape=g.blocked, dtype="uint8")
+    weights = ir.const(rng.integers(-128, 128, (g.c, 1, g.kernel, g.kernel)).astype("int8"))
     conv = op.qnn_conv2d_nchwc(
         x, weights, _zero(draw), ir.const(np.array(0, "int8")),
-        strides=strides, padding=padding, dilation=dilation, groups=c,
+        strides=g.strides, padding=g.padding, dilation=g.dilation, groups=g.c,
     )  # fmt: skip
-    inputs = {"x": rng.integers(0, 256, (n, c // 16, h, w, 16)).astype("uint8")}
-    return ir.Function([x], _requantized(draw, conv, c, True, rng)), inputs
+    inputs = {"x": rng.integers(0, 256, g.blocked).astype("uint8")}
+    return ir.Function([x], _requantized(draw, conv, g.c, True, rng)), inputs
 
 
 @st.composite
 def pointwise_cases(draw: st.DrawFn) -> tuple[ir.Function, dict[str, np.ndarray]]:
-    """Blocked in and out, or one side NCHW with any channel count (24, 40: the residual
-    streams a chain enters blocked data from or leaves it to)."""
-    data_blocked, out_blocked = draw(st.sampled_from([(True, True), (False, True), (True, False)]))
-    c = 16 * draw(st.integers(1, 4)) if data_blocked else draw(st.sampled_from([3, 16, 24, 40]))
-    o = 16 * draw(st.integers(1, 5)) if out_blocked else draw(st.sampled_from([8, 24, 40, 64]))
-    n = draw(st.integers(1, 3))
-    h, w = draw(st.integers(1, 15)), draw(st.integers(1, 15))
+    """A pointwise geometry (blocked_shapes.py), requantized."""
+    g = draw(pointwise_geometry())
     rng = np.random.default_rng(draw(st.integers(0, 2**16)))
-    shape = (n, c // 16, h, w, 16) if data_blocked else (n, c, h, w)
-    x = ir.var("x", shape=shape, dtype="uint8")
-    weights = ir.const(rng.integers(-128, 128, (o, c, 1, 1)).astype("int8"))
-    conv = op.qnn_conv2d_nchwc(
-        x, weights, _zero(draw), ir.const(np.array(0, "int8")),
-        data_layout="NCHW16c" if data_blocked else "NCHW",
-        out_layout="NCHW16c" if out_blocked else "NCHW",
-    )  # fmt: skip
-    inputs = {"x": rng.integers(0, 256, shape).astype("uint8")}
-    return ir.Function([x], _requantized(draw, conv, o, out_blocked, rng)), inputs
+    x = ir.var("x", shape=g.data_shape, dtype="uint8")
+    weights = ir.const(rng.integers(-128, 128, (g.o, g.c, 1, 1)).astype("int8"))
+    zeros = _zero(draw), ir.const(np.array(0, "int8"))
+    conv = op.qnn_conv2d_nchwc(x, weights, *zeros, **g.layouts)
+    inputs = {"x": rng.integers(0, 256, g.data_shape).astype("uint8")}
+    return ir.Function([x], _requantized(draw, conv, g.o, g.out_blocked, rng)), inputs
 
 
 @st.composite
